@@ -1,0 +1,262 @@
+//! Command-line and environment configuration of the agent.
+
+use std::{
+    net::SocketAddr,
+    num::NonZeroUsize,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use clap::{Parser, ValueEnum};
+
+/// Stevedore node agent: pulls images with per-layer progress, restarts containers in
+/// place and sets pod conditions on its node, serving a gRPC API to the control plane.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "stevedore-agent", version)]
+pub struct Args {
+    /// Name of the node the agent runs on (downward API `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+
+    /// containerd's gRPC socket.
+    #[arg(
+        long,
+        env = "STEVEDORE_CONTAINERD_SOCKET",
+        default_value = "/run/containerd/containerd.sock"
+    )]
+    pub containerd_socket: PathBuf,
+
+    /// containerd namespace to work in; `k8s.io` is the one kubelet's CRI uses.
+    #[arg(long, env = "STEVEDORE_CONTAINERD_NAMESPACE", default_value = "k8s.io")]
+    pub containerd_namespace: String,
+
+    /// Address of the gRPC API (TCP).
+    #[arg(long, env = "STEVEDORE_GRPC_ADDR", default_value = "0.0.0.0:10350")]
+    pub grpc_addr: SocketAddr,
+
+    /// Path of the gRPC API's Unix socket, for local tools on the node.
+    #[arg(
+        long,
+        env = "STEVEDORE_UNIX_SOCKET",
+        default_value = "/run/stevedore/agent.sock"
+    )]
+    pub unix_socket: PathBuf,
+
+    /// Address of the admin HTTP endpoint (`/healthz`, `/readyz`, `/metrics`).
+    #[arg(long, env = "STEVEDORE_ADMIN_ADDR", default_value = "0.0.0.0:10351")]
+    pub admin_addr: SocketAddr,
+
+    /// PEM certificate (chain) for serving the gRPC API over TLS; needs --tls-key.
+    #[arg(long, env = "STEVEDORE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key for --tls-cert.
+    #[arg(long, env = "STEVEDORE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Audience that callers' bearer tokens must be bound to.
+    #[arg(
+        long,
+        env = "STEVEDORE_TOKEN_AUDIENCE",
+        default_value = "stevedore-agent"
+    )]
+    pub token_audience: String,
+
+    /// Image pulls to run at once; more are queued.
+    #[arg(long, env = "STEVEDORE_MAX_CONCURRENT_PULLS", default_value = "3")]
+    pub max_concurrent_pulls: NonZeroUsize,
+
+    /// Default deadline of one image pull, in seconds.
+    #[arg(
+        long = "pull-timeout",
+        env = "STEVEDORE_PULL_TIMEOUT",
+        default_value = "600",
+        value_name = "SECONDS",
+        value_parser = parse_seconds
+    )]
+    pub pull_timeout: Duration,
+
+    /// Registry host (`host[:port]`) that may be reached over plain HTTP; repeatable,
+    /// or comma-separated in the environment variable.
+    #[arg(
+        long = "insecure-registry",
+        env = "STEVEDORE_INSECURE_REGISTRIES",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+
+    /// Log output format.
+    #[arg(long, env = "STEVEDORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl Args {
+    /// The TLS certificate and key paths, when TLS is configured.
+    pub fn tls_files(&self) -> Option<(&Path, &Path)> {
+        self.tls_cert.as_deref().zip(self.tls_key.as_deref())
+    }
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn parse_seconds(value: &str) -> Result<Duration, String> {
+    match value.parse::<u64>() {
+        Ok(0) => Err("must be at least 1 second".to_owned()),
+        Ok(secs) => Ok(Duration::from_secs(secs)),
+        Err(err) => Err(format!("not a whole number of seconds: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every variable the CLI reads, so tests can run in a clean environment.
+    fn env_vars() -> Vec<String> {
+        Args::command()
+            .get_arguments()
+            .filter_map(|arg| arg.get_env())
+            .map(|env| env.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Runs `f` with every CLI variable unset except `set`.
+    fn with_env<R>(set: &[(&str, &str)], f: impl FnOnce() -> R) -> R {
+        let mut vars: Vec<(String, Option<String>)> =
+            env_vars().into_iter().map(|name| (name, None)).collect();
+        vars.extend(
+            set.iter()
+                .map(|(k, v)| ((*k).to_owned(), Some((*v).to_owned()))),
+        );
+        temp_env::with_vars(vars, f)
+    }
+
+    #[test]
+    fn command_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_an_env_fallback() {
+        let cmd = Args::command();
+        let missing: Vec<_> = cmd
+            .get_arguments()
+            .filter(|arg| {
+                arg.get_long()
+                    .is_some_and(|l| l != "help" && l != "version")
+            })
+            .filter(|arg| arg.get_env().is_none())
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "flags without env fallback: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn defaults_apply_when_only_the_node_is_given() {
+        let args = with_env(&[], || Args::try_parse_from(["agent", "--node-name", "n1"])).unwrap();
+        assert_eq!(args.node_name, "n1");
+        assert_eq!(
+            args.containerd_socket,
+            PathBuf::from("/run/containerd/containerd.sock")
+        );
+        assert_eq!(args.containerd_namespace, "k8s.io");
+        assert_eq!(args.grpc_addr, "0.0.0.0:10350".parse().unwrap());
+        assert_eq!(args.unix_socket, PathBuf::from("/run/stevedore/agent.sock"));
+        assert_eq!(args.admin_addr, "0.0.0.0:10351".parse().unwrap());
+        assert_eq!(args.tls_files(), None);
+        assert_eq!(args.token_audience, "stevedore-agent");
+        assert_eq!(args.max_concurrent_pulls.get(), 3);
+        assert_eq!(args.pull_timeout, Duration::from_secs(600));
+        assert!(args.insecure_registries.is_empty());
+        assert_eq!(args.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn node_name_is_required() {
+        let err = with_env(&[], || Args::try_parse_from(["agent"])).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
+    fn environment_fills_in_unset_flags() {
+        let env = [
+            ("NODE_NAME", "node-a"),
+            ("STEVEDORE_CONTAINERD_SOCKET", "/tmp/containerd.sock"),
+            ("STEVEDORE_GRPC_ADDR", "127.0.0.1:9000"),
+            ("STEVEDORE_MAX_CONCURRENT_PULLS", "7"),
+            ("STEVEDORE_PULL_TIMEOUT", "30"),
+            (
+                "STEVEDORE_INSECURE_REGISTRIES",
+                "127.0.0.1:5000,registry.local",
+            ),
+            ("STEVEDORE_LOG_FORMAT", "json"),
+        ];
+        let args = with_env(&env, || Args::try_parse_from(["agent"])).unwrap();
+        assert_eq!(args.node_name, "node-a");
+        assert_eq!(
+            args.containerd_socket,
+            PathBuf::from("/tmp/containerd.sock")
+        );
+        assert_eq!(args.grpc_addr, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(args.max_concurrent_pulls.get(), 7);
+        assert_eq!(args.pull_timeout, Duration::from_secs(30));
+        assert_eq!(
+            args.insecure_registries,
+            ["127.0.0.1:5000", "registry.local"]
+        );
+        assert_eq!(args.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn flags_override_the_environment() {
+        let env = [
+            ("NODE_NAME", "from-env"),
+            ("STEVEDORE_MAX_CONCURRENT_PULLS", "7"),
+        ];
+        let argv = [
+            "agent",
+            "--node-name",
+            "from-flag",
+            "--max-concurrent-pulls",
+            "1",
+        ];
+        let args = with_env(&env, || Args::try_parse_from(argv)).unwrap();
+        assert_eq!(args.node_name, "from-flag");
+        assert_eq!(args.max_concurrent_pulls.get(), 1);
+    }
+
+    #[test]
+    fn insecure_registry_is_repeatable() {
+        let argv = ["agent", "--node-name", "n", "--insecure-registry", "a:5000"];
+        let argv = argv.into_iter().chain(["--insecure-registry", "b"]);
+        let args = with_env(&[], || Args::try_parse_from(argv)).unwrap();
+        assert_eq!(args.insecure_registries, ["a:5000", "b"]);
+    }
+
+    #[test]
+    fn invalid_values_are_rejected() {
+        for argv in [
+            ["agent", "--node-name", "n", "--max-concurrent-pulls", "0"],
+            ["agent", "--node-name", "n", "--pull-timeout", "0"],
+            ["agent", "--node-name", "n", "--pull-timeout", "ten"],
+            ["agent", "--node-name", "n", "--tls-cert", "/tmp/cert.pem"],
+            ["agent", "--node-name", "n", "--log-format", "xml"],
+        ] {
+            let result = with_env(&[], || Args::try_parse_from(argv));
+            assert!(result.is_err(), "accepted {argv:?}");
+        }
+    }
+}

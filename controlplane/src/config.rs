@@ -1,0 +1,180 @@
+//! Command-line and environment configuration of the control plane.
+
+use std::{net::SocketAddr, num::NonZeroUsize};
+
+use clap::{Parser, ValueEnum};
+
+/// Stevedore control plane: reconciles OpenKruise-compatible workloads and distributes
+/// each node's image list to its agent. Runs with one leader among its replicas.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "stevedore-controlplane", version)]
+pub struct Args {
+    /// Namespace of the control plane's own objects (the leader-election Lease).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    pub namespace: String,
+
+    /// Name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "STEVEDORE_LEASE_NAME",
+        default_value = "stevedore-controlplane"
+    )]
+    pub lease_name: String,
+
+    /// Holder identity in the Lease, unique per replica (the pod name via the downward
+    /// API); defaults to the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// Address of the admin HTTP endpoint (`/healthz`, `/readyz`, `/metrics`).
+    #[arg(long, env = "STEVEDORE_ADMIN_ADDR", default_value = "0.0.0.0:10352")]
+    pub admin_addr: SocketAddr,
+
+    /// Port of the agents' gRPC API on each node's InternalIP.
+    #[arg(long, env = "STEVEDORE_AGENT_PORT", default_value_t = 10350)]
+    pub agent_port: u16,
+
+    /// Audience of the tokens the control plane presents to agents.
+    #[arg(
+        long,
+        env = "STEVEDORE_AGENT_TOKEN_AUDIENCE",
+        default_value = "stevedore-agent"
+    )]
+    pub agent_token_audience: String,
+
+    /// Agent RPCs in flight at once, across all nodes.
+    #[arg(
+        long,
+        env = "STEVEDORE_MAX_CONCURRENT_AGENT_RPCS",
+        default_value = "32"
+    )]
+    pub max_concurrent_agent_rpcs: NonZeroUsize,
+
+    /// Objects of one kind reconciled at once.
+    #[arg(long, env = "STEVEDORE_CONCURRENCY_PER_KIND", default_value = "4")]
+    pub concurrency_per_kind: NonZeroUsize,
+
+    /// Log output format.
+    #[arg(long, env = "STEVEDORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl Args {
+    /// The Lease holder identity: `--identity`, else the host name, else a name made
+    /// unique by the process ID.
+    pub fn identity(&self) -> String {
+        self.identity
+            .clone()
+            .or_else(|| {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+                Some(host.trim().to_owned()).filter(|h| !h.is_empty())
+            })
+            .unwrap_or_else(|| format!("stevedore-controlplane-{}", std::process::id()))
+    }
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Runs `f` with every CLI variable unset except `set`.
+    fn with_env<R>(set: &[(&str, &str)], f: impl FnOnce() -> R) -> R {
+        let mut vars: Vec<(String, Option<String>)> = Args::command()
+            .get_arguments()
+            .filter_map(|arg| arg.get_env())
+            .map(|env| (env.to_string_lossy().into_owned(), None))
+            .collect();
+        vars.extend(
+            set.iter()
+                .map(|(k, v)| ((*k).to_owned(), Some((*v).to_owned()))),
+        );
+        temp_env::with_vars(vars, f)
+    }
+
+    #[test]
+    fn command_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_an_env_fallback() {
+        let cmd = Args::command();
+        let missing: Vec<_> = cmd
+            .get_arguments()
+            .filter(|arg| {
+                arg.get_long()
+                    .is_some_and(|l| l != "help" && l != "version")
+            })
+            .filter(|arg| arg.get_env().is_none())
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "flags without env fallback: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn defaults_apply_without_flags_or_environment() {
+        let args = with_env(&[], || Args::try_parse_from(["controlplane"])).unwrap();
+        assert_eq!(args.namespace, "kube-system");
+        assert_eq!(args.lease_name, "stevedore-controlplane");
+        assert_eq!(args.identity, None);
+        assert_eq!(args.admin_addr, "0.0.0.0:10352".parse().unwrap());
+        assert_eq!(args.agent_port, 10350);
+        assert_eq!(args.agent_token_audience, "stevedore-agent");
+        assert_eq!(args.max_concurrent_agent_rpcs.get(), 32);
+        assert_eq!(args.concurrency_per_kind.get(), 4);
+        assert_eq!(args.log_format, LogFormat::Text);
+        assert!(!args.identity().is_empty());
+    }
+
+    #[test]
+    fn environment_fills_in_unset_flags() {
+        let env = [
+            ("POD_NAMESPACE", "stevedore-system"),
+            ("POD_NAME", "controlplane-0"),
+            ("STEVEDORE_AGENT_PORT", "20350"),
+            ("STEVEDORE_CONCURRENCY_PER_KIND", "8"),
+            ("STEVEDORE_LOG_FORMAT", "json"),
+        ];
+        let args = with_env(&env, || Args::try_parse_from(["controlplane"])).unwrap();
+        assert_eq!(args.namespace, "stevedore-system");
+        assert_eq!(args.identity(), "controlplane-0");
+        assert_eq!(args.agent_port, 20350);
+        assert_eq!(args.concurrency_per_kind.get(), 8);
+        assert_eq!(args.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn flags_override_the_environment() {
+        let env = [("POD_NAMESPACE", "from-env")];
+        let argv = ["controlplane", "--namespace", "from-flag"];
+        let args = with_env(&env, || Args::try_parse_from(argv)).unwrap();
+        assert_eq!(args.namespace, "from-flag");
+    }
+
+    #[test]
+    fn invalid_values_are_rejected() {
+        for argv in [
+            ["controlplane", "--concurrency-per-kind", "0"],
+            ["controlplane", "--max-concurrent-agent-rpcs", "0"],
+            ["controlplane", "--agent-port", "70000"],
+            ["controlplane", "--admin-addr", "nowhere"],
+        ] {
+            let result = with_env(&[], || Args::try_parse_from(argv));
+            assert!(result.is_err(), "accepted {argv:?}");
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Stevedore's control plane: OpenKruise-compatible workload reconcilers, ImageList
+//! distribution to the node agents, and the agent client pool.
+
+pub mod config;
+pub mod telemetry;

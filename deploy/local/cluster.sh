@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The local Stevedore cluster: a real single-node Kubernetes built from upstream sources
+# (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy),
+# containerd + runc + CNI from Debian, a local registry with test images, and optional
+# kwok-simulated nodes.
+#
+#   cluster.sh up [--fake-nodes N]   start (idempotent); builds binaries on first use
+#   cluster.sh down                  stop everything it started and remove its state
+#   cluster.sh status                what runs, with pids and log files
+#   cluster.sh kubeconfig            print the admin kubeconfig path
+#   cluster.sh env                   print shell exports (KUBECONFIG, registry, ...)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=/dev/null
+source "$HERE/versions.env"
+for lib in common build network certs images containerd kube kwok; do
+  # shellcheck source=/dev/null
+  source "$HERE/lib/$lib.sh"
+done
+
+# Components in start order; `down` stops them in reverse.
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry containerd kubelet kube-proxy kwok)
+DEBIAN_PACKAGES=(containerd runc containernetworking-plugins docker-registry skopeo umoci
+  busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev)
+
+apt_updated=0
+apt_install() {
+  if ((apt_updated == 0)); then
+    apt-get update -qq || die "apt-get update failed"
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null ||
+    die "apt-get install $* failed"
+}
+
+install_packages() {
+  local missing=() p
+  for p in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "installing Debian packages: ${missing[*]}"
+  apt_install "${missing[@]}"
+}
+
+write_env_file() {
+  cat >"$STATE_DIR/env" <<ENV
+export KUBECONFIG=$STATE_DIR/kubeconfig
+export STEVEDORE_REGISTRY=$REGISTRY
+export STEVEDORE_CONTAINERD_SOCK=$CONTAINERD_SOCK
+export STEVEDORE_NODE_NAME=$NODE_NAME
+export STEVEDORE_NODE_IP=$NODE_IP
+export STEVEDORE_STATE_DIR=$STATE_DIR
+export STEVEDORE_K8S_BIN=$K8S_BIN
+export PATH=$K8S_BIN:\$PATH
+ENV
+}
+
+cmd_up() {
+  local fake_nodes=0
+  while (($#)); do
+    case $1 in
+      --fake-nodes) fake_nodes=${2:?--fake-nodes needs a number}; shift 2 ;;
+      --fake-nodes=*) fake_nodes=${1#*=}; shift ;;
+      *) die "unknown argument to up: $1 (expected --fake-nodes N)" ;;
+    esac
+  done
+  [[ $fake_nodes =~ ^[0-9]+$ ]] || die "--fake-nodes must be a non-negative integer, got '$fake_nodes'"
+  [[ $(id -u) == 0 ]] || die "up needs root (it runs containerd and kubelet)"
+
+  install_packages
+  build_k8s
+  build_kwok
+  build_images
+  mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
+  setup_network
+  generate_pki
+  write_env_file
+  start_etcd
+  start_apiserver
+  start_controller_manager
+  start_scheduler
+  apply_cluster_objects
+  start_registry
+  push_images
+  start_containerd
+  start_kubelet
+  start_kube_proxy
+  ensure_fake_nodes "$fake_nodes"
+  log "cluster is up: export KUBECONFIG=$STATE_DIR/kubeconfig (or: source $STATE_DIR/env)"
+  log "logs: $LOG_DIR   registry: $REGISTRY   node: $NODE_NAME ($NODE_IP)"
+}
+
+cmd_down() {
+  local i
+  for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
+    stop_daemon "${DAEMONS[i]}"
+  done
+  kill_pod_processes
+  if [[ -x $K8S_BIN/kube-proxy ]]; then
+    "$K8S_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  fi
+  teardown_network
+  # Unmount whatever kubelet and containerd left mounted, deepest first, before removal.
+  local mounts
+  mounts=$(awk -v dir="$STATE_DIR" -v run="$(dirname "$CONTAINERD_SOCK")" \
+    'index($2, dir) == 1 || index($2, run) == 1 { print $2 }' /proc/self/mounts | sort -r)
+  [[ -n $mounts ]] && xargs -r -n1 umount -l <<<"$mounts" 2>/dev/null
+  rm -rf --one-file-system "$STATE_DIR" "$(dirname "$CONTAINERD_SOCK")" "$HOSTPATH_PV_DIR"
+  log "cluster is down; state removed"
+}
+
+cmd_status() {
+  local d state rc=0
+  for d in "${DAEMONS[@]}"; do
+    if pid_alive "$d"; then
+      state="running (pid $(cat "$PID_DIR/$d.pid"))"
+    elif [[ -f $PID_DIR/$d.pid ]]; then
+      state="DEAD (pid file left)"
+      rc=1
+    else
+      state="stopped"
+    fi
+    printf '%-24s %-28s %s\n' "$d" "$state" "$LOG_DIR/$d.log"
+  done
+  if pid_alive kube-apiserver; then
+    kubectl_admin get nodes -o wide 2>/dev/null || true
+  fi
+  return $rc
+}
+
+case ${1:-} in
+  up) shift; cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  kubeconfig) echo "$STATE_DIR/kubeconfig" ;;
+  env) [[ -f $STATE_DIR/env ]] && cat "$STATE_DIR/env" || die "the cluster is not up" ;;
+  *) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac

@@ -1,0 +1,145 @@
+# Builds the pinned upstream binaries with Go from the module proxy into the cache.
+# shellcheck shell=bash
+
+K8S_BIN=$STEVEDORE_CACHE/k8s-$K8S_VERSION/bin
+KWOK_BIN=$STEVEDORE_CACHE/kwok-$KWOK_VERSION/bin
+K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+
+ensure_go() {
+  command -v go >/dev/null 2>&1 && return 0
+  [[ -x /usr/local/go/bin/go ]] && { PATH=/usr/local/go/bin:$PATH; return 0; }
+  log "no Go toolchain found; installing Debian's golang-go"
+  apt_install golang-go
+}
+
+# k8s_module_dir: a tiny Go module that requires k8s.io/kubernetes at the pinned release and
+# replaces every staging module it requires at v0.0.0 with the matching v0.X.Y tag.
+prepare_k8s_module() {
+  local dir=$1 minor staging_version gomod
+  minor=${K8S_VERSION#v1.}
+  staging_version=v0.$minor
+  mkdir -p "$dir"
+  (
+    cd "$dir" || exit 1
+    export GOFLAGS=-mod=mod
+    [[ -f go.mod ]] || go mod init stevedore.local/k8s-build >/dev/null 2>&1
+    gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+    [[ -f $gomod ]] || { echo "cannot download k8s.io/kubernetes@$K8S_VERSION go.mod" >&2; exit 1; }
+    local -a edits=(-require="k8s.io/kubernetes@$K8S_VERSION")
+    local mod
+    # Every `k8s.io/<name> v0.0.0` line of that release's go.mod is a staging module.
+    while read -r mod; do
+      edits+=(-replace="$mod=$mod@$staging_version")
+    done < <(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" { print $1 }' "$gomod" | sort -u)
+    go mod edit "${edits[@]}"
+    # Mirror the release's own godebug setting and Go language version.
+    go mod edit -go="$(awk '$1 == "go" { print $2; exit }' "$gomod")"
+    cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+    go mod tidy -e >/dev/null 2>&1 || go mod tidy
+  )
+}
+
+k8s_ldflags() {
+  local minor=${K8S_VERSION#v1.}
+  minor=${minor%%.*}
+  # The release's tag time from the module proxy keeps the build reproducible; the proxy
+  # does not carry the commit hash, so gitCommit stays empty rather than "$Format:%H$".
+  local date info
+  info=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$K8S_VERSION.info
+  date=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info" 2>/dev/null)
+  date=${date:-1970-01-01T00:00:00Z}
+  local flags="-s -w"
+  local pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date -X $pkg.gitCommit="
+  done
+  echo "$flags"
+}
+
+build_k8s() {
+  local c missing=0
+  for c in "${K8S_COMPONENTS[@]}" etcd pause; do
+    [[ -x $K8S_BIN/$c ]] || missing=1
+  done
+  ((missing)) || return 0
+  ensure_go
+  local src=$STEVEDORE_CACHE/src/k8s-$K8S_VERSION tmp=$K8S_BIN.tmp buildlog=$STEVEDORE_CACHE/build-k8s-$K8S_VERSION.log
+  log "building Kubernetes $K8S_VERSION components with Go (first run only; log: $buildlog)"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  (
+    set -e
+    prepare_k8s_module "$src" || exit 1
+    cd "$src" || exit 1
+    local -a pkgs=()
+    for c in "${K8S_COMPONENTS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+    CGO_ENABLED=0 go build -trimpath -ldflags "$(k8s_ldflags)" -o "$tmp/" "${pkgs[@]}" || exit 1
+    build_etcd "$src" "$tmp" || exit 1
+    build_pause "$src" "$tmp" || exit 1
+  ) >"$buildlog" 2>&1 || die "building Kubernetes $K8S_VERSION failed (command: go build in $src; log: $buildlog)"
+  rm -rf "$K8S_BIN"
+  mv "$tmp" "$K8S_BIN"
+  log "Kubernetes binaries ready in $K8S_BIN"
+}
+
+# etcd at the version that release's integration tests use (hack/lib/etcd.sh).
+build_etcd() {
+  local k8s_src=$1 out=$2 dir etcd_version kdir
+  kdir=$(cd "$k8s_src" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  etcd_version=$(sed -n 's/^ETCD_VERSION=\${ETCD_VERSION:-\(.*\)}$/\1/p' "$kdir/hack/lib/etcd.sh")
+  [[ -n $etcd_version ]] || { echo "cannot read ETCD_VERSION from $kdir/hack/lib/etcd.sh"; return 1; }
+  echo "etcd version: $etcd_version"
+  dir=$STEVEDORE_CACHE/src/etcd-v$etcd_version
+  mkdir -p "$dir"
+  (
+    cd "$dir" || exit 1
+    export GOFLAGS=-mod=mod
+    [[ -f go.mod ]] || go mod init stevedore.local/etcd-build
+    go mod edit -require="go.etcd.io/etcd/server/v3@v$etcd_version"
+    printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >tools.go
+    go mod tidy
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
+  )
+}
+
+# The sandbox image's pause binary, compiled from the release's own build/pause/linux/pause.c.
+build_pause() {
+  local k8s_src=$1 out=$2 kdir
+  kdir=$(cd "$k8s_src" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  cc -Os -Wall -Werror -static -DVERSION="v$PAUSE_TAG-stevedore" -o "$out/pause" "$kdir/build/pause/linux/pause.c"
+}
+
+build_kwok() {
+  [[ -x $KWOK_BIN/kwok ]] && return 0
+  ensure_go
+  local dir=$STEVEDORE_CACHE/src/kwok-$KWOK_VERSION buildlog=$STEVEDORE_CACHE/build-kwok-$KWOK_VERSION.log
+  log "building kwok $KWOK_VERSION (first run only; log: $buildlog)"
+  mkdir -p "$dir" "$KWOK_BIN.tmp"
+  (
+    cd "$dir" || exit 1
+    export GOFLAGS=-mod=mod
+    [[ -f go.mod ]] || go mod init stevedore.local/kwok-build
+    go mod edit -require="sigs.k8s.io/kwok@$KWOK_VERSION"
+    printf '//go:build tools\n\npackage tools\n\nimport _ "sigs.k8s.io/kwok/cmd/kwok"\n' >tools.go
+    go mod tidy
+    CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
+      -o "$KWOK_BIN.tmp/kwok" sigs.k8s.io/kwok/cmd/kwok
+  ) >"$buildlog" 2>&1 || die "building kwok $KWOK_VERSION failed (command: go build sigs.k8s.io/kwok/cmd/kwok in $dir; log: $buildlog)"
+  rm -rf "$KWOK_BIN"
+  mv "$KWOK_BIN.tmp" "$KWOK_BIN"
+}

@@ -1,0 +1,77 @@
+# PKI and kubeconfigs for the local cluster, made with openssl.
+# shellcheck shell=bash
+
+PKI=$STATE_DIR/pki
+
+# issue_cert NAME SUBJECT EXT: a key and a CA-signed certificate valid for a year.
+# EXT is an openssl extension section body (extendedKeyUsage, subjectAltName, ...).
+issue_cert() {
+  local name=$1 subject=$2 ext=$3
+  [[ -f $PKI/$name.crt ]] && return 0
+  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
+  openssl req -new -key "$PKI/$name.key" -subj "$subject" -out "$PKI/$name.csr" 2>/dev/null
+  printf '%s\n' "$ext" >"$PKI/$name.ext"
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 365 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null ||
+    die "openssl could not sign the certificate $name"
+  rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+
+generate_pki() {
+  mkdir -p "$PKI"
+  chmod 700 "$PKI"
+  if [[ ! -f $PKI/ca.crt ]]; then
+    openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
+    openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=stevedore-local-ca" -days 3650 \
+      -sha256 -out "$PKI/ca.crt" 2>/dev/null || die "openssl could not create the CA"
+  fi
+  if [[ ! -f $PKI/sa.key ]]; then
+    openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  fi
+  local client="extendedKeyUsage=clientAuth"
+  issue_cert apiserver "/CN=kube-apiserver" "extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:$SERVICE_APISERVER_IP,IP:$NODE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  issue_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$client"
+  issue_cert etcd "/CN=etcd" "extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=IP:127.0.0.1,DNS:localhost"
+  issue_cert admin "/O=system:masters/CN=stevedore-admin" "$client"
+  issue_cert controller-manager "/CN=system:kube-controller-manager" "$client"
+  issue_cert scheduler "/CN=system:kube-scheduler" "$client"
+  issue_cert kube-proxy "/CN=system:kube-proxy" "$client"
+  issue_cert kubelet-client "/O=system:nodes/CN=system:node:$NODE_NAME" "$client"
+  issue_cert kubelet-serving "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:$NODE_IP,DNS:$NODE_NAME,DNS:localhost"
+
+  write_kubeconfig admin "$STATE_DIR/kubeconfig"
+  local c
+  for c in controller-manager scheduler kube-proxy kubelet-client; do
+    write_kubeconfig "$c" "$STATE_DIR/$c.kubeconfig"
+  done
+}
+
+# write_kubeconfig CERT FILE: a kubeconfig authenticating with the client certificate CERT.
+write_kubeconfig() {
+  local cert=$1 file=$2
+  cat >"$file" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: stevedore-local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $cert
+  user:
+    client-certificate: $PKI/$cert.crt
+    client-key: $PKI/$cert.key
+contexts:
+- name: stevedore-local
+  context:
+    cluster: stevedore-local
+    user: $cert
+current-context: stevedore-local
+KUBECONFIG
+  chmod 600 "$file"
+}

@@ -1,0 +1,114 @@
+# The local OCI registry and the test images, built from busybox-static with umoci and
+# pushed with skopeo. Image layouts are cached; the registry's storage is cluster state.
+# shellcheck shell=bash
+
+REGISTRY_PORT=${STEVEDORE_REGISTRY_PORT:-5000}
+REGISTRY=127.0.0.1:$REGISTRY_PORT
+# Bump when the image recipes below change so cached layouts are rebuilt.
+IMAGES_RECIPE=1
+IMAGES_CACHE=$STEVEDORE_CACHE/images-r$IMAGES_RECIPE
+SANDBOX_IMAGE=$REGISTRY/stevedore/pause:$PAUSE_TAG
+
+start_registry() {
+  mkdir -p "$STATE_DIR/registry"
+  cat >"$STATE_DIR/registry.yml" <<YAML
+version: 0.1
+log: { level: info }
+storage:
+  filesystem: { rootdirectory: $STATE_DIR/registry }
+  delete: { enabled: true }
+http:
+  addr: $REGISTRY
+YAML
+  pid_alive registry || require_port registry "$REGISTRY_PORT"
+  start_daemon registry -- docker-registry serve "$STATE_DIR/registry.yml"
+  wait_for registry 30 "$LOG_DIR/registry.log" -- curl -sf "http://$REGISTRY/v2/"
+}
+
+# new_bundle LAYOUT TAG BUNDLE: an empty image TAG unpacked into BUNDLE for editing.
+new_bundle() {
+  local layout=$1 tag=$2 bundle=$3
+  [[ -d $layout ]] || umoci init --layout "$layout"
+  umoci new --image "$layout:$tag"
+  umoci unpack --image "$layout:$tag" "$bundle" >/dev/null
+}
+
+install_busybox() {
+  local rootfs=$1 applet
+  mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc" "$rootfs/www"
+  cp /bin/busybox "$rootfs/bin/busybox"
+  for applet in sh sleep httpd cat echo ls wget nc date env ps kill true false id; do
+    ln -sf busybox "$rootfs/bin/$applet"
+  done
+  echo 'root:x:0:0:root:/:/bin/sh' >"$rootfs/etc/passwd"
+  echo 'root:x:0:' >"$rootfs/etc/group"
+}
+
+# build_images: pause, two tags of one web image with different content, and a large
+# multi-layer image. Runs once per recipe version; later calls reuse the cached layouts.
+build_images() {
+  [[ -f $IMAGES_CACHE/done ]] && return 0
+  local work
+  work=$(mktemp -d)
+  rm -rf "$IMAGES_CACHE"
+  mkdir -p "$IMAGES_CACHE"
+  (
+    set -e
+    cd "$work"
+    # Sandbox image: kubernetes' own pause.c, compiled statically by build_pause.
+    new_bundle "$IMAGES_CACHE/pause" base b
+    cp "$K8S_BIN/pause" b/rootfs/pause
+    umoci repack --image "$IMAGES_CACHE/pause:$PAUSE_TAG" b
+    umoci config --image "$IMAGES_CACHE/pause:$PAUSE_TAG" --config.entrypoint /pause \
+      --config.user 65535:65535
+    rm -rf b
+
+    # Web image: busybox httpd serving its version on :8080; v1 and v2 differ in content.
+    local version
+    for version in v1 v2; do
+      new_bundle "$IMAGES_CACHE/web" base "b-$version"
+      install_busybox "b-$version/rootfs"
+      echo "$version" >"b-$version/rootfs/www/version"
+      echo "stevedore test image $version" >"b-$version/rootfs/www/index.html"
+      umoci repack --image "$IMAGES_CACHE/web:$version" "b-$version"
+      umoci config --image "$IMAGES_CACHE/web:$version" \
+        --config.cmd /bin/httpd --config.cmd -f --config.cmd -p --config.cmd 8080 \
+        --config.cmd -h --config.cmd /www --config.env "IMAGE_VERSION=$version" \
+        --config.exposedports 8080/tcp
+      rm -rf "b-$version"
+    done
+
+    # Large image: busybox plus four incompressible 16 MiB layers (~64 MiB to pull), so a
+    # pull runs long enough to observe per-layer progress.
+    new_bundle "$IMAGES_CACHE/large" base b
+    install_busybox b/rootfs
+    umoci repack --refresh-bundle --image "$IMAGES_CACHE/large:v1" b
+    local i
+    for i in 1 2 3 4; do
+      mkdir -p b/rootfs/data
+      openssl enc -aes-128-ctr -nosalt -K "0000000000000000000000000000000$i" \
+        -iv 00000000000000000000000000000000 -in /dev/zero 2>/dev/null |
+        head -c $((16 * 1024 * 1024)) >"b/rootfs/data/blob-$i"
+      umoci repack --refresh-bundle --image "$IMAGES_CACHE/large:v1" b
+    done
+    umoci config --image "$IMAGES_CACHE/large:v1" --config.cmd /bin/sleep --config.cmd 3600
+    umoci gc --layout "$IMAGES_CACHE/large"
+  ) >"$STEVEDORE_CACHE/build-images.log" 2>&1 ||
+    die "building test images failed (umoci; log: $STEVEDORE_CACHE/build-images.log)"
+  rm -rf "$work"
+  touch "$IMAGES_CACHE/done"
+}
+
+# push_images: copies every cached image into the registry unless it is already there.
+push_images() {
+  local ref
+  for ref in "pause:$PAUSE_TAG" web:v1 web:v2 large:v1; do
+    local repo=${ref%%:*} tag=${ref#*:}
+    curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+      "http://$REGISTRY/v2/stevedore/$repo/manifests/$tag" && continue
+    log "pushing $REGISTRY/stevedore/$ref"
+    skopeo copy --quiet --dest-tls-verify=false "oci:$IMAGES_CACHE/$repo:$tag" \
+      "docker://$REGISTRY/stevedore/$ref" >>"$LOG_DIR/images.log" 2>&1 ||
+      die "skopeo copy of stevedore/$ref to $REGISTRY failed (log: $LOG_DIR/images.log)"
+  done
+}

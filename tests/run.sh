@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every check and test of Stevedore: formatting, lints, generated-file drift, unit
+# tests, and the integration suites against the local cluster (started when not running).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Cargo's registry and build output live in the home directory, never in the clone.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/cargo-target}
+export CARGO_TERM_COLOR=never
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "rustfmt"
+cargo fmt --all -- --check
+
+step "clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "local cluster"
+# A cluster left behind by a previous session whose processes are gone is cleaned first.
+if ! deploy/local/cluster.sh status >/dev/null 2>&1; then
+  deploy/local/cluster.sh down
+fi
+time deploy/local/cluster.sh up --fake-nodes 2
+
+step "tests"
+cargo test --workspace --locked --no-fail-fast

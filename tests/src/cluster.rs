@@ -1,0 +1,157 @@
+//! The local cluster every integration test runs against: brought up once per test run by
+//! `deploy/local/cluster.sh up` (a no-op when it already runs) and described by the env
+//! file that script writes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::sync::OnceCell;
+
+/// Simulated (kwok) nodes every test run asks for.
+pub const FAKE_NODES: usize = 2;
+
+/// Facts about the running local cluster, read from `cluster.sh env`.
+#[derive(Debug, Clone)]
+pub struct ClusterInfo {
+    pub kubeconfig: PathBuf,
+    /// `host:port` of the local OCI registry holding the test images.
+    pub registry: String,
+    /// Name of the node served by the real kubelet.
+    pub node_name: String,
+    pub state_dir: PathBuf,
+    pub kubectl: PathBuf,
+}
+
+impl ClusterInfo {
+    /// Reference of a test image in the local registry, e.g. `image("web:v1")`.
+    pub fn image(&self, name_and_tag: &str) -> String {
+        format!("{}/stevedore/{name_and_tag}", self.registry)
+    }
+
+    /// Name of the `i`-th simulated node.
+    pub fn fake_node(&self, i: usize) -> String {
+        format!("kwok-node-{i}")
+    }
+
+    /// Directory of the component logs (`<component>.log`).
+    pub fn log_dir(&self) -> PathBuf {
+        self.state_dir.join("logs")
+    }
+
+    pub fn pid_dir(&self) -> PathBuf {
+        self.state_dir.join("pids")
+    }
+
+    pub async fn client(&self) -> Result<kube::Client> {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .with_context(|| format!("reading {}", self.kubeconfig.display()))?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+}
+
+/// The repository root (the workspace holding `deploy/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(".."))
+}
+
+pub fn cluster_script() -> PathBuf {
+    repo_root().join("deploy/local/cluster.sh")
+}
+
+/// Runs `cluster.sh ARGS`, failing with its output when it exits non-zero.
+pub fn run_cluster_script(args: &[&str]) -> Result<String> {
+    // `flock` serialises concurrent test binaries so only one of them runs `up` at a time.
+    let lock = std::env::temp_dir().join("stevedore-local-cluster.lock");
+    let output = Command::new("flock")
+        .arg(&lock)
+        .arg(cluster_script())
+        .args(args)
+        .output()
+        .context("running deploy/local/cluster.sh (is util-linux's flock installed?)")?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        bail!(
+            "cluster.sh {} failed with {}\nstdout:\n{stdout}\nstderr:\n{}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(stdout)
+}
+
+/// Parses the `export KEY=VALUE` lines `cluster.sh env` prints.
+pub fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("export "))
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn info_from_env(env: &HashMap<String, String>) -> Result<ClusterInfo> {
+    let get = |key: &str| {
+        env.get(key)
+            .cloned()
+            .with_context(|| format!("cluster.sh env does not set {key}"))
+    };
+    Ok(ClusterInfo {
+        kubeconfig: get("KUBECONFIG")?.into(),
+        registry: get("STEVEDORE_REGISTRY")?,
+        node_name: get("STEVEDORE_NODE_NAME")?,
+        state_dir: get("STEVEDORE_STATE_DIR")?.into(),
+        kubectl: PathBuf::from(get("STEVEDORE_K8S_BIN")?).join("kubectl"),
+    })
+}
+
+static CLUSTER: OnceCell<ClusterInfo> = OnceCell::const_new();
+
+/// The running cluster, started on first use in this process.
+pub async fn cluster() -> Result<&'static ClusterInfo> {
+    CLUSTER
+        .get_or_try_init(|| async {
+            tokio::task::spawn_blocking(|| {
+                let fake_nodes = FAKE_NODES.to_string();
+                run_cluster_script(&["up", "--fake-nodes", &fake_nodes])?;
+                info_from_env(&parse_env(&run_cluster_script(&["env"])?))
+            })
+            .await?
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_env_exports_and_ignores_other_lines() {
+        let env = parse_env(
+            "export KUBECONFIG=/s/kubeconfig\nexport STEVEDORE_REGISTRY=127.0.0.1:5000\n# note\nPATH=x\n",
+        );
+        assert_eq!(
+            env.get("KUBECONFIG").map(String::as_str),
+            Some("/s/kubeconfig")
+        );
+        assert_eq!(
+            env.get("STEVEDORE_REGISTRY").map(String::as_str),
+            Some("127.0.0.1:5000")
+        );
+        assert!(!env.contains_key("PATH"));
+    }
+
+    #[test]
+    fn missing_key_is_named_in_the_error() {
+        let env = parse_env("export KUBECONFIG=/k\n");
+        let err = info_from_env(&env).expect_err("registry is missing");
+        assert!(err.to_string().contains("STEVEDORE_REGISTRY"), "{err}");
+    }
+}

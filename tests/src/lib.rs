@@ -1,0 +1,14 @@
+//! Cluster harness for Stevedore's integration and e2e tests.
+//!
+//! `run_in_namespace` brings the local cluster up once per test process (reusing a
+//! running one), gives each test its own namespace, removes it afterwards, and on
+//! failure prints the namespace's events, pod statuses and each component's log tail.
+
+pub mod cluster;
+pub mod diagnostics;
+pub mod namespace;
+pub mod wait;
+
+pub use cluster::{ClusterInfo, cluster};
+pub use namespace::{TestContext, run_in_namespace};
+pub use wait::poll_until;
