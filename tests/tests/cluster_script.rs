@@ -1,0 +1,69 @@
+//! Bad input and faults of `deploy/local/cluster.sh`: it stops with a message that names
+//! the component, the value or the port, and never touches the running cluster.
+
+use std::process::{Command, Output};
+
+use anyhow::{Result, ensure};
+use stevedore_tests::cluster::{cluster, cluster_script};
+
+fn run(args: &[&str], envs: &[(&str, &str)]) -> Result<Output> {
+    let mut cmd = Command::new(cluster_script());
+    cmd.args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    Ok(cmd.output()?)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn unknown_command_prints_usage_and_fails() -> Result<()> {
+    let out = run(&["launch"], &[])?;
+    ensure!(out.status.code() == Some(2), "exit {:?}", out.status);
+    ensure!(String::from_utf8_lossy(&out.stdout).contains("up [--fake-nodes N]"));
+    Ok(())
+}
+
+#[test]
+fn non_numeric_fake_nodes_is_refused_naming_the_value() -> Result<()> {
+    let out = run(&["up", "--fake-nodes", "many"], &[])?;
+    ensure!(!out.status.success());
+    let err = stderr(&out);
+    ensure!(
+        err.contains("--fake-nodes") && err.contains("'many'"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn unknown_up_flag_is_refused_naming_it() -> Result<()> {
+    let out = run(&["up", "--nodes", "3"], &[])?;
+    ensure!(!out.status.success());
+    ensure!(stderr(&out).contains("--nodes"), "{}", stderr(&out));
+    Ok(())
+}
+
+/// A second cluster (another state directory) on this machine finds etcd's port taken by
+/// the running one and stops naming the component and the port, without waiting.
+#[tokio::test]
+async fn up_with_a_taken_port_names_the_component_and_port() -> Result<()> {
+    cluster().await?;
+    let state = std::env::temp_dir().join(format!("stevedore-second-{}", std::process::id()));
+    let state_str = state.to_string_lossy().into_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        run(&["up"], &[("STEVEDORE_STATE_DIR", state_str.as_str())])
+    })
+    .await??;
+    std::fs::remove_dir_all(&state).ok();
+    ensure!(!out.status.success(), "a second cluster cannot start");
+    let err = stderr(&out);
+    ensure!(
+        err.contains("port 2379 needed by etcd is already in use"),
+        "{err}"
+    );
+    Ok(())
+}
