@@ -23,6 +23,8 @@ pub struct ClusterInfo {
     pub node_name: String,
     pub state_dir: PathBuf,
     pub kubectl: PathBuf,
+    /// The cluster's own containerd socket (the one kubelet uses).
+    pub containerd_sock: PathBuf,
 }
 
 impl ClusterInfo {
@@ -109,6 +111,7 @@ fn info_from_env(env: &HashMap<String, String>) -> Result<ClusterInfo> {
         node_name: get("STEVEDORE_NODE_NAME")?,
         state_dir: get("STEVEDORE_STATE_DIR")?.into(),
         kubectl: PathBuf::from(get("STEVEDORE_K8S_BIN")?).join("kubectl"),
+        containerd_sock: get("STEVEDORE_CONTAINERD_SOCK")?.into(),
     })
 }
 
