@@ -5,14 +5,25 @@ K8S_BIN=$STEVEDORE_CACHE/k8s-$K8S_VERSION/bin
 KWOK_BIN=$STEVEDORE_CACHE/kwok-$KWOK_VERSION/bin
 K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
+# Kubernetes 1.34 and etcd 3.6 need Go >= 1.24 (newer toolchains build them fine).
+MIN_GO_MINOR=24
+
 ensure_go() {
-  command -v go >/dev/null 2>&1 && return 0
-  [[ -x /usr/local/go/bin/go ]] && { PATH=/usr/local/go/bin:$PATH; return 0; }
-  log "no Go toolchain found; installing Debian's golang-go"
-  apt_install golang-go
+  if ! command -v go >/dev/null 2>&1; then
+    if [[ -x /usr/local/go/bin/go ]]; then
+      PATH=/usr/local/go/bin:$PATH
+    else
+      log "no Go toolchain found; installing Debian's golang-go"
+      apt_install golang-go
+    fi
+  fi
+  local minor
+  minor=$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+  ((${minor:-0} >= MIN_GO_MINOR)) ||
+    die "Go $(go env GOVERSION) is too old to build Kubernetes $K8S_VERSION (needs go1.$MIN_GO_MINOR or newer on PATH)"
 }
 
-# k8s_module_dir: a tiny Go module that requires k8s.io/kubernetes at the pinned release and
+# prepare_k8s_module DIR: a tiny Go module that requires k8s.io/kubernetes at the pinned release and
 # replaces every staging module it requires at v0.0.0 with the matching v0.X.Y tag.
 prepare_k8s_module() {
   local dir=$1 minor staging_version gomod
