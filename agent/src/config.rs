@@ -86,6 +86,14 @@ pub struct Args {
     )]
     pub insecure_registries: Vec<String>,
 
+    /// containerd snapshotter images are unpacked into; must be the one CRI uses.
+    #[arg(long, env = "STEVEDORE_SNAPSHOTTER", default_value = "overlayfs")]
+    pub snapshotter: String,
+
+    /// In-place restart operations to run at once; more are queued.
+    #[arg(long, env = "STEVEDORE_MAX_CONCURRENT_RESTARTS", default_value = "4")]
+    pub max_concurrent_restarts: NonZeroUsize,
+
     /// Log output format.
     #[arg(long, env = "STEVEDORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -182,6 +190,8 @@ mod tests {
         assert_eq!(args.pull_timeout, Duration::from_secs(600));
         assert!(args.insecure_registries.is_empty());
         assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(args.snapshotter, "overlayfs");
+        assert_eq!(args.max_concurrent_restarts.get(), 4);
     }
 
     #[test]

@@ -1,7 +1,12 @@
 //! Stevedore's node agent: pulls images through containerd with per-layer progress,
 //! restarts containers in place and sets pod conditions, for pods of its own node.
 
+pub mod admin;
+pub mod auth;
 pub mod config;
+pub mod containers;
+pub mod node;
+pub mod pods;
 pub mod server;
 pub mod shutdown;
 pub mod telemetry;

@@ -1,31 +1,21 @@
 use anyhow::Context as _;
 use clap::Parser as _;
 use stevedore_agent::{config::Args, server, shutdown, telemetry};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     telemetry::init(args.log_format)?;
-
-    let tls = match args.tls_files() {
-        Some((cert, key)) => Some(server::load_tls(cert, key).await?),
-        None => None,
-    };
-    let listener = TcpListener::bind(args.grpc_addr)
+    let kube = kube::Client::try_default()
         .await
-        .with_context(|| format!("binding the gRPC address {}", args.grpc_addr))?;
+        .context("Kubernetes client")?;
+    let tls = server::tls_material(&args).await?;
+    let listeners = server::Listeners::bind(&args).await?;
     let shutdown = CancellationToken::new();
     shutdown::cancel_on_signal(shutdown.clone()).context("installing signal handlers")?;
-
-    tracing::info!(node = %args.node_name, addr = %args.grpc_addr, tls = tls.is_some(), "serving gRPC");
-    tracing::warn!(
-        "agent services (images, containers, pods, node), token authentication, the Unix \
-         socket and the admin endpoint are not implemented yet: only grpc.health.v1 and \
-         server reflection are served"
-    );
-    server::serve(listener, tls, shutdown).await?;
+    tracing::info!(node = %args.node_name, grpc = %args.grpc_addr, unix = %args.unix_socket.display(), admin = %args.admin_addr, "serving");
+    server::run(&args, listeners, tls, kube, shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,66 +1,139 @@
-//! The agent's gRPC server. For now it serves only `grpc.health.v1` and server
-//! reflection (v1 and v1alpha); the agent services are added as they are implemented.
+//! Wiring: the same agent services on the TCP listener (TLS, token auth per service)
+//! and on the root-only Unix socket (no token), plus health, reflection and the admin
+//! HTTP endpoint, all stopped by one shutdown token.
 
-use std::{
-    io,
-    path::{Path, PathBuf},
+use std::io;
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+use std::path::Path;
+
+use stevedore_proto::stevedore::agent::v1::{
+    container_service_server::{self, ContainerServiceServer},
+    node_service_server::{self, NodeServiceServer},
+    pod_service_server::{self, PodServiceServer},
 };
-
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Identity, Server, ServerTlsConfig, server::TcpIncoming};
+use tonic::service::Routes;
+use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::{ServingStatus, pb::health_server};
 use tonic_reflection::pb::{v1, v1alpha};
 
-/// The services actually served, and so the only ones reflection advertises. The agent
-/// API's descriptors are registered too, so its types can already be described.
-const SERVED: [&str; 3] = [
+use crate::admin::{self, AdminState, Metrics, RpcMetricsLayer};
+use crate::auth::{AuthLayer, Gate, KubeReviewer, tls::TlsError, tls::TlsMaterial};
+use crate::config::Args;
+use crate::containers::{ContainerGrpc, Containerd, Restarts, RuntimeError};
+use crate::node::NodeGrpc;
+use crate::pods::{KubePods, NodePods, PodGrpc};
+
+/// The services served, and so the ones reflection advertises.
+const SERVED: [&str; 6] = [
     health_server::SERVICE_NAME,
     v1::server_reflection_server::SERVICE_NAME,
     v1alpha::server_reflection_server::SERVICE_NAME,
+    container_service_server::SERVICE_NAME,
+    pod_service_server::SERVICE_NAME,
+    node_service_server::SERVICE_NAME,
 ];
 
-/// Why the gRPC server could not start or stopped with an error.
+/// Why the agent could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("reading TLS file {path}")]
-    ReadTls {
-        path: PathBuf,
+    #[error("binding {what} {addr}")]
+    Bind {
+        what: &'static str,
+        addr: String,
         #[source]
         source: io::Error,
     },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("containerd client")]
+    Runtime(#[from] RuntimeError),
     #[error("building the reflection service")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("gRPC transport")]
     Transport(#[from] tonic::transport::Error),
+    #[error("admin endpoint")]
+    Admin(#[source] io::Error),
 }
 
-/// Loads a TLS server identity from a PEM certificate (chain) and key.
-pub async fn load_tls(cert: &Path, key: &Path) -> Result<ServerTlsConfig, ServeError> {
-    let identity = Identity::from_pem(read(cert).await?, read(key).await?);
-    Ok(ServerTlsConfig::new().identity(identity))
+/// The agent's listening sockets, bound before anything is served.
+pub struct Listeners {
+    pub grpc: TcpListener,
+    pub unix: UnixListener,
+    pub admin: TcpListener,
 }
 
-async fn read(path: &Path) -> Result<Vec<u8>, ServeError> {
-    tokio::fs::read(path)
-        .await
-        .map_err(|source| ServeError::ReadTls {
-            path: path.to_owned(),
-            source,
+impl Listeners {
+    pub async fn bind(args: &Args) -> Result<Self, ServeError> {
+        let tcp = |what: &'static str, addr: std::net::SocketAddr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    what,
+                    addr: addr.to_string(),
+                    source,
+                })
+        };
+        Ok(Self {
+            grpc: tcp("the gRPC address", args.grpc_addr).await?,
+            unix: bind_unix(&args.unix_socket)?,
+            admin: tcp("the admin address", args.admin_addr).await?,
         })
+    }
 }
 
-/// Serves health and reflection on `listener` until `shutdown` is cancelled, then
-/// lets in-flight calls finish.
-pub async fn serve(
-    listener: TcpListener,
-    tls: Option<ServerTlsConfig>,
-    shutdown: CancellationToken,
-) -> Result<(), ServeError> {
-    let (health, health_service) = tonic_health::server::health_reporter();
-    // The empty name is the server's overall health in the gRPC health protocol.
-    health.set_service_status("", ServingStatus::Serving).await;
+/// Binds a Unix socket only its owner (root) can use, creating its directory and
+/// replacing a stale socket left by an earlier run.
+pub fn bind_unix(path: &Path) -> Result<UnixListener, ServeError> {
+    let err = |source| ServeError::Bind {
+        what: "the Unix socket",
+        addr: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path).map_err(err)?,
+        Ok(_) => {
+            return Err(err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a socket",
+            )));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    Ok(listener)
+}
 
+/// The TLS identity from the flags, or a self-signed one for the node's names.
+pub async fn tls_material(args: &Args) -> Result<TlsMaterial, ServeError> {
+    match args.tls_files() {
+        Some((cert, key)) => Ok(TlsMaterial::load(cert, key).await?),
+        None => {
+            let mut names = vec![args.node_name.clone(), "localhost".to_owned()];
+            names.push(args.grpc_addr.ip().to_string());
+            names.push("127.0.0.1".to_owned());
+            names.dedup();
+            tracing::info!(
+                ?names,
+                "no TLS certificate given; generated a self-signed one"
+            );
+            Ok(TlsMaterial::self_signed(names)?)
+        }
+    }
+}
+
+/// Builds the set of services once per listener; `wrap` adds authentication on TCP.
+async fn routes(
+    services: &Services,
+    auth: Option<&AuthLayer<KubeReviewer>>,
+) -> Result<Routes, ServeError> {
     let reflection = || {
         SERVED.into_iter().fold(
             tonic_reflection::server::Builder::configure()
@@ -69,18 +142,110 @@ pub async fn serve(
             |builder, name| builder.with_service_name(name),
         )
     };
-    let reflection_v1 = reflection().build_v1()?;
-    let reflection_v1alpha = reflection().build_v1alpha()?;
+    let routes = Routes::default()
+        .add_service(services.health.clone())
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?);
+    let routes = match auth {
+        Some(auth) => {
+            use tower::Layer as _;
+            routes
+                .add_service(auth.layer(services.containers.clone()))
+                .add_service(auth.layer(services.pods.clone()))
+                .add_service(auth.layer(services.node.clone()))
+        }
+        None => routes
+            .add_service(services.containers.clone())
+            .add_service(services.pods.clone())
+            .add_service(services.node.clone()),
+    };
+    Ok(routes)
+}
 
-    let mut builder = Server::builder();
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls)?;
-    }
-    builder
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown.cancelled_owned())
-        .await?;
-    Ok(())
+struct Services {
+    health: health_server::HealthServer<tonic_health::server::HealthService>,
+    containers: ContainerServiceServer<ContainerGrpc<Containerd, KubePods>>,
+    pods: PodServiceServer<PodGrpc<KubePods>>,
+    node: NodeServiceServer<NodeGrpc>,
+}
+
+/// Serves everything until `shutdown` is cancelled, then lets in-flight calls finish.
+#[tracing::instrument(skip_all, fields(node = %args.node_name))]
+pub async fn run(
+    args: &Args,
+    listeners: Listeners,
+    tls: TlsMaterial,
+    kube: kube::Client,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let metrics = Metrics::new();
+    let containerd =
+        Containerd::connect_lazy(args.containerd_socket.clone(), &args.containerd_namespace)?;
+    let pods = NodePods::new(KubePods::new(kube.clone()), &args.node_name);
+    let restarts = Restarts::new(
+        containerd.clone(),
+        pods.clone(),
+        metrics.clone(),
+        args.max_concurrent_restarts.get(),
+        shutdown.clone(),
+    );
+    let health = tonic_health::server::HealthReporter::new();
+    // The empty name is the server's overall health in the gRPC health protocol.
+    health.set_service_status("", ServingStatus::Serving).await;
+    let saturating = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let services = Services {
+        health: health_server::HealthServer::new(
+            tonic_health::server::HealthService::from_health_reporter(health.clone()),
+        ),
+        containers: ContainerServiceServer::new(ContainerGrpc::new(restarts)),
+        pods: PodServiceServer::new(PodGrpc::new(pods)),
+        node: NodeServiceServer::new(NodeGrpc {
+            node_name: args.node_name.clone(),
+            containerd: containerd.clone(),
+            snapshotter: args.snapshotter.clone(),
+            max_concurrent_pulls: saturating(args.max_concurrent_pulls.get()),
+            max_concurrent_restarts: saturating(args.max_concurrent_restarts.get()),
+        }),
+    };
+    let auth = AuthLayer::new(Gate::new(KubeReviewer::new(
+        kube.clone(),
+        args.token_audience.clone(),
+        args.node_name.clone(),
+    )));
+
+    let tcp = Server::builder()
+        .tls_config(tls.server_config())?
+        .layer(RpcMetricsLayer::new(metrics.clone()))
+        .add_routes(routes(&services, Some(&auth)).await?)
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(listeners.grpc),
+            shutdown.clone().cancelled_owned(),
+        );
+    let unix = Server::builder()
+        .layer(RpcMetricsLayer::new(metrics.clone()))
+        .add_routes(routes(&services, None).await?)
+        .serve_with_incoming_shutdown(
+            UnixListenerStream::new(listeners.unix),
+            shutdown.clone().cancelled_owned(),
+        );
+    let admin_state = AdminState {
+        metrics,
+        containerd,
+        kube,
+    };
+    let admin = admin::serve(listeners.admin, admin_state, shutdown.clone());
+
+    // If one part fails, stop the others too.
+    let stop_all = |result: Result<(), ServeError>| {
+        if result.is_err() {
+            shutdown.cancel();
+        }
+        result
+    };
+    let (tcp, unix, admin) = tokio::join!(
+        async { stop_all(tcp.await.map_err(ServeError::from)) },
+        async { stop_all(unix.await.map_err(ServeError::from)) },
+        async { stop_all(admin.await.map_err(ServeError::Admin)) },
+    );
+    tcp.and(unix).and(admin)
 }

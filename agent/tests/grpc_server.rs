@@ -5,35 +5,88 @@
     reason = "helpers of tests, where a panic is the failure"
 )]
 
-use std::{collections::BTreeSet, net::SocketAddr, time::Duration};
+use std::{
+    collections::BTreeSet,
+    net::SocketAddr,
+    path::PathBuf,
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
 
-use stevedore_agent::server;
+use clap::Parser as _;
+use stevedore_agent::{auth::tls::TlsMaterial, config::Args, server};
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client};
 use tonic_reflection::pb::{v1, v1alpha};
 
 struct Running {
     addr: SocketAddr,
+    ca: String,
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), server::ServeError>>,
+    _dir: TempDir,
 }
 
-async fn start() -> Running {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(server::serve(listener, None, shutdown.clone()));
-    Running {
-        addr,
-        shutdown,
-        task,
+/// A directory removed on drop, for the Unix socket.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
-async fn channel(addr: SocketAddr) -> Channel {
-    Channel::from_shared(format!("http://{addr}"))
+/// Starts the whole agent on loopback, with a Kubernetes API and containerd that are
+/// never reached (health and reflection need neither).
+async fn start() -> Running {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "stevedore-grpc-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let socket = dir.join("sub/agent.sock");
+    let args = Args::try_parse_from([
+        "agent",
+        "--node-name",
+        "test-node",
+        "--unix-socket",
+        socket.to_str().unwrap(),
+        "--containerd-socket",
+        dir.join("no-containerd.sock").to_str().unwrap(),
+    ])
+    .unwrap();
+    let listeners = server::Listeners {
+        grpc: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        unix: server::bind_unix(&socket).unwrap(),
+        admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+    };
+    let addr = listeners.grpc.local_addr().unwrap();
+    let tls = TlsMaterial::self_signed(vec!["localhost".into()]).unwrap();
+    let ca = tls.cert_pem.clone();
+    let kube =
+        kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move { server::run(&args, listeners, tls, kube, token).await });
+    Running {
+        addr,
+        ca,
+        shutdown,
+        task,
+        _dir: TempDir(dir),
+    }
+}
+
+async fn channel(running: &Running) -> Channel {
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&running.ca))
+        .domain_name("localhost");
+    Channel::from_shared(format!("https://{}", running.addr))
+        .unwrap()
+        .tls_config(tls)
         .unwrap()
         .connect()
         .await
@@ -68,7 +121,7 @@ async fn reflect_v1(
 #[tokio::test]
 async fn overall_health_is_serving() {
     let running = start().await;
-    let mut client = health_client::HealthClient::new(channel(running.addr).await);
+    let mut client = health_client::HealthClient::new(channel(&running).await);
 
     let response = client
         .check(HealthCheckRequest {
@@ -80,14 +133,14 @@ async fn overall_health_is_serving() {
 }
 
 #[tokio::test]
-async fn reflection_v1_advertises_only_served_services() {
+async fn reflection_v1_advertises_the_served_services() {
     use v1::{
         server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
     };
 
     let running = start().await;
     let response = reflect_v1(
-        channel(running.addr).await,
+        channel(&running).await,
         MessageRequest::ListServices(String::new()),
     );
 
@@ -99,6 +152,9 @@ async fn reflection_v1_advertises_only_served_services() {
         "grpc.health.v1.Health",
         "grpc.reflection.v1.ServerReflection",
         "grpc.reflection.v1alpha.ServerReflection",
+        "stevedore.agent.v1.ContainerService",
+        "stevedore.agent.v1.NodeService",
+        "stevedore.agent.v1.PodService",
     ]
     .map(String::from)
     .into();
@@ -113,7 +169,7 @@ async fn reflection_v1_describes_the_agent_api() {
 
     let running = start().await;
     let symbol = MessageRequest::FileContainingSymbol("stevedore.agent.v1.ImageService".into());
-    let response = reflect_v1(channel(running.addr).await, symbol).await;
+    let response = reflect_v1(channel(&running).await, symbol).await;
 
     let MessageResponse::FileDescriptorResponse(files) = response else {
         panic!("expected file descriptors, got {response:?}");
@@ -130,7 +186,7 @@ async fn reflection_v1alpha_is_served() {
 
     let running = start().await;
     let mut client =
-        v1alpha::server_reflection_client::ServerReflectionClient::new(channel(running.addr).await);
+        v1alpha::server_reflection_client::ServerReflectionClient::new(channel(&running).await);
     let request = ServerReflectionRequest {
         host: String::new(),
         message_request: Some(MessageRequest::ListServices(String::new())),
@@ -160,7 +216,7 @@ async fn reflection_v1alpha_is_served() {
 async fn cancelling_the_token_stops_the_server_cleanly() {
     let running = start().await;
     // Make sure the server is up before asking it to stop.
-    let mut client = health_client::HealthClient::new(channel(running.addr).await);
+    let mut client = health_client::HealthClient::new(channel(&running).await);
     client.check(HealthCheckRequest::default()).await.unwrap();
 
     running.shutdown.cancel();
