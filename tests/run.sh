@@ -16,12 +16,12 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "local cluster"
+step "local cluster with Stevedore deployed"
 # A cluster left behind by a previous session whose processes are gone is cleaned first.
 if ! deploy/local/cluster.sh status >/dev/null 2>&1; then
   deploy/local/cluster.sh down
 fi
-time deploy/local/cluster.sh up --fake-nodes 2
+time deploy/local/run.sh --fake-nodes 2
 
 step "tests"
 cargo test --workspace --locked --no-fail-fast

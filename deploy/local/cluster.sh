@@ -5,6 +5,7 @@
 # kwok-simulated nodes.
 #
 #   cluster.sh up [--fake-nodes N]   start (idempotent); builds binaries on first use
+#   cluster.sh deploy                build Stevedore's agent image and run it on the cluster
 #   cluster.sh down                  stop everything it started and remove its state
 #   cluster.sh status                what runs, with pids and log files
 #   cluster.sh kubeconfig            print the admin kubeconfig path
@@ -14,7 +15,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null
 source "$HERE/versions.env"
-for lib in common build network certs images containerd kube kwok; do
+for lib in common build network certs images containerd kube kwok stevedore; do
   # shellcheck source=/dev/null
   source "$HERE/lib/$lib.sh"
 done
@@ -132,9 +133,10 @@ cmd_status() {
 
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
+  deploy) pid_alive kube-apiserver || die "the cluster is not up (run: cluster.sh up)"; deploy_agent ;;
   down) cmd_down ;;
   status) cmd_status ;;
   kubeconfig) echo "$STATE_DIR/kubeconfig" ;;
   env) [[ -f $STATE_DIR/env ]] && cat "$STATE_DIR/env" || die "the cluster is not up" ;;
-  *) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -21,6 +21,8 @@ pub struct ClusterInfo {
     pub registry: String,
     /// Name of the node served by the real kubelet.
     pub node_name: String,
+    /// That node's InternalIP (on a local bridge).
+    pub node_ip: String,
     pub state_dir: PathBuf,
     pub kubectl: PathBuf,
     /// The cluster's own containerd socket (the one kubelet uses).
@@ -41,6 +43,11 @@ impl ClusterInfo {
     /// Directory of the component logs (`<component>.log`).
     pub fn log_dir(&self) -> PathBuf {
         self.state_dir.join("logs")
+    }
+
+    /// The cluster CA, which also signs the deployed agent's serving certificate.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.state_dir.join("pki/ca.crt")
     }
 
     pub fn pid_dir(&self) -> PathBuf {
@@ -109,6 +116,7 @@ fn info_from_env(env: &HashMap<String, String>) -> Result<ClusterInfo> {
         kubeconfig: get("KUBECONFIG")?.into(),
         registry: get("STEVEDORE_REGISTRY")?,
         node_name: get("STEVEDORE_NODE_NAME")?,
+        node_ip: get("STEVEDORE_NODE_IP")?,
         state_dir: get("STEVEDORE_STATE_DIR")?.into(),
         kubectl: PathBuf::from(get("STEVEDORE_K8S_BIN")?).join("kubectl"),
         containerd_sock: get("STEVEDORE_CONTAINERD_SOCK")?.into(),

@@ -4,6 +4,7 @@
 //! running one), gives each test its own namespace, removes it afterwards, and on
 //! failure prints the namespace's events, pod statuses and each component's log tail.
 
+pub mod auth;
 pub mod cluster;
 pub mod diagnostics;
 pub mod namespace;

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser as _;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
@@ -25,6 +24,7 @@ use stevedore_proto::stevedore::agent::v1::{
     SetPodConditionRequest, WatchRestartRequest, container_service_client::ContainerServiceClient,
     node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
 };
+use stevedore_tests::auth::{token_for, with_token};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
@@ -134,14 +134,6 @@ impl Agent {
             .context("HTTP status line")?;
         Ok((code, response))
     }
-}
-
-fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    request
 }
 
 /// A web pod bound straight to `node` (no scheduler), with readiness gates.
@@ -418,26 +410,6 @@ async fn restart_recreates_the_container_in_the_same_pod() -> Result<()> {
     .await
 }
 
-async fn token_for(ctx: &TestContext, service_account: &str) -> Result<String> {
-    let accounts = ctx.api::<ServiceAccount>();
-    let account: ServiceAccount = serde_json::from_value(json!({
-        "metadata": { "name": service_account }
-    }))?;
-    accounts.create(&PostParams::default(), &account).await?;
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec!["stevedore-agent".into()],
-            expiration_seconds: Some(600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let issued = accounts
-        .create_token_request(service_account, &PostParams::default(), &request)
-        .await?;
-    issued.status.map(|s| s.token).context("no token issued")
-}
-
 fn kubectl_apply(ctx: &TestContext, file: &Path) -> Result<()> {
     let output = std::process::Command::new(&ctx.cluster.kubectl)
         .arg("--kubeconfig")
@@ -480,12 +452,12 @@ async fn tcp_calls_need_a_token_with_permission() -> Result<()> {
                 .unwrap_err();
             ensure!(err.code() == tonic::Code::Unauthenticated, "{err:?}");
             let err = client
-                .get_node_info(with_token(GetNodeInfoRequest {}, "not-a-token"))
+                .get_node_info(with_token(GetNodeInfoRequest {}, "not-a-token")?)
                 .await
                 .unwrap_err();
             ensure!(err.code() == tonic::Code::Unauthenticated, "{err:?}");
             let err = client
-                .get_node_info(with_token(GetNodeInfoRequest {}, &stranger))
+                .get_node_info(with_token(GetNodeInfoRequest {}, &stranger)?)
                 .await
                 .unwrap_err();
             ensure!(err.code() == tonic::Code::PermissionDenied, "{err:?}");
@@ -496,7 +468,7 @@ async fn tcp_calls_need_a_token_with_permission() -> Result<()> {
                 let operator = operator.clone();
                 async move {
                     match client
-                        .get_node_info(with_token(GetNodeInfoRequest {}, &operator))
+                        .get_node_info(with_token(GetNodeInfoRequest {}, &operator)?)
                         .await
                     {
                         Ok(info) => Ok(Some(info.into_inner())),

@@ -43,6 +43,9 @@ subjectAltName=IP:127.0.0.1,DNS:localhost"
   issue_cert kubelet-serving "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=serverAuth
 subjectAltName=IP:127.0.0.1,IP:$NODE_IP,DNS:$NODE_NAME,DNS:localhost"
 
+  issue_cert agent-serving "/CN=stevedore-agent" "extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:$NODE_IP,DNS:$NODE_NAME,DNS:localhost"
+
   write_kubeconfig admin "$STATE_DIR/kubeconfig"
   local c
   for c in controller-manager scheduler kube-proxy kubelet-client; do

@@ -36,8 +36,11 @@ start_etcd() {
 
 start_apiserver() {
   pid_alive kube-apiserver || require_port kube-apiserver "$APISERVER_PORT"
+  # The advertised address becomes the `kubernetes` Service's endpoint, which may not be a
+  # loopback address (Endpoints validation refuses 127.0.0.0/8), so in-cluster clients reach
+  # the apiserver on the node IP; local clients use 127.0.0.1.
   start_daemon kube-apiserver -- "$K8S_BIN/kube-apiserver" \
-    --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+    --advertise-address="$NODE_IP" --bind-address=0.0.0.0 --secure-port="$APISERVER_PORT" \
     --etcd-servers="https://127.0.0.1:$ETCD_PORT" --etcd-cafile="$PKI/ca.crt" \
     --etcd-certfile="$PKI/etcd.crt" --etcd-keyfile="$PKI/etcd.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" \

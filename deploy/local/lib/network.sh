@@ -21,8 +21,6 @@ setup_network() {
     ip addr add "$HOST_CIDR" dev "$HOST_BRIDGE" || die "cannot add $HOST_CIDR to $HOST_BRIDGE"
   ip link set "$HOST_BRIDGE" up
   sysctl -qw net.ipv4.ip_forward=1
-  # Service traffic from pods is DNATed to the apiserver on 127.0.0.1.
-  sysctl -qw net.ipv4.conf.all.route_localnet=1
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
   # Pods may talk to each other, the node and services, never to anything off the machine.
   if ! iptables -n -L "$GUARD_CHAIN" >/dev/null 2>&1; then

@@ -1,0 +1,64 @@
+//! Identities for tests of the agent's API: service-account tokens bound to the agent's
+//! audience, and cluster-role bindings that are removed again.
+
+use anyhow::{Context as _, Result};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+use crate::namespace::TestContext;
+
+/// The audience the agent accepts (its `--token-audience` default).
+pub const AGENT_AUDIENCE: &str = "stevedore-agent";
+
+/// Creates service account `name` in the test namespace and returns a token for it,
+/// bound to the agent's audience.
+pub async fn token_for(ctx: &TestContext, name: &str) -> Result<String> {
+    let accounts = ctx.api::<ServiceAccount>();
+    let account: ServiceAccount = serde_json::from_value(json!({ "metadata": { "name": name } }))?;
+    accounts.create(&PostParams::default(), &account).await?;
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![AGENT_AUDIENCE.into()],
+            expiration_seconds: Some(600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let issued = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await?;
+    issued.status.map(|s| s.token).context("no token issued")
+}
+
+/// A request carrying `authorization: Bearer <token>`.
+pub fn with_token<T>(message: T, token: &str) -> Result<tonic::Request<T>> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse()?);
+    Ok(request)
+}
+
+/// Binds cluster role `role` to service account `account` of the test namespace; the
+/// binding is named after the namespace so `unbind` (or a rerun) finds it.
+pub async fn bind_cluster_role(ctx: &TestContext, role: &str, account: &str) -> Result<String> {
+    let name = format!("{role}-{}", ctx.namespace).replace(':', "-");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+        "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": ctx.namespace }],
+    }))?;
+    Api::<ClusterRoleBinding>::all(ctx.client.clone())
+        .create(&PostParams::default(), &binding)
+        .await?;
+    Ok(name)
+}
+
+pub async fn unbind(ctx: &TestContext, binding: &str) {
+    let bindings = Api::<ClusterRoleBinding>::all(ctx.client.clone());
+    let _ = bindings.delete(binding, &DeleteParams::default()).await;
+}

@@ -1,0 +1,233 @@
+//! E2E: the agent as deployed by `deploy/local/run.sh` — a DaemonSet pod on the kubelet
+//! node, serving TLS (certificate from the cluster CA) with token authentication, acting
+//! on pods with its own service account, and fenced to its node by the admission policy.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+use stevedore_proto::stevedore::agent::v1::{
+    ConditionStatus, GetNodeInfoRequest, PodRef, SetPodConditionRequest,
+    node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
+};
+use stevedore_tests::auth::{bind_cluster_role, token_for, unbind, with_token};
+use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+const AGENT_PORT: u16 = 10350;
+const READY: Duration = Duration::from_secs(180);
+
+/// The Ready agent pod on the kubelet node, or an error saying how to deploy it.
+async fn agent_pod(client: &kube::Client, cluster: &ClusterInfo) -> Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let lp = ListParams::default()
+        .labels("app.kubernetes.io/name=stevedore-agent")
+        .fields(&format!("spec.nodeName={}", cluster.node_name));
+    poll_until("a Ready agent pod on the kubelet node", READY, || async {
+        let list = pods.list(&lp).await?;
+        if list.items.is_empty() {
+            bail!("no agent pod: deploy it with deploy/local/run.sh (or cluster.sh deploy)");
+        }
+        Ok(list.items.into_iter().find(|p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        }))
+    })
+    .await
+}
+
+async fn agent_channel(cluster: &ClusterInfo) -> Result<Channel> {
+    let ca = std::fs::read(cluster.ca_cert())?;
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .domain_name(cluster.node_name.clone());
+    let endpoint = Endpoint::from_shared(format!("https://{}:{AGENT_PORT}", cluster.node_ip))?
+        .tls_config(tls)?
+        .connect_timeout(Duration::from_secs(5));
+    Ok(endpoint.connect().await?)
+}
+
+#[tokio::test]
+async fn deployed_agent_serves_tls_and_authorizes_callers() -> Result<()> {
+    run_in_namespace("deployed-agent-auth", |ctx| async move {
+        agent_pod(&ctx.client, ctx.cluster).await?;
+        let mut nodes = NodeServiceClient::new(agent_channel(ctx.cluster).await?);
+        let err = nodes
+            .get_node_info(GetNodeInfoRequest {})
+            .await
+            .err()
+            .context("no token")?;
+        ensure!(err.code() == tonic::Code::Unauthenticated, "{err:?}");
+
+        let token = token_for(&ctx, "operator").await?;
+        let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
+        let info = poll_until("the operator allowed", Duration::from_secs(60), || {
+            let mut nodes = nodes.clone();
+            let token = token.clone();
+            async move {
+                match nodes
+                    .get_node_info(with_token(GetNodeInfoRequest {}, &token)?)
+                    .await
+                {
+                    Ok(info) => Ok(Some(info.into_inner())),
+                    Err(status) => bail!("{status:?}"),
+                }
+            }
+        })
+        .await;
+        unbind(&ctx, &binding).await;
+        let info = info?;
+        ensure!(info.node_name == ctx.cluster.node_name, "{info:?}");
+        Ok(())
+    })
+    .await
+}
+
+async fn web_pod(ctx: &TestContext, name: &str, node: &str) -> Result<Pod> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{ "operator": "Exists" }],
+            "readinessGates": [{ "conditionType": "InPlaceUpdateReady" }],
+            "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }]
+        }
+    }))?;
+    Ok(ctx
+        .api::<Pod>()
+        .create(&PostParams::default(), &pod)
+        .await?)
+}
+
+fn condition(pod: &Pod, type_: &str) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+/// The agent flips a readiness gate of a pod on its node with its own service account
+/// (RBAC and the admission policy allow it), and the pod's Ready follows.
+#[tokio::test]
+async fn deployed_agent_flips_a_readiness_gate_on_its_node() -> Result<()> {
+    run_in_namespace("deployed-agent-gate", |ctx| async move {
+        agent_pod(&ctx.client, ctx.cluster).await?;
+        let pod = web_pod(&ctx, "gated", &ctx.cluster.node_name).await?;
+        let token = token_for(&ctx, "operator").await?;
+        let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
+        let pods = PodServiceClient::new(agent_channel(ctx.cluster).await?);
+        let request = SetPodConditionRequest {
+            pod: Some(PodRef {
+                namespace: ctx.namespace.clone(),
+                name: "gated".into(),
+                uid: pod.metadata.uid.clone().unwrap_or_default(),
+            }),
+            condition_type: "InPlaceUpdateReady".into(),
+            status: ConditionStatus::True.into(),
+            reason: "E2E".into(),
+            message: "set by the deployed agent".into(),
+        };
+        let set = poll_until(
+            "the agent sets the condition",
+            Duration::from_secs(60),
+            || {
+                let mut pods = pods.clone();
+                let request = with_token(request.clone(), &token);
+                async move {
+                    match pods.set_pod_condition(request?).await {
+                        Ok(_) => Ok(Some(())),
+                        Err(status) => bail!("{status:?}"),
+                    }
+                }
+            },
+        )
+        .await;
+        unbind(&ctx, &binding).await;
+        set?;
+        poll_until("the gated pod Ready", READY, || async {
+            let pod = ctx.api::<Pod>().get("gated").await?;
+            let gate = condition(&pod, "InPlaceUpdateReady");
+            Ok((gate.as_deref() == Some("True")
+                && condition(&pod, "Ready").as_deref() == Some("True"))
+            .then_some(()))
+        })
+        .await
+    })
+    .await
+}
+
+/// A token of the agent's service account bound to its pod carries the node name; the
+/// admission policy refuses writes with it to pods of any other node.
+#[tokio::test]
+async fn admission_policy_fences_the_agent_to_its_node() -> Result<()> {
+    run_in_namespace("agent-admission-fence", |ctx| async move {
+        let agent = agent_pod(&ctx.client, ctx.cluster).await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), "kube-system");
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec![],
+                expiration_seconds: Some(600),
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: agent.metadata.name.clone(),
+                    uid: agent.metadata.uid.clone(),
+                }),
+            },
+            ..Default::default()
+        };
+        let token = accounts
+            .create_token_request("stevedore-agent", &PostParams::default(), &request)
+            .await?
+            .status
+            .context("no token")?
+            .token;
+        let mut kubeconfig = Kubeconfig::read_from(&ctx.cluster.kubeconfig)?;
+        for user in &mut kubeconfig.auth_infos {
+            user.auth_info = Some(AuthInfo {
+                token: Some(token.clone().into()),
+                ..Default::default()
+            });
+        }
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        let as_agent = kube::Client::try_from(config)?;
+
+        web_pod(&ctx, "here", &ctx.cluster.node_name).await?;
+        web_pod(&ctx, "elsewhere", &ctx.cluster.fake_node(0)).await?;
+        let pods: Api<Pod> = Api::namespaced(as_agent, &ctx.namespace);
+        let patch = json!({ "status": { "conditions": [
+            { "type": "InPlaceUpdateReady", "status": "False", "reason": "E2E" }
+        ] } });
+        pods.patch_status("here", &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .context("the agent may change pods of its own node")?;
+        match pods
+            .patch_status(
+                "elsewhere",
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+        {
+            Ok(_) => bail!("the agent changed a pod on another node"),
+            Err(kube::Error::Api(status)) => {
+                ensure!(status.code == 403 || status.code == 422, "{status:?}");
+                ensure!(status.message.contains("own node"), "{status:?}");
+            }
+            Err(err) => bail!("unexpected error: {err}"),
+        }
+        Ok(())
+    })
+    .await
+}
