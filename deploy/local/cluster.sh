@@ -108,7 +108,8 @@ cmd_down() {
   mounts=$(awk -v dir="$STATE_DIR" -v run="$(dirname "$CONTAINERD_SOCK")" \
     'index($2, dir) == 1 || index($2, run) == 1 { print $2 }' /proc/self/mounts | sort -r)
   [[ -n $mounts ]] && xargs -r -n1 umount -l <<<"$mounts" 2>/dev/null
-  rm -rf --one-file-system "$STATE_DIR" "$(dirname "$CONTAINERD_SOCK")" "$HOSTPATH_PV_DIR"
+  # /run/stevedore holds the agent DaemonSet's Unix socket (a hostPath).
+  rm -rf --one-file-system "$STATE_DIR" "$(dirname "$CONTAINERD_SOCK")" "$HOSTPATH_PV_DIR" /run/stevedore
   log "cluster is down; state removed"
 }
 
