@@ -54,7 +54,8 @@ export STEVEDORE_NODE_NAME=$NODE_NAME
 export STEVEDORE_NODE_IP=$NODE_IP
 export STEVEDORE_STATE_DIR=$STATE_DIR
 export STEVEDORE_K8S_BIN=$K8S_BIN
-export PATH=$K8S_BIN:\$PATH
+export STEVEDORE_GRPCURL=$GRPCURL_BIN/grpcurl
+export PATH=$K8S_BIN:$GRPCURL_BIN:\$PATH
 ENV
 }
 
@@ -73,6 +74,7 @@ cmd_up() {
   install_packages
   build_k8s
   build_kwok
+  build_grpcurl
   build_images
   mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
   setup_network

@@ -27,6 +27,8 @@ pub struct ClusterInfo {
     pub kubectl: PathBuf,
     /// The cluster's own containerd socket (the one kubelet uses).
     pub containerd_sock: PathBuf,
+    /// grpcurl, built by `cluster.sh up`, to call the agent as an operator would.
+    pub grpcurl: PathBuf,
 }
 
 impl ClusterInfo {
@@ -120,6 +122,7 @@ fn info_from_env(env: &HashMap<String, String>) -> Result<ClusterInfo> {
         state_dir: get("STEVEDORE_STATE_DIR")?.into(),
         kubectl: PathBuf::from(get("STEVEDORE_K8S_BIN")?).join("kubectl"),
         containerd_sock: get("STEVEDORE_CONTAINERD_SOCK")?.into(),
+        grpcurl: get("STEVEDORE_GRPCURL")?.into(),
     })
 }
 

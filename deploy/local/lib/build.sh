@@ -3,6 +3,7 @@
 
 K8S_BIN=$STEVEDORE_CACHE/k8s-$K8S_VERSION/bin
 KWOK_BIN=$STEVEDORE_CACHE/kwok-$KWOK_VERSION/bin
+GRPCURL_BIN=$STEVEDORE_CACHE/grpcurl-$GRPCURL_VERSION/bin
 K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 # Kubernetes 1.34 and etcd 3.6 need Go >= 1.24 (newer toolchains build them fine).
@@ -153,4 +154,15 @@ build_kwok() {
   ) >"$buildlog" 2>&1 || die "building kwok $KWOK_VERSION failed (command: go build sigs.k8s.io/kwok/cmd/kwok in $dir; log: $buildlog)"
   rm -rf "$KWOK_BIN"
   mv "$KWOK_BIN.tmp" "$KWOK_BIN"
+}
+
+build_grpcurl() {
+  [[ -x $GRPCURL_BIN/grpcurl ]] && return 0
+  ensure_go
+  local buildlog=$STEVEDORE_CACHE/build-grpcurl-$GRPCURL_VERSION.log
+  log "building grpcurl $GRPCURL_VERSION (first run only; log: $buildlog)"
+  mkdir -p "$GRPCURL_BIN"
+  GOBIN=$GRPCURL_BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w -X main.version=$GRPCURL_VERSION" \
+    "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION" >"$buildlog" 2>&1 ||
+    die "building grpcurl failed (command: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION; log: $buildlog)"
 }
