@@ -2,6 +2,7 @@
 //! restarts containers in place and sets pod conditions, for pods of its own node.
 
 pub mod config;
+pub mod images;
 pub mod reference;
 pub mod server;
 pub mod shutdown;

@@ -407,7 +407,8 @@ mod tests {
         let hex64 = "a".repeat(64);
         let long_path = format!("example.com/{}", "a".repeat(250));
         let long_tag = "t".repeat(129);
-        let cases: Vec<(String, fn(&E) -> bool)> = vec![
+        type IsExpected = fn(&E) -> bool;
+        let cases: Vec<(String, IsExpected)> = vec![
             (String::new(), |e| matches!(e, E::Empty)),
             (":tag".into(), |e| matches!(e, E::Empty)),
             ("Nginx".into(), |e| matches!(e, E::Uppercase { .. })),
