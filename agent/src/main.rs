@@ -1,6 +1,6 @@
 use anyhow::Context as _;
 use clap::Parser as _;
-use stevedore_agent::{config::Args, server, shutdown, telemetry};
+use stevedore_agent::{config::Args, images::AgentImageService, server, shutdown, telemetry};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -19,13 +19,19 @@ async fn main() -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     shutdown::cancel_on_signal(shutdown.clone()).context("installing signal handlers")?;
 
+    let images = AgentImageService::connect(&args, shutdown.clone())
+        .await
+        .context("starting the image service")?;
+    let services = server::Services {
+        images: Some(images),
+    };
+
     tracing::info!(node = %args.node_name, addr = %args.grpc_addr, tls = tls.is_some(), "serving gRPC");
     tracing::warn!(
-        "agent services (images, containers, pods, node), token authentication, the Unix \
-         socket and the admin endpoint are not implemented yet: only grpc.health.v1 and \
-         server reflection are served"
+        "agent services (containers, pods, node), token authentication, the Unix socket and \
+         the admin endpoint are not implemented yet"
     );
-    server::serve(listener, tls, shutdown).await?;
+    server::serve(listener, tls, services, shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }

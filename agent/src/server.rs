@@ -1,20 +1,23 @@
-//! The agent's gRPC server. For now it serves only `grpc.health.v1` and server
-//! reflection (v1 and v1alpha); the agent services are added as they are implemented.
+//! The agent's gRPC server: `grpc.health.v1`, server reflection (v1 and v1alpha) and
+//! the agent services given in [`Services`]; reflection advertises exactly those served.
 
 use std::{
     io,
     path::{Path, PathBuf},
 };
 
+use stevedore_proto::stevedore::agent::v1::image_service_server::{self, ImageServiceServer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Identity, Server, ServerTlsConfig, server::TcpIncoming};
 use tonic_health::{ServingStatus, pb::health_server};
 use tonic_reflection::pb::{v1, v1alpha};
 
-/// The services actually served, and so the only ones reflection advertises. The agent
-/// API's descriptors are registered too, so its types can already be described.
-const SERVED: [&str; 3] = [
+use crate::images::AgentImageService;
+
+/// Services always served. The agent API's descriptors are all registered, so its
+/// types can be described even for services not (yet) served.
+const ALWAYS_SERVED: [&str; 3] = [
     health_server::SERVICE_NAME,
     v1::server_reflection_server::SERVICE_NAME,
     v1alpha::server_reflection_server::SERVICE_NAME,
@@ -50,23 +53,41 @@ async fn read(path: &Path) -> Result<Vec<u8>, ServeError> {
         })
 }
 
-/// Serves health and reflection on `listener` until `shutdown` is cancelled, then
-/// lets in-flight calls finish.
+/// The agent services to serve; absent ones are neither served nor advertised.
+#[derive(Default)]
+pub struct Services {
+    pub images: Option<AgentImageService>,
+}
+
+impl Services {
+    fn served_names(&self) -> Vec<&'static str> {
+        let mut names = ALWAYS_SERVED.to_vec();
+        if self.images.is_some() {
+            names.push(image_service_server::SERVICE_NAME);
+        }
+        names
+    }
+}
+
+/// Serves health, reflection and `services` on `listener` until `shutdown` is
+/// cancelled, then lets in-flight calls finish.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<ServerTlsConfig>,
+    services: Services,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     // The empty name is the server's overall health in the gRPC health protocol.
     health.set_service_status("", ServingStatus::Serving).await;
 
+    let served = services.served_names();
     let reflection = || {
-        SERVED.into_iter().fold(
+        served.iter().fold(
             tonic_reflection::server::Builder::configure()
                 .register_encoded_file_descriptor_set(stevedore_proto::FILE_DESCRIPTOR_SET)
                 .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET),
-            |builder, name| builder.with_service_name(name),
+            |builder, name| builder.with_service_name(*name),
         )
     };
     let reflection_v1 = reflection().build_v1()?;
@@ -80,6 +101,7 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
+        .add_optional_service(services.images.map(ImageServiceServer::new))
         .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown.cancelled_owned())
         .await?;
     Ok(())

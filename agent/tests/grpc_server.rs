@@ -24,7 +24,12 @@ async fn start() -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(server::serve(listener, None, shutdown.clone()));
+    let task = tokio::spawn(server::serve(
+        listener,
+        None,
+        server::Services::default(),
+        shutdown.clone(),
+    ));
     Running {
         addr,
         shutdown,
