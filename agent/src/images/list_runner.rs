@@ -187,3 +187,7 @@ async fn pull_one<R: Registry, S: ImageStore>(
     publish(&shared, finished);
     shared.wake.notify_one();
 }
+
+#[cfg(test)]
+#[path = "list_runner_tests.rs"]
+mod tests;

@@ -264,3 +264,7 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
 fn rx_of(tx: &watch::Sender<PullState>) -> watch::Receiver<PullState> {
     tx.subscribe()
 }
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;

@@ -26,3 +26,6 @@ pub mod service;
 pub mod store;
 
 pub use service::{AgentImageService, ImageServiceImpl};
+
+#[cfg(test)]
+mod testing;

@@ -344,3 +344,7 @@ impl<S: ImageStore> Drop for LeaseGuard<S> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "pull_tests.rs"]
+mod tests;
