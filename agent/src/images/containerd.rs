@@ -14,8 +14,7 @@ use containerd_client::{
     services::v1::{
         AddResourceRequest, ApplyRequest, CreateImageRequest, CreateRequest, DeleteImageRequest,
         DeleteRequest, GetImageRequest, Image, Info, InfoRequest, ListImagesRequest,
-        ReadContentRequest, UpdateImageRequest, UpdateRequest, WriteAction, WriteContentRequest,
-        WriteContentResponse,
+        ReadContentRequest, UpdateImageRequest, UpdateRequest,
         content_client::ContentClient,
         diff_client::DiffClient,
         images_client::ImagesClient,
@@ -28,21 +27,18 @@ use containerd_client::{
     types,
 };
 use futures::StreamExt as _;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Code, Request, Status, Streaming, metadata::MetadataValue, transport::Channel};
+use tonic::{Code, Request, Status, metadata::MetadataValue, transport::Channel};
 
 use super::{
+    content_writer::ContainerdWriter,
     oci::Descriptor,
-    store::{BlobWriter, ImageRecord, ImageStore, LeaseId, StoreError},
+    store::{ImageRecord, ImageStore, LeaseId, StoreError},
 };
 
 /// Snapshotter CRI unpacks into by default, and so the one kubelet's pods use.
 pub const SNAPSHOTTER: &str = "overlayfs";
 /// How long a lease outlives an agent that died without deleting it.
 const LEASE_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
-/// Bytes per content write message (containerd accepts up to 16 MiB).
-const WRITE_CHUNK: usize = 1 << 20;
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
 
@@ -78,7 +74,11 @@ impl ContainerdStore {
         Ok(Self { channel, namespace })
     }
 
-    fn request<T>(&self, message: T, lease: Option<&LeaseId>) -> Result<Request<T>, StoreError> {
+    pub(super) fn request<T>(
+        &self,
+        message: T,
+        lease: Option<&LeaseId>,
+    ) -> Result<Request<T>, StoreError> {
         let mut request = Request::new(message);
         let metadata = request.metadata_mut();
         metadata.insert("containerd-namespace", self.namespace.clone());
@@ -93,7 +93,7 @@ impl ContainerdStore {
         Ok(request)
     }
 
-    fn content(&self) -> ContentClient<Channel> {
+    pub(super) fn content(&self) -> ContentClient<Channel> {
         ContentClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
     }
 
@@ -106,7 +106,7 @@ impl ContainerdStore {
     }
 }
 
-fn err(operation: impl Into<String>) -> impl FnOnce(Status) -> StoreError {
+pub(super) fn err(operation: impl Into<String>) -> impl FnOnce(Status) -> StoreError {
     let operation = operation.into();
     move |status| StoreError::new(operation, &status)
 }
@@ -222,40 +222,7 @@ impl ImageStore for ContainerdStore {
         lease: &LeaseId,
         blob: &Descriptor,
     ) -> Result<ContainerdWriter, StoreError> {
-        let (tx, rx) = mpsc::channel(2);
-        let operation = format!("write {}", blob.digest);
-        let total = i64::try_from(blob.size).unwrap_or(i64::MAX);
-        let stat = WriteContentRequest {
-            action: WriteAction::Stat.into(),
-            // One ref per digest, as containerd's client does: a concurrent writer of
-            // the same blob is refused rather than racing.
-            r#ref: format!("stevedore-{}", blob.digest),
-            total,
-            expected: blob.digest.clone(),
-            ..Default::default()
-        };
-        // containerd answers (and sends headers) only after the first message.
-        tx.send(stat.clone()).await.map_err(|_| StoreError {
-            operation: operation.clone(),
-            code: Code::Internal,
-            message: "write stream closed".to_owned(),
-        })?;
-        let request = self.request(ReceiverStream::new(rx), Some(lease))?;
-        let mut responses = self
-            .content()
-            .write(request)
-            .await
-            .map_err(err(operation.clone()))?
-            .into_inner();
-        next_response(&mut responses, &operation).await?;
-        Ok(ContainerdWriter {
-            tx,
-            responses,
-            template: stat,
-            offset: 0,
-            buffer: BytesMut::new(),
-            operation,
-        })
+        ContainerdWriter::open(self, lease, blob).await
     }
 
     async fn read_blob(&self, digest: &str) -> Result<Bytes, StoreError> {
@@ -502,88 +469,6 @@ impl ContainerdStore {
                 format!("commit snapshot {chain_id}"),
                 &status,
             )),
-        }
-    }
-}
-
-async fn next_response(
-    responses: &mut Streaming<WriteContentResponse>,
-    operation: &str,
-) -> Result<WriteContentResponse, StoreError> {
-    match responses.message().await {
-        Ok(Some(response)) => Ok(response),
-        Ok(None) => Err(StoreError {
-            operation: operation.to_owned(),
-            code: Code::Unavailable,
-            message: "containerd closed the write stream".to_owned(),
-        }),
-        Err(status) => Err(StoreError::new(operation, &status)),
-    }
-}
-
-/// One content write stream; bytes are sent in chunks of up to 1 MiB, each
-/// acknowledged before the next.
-pub struct ContainerdWriter {
-    tx: mpsc::Sender<WriteContentRequest>,
-    responses: Streaming<WriteContentResponse>,
-    template: WriteContentRequest,
-    offset: i64,
-    buffer: BytesMut,
-    operation: String,
-}
-
-impl ContainerdWriter {
-    async fn send(
-        &mut self,
-        request: WriteContentRequest,
-    ) -> Result<WriteContentResponse, StoreError> {
-        if self.tx.send(request).await.is_err() {
-            // The stream ended; its status says why.
-            return next_response(&mut self.responses, &self.operation).await;
-        }
-        next_response(&mut self.responses, &self.operation).await
-    }
-
-    async fn flush(&mut self) -> Result<(), StoreError> {
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        let data = self.buffer.split().freeze();
-        let len = i64::try_from(data.len()).unwrap_or(i64::MAX);
-        let request = WriteContentRequest {
-            action: WriteAction::Write.into(),
-            offset: self.offset,
-            data: data.to_vec(),
-            ..self.template.clone()
-        };
-        self.send(request).await?;
-        self.offset += len;
-        Ok(())
-    }
-}
-
-impl BlobWriter for ContainerdWriter {
-    async fn write(&mut self, chunk: Bytes) -> Result<(), StoreError> {
-        self.buffer.extend_from_slice(&chunk);
-        if self.buffer.len() >= WRITE_CHUNK {
-            self.flush().await?;
-        }
-        Ok(())
-    }
-
-    async fn commit(mut self, labels: HashMap<String, String>) -> Result<(), StoreError> {
-        self.flush().await?;
-        let request = WriteContentRequest {
-            action: WriteAction::Commit.into(),
-            offset: self.offset,
-            labels,
-            ..self.template.clone()
-        };
-        match self.send(request).await {
-            Ok(_) => Ok(()),
-            // Committed meanwhile by another writer: the content is there.
-            Err(error) if error.code == Code::AlreadyExists => Ok(()),
-            Err(error) => Err(error),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! - [`service`]: the `ImageService` gRPC API
 
 pub mod containerd;
+mod content_writer;
 pub mod failure;
 pub mod image_list;
 pub mod inventory;

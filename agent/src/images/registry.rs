@@ -74,6 +74,9 @@ pub struct FetchedManifest {
     pub body: Bytes,
 }
 
+/// Largest manifest or index accepted (containerd's own limit is 4 MiB too).
+const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+
 /// A stream of blob bytes.
 pub type BlobStream = Pin<Box<dyn Stream<Item = Result<Bytes, RegistryError>> + Send>>;
 
@@ -259,6 +262,15 @@ impl Registry for HttpRegistry {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.split(';').next().unwrap_or(v).trim().to_owned());
+        if response
+            .content_length()
+            .is_some_and(|len| len > MAX_MANIFEST_BYTES)
+        {
+            return Err(RegistryError::Protocol {
+                url,
+                detail: format!("manifest larger than {MAX_MANIFEST_BYTES} bytes"),
+            });
+        }
         let body = response
             .bytes()
             .await
@@ -266,6 +278,12 @@ impl Registry for HttpRegistry {
                 url: url.clone(),
                 detail: error_chain(&err),
             })?;
+        if body.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(RegistryError::Protocol {
+                url,
+                detail: format!("manifest larger than {MAX_MANIFEST_BYTES} bytes"),
+            });
+        }
         let digest = oci::sha256_digest(&body);
         if reference.starts_with("sha256:") && reference != digest {
             return Err(RegistryError::Corrupt {
