@@ -27,11 +27,16 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, transport::Channel};
 
+/// The tests share containerd's content and leases (and some share images), so they
+/// run one at a time: a lease check must not see another test's pull in flight.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// An agent image service serving on loopback; stops when dropped.
 struct Agent {
     client: ImageServiceClient<Channel>,
     cluster: &'static ClusterInfo,
     shutdown: CancellationToken,
+    _serial: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Drop for Agent {
@@ -41,6 +46,7 @@ impl Drop for Agent {
 }
 
 async fn start_agent() -> Result<Agent> {
+    let serial = SERIAL.lock().await;
     let cluster = stevedore_tests::cluster().await?;
     let socket = cluster.containerd_sock.to_string_lossy().into_owned();
     let args = Args::try_parse_from([
@@ -73,6 +79,7 @@ async fn start_agent() -> Result<Agent> {
         client: ImageServiceClient::new(channel),
         cluster,
         shutdown,
+        _serial: serial,
     })
 }
 
@@ -342,17 +349,91 @@ async fn failures_map_to_their_codes_and_leave_no_image() -> Result<()> {
         }
     }
     // No lease is left behind by the failed pulls.
-    let leases = std::process::Command::new("ctr")
-        .args(["--address"])
-        .arg(&agent.cluster.containerd_sock)
+    let leases = pull_leases(agent.cluster)?;
+    ensure!(leases.is_empty(), "leaked leases: {leases:?}");
+    Ok(())
+}
+
+/// The agent's pull leases present in containerd.
+fn pull_leases(cluster: &ClusterInfo) -> Result<Vec<String>> {
+    let output = std::process::Command::new("ctr")
+        .arg("--address")
+        .arg(&cluster.containerd_sock)
         .args(["-n", "k8s.io", "leases", "ls", "-q"])
         .output()
         .context("running ctr")?;
-    let leases = String::from_utf8_lossy(&leases.stdout);
+    ensure!(output.status.success(), "ctr leases ls failed: {output:?}");
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| l.starts_with("stevedore-pull-"))
+        .map(str::to_owned)
+        .collect())
+}
+
+#[tokio::test]
+async fn a_pull_cut_short_by_shutdown_leaves_nothing_and_the_next_pull_completes() -> Result<()> {
+    let agent = start_agent().await?;
+    let image = agent.cluster.image("large:v1");
+    agent.remove(&image).await?;
+    let request = api::PullImageRequest {
+        image: image.clone(),
+        pull_policy: api::PullPolicy::Always.into(),
+        credentials: None,
+        timeout_seconds: 0,
+    };
+    let mut stream = agent.client.clone().pull_image(request).await?.into_inner();
+    // Stop the agent as soon as the download has started.
+    while let Some(message) = stream.next().await {
+        if message?.phase == i32::from(api::PullPhase::Downloading) {
+            break;
+        }
+    }
+    agent.shutdown.cancel();
+    let ended = stream.next().await;
     ensure!(
-        !leases.lines().any(|l| l.starts_with("stevedore-pull-")),
-        "leaked leases: {leases}"
+        !matches!(&ended, Some(Ok(m)) if m.phase == i32::from(api::PullPhase::Done)),
+        "the pull finished anyway: {ended:?}"
     );
+    let cluster = agent.cluster;
+    drop(agent);
+
+    let store = ContainerdStore::connect(&cluster.containerd_sock, "k8s.io").await?;
+    ensure!(
+        store.get_image(&image).await?.is_none(),
+        "a cut-short pull left a record"
+    );
+    poll_until(
+        "the pull lease to be released",
+        Duration::from_secs(10),
+        || async {
+            let leases = pull_leases(cluster)?;
+            Ok(leases.is_empty().then_some(()))
+        },
+    )
+    .await?;
+
+    // A new agent pulls the same image completely (over any partial ingest).
+    let agent = start_agent().await?;
+    let messages = agent
+        .pull(&image, api::PullPolicy::Always)
+        .await?
+        .map_err(|s| anyhow::anyhow!("pull after restart failed: {s:?}"))?;
+    let last = done(&messages)?;
+    ensure!(
+        last.bytes_done == last.bytes_total && last.layers.len() == 6,
+        "{last:?}"
+    );
+    let check = std::process::Command::new("ctr")
+        .arg("--address")
+        .arg(&cluster.containerd_sock)
+        .args(["-n", "k8s.io", "images", "check", &format!("name=={image}")])
+        .output()?;
+    let check = String::from_utf8_lossy(&check.stdout);
+    ensure!(
+        check.contains("complete (6/6)") && check.contains("true"),
+        "{check}"
+    );
+    agent.remove(&image).await?;
     Ok(())
 }
 
