@@ -303,28 +303,26 @@ async fn write_small<S: ImageStore>(
 /// (timeout, shutdown), in which case the deletion runs as a task of its own.
 struct LeaseGuard<S: ImageStore> {
     store: S,
-    lease: Option<LeaseId>,
+    lease: LeaseId,
+    armed: bool,
 }
 
 impl<S: ImageStore> LeaseGuard<S> {
     fn new(store: S, lease: LeaseId) -> Self {
         Self {
             store,
-            lease: Some(lease),
+            lease,
+            armed: true,
         }
     }
 
     fn id(&self) -> &LeaseId {
-        // Set from construction until release or drop.
-        self.lease
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("lease taken before release"))
+        &self.lease
     }
 
     async fn release(mut self) {
-        if let Some(lease) = self.lease.take() {
-            delete_lease(&self.store, lease).await;
-        }
+        self.armed = false;
+        delete_lease(&self.store, self.lease.clone()).await;
     }
 }
 
@@ -336,10 +334,10 @@ async fn delete_lease<S: ImageStore>(store: &S, lease: LeaseId) {
 
 impl<S: ImageStore> Drop for LeaseGuard<S> {
     fn drop(&mut self) {
-        if let Some(lease) = self.lease.take()
+        if self.armed
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            let store = self.store.clone();
+            let (store, lease) = (self.store.clone(), self.lease.clone());
             runtime.spawn(async move { delete_lease(&store, lease).await });
         }
     }
