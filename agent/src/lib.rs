@@ -4,9 +4,12 @@
 pub mod admin;
 pub mod auth;
 pub mod config;
+pub mod containerd_channel;
 pub mod containers;
+pub mod images;
 pub mod node;
 pub mod pods;
+pub mod reference;
 pub mod server;
 pub mod shutdown;
 pub mod telemetry;

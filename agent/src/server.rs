@@ -8,6 +8,7 @@ use std::path::Path;
 
 use stevedore_proto::stevedore::agent::v1::{
     container_service_server::{self, ContainerServiceServer},
+    image_service_server::{self, ImageServiceServer},
     node_service_server::{self, NodeServiceServer},
     pod_service_server::{self, PodServiceServer},
 };
@@ -23,14 +24,16 @@ use crate::admin::{self, AdminState, Metrics, RpcMetricsLayer};
 use crate::auth::{AuthLayer, Gate, KubeReviewer, tls::TlsError, tls::TlsMaterial};
 use crate::config::Args;
 use crate::containers::{ContainerGrpc, Containerd, Restarts, RuntimeError};
+use crate::images::{AgentImageService, ConnectError};
 use crate::node::NodeGrpc;
 use crate::pods::{KubePods, NodePods, PodGrpc};
 
 /// The services served, and so the ones reflection advertises.
-const SERVED: [&str; 6] = [
+const SERVED: [&str; 7] = [
     health_server::SERVICE_NAME,
     v1::server_reflection_server::SERVICE_NAME,
     v1alpha::server_reflection_server::SERVICE_NAME,
+    image_service_server::SERVICE_NAME,
     container_service_server::SERVICE_NAME,
     pod_service_server::SERVICE_NAME,
     node_service_server::SERVICE_NAME,
@@ -50,6 +53,8 @@ pub enum ServeError {
     Tls(#[from] TlsError),
     #[error("containerd client")]
     Runtime(#[from] RuntimeError),
+    #[error("starting the image service")]
+    Images(#[from] ConnectError),
     #[error("building the reflection service")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("gRPC transport")]
@@ -150,11 +155,13 @@ async fn routes(
         Some(auth) => {
             use tower::Layer as _;
             routes
+                .add_service(auth.layer(services.images.clone()))
                 .add_service(auth.layer(services.containers.clone()))
                 .add_service(auth.layer(services.pods.clone()))
                 .add_service(auth.layer(services.node.clone()))
         }
         None => routes
+            .add_service(services.images.clone())
             .add_service(services.containers.clone())
             .add_service(services.pods.clone())
             .add_service(services.node.clone()),
@@ -164,6 +171,7 @@ async fn routes(
 
 struct Services {
     health: health_server::HealthServer<tonic_health::server::HealthService>,
+    images: ImageServiceServer<AgentImageService>,
     containers: ContainerServiceServer<ContainerGrpc<Containerd, KubePods>>,
     pods: PodServiceServer<PodGrpc<KubePods>>,
     node: NodeServiceServer<NodeGrpc>,
@@ -189,6 +197,7 @@ pub async fn run(
         args.max_concurrent_restarts.get(),
         shutdown.clone(),
     );
+    let images = AgentImageService::connect(args, shutdown.clone()).await?;
     let health = tonic_health::server::HealthReporter::new();
     // The empty name is the server's overall health in the gRPC health protocol.
     health.set_service_status("", ServingStatus::Serving).await;
@@ -197,6 +206,7 @@ pub async fn run(
         health: health_server::HealthServer::new(
             tonic_health::server::HealthService::from_health_reporter(health.clone()),
         ),
+        images: ImageServiceServer::new(images),
         containers: ContainerServiceServer::new(ContainerGrpc::new(restarts)),
         pods: PodServiceServer::new(PodGrpc::new(pods)),
         node: NodeServiceServer::new(NodeGrpc {

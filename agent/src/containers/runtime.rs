@@ -76,15 +76,7 @@ impl Containerd {
         let namespace = namespace
             .parse()
             .map_err(|_| RuntimeError::Namespace(namespace.to_owned()))?;
-        let channel = tonic::transport::Endpoint::from_static("http://containerd.invalid")
-            .connect_with_connector_lazy(tower::service_fn(move |_| {
-                let socket = socket.clone();
-                async move {
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                        tokio::net::UnixStream::connect(socket).await?,
-                    ))
-                }
-            }));
+        let channel = crate::containerd_channel::lazy_channel(socket);
         Ok(Self { channel, namespace })
     }
 

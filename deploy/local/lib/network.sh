@@ -17,7 +17,9 @@ setup_network() {
   if ! ip link show "$HOST_BRIDGE" >/dev/null 2>&1; then
     ip link add "$HOST_BRIDGE" type bridge || die "ip link add $HOST_BRIDGE type bridge failed"
   fi
-  ip addr show dev "$HOST_BRIDGE" | grep -q "inet $HOST_CIDR" ||
+  # Not `ip addr | grep -q`: under pipefail, grep exiting at the first match can kill
+  # `ip` with SIGPIPE and make the check fail although the address is there.
+  grep -q "inet $HOST_CIDR" <<<"$(ip addr show dev "$HOST_BRIDGE")" ||
     ip addr add "$HOST_CIDR" dev "$HOST_BRIDGE" || die "cannot add $HOST_CIDR to $HOST_BRIDGE"
   ip link set "$HOST_BRIDGE" up
   sysctl -qw net.ipv4.ip_forward=1

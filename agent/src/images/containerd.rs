@@ -1,0 +1,473 @@
+//! [`ImageStore`] over containerd's gRPC services (content, leases, snapshots, diff,
+//! images), as containerd's own Go client does a pull: every call carries the
+//! namespace, and calls that create things carry the pull's lease.
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use bytes::{Bytes, BytesMut};
+use containerd_client::{
+    services::v1::{
+        AddResourceRequest, ApplyRequest, CreateImageRequest, CreateRequest, DeleteImageRequest,
+        DeleteRequest, GetImageRequest, Image, Info, InfoRequest, ListImagesRequest,
+        ReadContentRequest, UpdateImageRequest, UpdateRequest,
+        content_client::ContentClient,
+        diff_client::DiffClient,
+        images_client::ImagesClient,
+        leases_client::LeasesClient,
+        snapshots::{
+            CommitSnapshotRequest, PrepareSnapshotRequest, RemoveSnapshotRequest,
+            StatSnapshotRequest, snapshots_client::SnapshotsClient,
+        },
+    },
+    types,
+};
+use futures::StreamExt as _;
+use tonic::{Code, Request, Status, metadata::MetadataValue, transport::Channel};
+
+use super::{
+    content_writer::ContainerdWriter,
+    oci::Descriptor,
+    store::{ImageRecord, ImageStore, LeaseId, StoreError},
+};
+
+/// Snapshotter CRI unpacks into by default, and so the one kubelet's pods use.
+pub const SNAPSHOTTER: &str = "overlayfs";
+/// How long a lease outlives an agent that died without deleting it.
+const LEASE_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
+
+static UNIQUE: AtomicU64 = AtomicU64::new(0);
+
+/// A process-unique suffix for lease IDs and snapshot keys.
+fn unique() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("{nanos}-{}", UNIQUE.fetch_add(1, Ordering::Relaxed))
+}
+
+/// containerd in one namespace.
+#[derive(Debug, Clone)]
+pub struct ContainerdStore {
+    channel: Channel,
+    namespace: MetadataValue<tonic::metadata::Ascii>,
+}
+
+impl ContainerdStore {
+    /// Connects to containerd's socket; works in `namespace`.
+    /// A store over a lazily connected channel: nothing is dialled until the first call.
+    pub fn connect(socket: &Path, namespace: &str) -> Result<Self, StoreError> {
+        let fail = |message: String| StoreError {
+            operation: format!("connect to {}", socket.display()),
+            code: Code::Unavailable,
+            message,
+        };
+        let namespace = MetadataValue::try_from(namespace)
+            .map_err(|err| fail(format!("namespace {namespace:?}: {err}")))?;
+        let channel = crate::containerd_channel::lazy_channel(socket.to_path_buf());
+        Ok(Self { channel, namespace })
+    }
+
+    pub(super) fn request<T>(
+        &self,
+        message: T,
+        lease: Option<&LeaseId>,
+    ) -> Result<Request<T>, StoreError> {
+        let mut request = Request::new(message);
+        let metadata = request.metadata_mut();
+        metadata.insert("containerd-namespace", self.namespace.clone());
+        if let Some(lease) = lease {
+            let value = MetadataValue::try_from(lease.0.as_str()).map_err(|err| StoreError {
+                operation: "lease metadata".to_owned(),
+                code: Code::InvalidArgument,
+                message: err.to_string(),
+            })?;
+            metadata.insert("containerd-lease", value);
+        }
+        Ok(request)
+    }
+
+    pub(super) fn content(&self) -> ContentClient<Channel> {
+        ContentClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
+    }
+
+    fn snapshots(&self) -> SnapshotsClient<Channel> {
+        SnapshotsClient::new(self.channel.clone())
+    }
+
+    fn images(&self) -> ImagesClient<Channel> {
+        ImagesClient::new(self.channel.clone())
+    }
+}
+
+pub(super) fn err(operation: impl Into<String>) -> impl FnOnce(Status) -> StoreError {
+    let operation = operation.into();
+    move |status| StoreError::new(operation, &status)
+}
+
+fn to_descriptor(d: &Descriptor) -> types::Descriptor {
+    types::Descriptor {
+        media_type: d.media_type.clone(),
+        digest: d.digest.clone(),
+        size: i64::try_from(d.size).unwrap_or(i64::MAX),
+        annotations: HashMap::new(),
+    }
+}
+
+fn from_image(image: Image) -> Option<ImageRecord> {
+    let target = image.target?;
+    Some(ImageRecord {
+        name: image.name,
+        target: Descriptor::new(
+            target.media_type,
+            target.digest,
+            u64::try_from(target.size).unwrap_or(0),
+        ),
+        labels: image.labels,
+    })
+}
+
+impl ImageStore for ContainerdStore {
+    type Writer = ContainerdWriter;
+
+    fn snapshotter(&self) -> &str {
+        SNAPSHOTTER
+    }
+
+    async fn create_lease(&self) -> Result<LeaseId, StoreError> {
+        let expire = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::try_from(LEASE_EXPIRY).unwrap_or_default())
+            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let labels = HashMap::from([("containerd.io/gc.expire".to_owned(), expire.to_string())]);
+        let request = self.request(
+            CreateRequest {
+                id: format!("stevedore-pull-{}", unique()),
+                labels,
+            },
+            None,
+        )?;
+        let response = LeasesClient::new(self.channel.clone())
+            .create(request)
+            .await
+            .map_err(err("create lease"))?;
+        response
+            .into_inner()
+            .lease
+            .map(|lease| LeaseId(lease.id))
+            .ok_or_else(|| StoreError {
+                operation: "create lease".to_owned(),
+                code: Code::Internal,
+                message: "no lease in the response".to_owned(),
+            })
+    }
+
+    async fn delete_lease(&self, lease: &LeaseId) -> Result<(), StoreError> {
+        let request = self.request(
+            DeleteRequest {
+                id: lease.0.clone(),
+                sync: false,
+            },
+            None,
+        )?;
+        match LeasesClient::new(self.channel.clone())
+            .delete(request)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == Code::NotFound => Ok(()),
+            Err(status) => Err(StoreError::new(
+                format!("delete lease {}", lease.0),
+                &status,
+            )),
+        }
+    }
+
+    async fn has_blob(&self, lease: &LeaseId, digest: &str) -> Result<bool, StoreError> {
+        let info = self.request(
+            InfoRequest {
+                digest: digest.to_owned(),
+            },
+            None,
+        )?;
+        match self.content().info(info).await {
+            Ok(_) => {}
+            Err(status) if status.code() == Code::NotFound => return Ok(false),
+            Err(status) => return Err(StoreError::new(format!("info {digest}"), &status)),
+        }
+        let add = self.request(
+            AddResourceRequest {
+                id: lease.0.clone(),
+                resource: Some(containerd_client::services::v1::Resource {
+                    id: digest.to_owned(),
+                    r#type: "content".to_owned(),
+                }),
+            },
+            None,
+        )?;
+        LeasesClient::new(self.channel.clone())
+            .add_resource(add)
+            .await
+            .map_err(err(format!("lease {digest}")))?;
+        Ok(true)
+    }
+
+    async fn open_writer(
+        &self,
+        lease: &LeaseId,
+        blob: &Descriptor,
+    ) -> Result<ContainerdWriter, StoreError> {
+        ContainerdWriter::open(self, lease, blob).await
+    }
+
+    async fn read_blob(&self, digest: &str) -> Result<Bytes, StoreError> {
+        let request = self.request(
+            ReadContentRequest {
+                digest: digest.to_owned(),
+                offset: 0,
+                size: 0,
+            },
+            None,
+        )?;
+        let operation = format!("read {digest}");
+        let mut stream = self
+            .content()
+            .read(request)
+            .await
+            .map_err(err(operation.clone()))?
+            .into_inner();
+        let mut data = BytesMut::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(err(operation.clone()))?;
+            data.extend_from_slice(&chunk.data);
+        }
+        Ok(data.freeze())
+    }
+
+    async fn label_blob(
+        &self,
+        digest: &str,
+        labels: HashMap<String, String>,
+    ) -> Result<(), StoreError> {
+        let paths = labels.keys().map(|k| format!("labels.{k}")).collect();
+        let request = self.request(
+            UpdateRequest {
+                info: Some(Info {
+                    digest: digest.to_owned(),
+                    labels,
+                    ..Default::default()
+                }),
+                update_mask: Some(prost_types::FieldMask { paths }),
+            },
+            None,
+        )?;
+        self.content()
+            .update(request)
+            .await
+            .map_err(err(format!("label {digest}")))?;
+        Ok(())
+    }
+
+    async fn has_snapshot(&self, chain_id: &str) -> Result<bool, StoreError> {
+        let request = self.request(
+            StatSnapshotRequest {
+                snapshotter: SNAPSHOTTER.to_owned(),
+                key: chain_id.to_owned(),
+            },
+            None,
+        )?;
+        match self.snapshots().stat(request).await {
+            Ok(_) => Ok(true),
+            Err(status) if status.code() == Code::NotFound => Ok(false),
+            Err(status) => Err(StoreError::new(
+                format!("stat snapshot {chain_id}"),
+                &status,
+            )),
+        }
+    }
+
+    async fn unpack_layer(
+        &self,
+        lease: &LeaseId,
+        layer: &Descriptor,
+        diff_id: &str,
+        parent: Option<&str>,
+        chain_id: &str,
+    ) -> Result<(), StoreError> {
+        // containerd's unpack key format, so its tools recognise an interrupted unpack.
+        let key = format!("extract-{} {chain_id}", unique());
+        let prepare = self.request(
+            PrepareSnapshotRequest {
+                snapshotter: SNAPSHOTTER.to_owned(),
+                key: key.clone(),
+                parent: parent.unwrap_or_default().to_owned(),
+                labels: HashMap::new(),
+            },
+            Some(lease),
+        )?;
+        let mounts = self
+            .snapshots()
+            .prepare(prepare)
+            .await
+            .map_err(err(format!("prepare snapshot for {}", layer.digest)))?
+            .into_inner()
+            .mounts;
+        let result = self
+            .apply_and_commit(lease, layer, diff_id, mounts, &key, chain_id)
+            .await;
+        if let Err(error) = &result {
+            let remove = self.request(
+                RemoveSnapshotRequest {
+                    snapshotter: SNAPSHOTTER.to_owned(),
+                    key,
+                },
+                None,
+            )?;
+            if let Err(status) = self.snapshots().remove(remove).await {
+                tracing::warn!(chain_id, error = %status.message(), "removing a failed unpack");
+            }
+            // Unpacked meanwhile by someone else (CRI, ctr): theirs is as good.
+            if error.code == Code::AlreadyExists {
+                return Ok(());
+            }
+        }
+        result
+    }
+
+    async fn get_image(&self, name: &str) -> Result<Option<ImageRecord>, StoreError> {
+        let request = self.request(
+            GetImageRequest {
+                name: name.to_owned(),
+            },
+            None,
+        )?;
+        match self.images().get(request).await {
+            Ok(response) => Ok(response.into_inner().image.and_then(from_image)),
+            Err(status) if status.code() == Code::NotFound => Ok(None),
+            Err(status) => Err(StoreError::new(format!("get image {name}"), &status)),
+        }
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageRecord>, StoreError> {
+        let request = self.request(ListImagesRequest { filters: vec![] }, None)?;
+        let images = self
+            .images()
+            .list(request)
+            .await
+            .map_err(err("list images"))?
+            .into_inner()
+            .images;
+        Ok(images.into_iter().filter_map(from_image).collect())
+    }
+
+    async fn put_image(&self, image: ImageRecord) -> Result<(), StoreError> {
+        let operation = format!("create image {}", image.name);
+        let label_paths: Vec<String> = image.labels.keys().map(|k| format!("labels.{k}")).collect();
+        let message = Image {
+            name: image.name.clone(),
+            labels: image.labels,
+            target: Some(to_descriptor(&image.target)),
+            created_at: None,
+            updated_at: None,
+        };
+        let create = self.request(
+            CreateImageRequest {
+                image: Some(message.clone()),
+                source_date_epoch: None,
+            },
+            None,
+        )?;
+        match self.images().create(create).await {
+            Ok(_) => return Ok(()),
+            Err(status) if status.code() == Code::AlreadyExists => {}
+            Err(status) => return Err(StoreError::new(operation, &status)),
+        }
+        // As CRI does: repoint an existing name at the new target.
+        let mut paths = vec!["target".to_owned()];
+        paths.extend(label_paths);
+        let update = self.request(
+            UpdateImageRequest {
+                image: Some(message),
+                update_mask: Some(prost_types::FieldMask { paths }),
+                source_date_epoch: None,
+            },
+            None,
+        )?;
+        self.images().update(update).await.map_err(err(operation))?;
+        Ok(())
+    }
+
+    async fn delete_image(&self, name: &str, sync: bool) -> Result<(), StoreError> {
+        let request = self.request(
+            DeleteImageRequest {
+                name: name.to_owned(),
+                sync,
+                target: None,
+            },
+            None,
+        )?;
+        match self.images().delete(request).await {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == Code::NotFound => Ok(()),
+            Err(status) => Err(StoreError::new(format!("delete image {name}"), &status)),
+        }
+    }
+}
+
+impl ContainerdStore {
+    async fn apply_and_commit(
+        &self,
+        lease: &LeaseId,
+        layer: &Descriptor,
+        diff_id: &str,
+        mounts: Vec<types::Mount>,
+        key: &str,
+        chain_id: &str,
+    ) -> Result<(), StoreError> {
+        let apply = self.request(
+            ApplyRequest {
+                diff: Some(to_descriptor(layer)),
+                mounts,
+                payloads: HashMap::new(),
+                sync_fs: false,
+            },
+            Some(lease),
+        )?;
+        let operation = format!("apply layer {}", layer.digest);
+        let applied = DiffClient::new(self.channel.clone())
+            .apply(apply)
+            .await
+            .map_err(err(operation.clone()))?
+            .into_inner()
+            .applied
+            .map(|d| d.digest)
+            .unwrap_or_default();
+        if applied != diff_id {
+            return Err(StoreError {
+                operation,
+                code: Code::DataLoss,
+                message: format!("uncompressed digest {applied} does not match diff ID {diff_id}"),
+            });
+        }
+        let commit = self.request(
+            CommitSnapshotRequest {
+                snapshotter: SNAPSHOTTER.to_owned(),
+                name: chain_id.to_owned(),
+                key: key.to_owned(),
+                labels: HashMap::new(),
+            },
+            Some(lease),
+        )?;
+        match self.snapshots().commit(commit).await {
+            Ok(_) => Ok(()),
+            Err(status) => Err(StoreError::new(
+                format!("commit snapshot {chain_id}"),
+                &status,
+            )),
+        }
+    }
+}

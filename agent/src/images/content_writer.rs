@@ -1,0 +1,146 @@
+//! Writing one blob into containerd's content store over its bidirectional `Write`
+//! stream: a STAT opens (or truncates) the ingest under a ref, WRITEs send data in
+//! chunks of up to 1 MiB, each acknowledged before the next, and COMMIT verifies the
+//! expected digest and size and sets the blob's labels.
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+use containerd_client::services::v1::{WriteAction, WriteContentRequest, WriteContentResponse};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Streaming};
+
+use super::{
+    containerd::{ContainerdStore, err},
+    oci::Descriptor,
+    store::{BlobWriter, LeaseId, StoreError},
+};
+
+/// Bytes per content write message (containerd accepts up to 16 MiB).
+const WRITE_CHUNK: usize = 1 << 20;
+
+impl ContainerdWriter {
+    pub(super) async fn open(
+        store: &ContainerdStore,
+        lease: &LeaseId,
+        blob: &Descriptor,
+    ) -> Result<Self, StoreError> {
+        let (tx, rx) = mpsc::channel(2);
+        let operation = format!("write {}", blob.digest);
+        let total = i64::try_from(blob.size).unwrap_or(i64::MAX);
+        let stat = WriteContentRequest {
+            action: WriteAction::Stat.into(),
+            // One ref per digest, as containerd's client does: a concurrent writer of
+            // the same blob is refused rather than racing.
+            r#ref: format!("stevedore-{}", blob.digest),
+            total,
+            expected: blob.digest.clone(),
+            ..Default::default()
+        };
+        // containerd answers (and sends headers) only after the first message.
+        tx.send(stat.clone()).await.map_err(|_| StoreError {
+            operation: operation.clone(),
+            code: Code::Internal,
+            message: "write stream closed".to_owned(),
+        })?;
+        let request = store.request(ReceiverStream::new(rx), Some(lease))?;
+        let mut responses = store
+            .content()
+            .write(request)
+            .await
+            .map_err(err(operation.clone()))?
+            .into_inner();
+        next_response(&mut responses, &operation).await?;
+        Ok(Self {
+            tx,
+            responses,
+            template: stat,
+            offset: 0,
+            buffer: BytesMut::new(),
+            operation,
+        })
+    }
+}
+
+async fn next_response(
+    responses: &mut Streaming<WriteContentResponse>,
+    operation: &str,
+) -> Result<WriteContentResponse, StoreError> {
+    match responses.message().await {
+        Ok(Some(response)) => Ok(response),
+        Ok(None) => Err(StoreError {
+            operation: operation.to_owned(),
+            code: Code::Unavailable,
+            message: "containerd closed the write stream".to_owned(),
+        }),
+        Err(status) => Err(StoreError::new(operation, &status)),
+    }
+}
+
+/// One content write stream; bytes are sent in chunks of up to 1 MiB, each
+/// acknowledged before the next.
+pub struct ContainerdWriter {
+    tx: mpsc::Sender<WriteContentRequest>,
+    responses: Streaming<WriteContentResponse>,
+    template: WriteContentRequest,
+    offset: i64,
+    buffer: BytesMut,
+    operation: String,
+}
+
+impl ContainerdWriter {
+    async fn send(
+        &mut self,
+        request: WriteContentRequest,
+    ) -> Result<WriteContentResponse, StoreError> {
+        if self.tx.send(request).await.is_err() {
+            // The stream ended; its status says why.
+            return next_response(&mut self.responses, &self.operation).await;
+        }
+        next_response(&mut self.responses, &self.operation).await
+    }
+
+    async fn flush(&mut self) -> Result<(), StoreError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let data = self.buffer.split().freeze();
+        let len = i64::try_from(data.len()).unwrap_or(i64::MAX);
+        let request = WriteContentRequest {
+            action: WriteAction::Write.into(),
+            offset: self.offset,
+            data: data.to_vec(),
+            ..self.template.clone()
+        };
+        self.send(request).await?;
+        self.offset += len;
+        Ok(())
+    }
+}
+
+impl BlobWriter for ContainerdWriter {
+    async fn write(&mut self, chunk: Bytes) -> Result<(), StoreError> {
+        self.buffer.extend_from_slice(&chunk);
+        if self.buffer.len() >= WRITE_CHUNK {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn commit(mut self, labels: HashMap<String, String>) -> Result<(), StoreError> {
+        self.flush().await?;
+        let request = WriteContentRequest {
+            action: WriteAction::Commit.into(),
+            offset: self.offset,
+            labels,
+            ..self.template.clone()
+        };
+        match self.send(request).await {
+            Ok(_) => Ok(()),
+            // Committed meanwhile by another writer: the content is there.
+            Err(error) if error.code == Code::AlreadyExists => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+}

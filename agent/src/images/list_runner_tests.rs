@@ -1,0 +1,105 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::images::{
+    image_list::ListPhase,
+    manager::RetryPolicy,
+    testing::{FakeRegistry, FakeStore, test_image},
+};
+
+fn controller() -> (ImageListController, FakeRegistry) {
+    let registry = FakeRegistry::default();
+    let (image, blobs) = test_image("a");
+    registry.serve("team/a", "v1", &image, blobs);
+    let manager = PullManager::new(
+        registry.clone(),
+        FakeStore::default(),
+        2,
+        Duration::from_secs(60),
+        RetryPolicy::default(),
+        CancellationToken::new(),
+    );
+    (
+        ImageListController::spawn(manager, CancellationToken::new()),
+        registry,
+    )
+}
+
+async fn wait_for_phase(
+    updates: &mut broadcast::Receiver<ImageStatus>,
+    image: &str,
+    phase: ListPhase,
+) -> ImageStatus {
+    loop {
+        let status = updates.recv().await.unwrap();
+        if status.image == image && status.phase == phase {
+            return status;
+        }
+    }
+}
+
+const A: &str = "registry.test/team/a:v1";
+const MISSING: &str = "registry.test/team/a:missing";
+
+#[tokio::test(start_paused = true)]
+async fn always_pull_images_are_pulled_again_on_their_interval() {
+    let (controller, registry) = controller();
+    let (_, mut updates) = controller.watch();
+    let spec = DesiredSpec {
+        always_pull: true,
+        pull_interval: Some(Duration::from_secs(3600)),
+        ..DesiredSpec::default()
+    };
+    controller
+        .apply(1, BTreeMap::from([(A.to_owned(), spec)]))
+        .unwrap();
+    let first = wait_for_phase(&mut updates, A, ListPhase::Succeeded).await;
+    assert!(first.image_id.starts_with("sha256:"));
+    assert_eq!(registry.state().manifest_requests, 1);
+
+    let before = Instant::now();
+    wait_for_phase(&mut updates, A, ListPhase::Succeeded).await;
+    assert!(before.elapsed() >= Duration::from_secs(3600));
+    assert_eq!(registry.state().manifest_requests, 2, "not re-resolved");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_pulls_back_off_until_the_limit() {
+    let (controller, registry) = controller();
+    let (_, mut updates) = controller.watch();
+    let spec = DesiredSpec {
+        backoff_limit: 3,
+        ..DesiredSpec::default()
+    };
+    let started = Instant::now();
+    controller
+        .apply(1, BTreeMap::from([(MISSING.to_owned(), spec)]))
+        .unwrap();
+    let failed = wait_for_phase(&mut updates, MISSING, ListPhase::Failed).await;
+    assert_eq!(failed.attempts, 3);
+    assert!(failed.message.contains("not found"), "{}", failed.message);
+    // Backoff of 2 s then 4 s between the three attempts.
+    assert!(started.elapsed() >= Duration::from_secs(6));
+    assert_eq!(registry.state().manifest_requests, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn watchers_get_the_current_status_then_changes() {
+    let (controller, _) = controller();
+    controller
+        .apply(7, BTreeMap::from([(A.to_owned(), DesiredSpec::default())]))
+        .unwrap();
+    let (current, mut updates) = controller.watch();
+    assert_eq!(current.len(), 1);
+    assert_eq!(current[0].generation, 7);
+    let done = wait_for_phase(&mut updates, A, ListPhase::Succeeded).await;
+    assert_eq!(done.generation, 7);
+    assert!(done.last_pull.is_some());
+    assert_eq!(
+        controller.apply(6, BTreeMap::new()),
+        Err(StaleGeneration {
+            held: 7,
+            offered: 6
+        })
+    );
+}

@@ -1,0 +1,270 @@
+//! The pull manager: at most `--max-concurrent-pulls` pulls at once, never two of the
+//! same image (callers of an image already being pulled share that pull and its
+//! progress), a deadline per pull, and retries with exponential backoff for failures
+//! worth retrying. Each pull runs as a task of its own, so a caller going away does not
+//! cancel it; shutting down does.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::{
+    failure::PullFailure,
+    inventory::{self, record_name},
+    progress::{Phase, Progress, Report},
+    pull::{self, PulledImage},
+    registry::{Auth, Registry},
+    store::ImageStore,
+};
+use crate::reference::Reference;
+
+/// When to pull an image that may be present.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// Pull only if absent: no registry traffic for a present image.
+    #[default]
+    IfNotPresent,
+    /// Resolve again, and fetch what changed.
+    Always,
+}
+
+/// One pull as asked for.
+#[derive(Debug, Clone)]
+pub struct PullRequest {
+    pub image: Reference,
+    pub policy: Policy,
+    pub auth: Auth,
+    /// Deadline of the pull once it has a slot; `None` for the manager's default.
+    pub timeout: Option<Duration>,
+}
+
+/// Retries of one pull.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Wait before attempt `attempt + 1` (attempts count from 1).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
+        self.initial_backoff
+            .saturating_mul(factor)
+            .min(self.max_backoff)
+    }
+}
+
+/// What watchers of a pull see.
+#[derive(Debug, Clone, Default)]
+pub struct PullState {
+    pub progress: Progress,
+    /// Attempts started so far.
+    pub attempts: u32,
+    /// Set once, when the pull has ended.
+    pub outcome: Option<Result<PulledImage, PullFailure>>,
+}
+
+impl Report for watch::Sender<PullState> {
+    fn report(&self, update: &mut dyn FnMut(&mut Progress)) {
+        self.send_modify(|state| update(&mut state.progress));
+    }
+}
+
+/// Runs pulls; cheap to clone.
+pub struct PullManager<R, S> {
+    inner: Arc<Inner<R, S>>,
+}
+
+impl<R, S> Clone for PullManager<R, S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<R, S> {
+    registry: R,
+    store: S,
+    slots: Semaphore,
+    in_flight: Mutex<HashMap<String, watch::Receiver<PullState>>>,
+    default_timeout: Duration,
+    retry: RetryPolicy,
+    shutdown: CancellationToken,
+}
+
+impl<R: Registry, S: ImageStore> PullManager<R, S> {
+    pub fn new(
+        registry: R,
+        store: S,
+        max_concurrent: usize,
+        default_timeout: Duration,
+        retry: RetryPolicy,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                store,
+                slots: Semaphore::new(max_concurrent.max(1)),
+                in_flight: Mutex::new(HashMap::new()),
+                default_timeout,
+                retry,
+                shutdown,
+            }),
+        }
+    }
+
+    /// The containerd store pulls write into.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// Pulls present right now (for tests and metrics).
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Starts (or joins) the pull of `request.image`; the receiver ends with
+    /// `outcome` set.
+    pub async fn pull(&self, request: PullRequest) -> watch::Receiver<PullState> {
+        if request.policy == Policy::IfNotPresent
+            && let Some(pulled) = self.present(&request.image).await
+        {
+            tracing::debug!(image = %request.image, "present; not pulling");
+            let state = PullState {
+                progress: Progress {
+                    phase: Phase::Done,
+                    blobs: Vec::new(),
+                },
+                attempts: 0,
+                outcome: Some(Ok(pulled)),
+            };
+            return watch::channel(state).1;
+        }
+        let key = request.image.to_string();
+        let Ok(mut in_flight) = self.inner.in_flight.lock() else {
+            let failure = PullFailure::internal("pull table poisoned");
+            return watch::channel(PullState {
+                outcome: Some(Err(failure)),
+                ..PullState::default()
+            })
+            .1;
+        };
+        if let Some(existing) = in_flight.get(&key)
+            && existing.borrow().outcome.is_none()
+        {
+            tracing::debug!(image = %key, "joining the pull in flight");
+            return existing.clone();
+        }
+        let (tx, rx) = watch::channel(PullState::default());
+        in_flight.insert(key.clone(), rx.clone());
+        drop(in_flight);
+        let manager = self.clone();
+        let span = tracing::info_span!("pull", image = %key);
+        tokio::spawn(
+            async move {
+                let outcome = manager.run(&request, &tx).await;
+                if let Err(failure) = &outcome {
+                    tracing::warn!(code = ?failure.kind, error = %failure.message, "pull failed");
+                }
+                tx.send_modify(|state| state.outcome = Some(outcome));
+                if let Ok(mut in_flight) = manager.inner.in_flight.lock()
+                    && in_flight
+                        .get(&key)
+                        .is_some_and(|r| r.same_channel(&rx_of(&tx)))
+                {
+                    in_flight.remove(&key);
+                }
+            }
+            .instrument(span),
+        );
+        rx
+    }
+
+    /// The image, if a record for the reference exists and its content is readable.
+    async fn present(&self, image: &Reference) -> Option<PulledImage> {
+        let store = &self.inner.store;
+        let record = store.get_image(&record_name(image)).await.ok()??;
+        let info = inventory::describe_record(store, &record).await.ok()?;
+        Some(PulledImage {
+            image_id: info.id,
+            repo_digest: image.repo_digest(&record.target.digest),
+            repo_tag: image.repo_tag(),
+            target: record.target,
+        })
+    }
+
+    async fn run(
+        &self,
+        request: &PullRequest,
+        state: &watch::Sender<PullState>,
+    ) -> Result<PulledImage, PullFailure> {
+        let inner = &self.inner;
+        let _slot = tokio::select! {
+            slot = inner.slots.acquire() => slot.map_err(|_| PullFailure::cancelled())?,
+            () = inner.shutdown.cancelled() => return Err(PullFailure::cancelled()),
+        };
+        let timeout = request.timeout.unwrap_or(inner.default_timeout);
+        let attempts = async {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                state.send_modify(|s| {
+                    s.attempts = attempt;
+                    s.progress = Progress::default();
+                });
+                let result = pull::pull(
+                    &inner.registry,
+                    &inner.store,
+                    &request.image,
+                    &request.auth,
+                    state,
+                )
+                .await;
+                match result {
+                    Ok(pulled) => return Ok(pulled),
+                    Err(error) if error.is_retryable() && attempt < inner.retry.attempts => {
+                        let wait = inner.retry.backoff(attempt);
+                        tracing::info!(attempt, %error, wait_ms = wait.as_millis(), "retrying pull");
+                        tokio::time::sleep(wait).await;
+                    }
+                    Err(error) => return Err(PullFailure::from_error(&error, attempt)),
+                }
+            }
+        };
+        tokio::select! {
+            result = tokio::time::timeout(timeout, attempts) => result.unwrap_or_else(|_| {
+                Err(PullFailure::deadline(timeout, state.borrow().attempts))
+            }),
+            () = inner.shutdown.cancelled() => Err(PullFailure::cancelled()),
+        }
+    }
+}
+
+fn rx_of(tx: &watch::Sender<PullState>) -> watch::Receiver<PullState> {
+    tx.subscribe()
+}
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;

@@ -1,0 +1,32 @@
+//! Images: pulls done by the agent itself into containerd (so it can report real
+//! per-layer progress), the pull manager that dedupes, caps and retries them, the
+//! node's declarative image list, and the `ImageService` gRPC API over all of it.
+//!
+//! - [`oci`]: image formats, platform choice, chain IDs (pure)
+//! - [`registry`]: the distribution API ([`registry::Registry`], [`registry::HttpRegistry`])
+//! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`])
+//! - [`pull`]: one pull; [`progress`]: what watchers see of it
+//! - [`manager`]: concurrency cap, shared in-flight pulls, timeout, retries;
+//!   [`failure`]: how failed pulls map to gRPC codes
+//! - [`inventory`]: the images present, as CRI reports them
+//! - [`image_list`]: the desired list as a pure state machine; [`list_runner`] drives it
+//! - [`service`]: the `ImageService` gRPC API
+
+pub mod containerd;
+mod content_writer;
+pub mod failure;
+pub mod image_list;
+pub mod inventory;
+pub mod list_runner;
+pub mod manager;
+pub mod oci;
+pub mod progress;
+pub mod pull;
+pub mod registry;
+pub mod service;
+pub mod store;
+
+pub use service::{AgentImageService, ConnectError, ImageServiceImpl};
+
+#[cfg(test)]
+mod testing;

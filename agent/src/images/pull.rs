@@ -1,0 +1,348 @@
+//! One pull, done the way containerd's client does it, so CRI (and kubelet) see the
+//! result as their own: resolve, download blobs into the content store under a lease,
+//! label parents to children for GC, unpack layers into snapshots named by chain ID,
+//! label the config with the top snapshot, then create the image records CRI expects.
+//! The records are created last, so a pull that fails or is cancelled leaves none; the
+//! lease is released however the pull ends.
+
+use std::collections::HashMap;
+
+use super::{
+    oci::{self, Descriptor, FormatError},
+    progress::{BlobProgress, Phase, Report},
+    registry::{Auth, Registry, RegistryError},
+    store::{BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError},
+};
+use crate::reference::Reference;
+use futures::{StreamExt as _, TryStreamExt as _};
+
+/// Blobs downloaded at once within one pull.
+const PARALLEL_BLOBS: usize = 3;
+
+/// Why a pull attempt failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PullError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Format(String),
+}
+
+impl From<FormatError> for PullError {
+    fn from(err: FormatError) -> Self {
+        Self::Format(err.to_string())
+    }
+}
+
+impl PullError {
+    /// Worth another attempt (network, registry 5xx, containerd busy).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Registry(err) => err.is_retryable(),
+            Self::Store(err) => err.is_retryable(),
+            Self::Format(_) => false,
+        }
+    }
+}
+
+/// What a successful pull produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulledImage {
+    /// Config digest, CRI's image ID.
+    pub image_id: String,
+    /// `repository@manifest-digest`.
+    pub repo_digest: String,
+    /// `repository:tag`, unless the reference named only a digest.
+    pub repo_tag: Option<String>,
+    /// What the image records point at (the index or the manifest).
+    pub target: Descriptor,
+}
+
+/// The image record names CRI creates for a pull, in its order: image ID, repo tag,
+/// repo digest.
+pub fn record_names(image: &PulledImage) -> Vec<String> {
+    let mut names = vec![image.image_id.clone()];
+    names.extend(image.repo_tag.clone());
+    names.push(image.repo_digest.clone());
+    names
+}
+
+/// Pulls `image` into `store`, reporting progress on `progress`.
+#[tracing::instrument(skip_all, fields(image = %image))]
+pub async fn pull<R: Registry, S: ImageStore>(
+    registry: &R,
+    store: &S,
+    image: &Reference,
+    auth: &Auth,
+    progress: &impl Report,
+) -> Result<PulledImage, PullError> {
+    progress.report(&mut |p| p.phase = Phase::Resolving);
+    let resolved = resolve(registry, image, auth).await?;
+    let manifest = oci::parse_manifest(&resolved.manifest.body)?;
+    tracing::debug!(target = %resolved.target.digest, layers = manifest.layers.len(), "resolved");
+
+    let lease = LeaseGuard::new(store.clone(), store.create_lease().await?);
+    let result = pull_resolved(
+        registry,
+        store,
+        image,
+        auth,
+        progress,
+        &resolved,
+        &manifest,
+        lease.id(),
+    )
+    .await;
+    lease.release().await;
+    result
+}
+
+struct Resolved {
+    target: Descriptor,
+    /// The index, when the reference resolved to one.
+    index: Option<super::registry::FetchedManifest>,
+    manifest: super::registry::FetchedManifest,
+}
+
+async fn resolve<R: Registry>(
+    registry: &R,
+    image: &Reference,
+    auth: &Auth,
+) -> Result<Resolved, PullError> {
+    let top = registry
+        .fetch_manifest(image, image.manifest_reference(), auth)
+        .await?;
+    let media_type = top.descriptor.media_type.clone();
+    if oci::is_manifest(&media_type) {
+        return Ok(Resolved {
+            target: top.descriptor.clone(),
+            index: None,
+            manifest: top,
+        });
+    }
+    if !oci::is_index(&media_type) {
+        return Err(FormatError::UnsupportedMediaType { media_type }.into());
+    }
+    let chosen = oci::select_platform(&top.body)?;
+    let mut manifest = registry.fetch_manifest(image, &chosen.digest, auth).await?;
+    manifest.descriptor.media_type = chosen.media_type;
+    Ok(Resolved {
+        target: top.descriptor.clone(),
+        index: Some(top),
+        manifest,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn pull_resolved<R: Registry, S: ImageStore>(
+    registry: &R,
+    store: &S,
+    image: &Reference,
+    auth: &Auth,
+    progress: &impl Report,
+    resolved: &Resolved,
+    manifest: &oci::Manifest,
+    lease: &LeaseId,
+) -> Result<PulledImage, PullError> {
+    let blobs: Vec<Descriptor> = std::iter::once(manifest.config.clone())
+        .chain(manifest.layers.iter().cloned())
+        .collect();
+    progress.report(&mut |p| {
+        p.phase = Phase::Downloading;
+        p.blobs = blobs
+            .iter()
+            .map(|b| BlobProgress {
+                digest: b.digest.clone(),
+                media_type: b.media_type.clone(),
+                done: 0,
+                total: b.size,
+            })
+            .collect();
+    });
+    // Futures built in a loop, not a closure: a closure's borrowed future is not
+    // provably `Send` for every lifetime (rust-lang/rust#102211).
+    let mut downloads = Vec::with_capacity(blobs.len());
+    for (index, blob) in blobs.iter().enumerate() {
+        downloads.push(download(
+            registry, store, image, auth, progress, lease, index, blob,
+        ));
+    }
+    futures::stream::iter(downloads)
+        .buffer_unordered(PARALLEL_BLOBS)
+        .try_collect::<Vec<()>>()
+        .await?;
+
+    // Parents are written after their children and labelled to them, so garbage
+    // collection keeps the whole tree from the image record down.
+    let mut manifest_labels = HashMap::from([(
+        "containerd.io/gc.ref.content.config".to_owned(),
+        manifest.config.digest.clone(),
+    )]);
+    for (i, layer) in manifest.layers.iter().enumerate() {
+        manifest_labels.insert(
+            format!("containerd.io/gc.ref.content.l.{i}"),
+            layer.digest.clone(),
+        );
+    }
+    let m = &resolved.manifest;
+    write_small(store, lease, &m.descriptor, &m.body, manifest_labels).await?;
+    if let Some(index) = &resolved.index {
+        let labels = HashMap::from([(
+            "containerd.io/gc.ref.content.m.0".to_owned(),
+            m.descriptor.digest.clone(),
+        )]);
+        write_small(store, lease, &index.descriptor, &index.body, labels).await?;
+    }
+
+    progress.report(&mut |p| p.phase = Phase::Unpacking);
+    let config = store.read_blob(&manifest.config.digest).await?;
+    let diff_ids = oci::diff_ids(&config, manifest.layers.len())?;
+    let chain = oci::chain_ids(&diff_ids);
+    for (i, layer) in manifest.layers.iter().enumerate() {
+        if store.has_snapshot(&chain[i]).await? {
+            continue;
+        }
+        let parent = i.checked_sub(1).map(|p| chain[p].as_str());
+        store
+            .unpack_layer(lease, layer, &diff_ids[i], parent, &chain[i])
+            .await?;
+        let labels =
+            HashMap::from([("containerd.io/uncompressed".to_owned(), diff_ids[i].clone())]);
+        store.label_blob(&layer.digest, labels).await?;
+    }
+    if let Some(top) = chain.last() {
+        let key = format!("containerd.io/gc.ref.snapshot.{}", store.snapshotter());
+        store
+            .label_blob(&manifest.config.digest, HashMap::from([(key, top.clone())]))
+            .await?;
+    }
+
+    let pulled = PulledImage {
+        image_id: manifest.config.digest.clone(),
+        repo_digest: image.repo_digest(&resolved.target.digest),
+        repo_tag: image.repo_tag(),
+        target: resolved.target.clone(),
+    };
+    for name in record_names(&pulled) {
+        store
+            .put_image(ImageRecord {
+                name,
+                target: pulled.target.clone(),
+                labels: HashMap::from([(
+                    CRI_IMAGE_LABEL.0.to_owned(),
+                    CRI_IMAGE_LABEL.1.to_owned(),
+                )]),
+            })
+            .await?;
+    }
+    progress.report(&mut |p| p.phase = Phase::Done);
+    tracing::info!(image_id = %pulled.image_id, "pulled");
+    Ok(pulled)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn download<R: Registry, S: ImageStore>(
+    registry: &R,
+    store: &S,
+    image: &Reference,
+    auth: &Auth,
+    progress: &impl Report,
+    lease: &LeaseId,
+    index: usize,
+    blob: &Descriptor,
+) -> Result<(), PullError> {
+    let set_done = |done: u64| {
+        progress.report(&mut |p| {
+            if let Some(b) = p.blobs.get_mut(index) {
+                b.done = done;
+            }
+        });
+    };
+    if store.has_blob(lease, &blob.digest).await? {
+        set_done(blob.size);
+        return Ok(());
+    }
+    let mut body = registry.fetch_blob(image, &blob.digest, auth).await?;
+    let mut writer = store.open_writer(lease, blob).await?;
+    let mut done = 0u64;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk?;
+        done += chunk.len() as u64;
+        if done > blob.size {
+            return Err(RegistryError::Corrupt {
+                digest: blob.digest.clone(),
+            }
+            .into());
+        }
+        writer.write(chunk).await?;
+        set_done(done);
+    }
+    writer.commit(HashMap::new()).await?;
+    Ok(())
+}
+
+/// Writes a manifest or index with its GC labels, or labels it if already present.
+async fn write_small<S: ImageStore>(
+    store: &S,
+    lease: &LeaseId,
+    blob: &Descriptor,
+    body: &bytes::Bytes,
+    labels: HashMap<String, String>,
+) -> Result<(), StoreError> {
+    if store.has_blob(lease, &blob.digest).await? {
+        return store.label_blob(&blob.digest, labels).await;
+    }
+    let mut writer = store.open_writer(lease, blob).await?;
+    writer.write(body.clone()).await?;
+    writer.commit(labels).await
+}
+
+/// Deletes the lease when the pull ends, including when its future is dropped
+/// (timeout, shutdown), in which case the deletion runs as a task of its own.
+struct LeaseGuard<S: ImageStore> {
+    store: S,
+    lease: LeaseId,
+    armed: bool,
+}
+
+impl<S: ImageStore> LeaseGuard<S> {
+    fn new(store: S, lease: LeaseId) -> Self {
+        Self {
+            store,
+            lease,
+            armed: true,
+        }
+    }
+
+    fn id(&self) -> &LeaseId {
+        &self.lease
+    }
+
+    async fn release(mut self) {
+        self.armed = false;
+        delete_lease(&self.store, self.lease.clone()).await;
+    }
+}
+
+async fn delete_lease<S: ImageStore>(store: &S, lease: LeaseId) {
+    if let Err(error) = store.delete_lease(&lease).await {
+        tracing::warn!(lease = %lease.0, %error, "releasing a pull lease; it expires in a day");
+    }
+}
+
+impl<S: ImageStore> Drop for LeaseGuard<S> {
+    fn drop(&mut self) {
+        if self.armed
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (store, lease) = (self.store.clone(), self.lease.clone());
+            runtime.spawn(async move { delete_lease(&store, lease).await });
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "pull_tests.rs"]
+mod tests;

@@ -1,0 +1,178 @@
+#![allow(clippy::unwrap_used)]
+
+use tokio::sync::watch;
+
+use super::*;
+use crate::images::{
+    progress::Progress,
+    testing::{FakeRegistry, FakeStore, test_image},
+};
+
+const REF: &str = "registry.test/team/app:v1";
+
+fn setup() -> (
+    FakeRegistry,
+    FakeStore,
+    crate::images::testing::TestImage,
+    Reference,
+) {
+    let registry = FakeRegistry::default();
+    let (image, blobs) = test_image("a");
+    registry.serve("team/app", "v1", &image, blobs);
+    (
+        registry,
+        FakeStore::default(),
+        image,
+        Reference::parse_normalized(REF).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_pull_stores_labels_unpacks_and_names_the_image_as_cri_does() {
+    let (registry, store, image, reference) = setup();
+    let (tx, rx) = watch::channel(Progress::default());
+    let pulled = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+
+    assert_eq!(pulled.image_id, image.config_digest);
+    let repo_digest = format!("registry.test/team/app@{}", image.manifest_digest);
+    assert_eq!(pulled.repo_digest, repo_digest);
+    let state = store.state();
+    let mut names: Vec<_> = state.images.keys().cloned().collect();
+    names.sort();
+    let mut expected = vec![REF.to_owned(), repo_digest, image.config_digest.clone()];
+    expected.sort();
+    assert_eq!(names, expected);
+    for record in state.images.values() {
+        assert_eq!(record.target.digest, image.manifest_digest);
+        assert_eq!(
+            record.labels.get("io.cri-containerd.image").unwrap(),
+            "managed"
+        );
+    }
+    let manifest_labels = &state.blobs[&image.manifest_digest].1;
+    assert_eq!(
+        manifest_labels["containerd.io/gc.ref.content.config"],
+        image.config_digest
+    );
+    assert!(manifest_labels.contains_key("containerd.io/gc.ref.content.l.0"));
+    assert!(manifest_labels.contains_key("containerd.io/gc.ref.content.l.1"));
+    assert_eq!(
+        state.blobs[&image.config_digest].1["containerd.io/gc.ref.snapshot.overlayfs"],
+        image.chain_top
+    );
+    assert!(state.snapshots.contains(&image.chain_top));
+    assert!(state.leases.is_empty(), "lease not released");
+
+    let progress = rx.borrow().clone();
+    assert_eq!(progress.phase, Phase::Done);
+    assert_eq!(progress.blobs.len(), 3);
+    assert_eq!(progress.bytes_done(), progress.bytes_total());
+    let layer_bytes: u64 = image.layers.iter().map(|l| l.len() as u64).sum();
+    assert!(progress.bytes_total() > layer_bytes);
+}
+
+#[tokio::test]
+async fn blobs_already_stored_are_not_downloaded_again() {
+    let (registry, store, _, reference) = setup();
+    let (tx, _rx) = watch::channel(Progress::default());
+    pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    let fetched = registry.state().blob_requests;
+    assert_eq!(fetched, 3);
+    pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    assert_eq!(registry.state().blob_requests, fetched);
+}
+
+#[tokio::test]
+async fn an_index_resolves_to_the_linux_amd64_manifest() {
+    let (registry, store, image, _) = setup();
+    let index = bytes::Bytes::from(
+        serde_json::json!({"schemaVersion": 2, "mediaType": oci::OCI_INDEX, "manifests": [
+            {"mediaType": oci::OCI_MANIFEST, "digest": format!("sha256:{}", "0".repeat(64)),
+             "size": 1, "platform": {"os": "linux", "architecture": "arm64"}},
+            {"mediaType": oci::OCI_MANIFEST, "digest": image.manifest_digest,
+             "size": image.manifest.len(), "platform": {"os": "linux", "architecture": "amd64"}}]})
+        .to_string(),
+    );
+    let index_digest = oci::sha256_digest(&index);
+    registry.state().manifests.insert(
+        "team/app:multi".to_owned(),
+        (oci::OCI_INDEX.to_owned(), index),
+    );
+    let reference = Reference::parse_normalized("registry.test/team/app:multi").unwrap();
+    let (tx, _rx) = watch::channel(Progress::default());
+    let pulled = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    assert_eq!(pulled.target.digest, index_digest);
+    assert_eq!(pulled.image_id, image.config_digest);
+    let state = store.state();
+    assert_eq!(
+        state.blobs[&index_digest].1["containerd.io/gc.ref.content.m.0"],
+        image.manifest_digest
+    );
+}
+
+#[tokio::test]
+async fn a_failed_pull_leaves_no_record_and_no_lease() {
+    let (registry, store, _, reference) = setup();
+    store.state().corrupt_layers = true;
+    let (tx, _rx) = watch::channel(Progress::default());
+    let err = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, PullError::Store(ref e) if e.code == tonic::Code::DataLoss),
+        "{err}"
+    );
+    let state = store.state();
+    assert!(state.images.is_empty());
+    assert!(state.leases.is_empty());
+    assert_eq!(state.leases_created, 1);
+}
+
+#[tokio::test]
+async fn a_cancelled_pull_releases_its_lease() {
+    let (registry, store, _, reference) = setup();
+    registry.state().gate = Some(std::sync::Arc::new(tokio::sync::Notify::new()));
+    let (tx, mut rx) = watch::channel(Progress::default());
+    let pulling = {
+        let (registry, store, reference) = (registry.clone(), store.clone(), reference.clone());
+        tokio::spawn(
+            async move { pull(&registry, &store, &reference, &Auth::Anonymous, &tx).await },
+        )
+    };
+    rx.wait_for(|p| p.phase == Phase::Downloading)
+        .await
+        .unwrap();
+    assert_eq!(store.state().leases.len(), 1);
+    pulling.abort();
+    let _ = pulling.await;
+    // The guard's deletion runs as a task of its own.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let state = store.state();
+    assert!(state.leases.is_empty(), "lease leaked");
+    assert!(state.images.is_empty());
+}
+
+#[tokio::test]
+async fn a_missing_tag_is_a_registry_not_found() {
+    let (registry, store, _, _) = setup();
+    let reference = Reference::parse_normalized("registry.test/team/app:nope").unwrap();
+    let (tx, _rx) = watch::channel(Progress::default());
+    let err = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        PullError::Registry(RegistryError::NotFound { .. })
+    ));
+    assert_eq!(store.state().leases_created, 0, "no lease before resolving");
+}

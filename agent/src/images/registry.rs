@@ -1,0 +1,455 @@
+//! Talking to registries (the OCI distribution API): the narrow [`Registry`] trait the
+//! pull engine uses, and [`HttpRegistry`], its implementation over HTTP(S) with
+//! per-request credentials (basic, bearer token, or the token-server handshake).
+
+use std::{collections::HashSet, future::Future, pin::Pin, time::Duration};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _, TryStreamExt as _};
+use reqwest::{StatusCode, header};
+
+use super::oci::{self, Descriptor};
+use crate::reference::Reference;
+
+/// Credentials for one pull; the agent never stores them.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum Auth {
+    #[default]
+    Anonymous,
+    Basic {
+        username: String,
+        password: String,
+    },
+    /// A bearer token (or registry identity token) sent as is.
+    Token(String),
+}
+
+impl std::fmt::Debug for Auth {
+    // Never log secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Anonymous => f.write_str("Anonymous"),
+            Self::Basic { username, .. } => write!(f, "Basic({username}, ***)"),
+            Self::Token(_) => f.write_str("Token(***)"),
+        }
+    }
+}
+
+/// Why a registry request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{what} not found in the registry ({url})")]
+    NotFound { what: &'static str, url: String },
+    #[error("registry refused the credentials ({url})")]
+    Unauthorized { url: String },
+    #[error("registry denied access ({url})")]
+    Forbidden { url: String },
+    #[error("registry unreachable ({url}): {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error("registry answered {status} ({url})")]
+    Server { status: u16, url: String },
+    #[error("unexpected registry response ({url}): {detail}")]
+    Protocol { url: String, detail: String },
+    #[error("blob {digest} does not match its digest or size")]
+    Corrupt { digest: String },
+}
+
+impl RegistryError {
+    /// Worth another attempt: the network or the server, not the request.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } => true,
+            Self::Server { status, .. } => *status >= 500 || *status == 429,
+            _ => false,
+        }
+    }
+}
+
+/// A fetched manifest or index.
+#[derive(Debug, Clone)]
+pub struct FetchedManifest {
+    /// Descriptor of the body (media type, digest, size).
+    pub descriptor: Descriptor,
+    pub body: Bytes,
+}
+
+/// Largest manifest or index accepted (containerd's own limit is 4 MiB too).
+const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+
+/// A stream of blob bytes.
+pub type BlobStream = Pin<Box<dyn Stream<Item = Result<Bytes, RegistryError>> + Send>>;
+
+/// What the pull engine needs from a registry.
+pub trait Registry: Send + Sync + 'static {
+    /// Fetches the manifest or index `reference` (a tag or digest) of `image`'s repository.
+    fn fetch_manifest(
+        &self,
+        image: &Reference,
+        reference: &str,
+        auth: &Auth,
+    ) -> impl Future<Output = Result<FetchedManifest, RegistryError>> + Send;
+
+    /// Streams the blob `digest` of `image`'s repository.
+    fn fetch_blob(
+        &self,
+        image: &Reference,
+        digest: &str,
+        auth: &Auth,
+    ) -> impl Future<Output = Result<BlobStream, RegistryError>> + Send;
+}
+
+/// The distribution API over HTTP(S).
+#[derive(Debug, Clone)]
+pub struct HttpRegistry {
+    client: reqwest::Client,
+    insecure: HashSet<String>,
+}
+
+impl HttpRegistry {
+    /// A client that speaks plain HTTP only to the `insecure` registries (`host[:port]`).
+    pub fn new(insecure: &[String]) -> Result<Self, reqwest::Error> {
+        // reqwest is built without a bundled crypto provider; the workspace uses ring.
+        // An error only means a provider is already installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(Duration::from_secs(60))
+            .user_agent(concat!("stevedore-agent/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self {
+            client,
+            insecure: insecure.iter().cloned().collect(),
+        })
+    }
+
+    fn base_url(&self, image: &Reference) -> String {
+        let domain = image.domain();
+        let host = if domain == "docker.io" {
+            "registry-1.docker.io"
+        } else {
+            domain
+        };
+        let scheme = if self.insecure.contains(domain) {
+            "http"
+        } else {
+            "https"
+        };
+        format!("{scheme}://{host}/v2/{}", image.path())
+    }
+
+    /// GETs `url`, answering one authentication challenge if the registry asks.
+    async fn get(
+        &self,
+        image: &Reference,
+        url: &str,
+        accept: Option<&str>,
+        auth: &Auth,
+    ) -> Result<reqwest::Response, RegistryError> {
+        let request = |authorization: Option<String>| {
+            let mut req = self.client.get(url);
+            if let Some(accept) = accept {
+                req = req.header(header::ACCEPT, accept);
+            }
+            if let Some(value) = authorization {
+                req = req.header(header::AUTHORIZATION, value);
+            }
+            req
+        };
+        let unreachable = |err: reqwest::Error| RegistryError::Unreachable {
+            url: url.to_owned(),
+            detail: error_chain(&err),
+        };
+        // A given token goes on the first request; otherwise wait for a challenge.
+        let first = match auth {
+            Auth::Token(token) => Some(format!("Bearer {token}")),
+            _ => None,
+        };
+        let response = request(first).send().await.map_err(unreachable)?;
+        if response.status() != StatusCode::UNAUTHORIZED || matches!(auth, Auth::Token(_)) {
+            return Ok(response);
+        }
+        let challenge = response
+            .headers()
+            .get(header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let authorization = self.answer(image, &challenge, auth).await?;
+        request(Some(authorization))
+            .send()
+            .await
+            .map_err(unreachable)
+    }
+
+    /// The `Authorization` value answering `challenge` with `auth`.
+    async fn answer(
+        &self,
+        image: &Reference,
+        challenge: &str,
+        auth: &Auth,
+    ) -> Result<String, RegistryError> {
+        let basic = match auth {
+            Auth::Basic { username, password } => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
+            )),
+            _ => None,
+        };
+        let Some(params) = challenge.strip_prefix("Bearer ") else {
+            // A Basic challenge: only a username and password can answer it.
+            return basic.ok_or_else(|| RegistryError::Unauthorized {
+                url: image.repository(),
+            });
+        };
+        let param = |name: &str| challenge_param(params, name);
+        let realm = param("realm").ok_or_else(|| RegistryError::Protocol {
+            url: image.repository(),
+            detail: "bearer challenge without a realm".to_owned(),
+        })?;
+        let scope = param("scope").unwrap_or_else(|| format!("repository:{}:pull", image.path()));
+        let mut query = vec![("scope", scope)];
+        if let Some(service) = param("service") {
+            query.push(("service", service));
+        }
+        let mut req = self.client.get(&realm).query(&query);
+        if let Some(basic) = basic {
+            req = req.header(header::AUTHORIZATION, basic);
+        }
+        let response = req.send().await.map_err(|err| RegistryError::Unreachable {
+            url: realm.clone(),
+            detail: error_chain(&err),
+        })?;
+        let response = check_status(response, "token")?;
+        #[derive(serde::Deserialize)]
+        struct TokenResponse {
+            token: Option<String>,
+            access_token: Option<String>,
+        }
+        let body: TokenResponse = response
+            .json()
+            .await
+            .map_err(|err| RegistryError::Protocol {
+                url: realm.clone(),
+                detail: error_chain(&err),
+            })?;
+        let token = body
+            .token
+            .or(body.access_token)
+            .ok_or_else(|| RegistryError::Protocol {
+                url: realm,
+                detail: "token response without a token".to_owned(),
+            })?;
+        Ok(format!("Bearer {token}"))
+    }
+}
+
+impl Registry for HttpRegistry {
+    async fn fetch_manifest(
+        &self,
+        image: &Reference,
+        reference: &str,
+        auth: &Auth,
+    ) -> Result<FetchedManifest, RegistryError> {
+        let url = format!("{}/manifests/{reference}", self.base_url(image));
+        let response = self
+            .get(image, &url, Some(oci::MANIFEST_ACCEPT), auth)
+            .await?;
+        let response = check_status(response, "manifest")?;
+        let header_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(';').next().unwrap_or(v).trim().to_owned());
+        if response
+            .content_length()
+            .is_some_and(|len| len > MAX_MANIFEST_BYTES)
+        {
+            return Err(RegistryError::Protocol {
+                url,
+                detail: format!("manifest larger than {MAX_MANIFEST_BYTES} bytes"),
+            });
+        }
+        let body = response
+            .bytes()
+            .await
+            .map_err(|err| RegistryError::Unreachable {
+                url: url.clone(),
+                detail: error_chain(&err),
+            })?;
+        if body.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(RegistryError::Protocol {
+                url,
+                detail: format!("manifest larger than {MAX_MANIFEST_BYTES} bytes"),
+            });
+        }
+        let digest = oci::sha256_digest(&body);
+        if reference.starts_with("sha256:") && reference != digest {
+            return Err(RegistryError::Corrupt {
+                digest: reference.to_owned(),
+            });
+        }
+        let media_type = header_type
+            .filter(|t| oci::is_index(t) || oci::is_manifest(t))
+            .or_else(|| oci::sniff_media_type(&body))
+            .unwrap_or_default();
+        Ok(FetchedManifest {
+            descriptor: Descriptor::new(media_type, digest, body.len() as u64),
+            body,
+        })
+    }
+
+    async fn fetch_blob(
+        &self,
+        image: &Reference,
+        digest: &str,
+        auth: &Auth,
+    ) -> Result<BlobStream, RegistryError> {
+        let url = format!("{}/blobs/{digest}", self.base_url(image));
+        let response = self.get(image, &url, None, auth).await?;
+        let response = check_status(response, "blob")?;
+        let stream = response
+            .bytes_stream()
+            .map_err(move |err| RegistryError::Unreachable {
+                url: url.clone(),
+                detail: error_chain(&err),
+            });
+        Ok(stream.boxed())
+    }
+}
+
+/// Maps the registry's status codes to our errors.
+fn check_status(
+    response: reqwest::Response,
+    what: &'static str,
+) -> Result<reqwest::Response, RegistryError> {
+    let url = response.url().to_string();
+    match response.status() {
+        status if status.is_success() => Ok(response),
+        StatusCode::NOT_FOUND => Err(RegistryError::NotFound { what, url }),
+        StatusCode::UNAUTHORIZED => Err(RegistryError::Unauthorized { url }),
+        StatusCode::FORBIDDEN => Err(RegistryError::Forbidden { url }),
+        status => Err(RegistryError::Server {
+            status: status.as_u16(),
+            url,
+        }),
+    }
+}
+
+/// A `name="value"` (or unquoted) parameter of a `WWW-Authenticate` challenge.
+fn challenge_param(params: &str, name: &str) -> Option<String> {
+    let mut rest = params;
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=')?;
+        let key = key.trim().trim_start_matches(',').trim();
+        let (value, after) = if let Some(quoted) = after.strip_prefix('"') {
+            let end = quoted.find('"')?;
+            (&quoted[..end], &quoted[end + 1..])
+        } else {
+            let end = after.find(',').unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        if key.eq_ignore_ascii_case(name) {
+            return Some(value.to_owned());
+        }
+        rest = after.trim_start_matches(',').trim_start();
+    }
+    None
+}
+
+/// An error and its sources on one line (reqwest's top-level message alone hides the
+/// cause, e.g. "connection refused").
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenge_parameters_are_read() {
+        let params = r#"realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull""#;
+        assert_eq!(
+            challenge_param(params, "realm").as_deref(),
+            Some("https://auth.example/token")
+        );
+        assert_eq!(
+            challenge_param(params, "service").as_deref(),
+            Some("registry.example")
+        );
+        assert_eq!(
+            challenge_param(params, "scope").as_deref(),
+            Some("repository:a/b:pull")
+        );
+        assert_eq!(challenge_param(params, "missing"), None);
+        assert_eq!(
+            challenge_param("realm=plain,service=x", "service").as_deref(),
+            Some("x")
+        );
+    }
+
+    #[test]
+    fn only_network_and_server_errors_are_retried() {
+        let url = String::new;
+        assert!(
+            RegistryError::Unreachable {
+                url: url(),
+                detail: String::new()
+            }
+            .is_retryable()
+        );
+        assert!(
+            RegistryError::Server {
+                status: 503,
+                url: url()
+            }
+            .is_retryable()
+        );
+        assert!(
+            !RegistryError::Server {
+                status: 400,
+                url: url()
+            }
+            .is_retryable()
+        );
+        assert!(
+            !RegistryError::NotFound {
+                what: "manifest",
+                url: url()
+            }
+            .is_retryable()
+        );
+        assert!(!RegistryError::Unauthorized { url: url() }.is_retryable());
+    }
+
+    #[test]
+    fn insecure_registries_use_plain_http() {
+        let registry = HttpRegistry::new(&["127.0.0.1:5000".to_owned()]).expect("client");
+        let local = Reference::parse_normalized("127.0.0.1:5000/a/b:v1").expect("ref");
+        assert_eq!(registry.base_url(&local), "http://127.0.0.1:5000/v2/a/b");
+        let hub = Reference::parse_normalized("nginx").expect("ref");
+        assert_eq!(
+            registry.base_url(&hub),
+            "https://registry-1.docker.io/v2/library/nginx"
+        );
+    }
+
+    #[test]
+    fn credentials_are_not_printed() {
+        let auth = Auth::Basic {
+            username: "u".into(),
+            password: "secret".into(),
+        };
+        assert!(!format!("{auth:?}").contains("secret"));
+        assert!(!format!("{:?}", Auth::Token("tok".into())).contains("tok"));
+    }
+}

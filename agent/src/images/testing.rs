@@ -1,0 +1,320 @@
+//! In-process doubles of the registry and of containerd, recording what they are
+//! asked, for unit tests of the pull engine and the manager.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{Arc, Mutex},
+};
+
+use bytes::Bytes;
+use futures::StreamExt as _;
+use serde_json::json;
+use tokio::sync::Notify;
+use tonic::Code;
+
+use super::{
+    oci::{self, Descriptor},
+    registry::{Auth, BlobStream, FetchedManifest, Registry, RegistryError},
+    store::{BlobWriter, ImageRecord, ImageStore, LeaseId, StoreError},
+};
+use crate::reference::Reference;
+
+/// A small image: a config and two layers whose "uncompressed" form is themselves.
+pub struct TestImage {
+    pub manifest: Bytes,
+    pub manifest_digest: String,
+    pub config_digest: String,
+    pub layers: Vec<Bytes>,
+    pub chain_top: String,
+}
+
+pub fn test_image(seed: &str) -> (TestImage, Vec<(String, Bytes)>) {
+    let layers: Vec<Bytes> = (0..2)
+        .map(|i| Bytes::from(format!("{seed}-layer-{i}-").repeat(100)))
+        .collect();
+    let diff_ids: Vec<String> = layers.iter().map(|l| oci::sha256_digest(l)).collect();
+    let config = Bytes::from(
+        json!({"architecture": "amd64", "os": "linux",
+               "rootfs": {"type": "layers", "diff_ids": diff_ids}})
+        .to_string(),
+    );
+    let config_digest = oci::sha256_digest(&config);
+    let layer_descs: Vec<_> = layers
+        .iter()
+        .map(|l| {
+            json!({"mediaType": "application/vnd.oci.image.layer.v1.tar",
+                         "digest": oci::sha256_digest(l), "size": l.len()})
+        })
+        .collect();
+    let manifest = Bytes::from(
+        json!({"schemaVersion": 2, "mediaType": oci::OCI_MANIFEST,
+               "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                          "digest": config_digest, "size": config.len()},
+               "layers": layer_descs})
+        .to_string(),
+    );
+    let mut blobs = vec![(config_digest.clone(), config)];
+    blobs.extend(layers.iter().map(|l| (oci::sha256_digest(l), l.clone())));
+    let image = TestImage {
+        manifest_digest: oci::sha256_digest(&manifest),
+        manifest,
+        config_digest,
+        chain_top: oci::chain_ids(&diff_ids).pop().unwrap(),
+        layers,
+    };
+    (image, blobs)
+}
+
+#[derive(Default)]
+pub struct RegistryState {
+    /// Manifests by `path:reference`.
+    pub manifests: HashMap<String, (String, Bytes)>,
+    pub blobs: HashMap<String, Bytes>,
+    pub manifest_requests: usize,
+    pub blob_requests: usize,
+    /// Errors returned by the next manifest requests, in order.
+    pub fail_next: VecDeque<RegistryError>,
+    /// When set, blob bodies wait for it before their first byte.
+    pub gate: Option<Arc<Notify>>,
+}
+
+#[derive(Clone, Default)]
+pub struct FakeRegistry(pub Arc<Mutex<RegistryState>>);
+
+impl FakeRegistry {
+    /// Serves `image` as `path:tag` (and by digest).
+    pub fn serve(&self, path: &str, tag: &str, image: &TestImage, blobs: Vec<(String, Bytes)>) {
+        let mut state = self.0.lock().unwrap();
+        let entry = (oci::OCI_MANIFEST.to_owned(), image.manifest.clone());
+        state
+            .manifests
+            .insert(format!("{path}:{tag}"), entry.clone());
+        state
+            .manifests
+            .insert(format!("{path}:{}", image.manifest_digest), entry);
+        state.blobs.extend(blobs);
+    }
+
+    pub fn state(&self) -> std::sync::MutexGuard<'_, RegistryState> {
+        self.0.lock().unwrap()
+    }
+}
+
+impl Registry for FakeRegistry {
+    async fn fetch_manifest(
+        &self,
+        image: &Reference,
+        reference: &str,
+        _auth: &Auth,
+    ) -> Result<FetchedManifest, RegistryError> {
+        let mut state = self.0.lock().unwrap();
+        state.manifest_requests += 1;
+        if let Some(error) = state.fail_next.pop_front() {
+            return Err(error);
+        }
+        let (media_type, body) = state
+            .manifests
+            .get(&format!("{}:{reference}", image.path()))
+            .cloned()
+            .ok_or_else(|| RegistryError::NotFound {
+                what: "manifest",
+                url: reference.to_owned(),
+            })?;
+        Ok(FetchedManifest {
+            descriptor: Descriptor::new(media_type, oci::sha256_digest(&body), body.len() as u64),
+            body,
+        })
+    }
+
+    async fn fetch_blob(
+        &self,
+        _image: &Reference,
+        digest: &str,
+        _auth: &Auth,
+    ) -> Result<BlobStream, RegistryError> {
+        let (body, gate) = {
+            let mut state = self.0.lock().unwrap();
+            state.blob_requests += 1;
+            let body = state
+                .blobs
+                .get(digest)
+                .cloned()
+                .ok_or_else(|| RegistryError::NotFound {
+                    what: "blob",
+                    url: digest.to_owned(),
+                })?;
+            (body, state.gate.clone())
+        };
+        let chunks: Vec<Result<Bytes, RegistryError>> = body
+            .chunks(64)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        let stream = futures::stream::once(async move {
+            if let Some(gate) = gate {
+                gate.notified().await;
+            }
+        })
+        .flat_map(move |()| futures::stream::iter(chunks.clone()));
+        Ok(stream.boxed())
+    }
+}
+
+#[derive(Default)]
+pub struct StoreState {
+    pub blobs: HashMap<String, (Bytes, HashMap<String, String>)>,
+    pub leases: HashSet<String>,
+    pub leases_created: usize,
+    pub snapshots: HashSet<String>,
+    pub images: HashMap<String, ImageRecord>,
+    /// When set, unpacking fails as if the layer did not match its diff ID.
+    pub corrupt_layers: bool,
+}
+
+#[derive(Clone, Default)]
+pub struct FakeStore(pub Arc<Mutex<StoreState>>);
+
+impl FakeStore {
+    pub fn state(&self) -> std::sync::MutexGuard<'_, StoreState> {
+        self.0.lock().unwrap()
+    }
+}
+
+fn store_error(operation: &str, code: Code) -> StoreError {
+    StoreError {
+        operation: operation.to_owned(),
+        code,
+        message: String::new(),
+    }
+}
+
+pub struct FakeWriter {
+    store: FakeStore,
+    blob: Descriptor,
+    data: Vec<u8>,
+}
+
+impl BlobWriter for FakeWriter {
+    async fn write(&mut self, chunk: Bytes) -> Result<(), StoreError> {
+        self.data.extend_from_slice(&chunk);
+        Ok(())
+    }
+
+    async fn commit(self, labels: HashMap<String, String>) -> Result<(), StoreError> {
+        if oci::sha256_digest(&self.data) != self.blob.digest
+            || self.data.len() as u64 != self.blob.size
+        {
+            return Err(store_error("commit", Code::FailedPrecondition));
+        }
+        self.store
+            .state()
+            .blobs
+            .insert(self.blob.digest, (Bytes::from(self.data), labels));
+        Ok(())
+    }
+}
+
+impl ImageStore for FakeStore {
+    type Writer = FakeWriter;
+
+    fn snapshotter(&self) -> &str {
+        "overlayfs"
+    }
+
+    async fn create_lease(&self) -> Result<LeaseId, StoreError> {
+        let mut state = self.state();
+        state.leases_created += 1;
+        let id = format!("lease-{}", state.leases_created);
+        state.leases.insert(id.clone());
+        Ok(LeaseId(id))
+    }
+
+    async fn delete_lease(&self, lease: &LeaseId) -> Result<(), StoreError> {
+        self.state().leases.remove(&lease.0);
+        Ok(())
+    }
+
+    async fn has_blob(&self, _lease: &LeaseId, digest: &str) -> Result<bool, StoreError> {
+        Ok(self.state().blobs.contains_key(digest))
+    }
+
+    async fn open_writer(
+        &self,
+        _lease: &LeaseId,
+        blob: &Descriptor,
+    ) -> Result<FakeWriter, StoreError> {
+        Ok(FakeWriter {
+            store: self.clone(),
+            blob: blob.clone(),
+            data: Vec::new(),
+        })
+    }
+
+    async fn read_blob(&self, digest: &str) -> Result<Bytes, StoreError> {
+        self.state()
+            .blobs
+            .get(digest)
+            .map(|(data, _)| data.clone())
+            .ok_or_else(|| store_error("read", Code::NotFound))
+    }
+
+    async fn label_blob(
+        &self,
+        digest: &str,
+        labels: HashMap<String, String>,
+    ) -> Result<(), StoreError> {
+        let mut state = self.state();
+        let (_, existing) = state
+            .blobs
+            .get_mut(digest)
+            .ok_or_else(|| store_error("label", Code::NotFound))?;
+        existing.extend(labels);
+        Ok(())
+    }
+
+    async fn has_snapshot(&self, chain_id: &str) -> Result<bool, StoreError> {
+        Ok(self.state().snapshots.contains(chain_id))
+    }
+
+    async fn unpack_layer(
+        &self,
+        _lease: &LeaseId,
+        layer: &Descriptor,
+        diff_id: &str,
+        parent: Option<&str>,
+        chain_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut state = self.state();
+        if parent.is_some_and(|p| !state.snapshots.contains(p)) {
+            return Err(store_error("prepare", Code::NotFound));
+        }
+        let (data, _) = state
+            .blobs
+            .get(&layer.digest)
+            .ok_or_else(|| store_error("apply", Code::NotFound))?;
+        if state.corrupt_layers || oci::sha256_digest(data) != diff_id {
+            return Err(store_error("apply", Code::DataLoss));
+        }
+        state.snapshots.insert(chain_id.to_owned());
+        Ok(())
+    }
+
+    async fn get_image(&self, name: &str) -> Result<Option<ImageRecord>, StoreError> {
+        Ok(self.state().images.get(name).cloned())
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageRecord>, StoreError> {
+        Ok(self.state().images.values().cloned().collect())
+    }
+
+    async fn put_image(&self, image: ImageRecord) -> Result<(), StoreError> {
+        self.state().images.insert(image.name.clone(), image);
+        Ok(())
+    }
+
+    async fn delete_image(&self, name: &str, _sync: bool) -> Result<(), StoreError> {
+        self.state().images.remove(name);
+        Ok(())
+    }
+}

@@ -1,0 +1,569 @@
+//! Component and e2e tests of the agent's `ImageService` against the real containerd,
+//! registry and kubelet of the local cluster. The service runs in-process on a loopback
+//! port with the same wiring as the agent binary.
+
+use std::{collections::HashMap, net::SocketAddr, time::Duration};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use clap::Parser as _;
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use serde_json::json;
+use stevedore_agent::{
+    config::Args,
+    images::{
+        AgentImageService,
+        containerd::ContainerdStore,
+        store::{CRI_IMAGE_LABEL, ImageStore as _},
+    },
+};
+use stevedore_proto::stevedore::agent::v1::{
+    self as api, image_service_client::ImageServiceClient, image_service_server::ImageServiceServer,
+};
+use stevedore_tests::{ClusterInfo, poll_until, run_in_namespace};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::{Code, transport::Channel};
+
+/// The tests share containerd's content and leases (and some share images), so they
+/// run one at a time: a lease check must not see another test's pull in flight.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// An agent image service serving on loopback; stops when dropped.
+struct Agent {
+    client: ImageServiceClient<Channel>,
+    cluster: &'static ClusterInfo,
+    shutdown: CancellationToken,
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn start_agent() -> Result<Agent> {
+    let serial = SERIAL.lock().await;
+    let cluster = stevedore_tests::cluster().await?;
+    let socket = cluster.containerd_sock.to_string_lossy().into_owned();
+    let args = Args::try_parse_from([
+        "stevedore-agent",
+        "--node-name",
+        &cluster.node_name,
+        "--containerd-socket",
+        &socket,
+        "--containerd-namespace",
+        "k8s.io",
+        "--insecure-registry",
+        &cluster.registry,
+        "--max-concurrent-pulls",
+        "3",
+        "--pull-timeout",
+        "120",
+    ])?;
+    let shutdown = CancellationToken::new();
+    let images = AgentImageService::connect(&args, shutdown.clone()).await?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr: SocketAddr = listener.local_addr()?;
+    // The image service alone, without TLS or token checks (agent_node covers those).
+    let serve = tonic::transport::Server::builder()
+        .add_service(ImageServiceServer::new(images))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            shutdown.clone().cancelled_owned(),
+        );
+    tokio::spawn(serve);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?;
+    Ok(Agent {
+        client: ImageServiceClient::new(channel),
+        cluster,
+        shutdown,
+        _serial: serial,
+    })
+}
+
+impl Agent {
+    /// Pulls `image` and collects every progress message, or the final error status.
+    async fn pull(
+        &self,
+        image: &str,
+        policy: api::PullPolicy,
+    ) -> Result<Result<Vec<api::PullProgress>, tonic::Status>> {
+        let request = api::PullImageRequest {
+            image: image.to_owned(),
+            pull_policy: policy.into(),
+            credentials: None,
+            timeout_seconds: 0,
+        };
+        let mut stream = match self.client.clone().pull_image(request).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => return Ok(Err(status)),
+        };
+        let mut messages = Vec::new();
+        while let Some(message) = stream.next().await {
+            match message {
+                Ok(message) => messages.push(message),
+                Err(status) => return Ok(Err(status)),
+            }
+        }
+        Ok(Ok(messages))
+    }
+
+    async fn remove(&self, image: &str) -> Result<()> {
+        self.client
+            .clone()
+            .remove_image(api::RemoveImageRequest {
+                image: image.to_owned(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn status(&self, image: &str) -> Result<Option<api::Image>> {
+        let response = self
+            .client
+            .clone()
+            .image_status(api::ImageStatusRequest {
+                image: image.to_owned(),
+            })
+            .await?;
+        Ok(response.into_inner().image)
+    }
+
+    async fn store(&self) -> Result<ContainerdStore> {
+        Ok(ContainerdStore::connect(
+            &self.cluster.containerd_sock,
+            "k8s.io",
+        )?)
+    }
+}
+
+fn done(messages: &[api::PullProgress]) -> Result<&api::PullProgress> {
+    let last = messages.last().context("no progress message")?;
+    ensure!(
+        last.phase == i32::from(api::PullPhase::Done),
+        "last message is not DONE: {last:?}"
+    );
+    Ok(last)
+}
+
+/// Access-log lines of this agent's registry requests for `path_part`.
+fn registry_requests(path_part: &str) -> Result<usize> {
+    let cluster_log = std::path::Path::new("/var/lib/stevedore-local/logs/registry.log");
+    let log = std::fs::read_to_string(cluster_log).context("reading the registry log")?;
+    Ok(log
+        .lines()
+        .filter(|l| l.contains("\"GET /v2/") && l.contains(path_part))
+        .filter(|l| l.contains("stevedore-agent/"))
+        .count())
+}
+
+#[tokio::test]
+async fn pull_reports_per_layer_progress_and_creates_the_cri_image_records() -> Result<()> {
+    let agent = start_agent().await?;
+    let image = agent.cluster.image("web:v1");
+    let messages = agent
+        .pull(&image, api::PullPolicy::Always)
+        .await?
+        .map_err(|s| anyhow::anyhow!("pull failed: {s:?}"))?;
+
+    let last = done(&messages)?;
+    ensure!(last.image_id.starts_with("sha256:"), "{last:?}");
+    ensure!(
+        last.repo_digest
+            .starts_with(&format!("{}@sha256:", image.trim_end_matches(":v1"))),
+        "{last:?}"
+    );
+    ensure!(
+        last.bytes_total > 0 && last.bytes_done == last.bytes_total,
+        "{last:?}"
+    );
+    ensure!(
+        last.layers.len() >= 2,
+        "config and layers expected: {last:?}"
+    );
+    ensure!(
+        last.layers
+            .iter()
+            .all(|l| l.bytes_done == l.bytes_total && l.digest.starts_with("sha256:"))
+    );
+    let mut previous = 0;
+    for message in &messages {
+        ensure!(
+            message.bytes_done >= previous,
+            "progress went backwards: {messages:?}"
+        );
+        previous = message.bytes_done;
+    }
+
+    // The three records CRI creates, each with CRI's label and the same target.
+    let store = agent.store().await?;
+    let repo_digest = last.repo_digest.clone();
+    let mut targets = Vec::new();
+    for name in [image.clone(), repo_digest.clone(), last.image_id.clone()] {
+        let record = store
+            .get_image(&name)
+            .await?
+            .with_context(|| format!("no image record {name}"))?;
+        ensure!(
+            record.labels.get(CRI_IMAGE_LABEL.0).map(String::as_str) == Some(CRI_IMAGE_LABEL.1),
+            "{name} lacks CRI's label: {:?}",
+            record.labels
+        );
+        targets.push(record.target.digest);
+    }
+    ensure!(
+        targets
+            .iter()
+            .all(|t| Some(t) == repo_digest.split('@').nth(1).map(str::to_owned).as_ref())
+    );
+
+    let status = agent.status(&image).await?.context("ImageStatus: absent")?;
+    ensure!(
+        status.id == last.image_id && status.repo_tags.contains(&image),
+        "{status:?}"
+    );
+    ensure!(status.repo_digests.contains(&repo_digest), "{status:?}");
+    let by_id = agent
+        .status(&last.image_id)
+        .await?
+        .context("by ID: absent")?;
+    ensure!(by_id.id == status.id);
+    let list = agent
+        .client
+        .clone()
+        .list_images(api::ListImagesRequest {})
+        .await?
+        .into_inner();
+    ensure!(
+        list.images
+            .iter()
+            .any(|i| i.id == last.image_id && i.size_bytes > 0)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn if_not_present_makes_no_registry_request_for_a_present_image() -> Result<()> {
+    let agent = start_agent().await?;
+    let image = agent.cluster.image("pause:3.10");
+    // pause is always present (every pod sandbox uses it); never removed here.
+    let before = registry_requests("/v2/stevedore/pause/")?;
+    let messages = agent
+        .pull(&image, api::PullPolicy::IfNotPresent)
+        .await?
+        .map_err(|s| anyhow::anyhow!("pull failed: {s:?}"))?;
+    let last = done(&messages)?;
+    ensure!(
+        messages.len() == 1 && last.image_id.starts_with("sha256:"),
+        "{messages:?}"
+    );
+    ensure!(
+        registry_requests("/v2/stevedore/pause/")? == before,
+        "the registry was asked"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn concurrent_pulls_of_one_image_share_one_download() -> Result<()> {
+    let agent = start_agent().await?;
+    let image = agent.cluster.image("large:v1");
+    agent.remove(&image).await?;
+    ensure!(
+        agent.status(&image).await?.is_none(),
+        "still present after removal"
+    );
+    let blobs_before = registry_requests("/v2/stevedore/large/blobs/")?;
+
+    let pulls = (0..4).map(|_| agent.pull(&image, api::PullPolicy::Always));
+    let results = futures::future::join_all(pulls).await;
+    let mut image_ids = Vec::new();
+    for result in results {
+        let messages = result?.map_err(|s| anyhow::anyhow!("pull failed: {s:?}"))?;
+        let last = done(&messages)?;
+        ensure!(
+            last.bytes_done == last.bytes_total && last.layers.len() == 6,
+            "{last:?}"
+        );
+        ensure!(
+            messages
+                .iter()
+                .any(|m| m.bytes_done < m.bytes_total && !m.layers.is_empty()),
+            "this caller saw no download in progress"
+        );
+        image_ids.push(last.image_id.clone());
+    }
+    ensure!(image_ids.windows(2).all(|w| w[0] == w[1]), "{image_ids:?}");
+    // One download: the config and five layers fetched once each.
+    let fetched = registry_requests("/v2/stevedore/large/blobs/")? - blobs_before;
+    ensure!(
+        fetched == 6,
+        "{fetched} blob requests for one image of 6 blobs"
+    );
+
+    agent.remove(&image).await?;
+    ensure!(
+        agent.status(&image).await?.is_none(),
+        "still present after removal"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn failures_map_to_their_codes_and_leave_no_image() -> Result<()> {
+    let agent = start_agent().await?;
+    let registry = &agent.cluster.registry;
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.local_addr()?.port()
+    };
+    let cases = [
+        (agent.cluster.image("web:no-such-tag"), Code::NotFound),
+        (
+            format!("{registry}/stevedore/no-such-repo:v1"),
+            Code::NotFound,
+        ),
+        (
+            format!("127.0.0.1:{closed}/stevedore/web:v1"),
+            Code::Unavailable,
+        ),
+        ("Upper/Case:v1".to_owned(), Code::InvalidArgument),
+        (format!("{registry}/web@sha256:123"), Code::InvalidArgument),
+        (format!("{registry}/web:-bad"), Code::InvalidArgument),
+    ];
+    for (image, code) in cases {
+        match agent.pull(&image, api::PullPolicy::Always).await? {
+            Ok(messages) => bail!("{image} pulled: {messages:?}"),
+            Err(status) => {
+                ensure!(
+                    status.code() == code,
+                    "{image}: {status:?}, wanted {code:?}"
+                );
+                ensure!(!status.message().is_empty());
+            }
+        }
+        if code != Code::InvalidArgument {
+            ensure!(
+                agent.status(&image).await?.is_none(),
+                "{image} left an image"
+            );
+        }
+    }
+    // No lease is left behind by the failed pulls.
+    let leases = pull_leases(agent.cluster)?;
+    ensure!(leases.is_empty(), "leaked leases: {leases:?}");
+    Ok(())
+}
+
+/// The agent's pull leases present in containerd.
+fn pull_leases(cluster: &ClusterInfo) -> Result<Vec<String>> {
+    let output = std::process::Command::new("ctr")
+        .arg("--address")
+        .arg(&cluster.containerd_sock)
+        .args(["-n", "k8s.io", "leases", "ls", "-q"])
+        .output()
+        .context("running ctr")?;
+    ensure!(output.status.success(), "ctr leases ls failed: {output:?}");
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| l.starts_with("stevedore-pull-"))
+        .map(str::to_owned)
+        .collect())
+}
+
+#[tokio::test]
+async fn a_pull_cut_short_by_shutdown_leaves_nothing_and_the_next_pull_completes() -> Result<()> {
+    let agent = start_agent().await?;
+    let image = agent.cluster.image("large:v1");
+    agent.remove(&image).await?;
+    let request = api::PullImageRequest {
+        image: image.clone(),
+        pull_policy: api::PullPolicy::Always.into(),
+        credentials: None,
+        timeout_seconds: 0,
+    };
+    let mut stream = agent.client.clone().pull_image(request).await?.into_inner();
+    // Stop the agent as soon as the download has started.
+    while let Some(message) = stream.next().await {
+        if message?.phase == i32::from(api::PullPhase::Downloading) {
+            break;
+        }
+    }
+    agent.shutdown.cancel();
+    let ended = stream.next().await;
+    ensure!(
+        !matches!(&ended, Some(Ok(m)) if m.phase == i32::from(api::PullPhase::Done)),
+        "the pull finished anyway: {ended:?}"
+    );
+    let cluster = agent.cluster;
+    drop(agent);
+
+    let store = ContainerdStore::connect(&cluster.containerd_sock, "k8s.io")?;
+    ensure!(
+        store.get_image(&image).await?.is_none(),
+        "a cut-short pull left a record"
+    );
+    poll_until(
+        "the pull lease to be released",
+        Duration::from_secs(10),
+        || async {
+            let leases = pull_leases(cluster)?;
+            Ok(leases.is_empty().then_some(()))
+        },
+    )
+    .await?;
+
+    // A new agent pulls the same image completely (over any partial ingest).
+    let agent = start_agent().await?;
+    let messages = agent
+        .pull(&image, api::PullPolicy::Always)
+        .await?
+        .map_err(|s| anyhow::anyhow!("pull after restart failed: {s:?}"))?;
+    let last = done(&messages)?;
+    ensure!(
+        last.bytes_done == last.bytes_total && last.layers.len() == 6,
+        "{last:?}"
+    );
+    let check = std::process::Command::new("ctr")
+        .arg("--address")
+        .arg(&cluster.containerd_sock)
+        .args(["-n", "k8s.io", "images", "check", &format!("name=={image}")])
+        .output()?;
+    let check = String::from_utf8_lossy(&check.stdout);
+    ensure!(
+        check.contains("complete (6/6)") && check.contains("true"),
+        "{check}"
+    );
+    agent.remove(&image).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn image_list_pulls_and_streams_status_by_generation() -> Result<()> {
+    let agent = start_agent().await?;
+    let node = agent.cluster.node_name.clone();
+    let present = agent.cluster.image("pause:3.10");
+    let missing = agent.cluster.image("web:not-there");
+    let mut client = agent.client.clone();
+    let apply =
+        |generation, images: HashMap<String, api::DesiredImage>| api::ApplyImageListRequest {
+            node_name: node.clone(),
+            generation,
+            images,
+        };
+    let once = api::DesiredImage {
+        backoff_limit: 1,
+        ..Default::default()
+    };
+    let images = HashMap::from([(present.clone(), once.clone()), (missing.clone(), once)]);
+    let mut watch = client
+        .watch_image_list(api::WatchImageListRequest {
+            node_name: node.clone(),
+        })
+        .await?
+        .into_inner();
+    let applied = client
+        .apply_image_list(apply(5, images.clone()))
+        .await?
+        .into_inner();
+    ensure!(applied.generation == 5);
+    // The same generation again is a no-op; an older one is refused.
+    client.apply_image_list(apply(5, HashMap::new())).await?;
+    let stale = client.apply_image_list(apply(4, images.clone())).await;
+    ensure!(
+        matches!(&stale, Err(s) if s.code() == Code::FailedPrecondition),
+        "{stale:?}"
+    );
+    let other_node = api::ApplyImageListRequest {
+        node_name: "another-node".to_owned(),
+        ..apply(6, images)
+    };
+    let refused = client.apply_image_list(other_node).await;
+    ensure!(
+        matches!(&refused, Err(s) if s.code() == Code::FailedPrecondition),
+        "{refused:?}"
+    );
+
+    let mut latest: HashMap<String, api::ImageListStatusUpdate> = HashMap::new();
+    let settled = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(update) = watch.next().await {
+            let update = update?;
+            latest.insert(update.image.clone(), update);
+            let phase = |image: &str| latest.get(image).map(|u| u.phase);
+            if phase(&present) == Some(api::ImageListPhase::Succeeded.into())
+                && phase(&missing) == Some(api::ImageListPhase::Failed.into())
+            {
+                return Ok::<_, anyhow::Error>(());
+            }
+        }
+        bail!("watch ended")
+    })
+    .await;
+    ensure!(matches!(settled, Ok(Ok(()))), "{settled:?}: {latest:#?}");
+    let ok = &latest[&present];
+    ensure!(
+        ok.image_id.starts_with("sha256:") && ok.last_pull_time.is_some() && ok.generation == 5
+    );
+    let failed = &latest[&missing];
+    ensure!(
+        failed.attempts == 1 && failed.message.contains("not found"),
+        "{failed:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_with_pull_policy_never_runs_an_image_the_agent_pulled() -> Result<()> {
+    let agent = start_agent().await?;
+    let image = agent.cluster.image("web:v2");
+    agent.remove(&image).await?;
+    ensure!(
+        agent.status(&image).await?.is_none(),
+        "web:v2 still present"
+    );
+    let messages = agent
+        .pull(&image, api::PullPolicy::IfNotPresent)
+        .await?
+        .map_err(|s| anyhow::anyhow!("pull failed: {s:?}"))?;
+    let pulled = done(&messages)?.clone();
+    ensure!(pulled.bytes_done == pulled.bytes_total && pulled.bytes_total > 0);
+
+    run_in_namespace("agent-pulled-image", |ctx| async move {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": "web-v2" },
+            "spec": {
+                "nodeName": ctx.cluster.node_name,
+                "containers": [{
+                    "name": "web",
+                    "image": image,
+                    "imagePullPolicy": "Never"
+                }]
+            }
+        }))?;
+        ctx.api::<Pod>()
+            .create(&PostParams::default(), &pod)
+            .await?;
+        poll_until("pod web-v2 running", Duration::from_secs(120), || async {
+            let pod = ctx.api::<Pod>().get("web-v2").await?;
+            let status = pod.status.unwrap_or_default();
+            let waiting = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone())
+                .find(|r| r == "ErrImageNeverPull");
+            if let Some(reason) = waiting {
+                bail!("kubelet does not see the image: {reason}");
+            }
+            Ok((status.phase.as_deref() == Some("Running")).then_some(()))
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
