@@ -198,6 +198,7 @@ pub async fn run(
         shutdown.clone(),
     );
     let images = AgentImageService::connect(args, shutdown.clone()).await?;
+    images.report_to(metrics.clone());
     let health = tonic_health::server::HealthReporter::new();
     // The empty name is the server's overall health in the gRPC health protocol.
     health.set_service_status("", ServingStatus::Serving).await;

@@ -23,7 +23,7 @@ done
 # Components in start order; `down` stops them in reverse.
 DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry containerd kubelet kube-proxy kwok)
 DEBIAN_PACKAGES=(containerd runc containernetworking-plugins docker-registry skopeo umoci
-  busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev)
+  busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev ca-certificates binutils util-linux)
 
 apt_updated=0
 apt_install() {

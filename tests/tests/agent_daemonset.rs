@@ -308,7 +308,41 @@ async fn grpcurl_lists_the_agent_services_over_tls_and_the_unix_socket() -> Resu
             ],
         )?;
         ensure!(local.contains(&cluster.node_name), "{local}");
+
+        // A pull through the socket shows up in the agent's metrics by result.
+        let request = format!(
+            r#"{{"image":"{}","pull_policy":"PULL_POLICY_ALWAYS"}}"#,
+            cluster.image("web:v1")
+        );
+        let pulled = grpcurl(
+            cluster,
+            &[
+                "-plaintext",
+                "-d",
+                &request,
+                "unix:///run/stevedore/agent.sock",
+                "stevedore.agent.v1.ImageService/PullImage",
+            ],
+        )?;
+        ensure!(pulled.contains("PULL_PHASE_DONE"), "{pulled}");
+        let metrics = http_get(&format!("{}:10351", cluster.node_ip), "/metrics").await?;
+        ensure!(
+            metrics.contains(r#"stevedore_agent_images_pulled_total{result="succeeded"}"#),
+            "{metrics}"
+        );
         Ok(())
     })
     .await
+}
+
+/// A plain HTTP/1.0 GET, enough for the agent's admin endpoint.
+async fn http_get(addr: &str, path: &str) -> Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await?;
+    Ok(body)
 }

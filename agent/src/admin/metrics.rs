@@ -93,6 +93,16 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// A pull ended with `result` after `bytes` of its blobs were in the content store.
+    pub fn pull_finished(&self, result: &str, bytes: u64) {
+        self.images_pulled_total
+            .get_or_create(&ResultLabel {
+                result: result.to_owned(),
+            })
+            .inc();
+        self.image_bytes_pulled_total.inc_by(bytes);
+    }
+
     pub fn restart_finished(&self, result: &str) {
         self.restarts_total
             .get_or_create(&ResultLabel {

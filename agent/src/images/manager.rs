@@ -110,6 +110,8 @@ struct Inner<R, S> {
     default_timeout: Duration,
     retry: RetryPolicy,
     shutdown: CancellationToken,
+    /// Where finished pulls are counted; set once by the server wiring.
+    metrics: std::sync::OnceLock<crate::admin::Metrics>,
 }
 
 impl<R: Registry, S: ImageStore> PullManager<R, S> {
@@ -130,8 +132,14 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
                 default_timeout,
                 retry,
                 shutdown,
+                metrics: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Counts every finished pull (by result) and its bytes in `metrics`.
+    pub fn report_to(&self, metrics: crate::admin::Metrics) {
+        let _ = self.inner.metrics.set(metrics);
     }
 
     /// The containerd store pulls write into.
@@ -186,6 +194,13 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
                 let outcome = manager.run(&request, &tx).await;
                 if let Err(failure) = &outcome {
                     tracing::warn!(code = ?failure.kind, error = %failure.message, "pull failed");
+                }
+                if let Some(metrics) = manager.inner.metrics.get() {
+                    let result = match &outcome {
+                        Ok(_) => "succeeded".to_owned(),
+                        Err(failure) => format!("{:?}", failure.kind).to_lowercase(),
+                    };
+                    metrics.pull_finished(&result, tx.borrow().progress.bytes_done());
                 }
                 tx.send_modify(|state| state.outcome = Some(outcome));
                 if let Ok(mut in_flight) = manager.inner.in_flight.lock()

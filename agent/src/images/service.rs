@@ -77,6 +77,11 @@ impl<R: Registry, S: ImageStore> ImageServiceImpl<R, S> {
         }
     }
 
+    /// Counts finished pulls in the agent's metrics.
+    pub fn report_to(&self, metrics: crate::admin::Metrics) {
+        self.manager.report_to(metrics);
+    }
+
     fn check_node(&self, node_name: &str) -> Result<(), Status> {
         if node_name == self.node_name {
             Ok(())

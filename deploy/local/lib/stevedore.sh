@@ -35,6 +35,8 @@ build_agent_image() {
       ldd "$bin" | awk '/=>/ { print $3 } /^\t\/lib/ { print $1 }' | while read -r lib; do
         [[ -f $lib ]] && install -D "$lib" "b/rootfs$lib"
       done
+      # Trust roots for registries served over TLS (from Debian's ca-certificates).
+      install -D -m 0644 /etc/ssl/certs/ca-certificates.crt b/rootfs/etc/ssl/certs/ca-certificates.crt
       mkdir -p b/rootfs/tmp b/rootfs/etc
       echo 'root:x:0:0:root:/:/sbin/nologin' >b/rootfs/etc/passwd
       umoci repack --image "$work/layout:$tag" b
