@@ -11,8 +11,8 @@ ensure_cargo() {
   die "cargo not found: install a Rust toolchain (rustup) to build the agent"
 }
 
-# build_agent_image: prints the image reference; the tag is the binary's digest so a
-# rebuilt agent rolls the DaemonSet and an unchanged one changes nothing.
+# build_agent_image: prints the image reference; the tag is a digest of the image's inputs
+# so a rebuilt agent rolls the DaemonSet and an unchanged one changes nothing.
 build_agent_image() {
   ensure_cargo
   local buildlog=$LOG_DIR/build-agent.log
@@ -22,7 +22,8 @@ build_agent_image() {
   work=$(mktemp -d)
   bin=$work/stevedore-agent
   objcopy --strip-debug "$CARGO_TARGET_DIR/debug/stevedore-agent" "$bin"
-  tag=$(sha256sum "$bin" | cut -c1-16)
+  # Everything that goes into the image decides its tag.
+  tag=$(cat "$bin" /etc/ssl/certs/ca-certificates.crt "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
   ref=$REGISTRY/stevedore/agent:$tag
   if ! curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
     "http://$REGISTRY/v2/stevedore/agent/manifests/$tag"; then
