@@ -153,6 +153,7 @@ async fn reflection_v1_advertises_the_served_services() {
         "grpc.reflection.v1.ServerReflection",
         "grpc.reflection.v1alpha.ServerReflection",
         "stevedore.agent.v1.ContainerService",
+        "stevedore.agent.v1.ImageService",
         "stevedore.agent.v1.NodeService",
         "stevedore.agent.v1.PodService",
     ]
