@@ -1,0 +1,166 @@
+//! E2E: the deployed agent killed (SIGKILL) in the middle of a pull, restarted by kubelet,
+//! pulls the same image again to a complete, usable image. A test binary of its own, as it
+//! takes the node's agent away for a while.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::json;
+use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
+
+const SOCKET: &str = "unix:///run/stevedore/agent.sock";
+
+fn grpcurl(cluster: &ClusterInfo, data: &str, method: &str) -> Command {
+    let mut cmd = Command::new(&cluster.grpcurl);
+    cmd.args(["-plaintext", "-max-time", "300", "-d", data, SOCKET, method]);
+    cmd
+}
+
+fn ctr(cluster: &ClusterInfo, args: &[&str]) -> Result<String> {
+    let out = Command::new("ctr")
+        .arg("--address")
+        .arg(&cluster.containerd_sock)
+        .args(["-n", "k8s.io"])
+        .args(args)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "ctr {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// (pod name, restart count) of the Ready agent on the kubelet node.
+async fn ready_agent(ctx: &TestContext) -> Result<(String, i32)> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), "kube-system");
+    let lp = ListParams::default()
+        .labels("app.kubernetes.io/name=stevedore-agent")
+        .fields(&format!("spec.nodeName={}", ctx.cluster.node_name));
+    poll_until(
+        "a Ready agent on the kubelet node",
+        Duration::from_secs(180),
+        || async {
+            for pod in pods.list(&lp).await?.items {
+                let status = pod.status.clone().unwrap_or_default();
+                let ready = status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                let restarts = status
+                    .container_statuses
+                    .iter()
+                    .flatten()
+                    .map(|c| c.restart_count)
+                    .sum();
+                if ready {
+                    return Ok(Some((pod.metadata.name.unwrap_or_default(), restarts)));
+                }
+            }
+            Ok(None)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn agent_killed_mid_pull_pulls_again_to_a_complete_image() -> Result<()> {
+    run_in_namespace("agent-kill-mid-pull", |ctx| async move {
+        let cluster = ctx.cluster;
+        let image = cluster.image("large:v1");
+        let (_, restarts_before) = ready_agent(&ctx).await?;
+        let request = json!({ "image": image }).to_string();
+        let removed = grpcurl(
+            cluster,
+            &request,
+            "stevedore.agent.v1.ImageService/RemoveImage",
+        )
+        .output()?;
+        ensure!(
+            removed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&removed.stderr)
+        );
+
+        // Start a pull and kill the agent once bytes are flowing.
+        let pull_request =
+            json!({ "image": image, "pull_policy": "PULL_POLICY_ALWAYS" }).to_string();
+        let mut pull = grpcurl(
+            cluster,
+            &pull_request,
+            "stevedore.agent.v1.ImageService/PullImage",
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+        let stdout = pull.stdout.take().context("grpcurl stdout")?;
+        let saw_bytes = tokio::task::spawn_blocking(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .any(|line| line.contains("\"bytesDone\"") && !line.contains("\"0\""))
+        })
+        .await?;
+        ensure!(saw_bytes, "the pull never reported downloaded bytes");
+        let killed = Command::new("pkill")
+            .args(["-KILL", "-f", "^/usr/local/bin/stevedore-agent"])
+            .status()?;
+        ensure!(killed.success(), "no agent process to kill");
+        let _ = pull.wait();
+
+        let (_, restarts_after) =
+            poll_until("the agent restarted", Duration::from_secs(180), || async {
+                let (name, restarts) = ready_agent(&ctx).await?;
+                Ok((restarts > restarts_before).then_some((name, restarts)))
+            })
+            .await?;
+        ensure!(restarts_after > restarts_before);
+
+        let again = grpcurl(
+            cluster,
+            &pull_request,
+            "stevedore.agent.v1.ImageService/PullImage",
+        )
+        .output()?;
+        let out = String::from_utf8_lossy(&again.stdout);
+        if !again.status.success() || !out.contains("PULL_PHASE_DONE") {
+            bail!(
+                "second pull: {out} {}",
+                String::from_utf8_lossy(&again.stderr)
+            );
+        }
+        let check = ctr(cluster, &["images", "check", &format!("name=={image}")])?;
+        ensure!(
+            check.contains("complete"),
+            "image not complete after the second pull: {check}"
+        );
+
+        // And kubelet runs it without pulling.
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": "from-agent" },
+            "spec": {
+                "nodeName": cluster.node_name,
+                "containers": [{ "name": "app", "image": image, "imagePullPolicy": "Never" }]
+            }
+        }))?;
+        ctx.api::<Pod>()
+            .create(&PostParams::default(), &pod)
+            .await?;
+        poll_until(
+            "the pod runs the re-pulled image",
+            Duration::from_secs(120),
+            || async {
+                let pod = ctx.api::<Pod>().get("from-agent").await?;
+                Ok((pod.status.and_then(|s| s.phase).as_deref() == Some("Running")).then_some(()))
+            },
+        )
+        .await
+    })
+    .await
+}
