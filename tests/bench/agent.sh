@@ -23,21 +23,25 @@ cargo build --release --locked -q -p stevedore-agent
   --admin-addr 127.0.0.1:11351 --unix-socket "$SOCK" --insecure-registry "$STEVEDORE_REGISTRY" \
   --max-concurrent-pulls 10 >"$WORK/agent.log" 2>&1 &
 AGENT=$!
-trap 'kill $AGENT 2>/dev/null; kubectl delete pod stevedore-bench --wait=false >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+trap 'kill $AGENT 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 1 50); do [[ -S $SOCK ]] && break; sleep 0.2; done
 
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$AGENT/status"; }
 peak_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$AGENT/status"; }
 now() { date +%s.%N; }
-# remove_image REF...: every name of the image, then its content and snapshots (--sync).
+# remove_image REF: every record naming the image's manifest (tag, repo digest, image ID),
+# leftover pull leases, then containerd's GC removes content and snapshots (--sync).
 remove_image() {
-  local names
-  names=$("${CTR[@]}" images ls -q | grep -F -e "$1" -e "$(image_id "$1")" || true)
-  [[ -n $names ]] && "${CTR[@]}" images rm --sync $names >/dev/null
+  local digest names leases
+  digest=$("${CTR[@]}" images ls | awk -v r="$1" '$1 == r { print $3 }' | head -n1)
+  if [[ -n $digest ]]; then
+    names=$("${CTR[@]}" images ls | awk -v d="$digest" '$3 == d { print $1 }')
+    "${CTR[@]}" images rm --sync $names >/dev/null
+  fi
+  leases=$("${CTR[@]}" leases ls -q | grep '^stevedore-pull-' || true)
+  [[ -n $leases ]] && "${CTR[@]}" leases rm --sync $leases >/dev/null
   return 0
 }
-image_id() { "${CTR[@]}" images ls | awk -v r="$1" '$1 == r { print $3 }' | head -n1; }
-
 agent_pull() {
   "$G" -plaintext -max-time 600 -d "{\"image\":\"$1\",\"pull_policy\":\"PULL_POLICY_ALWAYS\"}" \
     "unix://$SOCK" stevedore.agent.v1.ImageService/PullImage >/dev/null
@@ -75,15 +79,16 @@ wait %2 %3 %4 %5 %6 %7 %8 %9 %10 %11 2>/dev/null || wait
 echo "peak RSS during 10 concurrent pulls: $(peak_kib) KiB; RSS after: $(rss_kib) KiB"
 for i in $(seq 1 10); do remove_image "$STEVEDORE_REGISTRY/bench/large-$i:v1"; done
 
-echo "== RestartContainers latency"
-kubectl run stevedore-bench --image="$STEVEDORE_REGISTRY/stevedore/web:v1" --restart=Always \
-  --overrides="{\"spec\":{\"nodeName\":\"$STEVEDORE_NODE_NAME\"}}" >/dev/null
-kubectl wait --for=condition=Ready pod/stevedore-bench --timeout=120s >/dev/null
+echo "== RestartContainers latency (a fresh pod per run: kubelet backs off repeated restarts)"
 for run in $(seq 1 "$RUNS"); do
-  uid=$(kubectl get pod stevedore-bench -o jsonpath='{.metadata.uid}')
-  ns=$(kubectl get pod stevedore-bench -o jsonpath='{.metadata.namespace}')
+  pod=stevedore-bench-$run
+  kubectl run "$pod" --image="$STEVEDORE_REGISTRY/stevedore/web:v1" --restart=Always \
+    --overrides="{\"spec\":{\"nodeName\":\"$STEVEDORE_NODE_NAME\"}}" >/dev/null
+  kubectl wait --for=condition=Ready "pod/$pod" --timeout=120s >/dev/null
+  uid=$(kubectl get pod "$pod" -o jsonpath='{.metadata.uid}')
+  ns=$(kubectl get pod "$pod" -o jsonpath='{.metadata.namespace}')
   t0=$(now)
-  op=$("$G" -plaintext -d "{\"pod\":{\"namespace\":\"$ns\",\"name\":\"stevedore-bench\",\"uid\":\"$uid\"},\"container_names\":[\"stevedore-bench\"],\"termination_grace_period_seconds\":1}" \
+  op=$("$G" -plaintext -d "{\"pod\":{\"namespace\":\"$ns\",\"name\":\"$pod\",\"uid\":\"$uid\"},\"container_names\":[\"$pod\"],\"termination_grace_period_seconds\":1}" \
     "unix://$SOCK" stevedore.agent.v1.ContainerService/RestartContainers |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["operationId"])')
   "$G" -plaintext -max-time 120 -d "{\"operation_id\":\"$op\"}" "unix://$SOCK" \
@@ -91,5 +96,5 @@ for run in $(seq 1 "$RUNS"); do
   t1=$(now)
   grep -q SUCCEEDED "$WORK/restart.json" || { echo "restart did not succeed:"; cat "$WORK/restart.json"; exit 1; }
   printf 'run %d: %.2fs from RestartContainers to the new container running\n' "$run" "$(echo "$t1 - $t0" | bc)"
-  kubectl wait --for=condition=Ready pod/stevedore-bench --timeout=120s >/dev/null
+  kubectl delete pod "$pod" --wait=false >/dev/null
 done

@@ -136,11 +136,8 @@ impl BlobWriter for ContainerdWriter {
             labels,
             ..self.template.clone()
         };
-        match self.send(request).await {
-            Ok(_) => Ok(()),
-            // Committed meanwhile by another writer: the content is there.
-            Err(error) if error.code == Code::AlreadyExists => Ok(()),
-            Err(error) => Err(error),
-        }
+        // AlreadyExists (committed meanwhile by another writer) is the caller's to handle:
+        // the content is there but held by another lease.
+        self.send(request).await.map(|_| ())
     }
 }

@@ -7,6 +7,8 @@
 
 use std::collections::HashMap;
 
+use tonic::Code;
+
 use super::{
     oci::{self, Descriptor, FormatError},
     progress::{BlobProgress, Phase, Report},
@@ -265,22 +267,51 @@ async fn download<R: Registry, S: ImageStore>(
         return Ok(());
     }
     let mut body = registry.fetch_blob(image, &blob.digest, auth).await?;
-    let mut writer = store.open_writer(lease, blob).await?;
-    let mut done = 0u64;
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk?;
-        done += chunk.len() as u64;
-        if done > blob.size {
-            return Err(RegistryError::Corrupt {
-                digest: blob.digest.clone(),
+    let written = async {
+        let mut writer = store.open_writer(lease, blob).await?;
+        let mut done = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            done += chunk.len() as u64;
+            if done > blob.size {
+                return Err(RegistryError::Corrupt {
+                    digest: blob.digest.clone(),
+                }
+                .into());
             }
-            .into());
+            writer.write(chunk).await?;
+            set_done(done);
         }
-        writer.write(chunk).await?;
-        set_done(done);
+        writer.commit(HashMap::new()).await?;
+        Ok(())
     }
-    writer.commit(HashMap::new()).await?;
-    Ok(())
+    .await;
+    match written {
+        Err(PullError::Store(error)) if error.code == Code::AlreadyExists => {
+            hold_existing_blob(store, lease, &blob.digest).await?;
+            set_done(blob.size);
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Another pull (of another image sharing this blob) committed it first: the content is
+/// there, and this pull's lease must hold it too until the image record references it.
+async fn hold_existing_blob<S: ImageStore>(
+    store: &S,
+    lease: &LeaseId,
+    digest: &str,
+) -> Result<(), StoreError> {
+    if store.has_blob(lease, digest).await? {
+        Ok(())
+    } else {
+        Err(StoreError {
+            operation: format!("write {digest}"),
+            code: Code::Unavailable,
+            message: "reported as existing but not found".to_owned(),
+        })
+    }
 }
 
 /// Writes a manifest or index with its GC labels, or labels it if already present.
@@ -294,9 +325,19 @@ async fn write_small<S: ImageStore>(
     if store.has_blob(lease, &blob.digest).await? {
         return store.label_blob(&blob.digest, labels).await;
     }
-    let mut writer = store.open_writer(lease, blob).await?;
-    writer.write(body.clone()).await?;
-    writer.commit(labels).await
+    let written = async {
+        let mut writer = store.open_writer(lease, blob).await?;
+        writer.write(body.clone()).await?;
+        writer.commit(labels.clone()).await
+    }
+    .await;
+    match written {
+        Err(error) if error.code == Code::AlreadyExists => {
+            hold_existing_blob(store, lease, &blob.digest).await?;
+            store.label_blob(&blob.digest, labels).await
+        }
+        other => other,
+    }
 }
 
 /// Deletes the lease when the pull ends, including when its future is dropped

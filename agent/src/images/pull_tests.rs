@@ -89,6 +89,25 @@ async fn blobs_already_stored_are_not_downloaded_again() {
 }
 
 #[tokio::test]
+async fn a_blob_committed_by_a_concurrent_pull_counts_as_downloaded() {
+    let (registry, store, image, reference) = setup();
+    let (tx, _rx) = watch::channel(Progress::default());
+    pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    // Every blob now exists but is reported missing once, as when another image's pull
+    // commits a shared layer between this pull's check and its write.
+    store.state().images.clear();
+    let digests: Vec<String> = store.state().blobs.keys().cloned().collect();
+    store.state().committed_concurrently.extend(digests);
+    let pulled = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .expect("AlreadyExists from a concurrent writer is not a failure");
+    assert_eq!(pulled.image_id, image.config_digest);
+    assert!(store.state().leases.is_empty(), "lease not released");
+}
+
+#[tokio::test]
 async fn an_index_resolves_to_the_linux_amd64_manifest() {
     let (registry, store, image, _) = setup();
     let index = bytes::Bytes::from(

@@ -170,6 +170,9 @@ pub struct StoreState {
     pub images: HashMap<String, ImageRecord>,
     /// When set, unpacking fails as if the layer did not match its diff ID.
     pub corrupt_layers: bool,
+    /// Blobs `has_blob` reports missing once although stored: another pull commits them
+    /// between this pull's check and its write.
+    pub committed_concurrently: HashSet<String>,
 }
 
 #[derive(Clone, Default)]
@@ -202,6 +205,10 @@ impl BlobWriter for FakeWriter {
     }
 
     async fn commit(self, labels: HashMap<String, String>) -> Result<(), StoreError> {
+        if self.store.state().blobs.contains_key(&self.blob.digest) {
+            // As containerd: committed meanwhile by another writer.
+            return Err(store_error("commit", Code::AlreadyExists));
+        }
         if oci::sha256_digest(&self.data) != self.blob.digest
             || self.data.len() as u64 != self.blob.size
         {
@@ -236,7 +243,11 @@ impl ImageStore for FakeStore {
     }
 
     async fn has_blob(&self, _lease: &LeaseId, digest: &str) -> Result<bool, StoreError> {
-        Ok(self.state().blobs.contains_key(digest))
+        let mut state = self.state();
+        if state.committed_concurrently.remove(digest) {
+            return Ok(false);
+        }
+        Ok(state.blobs.contains_key(digest))
     }
 
     async fn open_writer(
