@@ -108,10 +108,16 @@ async fn agent_killed_mid_pull_pulls_again_to_a_complete_image() -> Result<()> {
         })
         .await?;
         ensure!(saw_bytes, "the pull never reported downloaded bytes");
-        let killed = Command::new("pkill")
-            .args(["-KILL", "-f", "^/usr/local/bin/stevedore-agent"])
-            .status()?;
-        ensure!(killed.success(), "no agent process to kill");
+        let pids = Command::new("pgrep")
+            .args(["-f", "^/usr/local/bin/stevedore-agent"])
+            .output()?;
+        let pid = String::from_utf8_lossy(&pids.stdout).trim().to_owned();
+        ensure!(
+            !pid.is_empty() && !pid.contains('\n'),
+            "one agent process expected: {pid:?}"
+        );
+        let killed = Command::new("kill").args(["-KILL", &pid]).status()?;
+        ensure!(killed.success(), "could not kill agent process {pid}");
         let _ = pull.wait();
 
         let (_, restarts_after) =
@@ -121,6 +127,18 @@ async fn agent_killed_mid_pull_pulls_again_to_a_complete_image() -> Result<()> {
             })
             .await?;
         ensure!(restarts_after > restarts_before);
+
+        // The new agent releases the dead one's pull lease instead of leaving it for a day.
+        let owner = format!("stevedore.dev/agent-process={pid}:");
+        poll_until(
+            "the dead agent's lease released",
+            Duration::from_secs(60),
+            || async {
+                let leases = ctr(cluster, &["leases", "ls"])?;
+                Ok((!leases.contains(&owner)).then_some(()))
+            },
+        )
+        .await?;
 
         let again = grpcurl(
             cluster,

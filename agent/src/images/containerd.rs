@@ -32,6 +32,7 @@ use tonic::{Code, Request, Status, metadata::MetadataValue, transport::Channel};
 use super::{
     content_writer::ContainerdWriter,
     oci::Descriptor,
+    orphan_leases,
     store::{ImageRecord, ImageStore, LeaseId, StoreError},
 };
 
@@ -71,6 +72,30 @@ impl ContainerdStore {
             .map_err(|err| fail(format!("namespace {namespace:?}: {err}")))?;
         let channel = crate::containerd_channel::lazy_channel(socket.to_path_buf());
         Ok(Self { channel, namespace })
+    }
+
+    /// Deletes the pull leases of agent processes that died mid-pull; returns their IDs.
+    pub async fn release_orphaned_leases(&self) -> Result<Vec<String>, StoreError> {
+        let request = self.request(
+            containerd_client::services::v1::ListRequest {
+                filters: Vec::new(),
+            },
+            None,
+        )?;
+        let leases = LeasesClient::new(self.channel.clone())
+            .list(request)
+            .await
+            .map_err(err("list leases"))?
+            .into_inner()
+            .leases;
+        let orphans = orphan_leases::orphaned(
+            leases.iter().map(|l| (l.id.as_str(), &l.labels)),
+            orphan_leases::proc_start_of,
+        );
+        for id in &orphans {
+            self.delete_lease(&LeaseId(id.clone())).await?;
+        }
+        Ok(orphans)
     }
 
     pub(super) fn request<T>(
@@ -143,7 +168,11 @@ impl ImageStore for ContainerdStore {
         let expire = jiff::Timestamp::now()
             .checked_add(jiff::SignedDuration::try_from(LEASE_EXPIRY).unwrap_or_default())
             .unwrap_or_else(|_| jiff::Timestamp::now());
-        let labels = HashMap::from([("containerd.io/gc.expire".to_owned(), expire.to_string())]);
+        let mut labels =
+            HashMap::from([("containerd.io/gc.expire".to_owned(), expire.to_string())]);
+        if let Some(owner) = orphan_leases::this_process() {
+            labels.insert(orphan_leases::OWNER_LABEL.to_owned(), owner);
+        }
         let request = self.request(
             CreateRequest {
                 id: format!("stevedore-pull-{}", unique()),

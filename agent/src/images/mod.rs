@@ -20,6 +20,7 @@ pub mod inventory;
 pub mod list_runner;
 pub mod manager;
 pub mod oci;
+pub mod orphan_leases;
 pub mod progress;
 pub mod pull;
 pub mod registry;

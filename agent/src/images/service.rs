@@ -54,6 +54,7 @@ impl AgentImageService {
     /// stopping with `shutdown`.
     pub async fn connect(args: &Args, shutdown: CancellationToken) -> Result<Self, ConnectError> {
         let store = ContainerdStore::connect(&args.containerd_socket, &args.containerd_namespace)?;
+        tokio::spawn(release_orphaned_leases(store.clone(), shutdown.clone()));
         let registry = HttpRegistry::new(&args.insecure_registries)?;
         let manager = PullManager::new(
             registry,
@@ -91,6 +92,30 @@ impl<R: Registry, S: ImageStore> ImageServiceImpl<R, S> {
                 self.node_name
             )))
         }
+    }
+}
+
+/// Releases the leases of agent processes that died mid-pull, retrying until containerd
+/// answers (the agent may start before it).
+async fn release_orphaned_leases(store: ContainerdStore, shutdown: CancellationToken) {
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match store.release_orphaned_leases().await {
+            Ok(released) if released.is_empty() => return,
+            Ok(released) => {
+                tracing::info!(
+                    ?released,
+                    "released leases of agent processes that died mid-pull"
+                );
+                return;
+            }
+            Err(error) => tracing::warn!(%error, "cannot check for orphaned pull leases yet"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.cancelled() => return,
+        }
+        wait = (wait * 2).min(Duration::from_secs(60));
     }
 }
 
