@@ -21,7 +21,7 @@ for lib in common build network certs images containerd kube kwok stevedore; do
 done
 
 # Components in start order; `down` stops them in reverse.
-DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry containerd kubelet kube-proxy kwok)
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry registry-auth containerd kubelet kube-proxy kwok)
 DEBIAN_PACKAGES=(containerd runc containernetworking-plugins docker-registry skopeo umoci
   busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev ca-certificates binutils util-linux)
 
@@ -49,6 +49,9 @@ write_env_file() {
   cat >"$STATE_DIR/env" <<ENV
 export KUBECONFIG=$STATE_DIR/kubeconfig
 export STEVEDORE_REGISTRY=$REGISTRY
+export STEVEDORE_AUTH_REGISTRY=$AUTH_REGISTRY
+export STEVEDORE_AUTH_REGISTRY_USER=$AUTH_REGISTRY_USER
+export STEVEDORE_AUTH_REGISTRY_PASSWORD_FILE=$STATE_DIR/registry-auth/password
 export STEVEDORE_CONTAINERD_SOCK=$CONTAINERD_SOCK
 export STEVEDORE_NODE_NAME=$NODE_NAME
 export STEVEDORE_NODE_IP=$NODE_IP
@@ -87,6 +90,7 @@ cmd_up() {
   apply_cluster_objects
   start_registry
   push_images
+  start_auth_registry
   start_containerd
   start_kubelet
   start_kube_proxy

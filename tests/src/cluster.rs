@@ -19,6 +19,10 @@ pub struct ClusterInfo {
     pub kubeconfig: PathBuf,
     /// `host:port` of the local OCI registry holding the test images.
     pub registry: String,
+    /// `host:port` of the registry that demands a username and password.
+    pub auth_registry: String,
+    pub auth_registry_user: String,
+    pub auth_registry_password_file: PathBuf,
     /// Name of the node served by the real kubelet.
     pub node_name: String,
     /// That node's InternalIP (on a local bridge).
@@ -117,6 +121,9 @@ fn info_from_env(env: &HashMap<String, String>) -> Result<ClusterInfo> {
     Ok(ClusterInfo {
         kubeconfig: get("KUBECONFIG")?.into(),
         registry: get("STEVEDORE_REGISTRY")?,
+        auth_registry: get("STEVEDORE_AUTH_REGISTRY")?,
+        auth_registry_user: get("STEVEDORE_AUTH_REGISTRY_USER")?,
+        auth_registry_password_file: get("STEVEDORE_AUTH_REGISTRY_PASSWORD_FILE")?.into(),
         node_name: get("STEVEDORE_NODE_NAME")?,
         node_ip: get("STEVEDORE_NODE_IP")?,
         state_dir: get("STEVEDORE_STATE_DIR")?.into(),

@@ -58,6 +58,8 @@ async fn start_agent() -> Result<Agent> {
         "k8s.io",
         "--insecure-registry",
         &cluster.registry,
+        "--insecure-registry",
+        &cluster.auth_registry,
         "--max-concurrent-pulls",
         "3",
         "--pull-timeout",
@@ -93,10 +95,19 @@ impl Agent {
         image: &str,
         policy: api::PullPolicy,
     ) -> Result<Result<Vec<api::PullProgress>, tonic::Status>> {
+        self.pull_with(image, policy, None).await
+    }
+
+    async fn pull_with(
+        &self,
+        image: &str,
+        policy: api::PullPolicy,
+        credentials: Option<api::Credentials>,
+    ) -> Result<Result<Vec<api::PullProgress>, tonic::Status>> {
         let request = api::PullImageRequest {
             image: image.to_owned(),
             pull_policy: policy.into(),
-            credentials: None,
+            credentials,
             timeout_seconds: 0,
         };
         let mut stream = match self.client.clone().pull_image(request).await {
@@ -566,4 +577,58 @@ async fn a_pod_with_pull_policy_never_runs_an_image_the_agent_pulled() -> Result
         Ok(())
     })
     .await
+}
+
+fn basic(username: &str, password: &str) -> Option<api::Credentials> {
+    Some(api::Credentials {
+        kind: Some(api::credentials::Kind::Basic(api::BasicAuth {
+            username: username.to_owned(),
+            password: password.to_owned(),
+        })),
+    })
+}
+
+/// Against the registry that demands a password: none or a wrong one is refused with
+/// UNAUTHENTICATED and leaves no image; the right one (sent with the request, as the
+/// control plane does from pull secrets) pulls.
+#[tokio::test]
+async fn credentials_are_required_checked_and_used() -> Result<()> {
+    let agent = start_agent().await?;
+    let cluster = agent.cluster;
+    let image = format!("{}/stevedore/web:v1", cluster.auth_registry);
+    let password = std::fs::read_to_string(&cluster.auth_registry_password_file)?;
+    let password = password.trim();
+    let user = cluster.auth_registry_user.as_str();
+    agent.remove(&image).await?;
+    let refused = [
+        ("no credentials", None),
+        ("a wrong password", basic(user, "not-the-password")),
+        ("an unknown user", basic("nobody", password)),
+    ];
+    for (what, credentials) in refused {
+        match agent
+            .pull_with(&image, api::PullPolicy::Always, credentials)
+            .await?
+        {
+            Ok(_) => bail!("pulled with {what}"),
+            Err(status) => ensure!(
+                status.code() == Code::Unauthenticated,
+                "{what}: {status:?}, wanted Unauthenticated"
+            ),
+        }
+        ensure!(
+            agent.status(&image).await?.is_none(),
+            "{what} left an image"
+        );
+    }
+    let messages = agent
+        .pull_with(&image, api::PullPolicy::Always, basic(user, password))
+        .await?
+        .map_err(|status| anyhow::anyhow!("with the right password: {status:?}"))?;
+    done(&messages)?;
+    ensure!(
+        agent.status(&image).await?.is_some(),
+        "image present after the pull"
+    );
+    agent.remove(&image).await
 }

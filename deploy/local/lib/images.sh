@@ -8,6 +8,11 @@ REGISTRY=127.0.0.1:$REGISTRY_PORT
 IMAGES_RECIPE=1
 IMAGES_CACHE=$STEVEDORE_CACHE/images-r$IMAGES_RECIPE
 SANDBOX_IMAGE=$REGISTRY/stevedore/pause:$PAUSE_TAG
+# A second registry that demands a username and password (htpasswd), for credential tests.
+# Its password is generated per cluster and kept in the state directory.
+AUTH_REGISTRY_PORT=${STEVEDORE_AUTH_REGISTRY_PORT:-5001}
+AUTH_REGISTRY=127.0.0.1:$AUTH_REGISTRY_PORT
+AUTH_REGISTRY_USER=stevedore
 
 start_registry() {
   mkdir -p "$STATE_DIR/registry"
@@ -23,6 +28,40 @@ YAML
   pid_alive registry || require_port registry "$REGISTRY_PORT"
   start_daemon registry -- docker-registry serve "$STATE_DIR/registry.yml"
   wait_for registry 30 "$LOG_DIR/registry.log" -- curl -sf "http://$REGISTRY/v2/"
+}
+
+start_auth_registry() {
+  local dir=$STATE_DIR/registry-auth
+  mkdir -p "$dir/storage"
+  if [[ ! -f $dir/password ]]; then
+    openssl rand -hex 16 >"$dir/password"
+    chmod 600 "$dir/password"
+  fi
+  # bcrypt, which the registry's htpasswd backend requires.
+  python3 -c 'import crypt, sys; print(sys.argv[1] + ":" + crypt.crypt(sys.argv[2], crypt.mksalt(crypt.METHOD_BLOWFISH)))' \
+    "$AUTH_REGISTRY_USER" "$(cat "$dir/password")" >"$dir/htpasswd" 2>/dev/null ||
+    die "cannot hash the auth registry password (python3's crypt module)"
+  cat >"$dir/config.yml" <<YAML
+version: 0.1
+log: { level: info }
+storage:
+  filesystem: { rootdirectory: $dir/storage }
+auth:
+  htpasswd: { realm: stevedore-local, path: $dir/htpasswd }
+http:
+  addr: $AUTH_REGISTRY
+YAML
+  pid_alive registry-auth || require_port registry-auth "$AUTH_REGISTRY_PORT"
+  start_daemon registry-auth -- docker-registry serve "$dir/config.yml"
+  # Up when it answers 401 to an anonymous request.
+  wait_for registry-auth 30 "$LOG_DIR/registry-auth.log" -- \
+    bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' http://$AUTH_REGISTRY/v2/) == 401 ]]"
+  local creds="$AUTH_REGISTRY_USER:$(cat "$dir/password")"
+  curl -sf -o /dev/null -u "$creds" -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    "http://$AUTH_REGISTRY/v2/stevedore/web/manifests/v1" && return 0
+  skopeo copy --quiet --dest-tls-verify=false --dest-creds "$creds" "oci:$IMAGES_CACHE/web:v1" \
+    "docker://$AUTH_REGISTRY/stevedore/web:v1" >>"$LOG_DIR/images.log" 2>&1 ||
+    die "skopeo copy of stevedore/web:v1 to $AUTH_REGISTRY failed (log: $LOG_DIR/images.log)"
 }
 
 # new_bundle LAYOUT TAG BUNDLE: an empty image TAG unpacked into BUNDLE for editing.
