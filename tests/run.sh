@@ -16,6 +16,15 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "generated CRDs match deploy/crds"
+crd_tmp=$(mktemp -d)
+trap 'rm -rf "$crd_tmp"' EXIT
+cargo run --quiet --locked -p stevedore-controlplane --bin crdgen -- "$crd_tmp"
+if ! diff -ru deploy/crds "$crd_tmp"; then
+  echo "deploy/crds is stale: run 'cargo run -p stevedore-controlplane --bin crdgen' and commit the result" >&2
+  exit 1
+fi
+
 step "local cluster with Stevedore deployed"
 # A cluster left behind by a previous session whose processes are gone is cleaned first.
 if ! deploy/local/cluster.sh status >/dev/null 2>&1; then

@@ -1,5 +1,6 @@
 //! Stevedore's control plane: OpenKruise-compatible workload reconcilers, ImageList
 //! distribution to the node agents, and the agent client pool.
 
+pub mod api;
 pub mod config;
 pub mod telemetry;

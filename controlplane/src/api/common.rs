@@ -1,0 +1,118 @@
+//! API types shared by OpenKruise workloads (OpenKruise's `apis/apps/pub` and the update
+//! ordering types): update policy, priority and scatter ordering, in-place update
+//! strategy, lifecycle hooks, and the CEL rules for int-or-percent fields.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// CEL: an int-or-string field holding an integer >= 0 or a percentage from 0% to 100%.
+pub const INT_OR_PERCENT_RULE: &str =
+    "type(self) == int ? int(self) >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')";
+
+/// How pods move to a new template revision (CloneSet `updateStrategy.type`, Advanced
+/// StatefulSet `podUpdatePolicy`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PodUpdatePolicy {
+    /// Delete the old pod (and its PVCs) and create a new one from the new revision.
+    #[default]
+    ReCreate,
+    /// Update container images in place when only in-place-able fields changed,
+    /// recreate otherwise.
+    InPlaceIfPossible,
+    /// Only in-place updates; template changes that cannot be done in place are refused.
+    InPlaceOnly,
+}
+
+/// Rules that order the pods to update. Only one of orderPriority and weightPriority can be set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!(has(self.orderPriority) && size(self.orderPriority) > 0 && has(self.weightPriority) && size(self.weightPriority) > 0)").message("updateStrategy.priorityStrategy: only one of orderPriority and weightPriority can be set"))]
+pub struct UpdatePriorityStrategy {
+    /// Order terms: pods are sorted by the integer found at the end of the value of each
+    /// term's label key; pods with the first key come before pods with only the second.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order_priority: Vec<UpdatePriorityOrderTerm>,
+    /// Weight terms: pods are sorted by the sum of the weights of the terms they match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub weight_priority: Vec<UpdatePriorityWeightTerm>,
+}
+
+/// One order-priority term.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdatePriorityOrderTerm {
+    /// Label key whose value (its last integer, e.g. 10 in `sts-10`) orders the pods.
+    pub ordered_key: String,
+}
+
+/// One weight-priority term.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdatePriorityWeightTerm {
+    /// Weight added to the priority of pods matching matchSelector, from 1 to 100.
+    #[schemars(range(min = 1, max = 100))]
+    pub weight: i32,
+    /// Selects pods by their labels.
+    pub match_selector: LabelSelector,
+}
+
+/// A label key and value whose pods are spread out over the update batches.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct UpdateScatterTerm {
+    /// Label key.
+    #[schemars(length(min = 1))]
+    pub key: String,
+    /// Label value.
+    pub value: String,
+}
+
+/// Strategies of in-place update.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InPlaceUpdateStrategy {
+    /// Seconds between marking a pod not ready (InPlaceUpdateReady=False) and updating
+    /// its images in place.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0))]
+    pub grace_period_seconds: i32,
+}
+
+/// Lifecycle hooks for pods before they become Normal, before deletion, and around an
+/// in-place update.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Lifecycle {
+    /// Hook before a pod is deleted (state PreparingDelete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_delete: Option<LifecycleHook>,
+    /// Hook before a pod is updated in place (PreparingUpdate) and after (Updated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_place_update: Option<LifecycleHook>,
+    /// Hook after a pod is created and before it becomes Normal (PreparingNormal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_normal: Option<LifecycleHook>,
+}
+
+/// What marks a pod as held by a hook: labels and finalizers a user controller adds or removes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleHook {
+    /// The pod is held while it carries all these labels with these values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels_handler: BTreeMap<String, String>,
+    /// The pod is held while it carries all these finalizers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finalizers_handler: Vec<String>,
+    /// Set the pod's KruisePodReady condition to False when it enters PreparingDelete or
+    /// PreparingUpdate (and back to True at Updated). Only for preDelete and inPlaceUpdate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mark_pod_not_ready: bool,
+}
+
+pub(crate) fn is_zero(value: &i32) -> bool {
+    *value == 0
+}
