@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{
     INT_OR_PERCENT_RULE, InPlaceUpdateStrategy, Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy,
-    UpdateScatterTerm, is_zero,
+    UpdateScatterTerm, is_default, is_zero,
 };
 use super::schema;
 
@@ -141,11 +141,11 @@ pub struct CloneSetSpec {
     pub volume_claim_templates: Vec<PersistentVolumeClaim>,
 
     /// ScaleStrategy says how pods are created and deleted.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub scale_strategy: CloneSetScaleStrategy,
 
     /// UpdateStrategy says how pods are updated to a new revision of the template.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub update_strategy: CloneSetUpdateStrategy,
 
     /// RevisionHistoryLimit is the number of old ControllerRevisions kept. Defaults to 10.

@@ -116,3 +116,7 @@ pub struct LifecycleHook {
 pub(crate) fn is_zero(value: &i32) -> bool {
     *value == 0
 }
+
+pub(crate) fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}

@@ -4,6 +4,8 @@
 pub mod cloneset;
 pub mod common;
 mod schema;
+#[cfg(test)]
+mod tests;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
