@@ -1,0 +1,264 @@
+//! The CloneSet CRD against the real apiserver: the seed 002 CloneSets apply unchanged,
+//! each CEL/schema rule refuses a bad spec with a message naming the field, the printer
+//! columns are served, and the scale subresource reads and writes spec.replicas.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::CloneSet;
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+
+const CRD_NAME: &str = "clonesets.apps.kruise.io";
+const SEEDS: [&str; 3] = [
+    include_str!("../fixtures/seed-002/sample-data.yaml"),
+    include_str!("../fixtures/seed-002/sample-data-inplace.yaml"),
+    include_str!("../fixtures/seed-002/sample-strategies.yaml"),
+];
+
+/// Applies the committed CRD (server-side) and waits until it is Established.
+async fn install_crd(client: &kube::Client) -> Result<()> {
+    let yaml = include_str!("../../deploy/crds/apps.kruise.io_clonesets.yaml");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(yaml).context("parsing the CRD")?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PatchParams::apply("stevedore-tests").force();
+    crds.patch(CRD_NAME, &pp, &Patch::Apply(&crd)).await?;
+    poll_until(
+        "the CloneSet CRD to be Established",
+        Duration::from_secs(30),
+        || {
+            let crds = crds.clone();
+            async move {
+                let crd = crds.get(CRD_NAME).await?;
+                let mut conditions = crd
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten());
+                let established =
+                    conditions.any(|c| c.type_ == "Established" && c.status == "True");
+                Ok(established.then_some(()))
+            }
+        },
+    )
+    .await
+}
+
+fn seed(index: usize) -> Result<Value> {
+    Ok(serde_saphyr::from_str(SEEDS[index])?)
+}
+
+async fn apply(ctx: &TestContext, object: &Value) -> Result<CloneSet> {
+    let name = object["metadata"]["name"]
+        .as_str()
+        .context("seed has a name")?;
+    let pp = PatchParams::apply("stevedore-tests").force();
+    Ok(ctx
+        .api::<CloneSet>()
+        .patch(name, &pp, &Patch::Apply(object))
+        .await?)
+}
+
+/// Applies `object` and expects a refusal whose message contains every one of `words`.
+async fn expect_refused(ctx: &TestContext, object: &Value, words: &[&str]) -> Result<()> {
+    match apply(ctx, object).await {
+        Ok(_) => bail!("the apiserver accepted an invalid CloneSet: {object}"),
+        Err(e) => {
+            let message = e.to_string();
+            for word in words {
+                ensure!(
+                    message.contains(word),
+                    "refusal {message:?} does not name {word:?}"
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn with(mut object: Value, pointer: &str, value: Value) -> Result<Value> {
+    let (parent, key) = pointer.rsplit_once('/').context("pointer has a parent")?;
+    let parent = object.pointer_mut(parent).context("parent exists")?;
+    parent
+        .as_object_mut()
+        .context("parent is an object")?
+        .insert(key.to_owned(), value);
+    Ok(object)
+}
+
+async fn setup(ctx: &TestContext) -> Result<()> {
+    install_crd(&ctx.client).await
+}
+
+#[tokio::test]
+async fn seed_clonesets_apply_unchanged() -> Result<()> {
+    run_in_namespace("crd-cloneset-seeds", |ctx| async move {
+        setup(&ctx).await?;
+        for index in 0..SEEDS.len() {
+            let object = seed(index)?;
+            let stored = apply(&ctx, &object).await?;
+            ensure!(stored.spec.replicas == Some(2), "replicas kept");
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn bad_specs_are_refused_with_the_field_named() -> Result<()> {
+    run_in_namespace("crd-cloneset-rules", |ctx| async move {
+        setup(&ctx).await?;
+        let base = seed(0)?;
+        let cases: Vec<(&str, Value, &[&str])> = vec![
+            (
+                "/spec/selector/matchLabels/app",
+                json!("other"),
+                &["spec.selector.matchLabels"],
+            ),
+            ("/spec/replicas", json!(-1), &["spec.replicas"]),
+            (
+                "/spec/updateStrategy",
+                json!({"partition": "150%"}),
+                &["spec.updateStrategy.partition"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"partition": -1}),
+                &["spec.updateStrategy.partition"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"maxUnavailable": "half"}),
+                &["spec.updateStrategy.maxUnavailable"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"maxSurge": -2}),
+                &["spec.updateStrategy.maxSurge"],
+            ),
+            (
+                "/spec/scaleStrategy",
+                json!({"maxUnavailable": "101%"}),
+                &["spec.scaleStrategy.maxUnavailable"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"type": "RollingUpdate"}),
+                &["spec.updateStrategy.type"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"priorityStrategy": {
+                    "orderPriority": [{"orderedKey": "k"}],
+                    "weightPriority": [{"weight": 1, "matchSelector": {}}]
+                }}),
+                &["priorityStrategy"],
+            ),
+        ];
+        for (pointer, value, words) in cases {
+            let object = with(base.clone(), pointer, value)?;
+            expect_refused(&ctx, &object, words)
+                .await
+                .with_context(|| format!("setting {pointer}"))?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn in_place_only_refuses_non_image_template_changes() -> Result<()> {
+    run_in_namespace("crd-cloneset-inplaceonly", |ctx| async move {
+        setup(&ctx).await?;
+        let image = ctx.cluster.image("web:v1");
+        let base = with(
+            seed(0)?,
+            "/spec/updateStrategy",
+            json!({"type": "InPlaceOnly"}),
+        )?;
+        let base = with(base, "/spec/template/spec/containers/0/image", json!(image))?;
+        apply(&ctx, &base).await?;
+
+        let new_image = with(
+            base.clone(),
+            "/spec/template/spec/containers/0/image",
+            json!(ctx.cluster.image("web:v2")),
+        )?;
+        apply(&ctx, &new_image)
+            .await
+            .context("an image change is allowed")?;
+        let new_label = with(
+            new_image.clone(),
+            "/spec/template/metadata/labels/extra",
+            json!("x"),
+        )?;
+        apply(&ctx, &new_label)
+            .await
+            .context("a template label change is allowed")?;
+
+        let env = with(
+            new_label.clone(),
+            "/spec/template/spec/containers/0/env",
+            json!([{"name": "A", "value": "1"}]),
+        )?;
+        expect_refused(&ctx, &env, &["spec.template", "InPlaceOnly"]).await?;
+        let renamed = with(
+            new_label,
+            "/spec/template/spec/containers/0/name",
+            json!("web"),
+        )?;
+        expect_refused(&ctx, &renamed, &["spec.template", "InPlaceOnly"]).await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn printer_columns_and_scale_subresource() -> Result<()> {
+    run_in_namespace("crd-cloneset-scale", |ctx| async move {
+        setup(&ctx).await?;
+        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+        let crd = crds.get(CRD_NAME).await?;
+        let columns: Vec<String> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.clone())
+            .collect();
+        for name in [
+            "DESIRED",
+            "UPDATED",
+            "UPDATED_READY",
+            "READY",
+            "TOTAL",
+            "AGE",
+        ] {
+            ensure!(
+                columns.iter().any(|c| c == name),
+                "column {name} missing: {columns:?}"
+            );
+        }
+
+        apply(&ctx, &seed(0)?).await?;
+        let api = ctx.api::<CloneSet>();
+        let pp = PatchParams::default();
+        let scale = api
+            .patch_scale(
+                "sample-data",
+                &pp,
+                &Patch::Merge(json!({"spec": {"replicas": 5}})),
+            )
+            .await?;
+        ensure!(
+            scale.spec.and_then(|s| s.replicas) == Some(5),
+            "scale reports 5"
+        );
+        let stored = api.get("sample-data").await?;
+        ensure!(
+            stored.spec.replicas == Some(5),
+            "spec.replicas follows the scale subresource"
+        );
+        Ok(())
+    })
+    .await
+}
