@@ -1,0 +1,281 @@
+//! Which pods go first when a workload scales down.
+//!
+//! The order is OpenKruise's (`pkg/controller/cloneset/utils` `ActivePodsWithRanks`, itself
+//! Kubernetes' `ActivePodsWithRanks` plus an availability step): pods that cost the least to
+//! lose go first, so a scale-down removes pods that are not yet serving before pods that are.
+//! Pods the user named (`scaleStrategy.podsToDelete`, label `apps.kruise.io/specified-delete`)
+//! go before all others, and during a rollout pods of the old revision go before pods of the
+//! update revision (`choosePodsToDelete`), so scaling down also moves the rollout forward.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::lifecycle::{LifecycleState, STATE_LABEL};
+
+/// Pod label that asks the workload to delete the pod (value is not checked, as in OpenKruise).
+pub const SPECIFIED_DELETE_LABEL: &str = "apps.kruise.io/specified-delete";
+/// Pod annotation: pods with a lower cost are deleted first (Kubernetes PodDeletionCost).
+pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+/// Pod label carrying the revision hash the pod was created from or updated to.
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// The facts about one pod that deletion ranking looks at, extracted once so the ranking
+/// itself is a plain comparison that tests can drive without building whole pods.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodFacts {
+    pub name: String,
+    /// Empty when the pod is not scheduled yet.
+    pub node_name: String,
+    /// `status.phase` as Kubernetes spells it; phases other than Pending, Unknown and Running
+    /// rank with Pending, as in Kubernetes' `podPhaseToOrdinal` map lookup.
+    pub phase: String,
+    /// The Ready condition is True.
+    pub ready: bool,
+    /// When the Ready condition last became True (None: ready for an unknown time).
+    pub ready_since: Option<Timestamp>,
+    /// Ready for at least `minReadySeconds`.
+    pub available: bool,
+    /// Parsed `controller.kubernetes.io/pod-deletion-cost`; invalid values count as 0.
+    pub deletion_cost: i32,
+    /// Highest restart count among the pod's containers.
+    pub max_restarts: i32,
+    pub created: Option<Timestamp>,
+    /// The pod is on the workload's update revision.
+    pub on_update_revision: bool,
+    /// Labelled `apps.kruise.io/specified-delete`.
+    pub specified_delete: bool,
+    /// Lifecycle state is PreparingDelete: its deletion is already under way.
+    pub preparing_delete: bool,
+}
+
+impl PodFacts {
+    /// Extracts the ranking facts from a pod, given the update revision hash and the
+    /// workload's `minReadySeconds` (for availability) at `now`.
+    pub fn from_pod(
+        pod: &Pod,
+        update_revision: &str,
+        min_ready_seconds: i32,
+        now: Timestamp,
+    ) -> Self {
+        let labels = pod.metadata.labels.as_ref();
+        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+        let status = pod.status.as_ref();
+        let ready_condition = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+        let ready = ready_condition.is_some_and(|c| c.status == "True");
+        let ready_since = if ready {
+            ready_condition
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0)
+        } else {
+            None
+        };
+        let available = ready
+            && (min_ready_seconds <= 0
+                || ready_since.is_some_and(|since| {
+                    since + SignedDuration::from_secs(i64::from(min_ready_seconds)) <= now
+                }));
+        let max_restarts = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.iter().map(|c| c.restart_count).max())
+            .unwrap_or(0);
+        Self {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            node_name: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default(),
+            phase: status.and_then(|s| s.phase.clone()).unwrap_or_default(),
+            ready,
+            ready_since,
+            available,
+            deletion_cost: pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(POD_DELETION_COST_ANNOTATION))
+                .map_or(0, |v| parse_deletion_cost(v)),
+            max_restarts,
+            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            on_update_revision: label(REVISION_LABEL) == Some(update_revision),
+            specified_delete: label(SPECIFIED_DELETE_LABEL).is_some(),
+            preparing_delete: label(STATE_LABEL)
+                .is_some_and(|s| s == LifecycleState::PreparingDelete.as_str()),
+        }
+    }
+}
+
+/// Parses a pod-deletion-cost the way Kubernetes does: a decimal int32 with no plus sign and
+/// no leading zeros; anything else counts as 0 rather than failing the sync.
+pub fn parse_deletion_cost(value: &str) -> i32 {
+    let valid_first = match value.as_bytes().first() {
+        Some(b'-') | Some(b'1'..=b'9') => true,
+        Some(b'0') => value == "0",
+        _ => false,
+    };
+    if !valid_first {
+        return 0;
+    }
+    value.parse::<i32>().unwrap_or(0)
+}
+
+fn phase_ordinal(phase: &str) -> u8 {
+    match phase {
+        "Unknown" => 1,
+        "Running" => 2,
+        _ => 0,
+    }
+}
+
+/// `afterOrZero` in Kubernetes: a missing time counts as after any real one.
+fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a > b,
+        (a, _) => a.is_none(),
+    }
+}
+
+/// Compares two pods for deletion: `Less` means `a` should be deleted before `b`.
+/// `rank_*` is the spread rank (higher = more crowded = delete first).
+pub fn deletion_order(a: &PodFacts, rank_a: u32, b: &PodFacts, rank_b: u32) -> Ordering {
+    let less = |first: bool| {
+        if first {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        }
+    };
+    // 1. Unassigned < assigned.
+    if a.node_name != b.node_name && (a.node_name.is_empty() || b.node_name.is_empty()) {
+        return less(a.node_name.is_empty());
+    }
+    // 2. Pending < Unknown < Running.
+    let (pa, pb) = (phase_ordinal(&a.phase), phase_ordinal(&b.phase));
+    if pa != pb {
+        return pa.cmp(&pb);
+    }
+    // 3. Not available < available; not ready < ready.
+    if a.available != b.available {
+        return less(!a.available);
+    }
+    if a.ready != b.ready {
+        return less(!a.ready);
+    }
+    // 4. Lower deletion cost first.
+    if a.deletion_cost != b.deletion_cost {
+        return a.deletion_cost.cmp(&b.deletion_cost);
+    }
+    // 5. Higher spread rank first.
+    if rank_a != rank_b {
+        return rank_b.cmp(&rank_a);
+    }
+    // 6. Ready for less time first (missing ready time first).
+    if a.ready && b.ready && a.ready_since != b.ready_since {
+        return less(after_or_zero(a.ready_since, b.ready_since));
+    }
+    // 7. More restarts first.
+    if a.max_restarts != b.max_restarts {
+        return b.max_restarts.cmp(&a.max_restarts);
+    }
+    // 8. Missing creation time < newer < older.
+    if a.created != b.created {
+        return less(after_or_zero(a.created, b.created));
+    }
+    Ordering::Equal
+}
+
+/// OpenKruise's same-node ranker: on each node holding more than one of `pods`, every pod
+/// except the one most worth keeping gets a rank, the first to delete the highest, so
+/// scale-down evens pods out across nodes.
+pub fn same_node_ranks(pods: &[&PodFacts]) -> BTreeMap<String, u32> {
+    let mut by_node: BTreeMap<&str, Vec<&PodFacts>> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| !p.node_name.is_empty()) {
+        by_node.entry(pod.node_name.as_str()).or_default().push(pod);
+    }
+    let mut ranks = BTreeMap::new();
+    for mut on_node in by_node.into_values().filter(|v| v.len() > 1) {
+        on_node.sort_by(|a, b| deletion_order(a, 0, b, 0));
+        let ranked = on_node.len() - 1;
+        for (i, pod) in on_node.into_iter().take(ranked).enumerate() {
+            ranks.insert(
+                pod.name.clone(),
+                u32::try_from(ranked - i).unwrap_or(u32::MAX),
+            );
+        }
+    }
+    ranks
+}
+
+/// Sorts `pods` into deletion order (first = delete first). Ties keep the input order so a
+/// plan is deterministic for a given cache listing.
+pub fn rank_for_deletion<'a>(pods: &[&'a PodFacts]) -> Vec<&'a PodFacts> {
+    let ranks = same_node_ranks(pods);
+    let rank = |p: &PodFacts| ranks.get(&p.name).copied().unwrap_or(0);
+    let mut sorted = pods.to_vec();
+    sorted.sort_by(|a, b| deletion_order(a, rank(a), b, rank(b)));
+    sorted
+}
+
+/// How many pods a scale-down removes, and how many of them may come from the old
+/// revisions first (OpenKruise `calculateDiffs`' `totalDiff` and `currentRevDiff`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScaleDown {
+    pub total: usize,
+    /// Old-revision pods above the partition; these are deleted before updated pods.
+    pub old_revision_surplus: usize,
+}
+
+/// Picks the pods to delete, in order: pods the user named (`podsToDelete` or the
+/// specified-delete label) first, then, for what is left of `scale.total` after the pods
+/// already named or already in PreparingDelete, old-revision pods up to
+/// `old_revision_surplus` and then updated pods, each group in ranking order.
+pub fn pods_to_delete(
+    pods: &[PodFacts],
+    pods_to_delete: &BTreeSet<String>,
+    scale: ScaleDown,
+) -> Vec<String> {
+    let named = |p: &PodFacts| p.specified_delete || pods_to_delete.contains(&p.name);
+    let specified: Vec<&PodFacts> = pods
+        .iter()
+        .filter(|p| named(p) && !p.preparing_delete)
+        .collect();
+    let planned = pods
+        .iter()
+        .filter(|p| named(p) || p.preparing_delete)
+        .count();
+    let mut chosen: Vec<String> = rank_for_deletion(&specified)
+        .into_iter()
+        .map(|p| p.name.clone())
+        .collect();
+
+    let remaining = scale.total.saturating_sub(planned);
+    let candidates = |updated: bool| -> Vec<&PodFacts> {
+        pods.iter()
+            .filter(|p| !named(p) && !p.preparing_delete && p.on_update_revision == updated)
+            .collect()
+    };
+    let choose = |group: Vec<&PodFacts>, count: usize| -> Vec<String> {
+        rank_for_deletion(&group)
+            .into_iter()
+            .take(count)
+            .map(|p| p.name.clone())
+            .collect()
+    };
+    let old_first = scale.old_revision_surplus.min(remaining);
+    let from_old = choose(candidates(false), old_first);
+    // Like OpenKruise, the updated pods' share is computed from the surplus, not from how
+    // many old pods were actually found, so a stale surplus never deletes extra pods.
+    let from_updated = choose(candidates(true), remaining - old_first);
+    chosen.extend(from_old);
+    chosen.extend(from_updated);
+    chosen
+}
+
+#[cfg(test)]
+#[path = "deletion_tests.rs"]
+mod tests;

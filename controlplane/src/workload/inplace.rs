@@ -1,0 +1,408 @@
+//! The in-place update protocol (OpenKruise `pkg/util/inplaceupdate`), as pure steps:
+//! decide whether a template change can be applied in place, start the update (state
+//! annotation, readiness gate, grace period), finish the grace period, and tell when the
+//! kubelet has restarted the changed containers so the pod can be marked ready again.
+//!
+//! Nothing here sleeps or patches: each step returns the patch or the requeue delay.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::{Map, Value, json};
+
+use crate::api::common::PodUpdatePolicy;
+
+use super::deletion::REVISION_LABEL;
+
+#[path = "inplace_state.rs"]
+pub mod state;
+
+pub use state::{
+    AnnotationError, GRACE_ANNOTATION, GraceSpec, InPlaceUpdateContainerStatus, InPlaceUpdateState,
+    STATE_ANNOTATION,
+};
+
+/// Readiness gate that keeps a pod out of Service endpoints while it updates in place.
+pub const INPLACE_UPDATE_READY: &str = "InPlaceUpdateReady";
+/// Reason on `InPlaceUpdateReady=False`.
+pub const REASON_START: &str = "StartInPlaceUpdate";
+/// Reason on `InPlaceUpdateReady=True` once the update is done.
+pub const REASON_DONE: &str = "InPlaceUpdateDone";
+
+#[derive(Debug, thiserror::Error)]
+pub enum InPlaceError {
+    #[error(
+        "updateStrategy.type is InPlaceOnly but the template change cannot be applied in place: {} changed; only container images and pod labels/annotations can change in place",
+        .changed.join(", ")
+    )]
+    InPlaceOnlyRefused { changed: Vec<String> },
+    #[error("could not compare the pod templates: {0}")]
+    Compare(#[source] serde_json::Error),
+    #[error(transparent)]
+    Annotation(#[from] AnnotationError),
+}
+
+/// Label or annotation changes: `Some` sets the value, `None` removes the key.
+pub type MetadataChanges = BTreeMap<String, Option<String>>;
+
+/// What an in-place update changes on the pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InPlaceUpdateSpec {
+    /// Container name → new image.
+    pub container_images: BTreeMap<String, String>,
+    pub labels: MetadataChanges,
+    pub annotations: MetadataChanges,
+}
+
+/// How to move a pod from one template to another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateMethod {
+    InPlace(InPlaceUpdateSpec),
+    /// Delete and recreate; `changed` names the fields that could not change in place
+    /// (empty when the policy is ReCreate and nothing else forced it).
+    Recreate {
+        changed: Vec<String>,
+    },
+}
+
+/// Chooses in-place or recreate for a template change under `policy`. InPlaceOnly refuses a
+/// change that is not in-place-able, naming the fields, instead of recreating.
+pub fn choose_update_method(
+    policy: PodUpdatePolicy,
+    old: &PodTemplateSpec,
+    new: &PodTemplateSpec,
+) -> Result<UpdateMethod, InPlaceError> {
+    let (spec, changed) = template_diff(old, new)?;
+    match policy {
+        PodUpdatePolicy::ReCreate => Ok(UpdateMethod::Recreate { changed }),
+        _ if changed.is_empty() => Ok(UpdateMethod::InPlace(spec)),
+        PodUpdatePolicy::InPlaceIfPossible => Ok(UpdateMethod::Recreate { changed }),
+        PodUpdatePolicy::InPlaceOnly => Err(InPlaceError::InPlaceOnlyRefused { changed }),
+    }
+}
+
+/// Splits a template change into its in-place-able part and the names of the fields that
+/// are not in-place-able (`spec.volumes`, `spec.containers[app].env`, ...).
+pub fn template_diff(
+    old: &PodTemplateSpec,
+    new: &PodTemplateSpec,
+) -> Result<(InPlaceUpdateSpec, Vec<String>), InPlaceError> {
+    let mut spec = InPlaceUpdateSpec::default();
+    let mut changed = BTreeSet::new();
+    let (old_meta, new_meta) = (
+        old.metadata.clone().unwrap_or_default(),
+        new.metadata.clone().unwrap_or_default(),
+    );
+    spec.labels = map_changes(old_meta.labels.as_ref(), new_meta.labels.as_ref());
+    spec.annotations = map_changes(old_meta.annotations.as_ref(), new_meta.annotations.as_ref());
+    let strip = |mut meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.labels = None;
+        meta.annotations = None;
+        serde_json::to_value(meta).map_err(InPlaceError::Compare)
+    };
+    diff_objects(
+        "metadata",
+        &strip(old_meta)?,
+        &strip(new_meta)?,
+        &mut changed,
+    );
+
+    let old_spec = serde_json::to_value(&old.spec).map_err(InPlaceError::Compare)?;
+    let new_spec = serde_json::to_value(&new.spec).map_err(InPlaceError::Compare)?;
+    match (old_spec.as_object(), new_spec.as_object()) {
+        (Some(o), Some(n)) => {
+            for key in o.keys().chain(n.keys()).collect::<BTreeSet<_>>() {
+                let (ov, nv) = (o.get(key), n.get(key));
+                if key == "containers" {
+                    diff_containers(ov, nv, &mut spec, &mut changed);
+                } else if ov != nv {
+                    changed.insert(format!("spec.{key}"));
+                }
+            }
+        }
+        _ if old_spec != new_spec => {
+            changed.insert("spec".to_owned());
+        }
+        _ => {}
+    }
+    Ok((spec, changed.into_iter().collect()))
+}
+
+fn map_changes(
+    old: Option<&BTreeMap<String, String>>,
+    new: Option<&BTreeMap<String, String>>,
+) -> MetadataChanges {
+    let (empty_old, empty_new) = (BTreeMap::new(), BTreeMap::new());
+    let (old, new) = (old.unwrap_or(&empty_old), new.unwrap_or(&empty_new));
+    let mut changes: MetadataChanges = new
+        .iter()
+        .filter(|(k, v)| old.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    changes.extend(
+        old.keys()
+            .filter(|k| !new.contains_key(*k))
+            .map(|k| (k.clone(), None)),
+    );
+    changes
+}
+
+fn diff_objects(prefix: &str, old: &Value, new: &Value, changed: &mut BTreeSet<String>) {
+    let (empty_old, empty_new) = (Map::new(), Map::new());
+    let o = old.as_object().unwrap_or(&empty_old);
+    let n = new.as_object().unwrap_or(&empty_new);
+    for key in o.keys().chain(n.keys()).collect::<BTreeSet<_>>() {
+        if o.get(key) != n.get(key) {
+            changed.insert(format!("{prefix}.{key}"));
+        }
+    }
+}
+
+/// Containers change in place only image by image: the same containers, in the same
+/// order (OpenKruise accepts only `replace` ops on `/spec/containers/N/image`).
+fn diff_containers(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    spec: &mut InPlaceUpdateSpec,
+    changed: &mut BTreeSet<String>,
+) {
+    let as_list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    let (old, new) = (as_list(old), as_list(new));
+    let name = |c: &Value| {
+        c.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    if old.len() != new.len() || old.iter().zip(&new).any(|(o, n)| name(o) != name(n)) {
+        changed.insert("spec.containers".to_owned());
+        return;
+    }
+    for (mut o, mut n) in old.into_iter().zip(new) {
+        let container = name(&n);
+        let old_image = o.as_object_mut().and_then(|m| m.remove("image"));
+        let new_image = n.as_object_mut().and_then(|m| m.remove("image"));
+        if old_image != new_image {
+            match new_image.as_ref().and_then(Value::as_str) {
+                Some(image) if old_image.is_some() => {
+                    spec.container_images
+                        .insert(container.clone(), image.to_owned());
+                }
+                _ => {
+                    changed.insert(format!("spec.containers[{container}].image"));
+                }
+            }
+        }
+        diff_objects(&format!("spec.containers[{container}]"), &o, &n, changed);
+    }
+}
+
+/// A patch to apply to the pod, as plain values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodPatch {
+    pub labels: MetadataChanges,
+    pub annotations: MetadataChanges,
+    /// Container name → new image.
+    pub container_images: BTreeMap<String, String>,
+}
+
+/// The first step of an in-place update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BeginUpdate {
+    /// Set `InPlaceUpdateReady=False` (reason StartInPlaceUpdate) through the pod's agent
+    /// before patching, so the pod leaves endpoints first; only when the gate is injected.
+    pub mark_not_ready: bool,
+    pub patch: PodPatch,
+    /// With a grace period the images wait: requeue after this many seconds.
+    pub requeue_after_seconds: Option<u64>,
+}
+
+/// Starts an in-place update to `revision` (OpenKruise `updatePodInPlace`): the revision
+/// label and the state annotation are written now; the images and metadata now too, or,
+/// with a grace period, recorded in the grace annotation for [`grace_step`].
+pub fn begin_update(
+    revision: &str,
+    spec: &InPlaceUpdateSpec,
+    pod: &Pod,
+    grace_seconds: i32,
+    now: Timestamp,
+) -> Result<BeginUpdate, InPlaceError> {
+    let mut state = InPlaceUpdateState {
+        revision: revision.to_owned(),
+        update_timestamp: Time(now),
+        last_container_statuses: BTreeMap::new(),
+        other: BTreeMap::new(),
+    };
+    let mut patch = PodPatch::default();
+    patch
+        .labels
+        .insert(REVISION_LABEL.to_owned(), Some(revision.to_owned()));
+    let requeue_after_seconds = if grace_seconds <= 0 {
+        apply_spec(spec, container_statuses(pod), &mut state, &mut patch);
+        patch.annotations.insert(GRACE_ANNOTATION.to_owned(), None);
+        None
+    } else {
+        let grace = GraceSpec {
+            revision: revision.to_owned(),
+            container_images: spec.container_images.clone(),
+            meta_data_patch: metadata_patch(spec),
+            grace_seconds,
+            other: BTreeMap::new(),
+        };
+        patch
+            .annotations
+            .insert(GRACE_ANNOTATION.to_owned(), Some(grace.to_annotation()?));
+        Some(u64::try_from(grace_seconds).unwrap_or(0))
+    };
+    patch
+        .annotations
+        .insert(STATE_ANNOTATION.to_owned(), Some(state.to_annotation()?));
+    Ok(BeginUpdate {
+        mark_not_ready: has_readiness_gate(pod),
+        patch,
+        requeue_after_seconds,
+    })
+}
+
+/// Records the running image IDs of the containers about to change and puts the new
+/// images and metadata into the patch (OpenKruise `defaultPatchUpdateSpecToPod`).
+fn apply_spec(
+    spec: &InPlaceUpdateSpec,
+    statuses: &[ContainerStatus],
+    state: &mut InPlaceUpdateState,
+    patch: &mut PodPatch,
+) {
+    for name in spec.container_images.keys() {
+        let image_id = statuses
+            .iter()
+            .find(|s| &s.name == name)
+            .map(|s| s.image_id.clone())
+            .unwrap_or_default();
+        state
+            .last_container_statuses
+            .insert(name.clone(), InPlaceUpdateContainerStatus { image_id });
+    }
+    patch.container_images.extend(spec.container_images.clone());
+    patch.labels.extend(spec.labels.clone());
+    patch.annotations.extend(spec.annotations.clone());
+}
+
+fn metadata_patch(spec: &InPlaceUpdateSpec) -> Option<String> {
+    if spec.labels.is_empty() && spec.annotations.is_empty() {
+        return None;
+    }
+    let body = json!({ "metadata": { "labels": spec.labels, "annotations": spec.annotations } });
+    Some(base64::engine::general_purpose::STANDARD.encode(body.to_string()))
+}
+
+fn metadata_from_patch(encoded: &str) -> (MetadataChanges, MetadataChanges) {
+    let parsed: Option<Value> = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let section = |key: &str| -> MetadataChanges {
+        parsed
+            .as_ref()
+            .and_then(|v| v.get("metadata")?.get(key)?.as_object().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.as_str().map(str::to_owned)))
+            .collect()
+    };
+    (section("labels"), section("annotations"))
+}
+
+fn container_statuses(pod: &Pod) -> &[ContainerStatus] {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default()
+}
+
+fn annotations(pod: &Pod) -> Option<&BTreeMap<String, String>> {
+    pod.metadata.annotations.as_ref()
+}
+
+/// The pod's template carries the `InPlaceUpdateReady` readiness gate.
+pub fn has_readiness_gate(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_some_and(|gates| {
+            gates
+                .iter()
+                .any(|g| g.condition_type == INPLACE_UPDATE_READY)
+        })
+}
+
+/// Where a pod's grace period stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GraceStep {
+    /// No grace annotation: nothing pending.
+    NotInGrace,
+    /// The pod's revision moved on since the grace started: drop the annotation and let the
+    /// normal update path start over.
+    Drop,
+    /// Still in the grace period.
+    Wait { requeue_after_seconds: u64 },
+    /// The grace period is over: patch the images now.
+    PatchNow(PodPatch),
+}
+
+/// OpenKruise `finishGracePeriod`, computed from the annotations at `now`.
+pub fn grace_step(pod: &Pod, now: Timestamp) -> Result<GraceStep, InPlaceError> {
+    let (Some(state_json), Some(grace_json)) = (
+        annotations(pod).and_then(|a| a.get(STATE_ANNOTATION)),
+        annotations(pod).and_then(|a| a.get(GRACE_ANNOTATION)),
+    ) else {
+        return Ok(GraceStep::NotInGrace);
+    };
+    let mut state = InPlaceUpdateState::parse(state_json)?;
+    let grace = GraceSpec::parse(grace_json)?;
+    let revision = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(REVISION_LABEL));
+    if revision != Some(&grace.revision) {
+        return Ok(GraceStep::Drop);
+    }
+    let elapsed = now.duration_since(state.update_timestamp.0);
+    let remaining = SignedDuration::from_secs(i64::from(grace.grace_seconds)) - elapsed;
+    if remaining > SignedDuration::ZERO {
+        // Round up so the requeue never lands just before the end.
+        let secs = remaining.as_secs() + i64::from(remaining.subsec_nanos() > 0);
+        return Ok(GraceStep::Wait {
+            requeue_after_seconds: u64::try_from(secs).unwrap_or(0),
+        });
+    }
+    let (labels, annotations) = grace
+        .meta_data_patch
+        .as_deref()
+        .map(metadata_from_patch)
+        .unwrap_or_default();
+    let spec = InPlaceUpdateSpec {
+        container_images: grace.container_images,
+        labels,
+        annotations,
+    };
+    let mut patch = PodPatch::default();
+    apply_spec(&spec, container_statuses(pod), &mut state, &mut patch);
+    patch.annotations.insert(GRACE_ANNOTATION.to_owned(), None);
+    patch
+        .annotations
+        .insert(STATE_ANNOTATION.to_owned(), Some(state.to_annotation()?));
+    Ok(GraceStep::PatchNow(patch))
+}
+
+#[path = "inplace_completion.rs"]
+mod completion;
+
+pub use completion::{Completion, RefreshStep, check_completion, plan_refresh};
+
+#[cfg(test)]
+#[path = "inplace_tests.rs"]
+mod tests;

@@ -1,0 +1,126 @@
+//! The annotations OpenKruise writes on a pod during an in-place update, byte-compatible
+//! with `apis/apps/pub/inplace_update.go` and `pkg/util/inplaceupdate` so pods updated by
+//! OpenKruise and by Stevedore can be taken over by either.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// Pod annotation holding [`InPlaceUpdateState`] as JSON.
+pub const STATE_ANNOTATION: &str = "apps.kruise.io/inplace-update-state";
+/// Pod annotation holding [`GraceSpec`] as JSON while the grace period runs.
+pub const GRACE_ANNOTATION: &str = "apps.kruise.io/inplace-update-grace";
+
+/// `InPlaceUpdateState`: the revision being rolled to, when the update started and the
+/// image IDs the changed containers ran before it, which the completion check compares.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InPlaceUpdateState {
+    pub revision: String,
+    pub update_timestamp: Time,
+    /// Not omitempty in Go: `{}` or `null` are both accepted on read.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub last_container_statuses: BTreeMap<String, InPlaceUpdateContainerStatus>,
+    /// Fields of newer OpenKruise versions (nextContainerImages, containerBatchesRecord, ...),
+    /// kept so a rewrite does not drop them.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// `InPlaceUpdateContainerStatus`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct InPlaceUpdateContainerStatus {
+    #[serde(rename = "imageID", default, skip_serializing_if = "String::is_empty")]
+    pub image_id: String,
+}
+
+/// `UpdateSpec` as stored in the grace annotation: what to patch once the grace period ends.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GraceSpec {
+    pub revision: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub container_images: BTreeMap<String, String>,
+    /// Go `[]byte`, so base64 of a JSON merge patch of the pod's labels and annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta_data_patch: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub grace_seconds: i32,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+fn is_zero(value: &i32) -> bool {
+    *value == 0
+}
+
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Why an annotation could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AnnotationError {
+    #[error("pod annotation {key} is not valid JSON for its type: {source}")]
+    Malformed {
+        key: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("could not encode pod annotation {key}: {source}")]
+    Encode {
+        key: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl InPlaceUpdateState {
+    pub fn parse(value: &str) -> Result<Self, AnnotationError> {
+        serde_json::from_str(value).map_err(|source| AnnotationError::Malformed {
+            key: STATE_ANNOTATION,
+            source,
+        })
+    }
+
+    pub fn to_annotation(&self) -> Result<String, AnnotationError> {
+        serde_json::to_string(self).map_err(|source| AnnotationError::Encode {
+            key: STATE_ANNOTATION,
+            source,
+        })
+    }
+
+    /// Newer OpenKruise splits an update into batches; a pod with a batch still queued is
+    /// not done even if the first batch is.
+    pub fn has_next_batch(&self) -> bool {
+        ["nextContainerImages", "nextContainerResources"]
+            .iter()
+            .any(|key| {
+                self.other
+                    .get(*key)
+                    .is_some_and(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+            })
+    }
+}
+
+impl GraceSpec {
+    pub fn parse(value: &str) -> Result<Self, AnnotationError> {
+        serde_json::from_str(value).map_err(|source| AnnotationError::Malformed {
+            key: GRACE_ANNOTATION,
+            source,
+        })
+    }
+
+    pub fn to_annotation(&self) -> Result<String, AnnotationError> {
+        serde_json::to_string(self).map_err(|source| AnnotationError::Encode {
+            key: GRACE_ANNOTATION,
+            source,
+        })
+    }
+}
