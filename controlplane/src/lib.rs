@@ -4,3 +4,4 @@
 pub mod api;
 pub mod config;
 pub mod telemetry;
+pub mod workload;

@@ -1,0 +1,4 @@
+//! Machinery shared by every workload kind, as pure planners: observed state in, decisions
+//! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
+
+pub mod revision;
