@@ -2,3 +2,4 @@
 //! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
 
 pub mod revision;
+pub mod rollout;
