@@ -1,5 +1,6 @@
 //! Machinery shared by every workload kind, as pure planners: observed state in, decisions
 //! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
 
+pub mod ordering;
 pub mod revision;
 pub mod rollout;
