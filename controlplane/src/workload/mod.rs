@@ -1,6 +1,9 @@
-//! Shared workload machinery: pure planners that every workload reconciler reuses.
-//! Each planner takes observed facts and returns plain action values; none does I/O.
+//! Machinery shared by every workload kind, as pure planners: observed state in, decisions
+//! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
 
 pub mod deletion;
 pub mod inplace;
 pub mod lifecycle;
+pub mod ordering;
+pub mod revision;
+pub mod rollout;

@@ -1,0 +1,476 @@
+//! Rollout arithmetic: int-or-percent fields scaled the Kubernetes way, CloneSet partition,
+//! and OpenKruise's `calculateDiffsWithExpectation` — how many pods to create, delete and
+//! update in this reconcile — as one pure function over counted pods.
+//!
+//! The numbers decide what the controller may do *now*; the reconciler then picks which
+//! pods (see `ordering`) and acts. Keeping them apart is what lets dozens of cases below be
+//! checked without a cluster.
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::api::cloneset::{CloneSetSpec, DEFAULT_MAX_UNAVAILABLE};
+
+#[cfg(test)]
+#[path = "rollout_tests.rs"]
+mod tests;
+
+/// Field path of `updateStrategy.partition`, named in errors.
+pub const PARTITION_FIELD: &str = "spec.updateStrategy.partition";
+/// Field path of `updateStrategy.maxUnavailable`.
+pub const MAX_UNAVAILABLE_FIELD: &str = "spec.updateStrategy.maxUnavailable";
+/// Field path of `updateStrategy.maxSurge`.
+pub const MAX_SURGE_FIELD: &str = "spec.updateStrategy.maxSurge";
+/// Field path of `scaleStrategy.maxUnavailable`.
+pub const SCALE_MAX_UNAVAILABLE_FIELD: &str = "spec.scaleStrategy.maxUnavailable";
+
+/// A bad int-or-percent value, naming the field so the message is actionable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IntOrPercentError {
+    /// A string that does not end in `%` (Kubernetes accepts strings only as percentages).
+    #[error("{field}: {value:?} is not a percentage; use an integer or a string like \"20%\"")]
+    NotAPercentage {
+        /// The field path.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+    },
+    /// A percentage whose number does not parse.
+    #[error("{field}: {value:?} is not a valid percentage")]
+    InvalidNumber {
+        /// The field path.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+    },
+    /// Below zero.
+    #[error("{field}: {value} must not be negative")]
+    Negative {
+        /// The field path.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+    },
+    /// A percentage above 100% where the field is a share of the replicas.
+    #[error("{field}: {value} must be at most 100%")]
+    AboveHundredPercent {
+        /// The field path.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+    },
+    /// The scaled value does not fit in an i32.
+    #[error("{field}: {value} of {total} replicas is out of range")]
+    OutOfRange {
+        /// The field path.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+        /// The total it was scaled against.
+        total: i32,
+    },
+}
+
+/// `intstr.GetScaledValueFromIntOrPercent`: an integer as is; `"N%"` of `total`, rounded up
+/// or down. Like Kubernetes it accepts negative values and percentages above 100%; use
+/// [`scaled_share`] for fields where those are invalid.
+pub fn scaled_value(
+    field: &'static str,
+    value: &IntOrString,
+    total: i32,
+    round_up: bool,
+) -> Result<i32, IntOrPercentError> {
+    let percent = match value {
+        IntOrString::Int(int) => return Ok(*int),
+        IntOrString::String(text) => parse_percent(field, text)?,
+    };
+    let product = i64::from(percent) * i64::from(total);
+    // Integer floor/ceil equal Go's math.Floor/Ceil of product/100 for every i32 input.
+    let scaled = if round_up {
+        -(-product).div_euclid(100)
+    } else {
+        product.div_euclid(100)
+    };
+    i32::try_from(scaled).map_err(|_| IntOrPercentError::OutOfRange {
+        field,
+        value: describe(value),
+        total,
+    })
+}
+
+/// [`scaled_value`] for a share of the replicas (partition, maxUnavailable, maxSurge): also
+/// refuses negative values and percentages above 100%, which admission should have caught.
+pub fn scaled_share(
+    field: &'static str,
+    value: &IntOrString,
+    total: i32,
+    round_up: bool,
+) -> Result<i32, IntOrPercentError> {
+    match value {
+        IntOrString::Int(int) if *int < 0 => Err(IntOrPercentError::Negative {
+            field,
+            value: int.to_string(),
+        }),
+        IntOrString::String(text) => {
+            let percent = parse_percent(field, text)?;
+            if percent < 0 {
+                Err(IntOrPercentError::Negative {
+                    field,
+                    value: text.clone(),
+                })
+            } else if percent > 100 {
+                Err(IntOrPercentError::AboveHundredPercent {
+                    field,
+                    value: text.clone(),
+                })
+            } else {
+                scaled_value(field, value, total, round_up)
+            }
+        }
+        IntOrString::Int(_) => scaled_value(field, value, total, round_up),
+    }
+}
+
+fn parse_percent(field: &'static str, text: &str) -> Result<i32, IntOrPercentError> {
+    let Some(number) = text.strip_suffix('%') else {
+        return Err(IntOrPercentError::NotAPercentage {
+            field,
+            value: text.to_owned(),
+        });
+    };
+    number
+        .parse::<i32>()
+        .map_err(|_| IntOrPercentError::InvalidNumber {
+            field,
+            value: text.to_owned(),
+        })
+}
+
+fn describe(value: &IntOrString) -> String {
+    match value {
+        IntOrString::Int(int) => int.to_string(),
+        IntOrString::String(text) => text.clone(),
+    }
+}
+
+/// OpenKruise's `CalculatePartitionReplicas`: how many pods stay on the current revision.
+/// A percentage is rounded up (so any non-zero percentage keeps at least one old pod), but
+/// a percentage below 100% with more than one replica still updates at least one pod; the
+/// result is clamped to `[0, replicas]`.
+pub fn partition_replicas(
+    partition: Option<&IntOrString>,
+    replicas: i32,
+) -> Result<i32, IntOrPercentError> {
+    let Some(partition) = partition else {
+        return Ok(0);
+    };
+    let mut kept = scaled_share(PARTITION_FIELD, partition, replicas, true)?;
+    if let IntOrString::String(text) = partition
+        && replicas > 1
+        && kept == replicas
+        && text != "100%"
+    {
+        kept = replicas - 1;
+    }
+    Ok(kept.clamp(0, replicas.max(0)))
+}
+
+/// What the diff calculation needs to know about one active pod of the set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RolloutPod {
+    /// On the update revision (OpenKruise's `isPodUpdate`; with the PreparingUpdateAsUpdate
+    /// gate a pod in PreparingUpdate counts as updated when scaling — the caller decides).
+    pub updated: bool,
+    /// Available: lifecycle state Normal (or none), ready, in-place update done, and ready
+    /// for `minReadySeconds`.
+    pub available: bool,
+    /// In lifecycle state PreparingDelete: already on its way out, counted unavailable.
+    pub preparing_delete: bool,
+    /// Marked `apps.kruise.io/specified-delete` or named in `scaleStrategy.podsToDelete`.
+    pub specified_delete: bool,
+    /// Has a deletionTimestamp. OpenKruise passes only active pods to this calculation, so
+    /// terminating pods are ignored here rather than trusted to the caller's filtering.
+    pub terminating: bool,
+}
+
+/// The CloneSet settings the calculation depends on, decoupled from the API type so tests
+/// and other workloads can fill it directly.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RolloutParams {
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// `updateStrategy.partition` (None: 0).
+    pub partition: Option<IntOrString>,
+    /// `updateStrategy.maxUnavailable` (None: 20%).
+    pub max_unavailable: Option<IntOrString>,
+    /// `updateStrategy.maxSurge` (None: 0).
+    pub max_surge: Option<IntOrString>,
+    /// `scaleStrategy.maxUnavailable` (None: unlimited).
+    pub scale_max_unavailable: Option<IntOrString>,
+    /// `updateStrategy.paused`: no surge while paused.
+    pub paused: bool,
+    /// `status.currentRevision == status.updateRevision`: pods can only move forward.
+    pub revisions_consistent: bool,
+    /// The CloneSetPartitionRollback gate: raising the partition rolls pods back.
+    pub partition_rollback: bool,
+    /// Count scale without pods in PreparingDelete (`scaleStrategy.excludePreparingDelete`).
+    pub exclude_preparing_delete: bool,
+}
+
+impl RolloutParams {
+    /// Parameters from a CloneSet spec and its current/update revision names.
+    pub fn from_spec(spec: &CloneSetSpec, current_revision: &str, update_revision: &str) -> Self {
+        let update = &spec.update_strategy;
+        Self {
+            replicas: spec.desired_replicas(),
+            partition: update.partition.clone(),
+            max_unavailable: update.max_unavailable.clone(),
+            max_surge: update.max_surge.clone(),
+            scale_max_unavailable: spec.scale_strategy.max_unavailable.clone(),
+            paused: update.paused,
+            revisions_consistent: current_revision == update_revision,
+            partition_rollback: false,
+            exclude_preparing_delete: false,
+        }
+    }
+}
+
+/// OpenKruise's `expectationDiffs`: what this reconcile may do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RolloutDiffs {
+    /// Pods to create.
+    pub scale_up: i32,
+    /// Of those, how many should be on the current (old) revision; may exceed `scale_up`.
+    pub scale_up_old_revision: i32,
+    /// Pods to delete, beyond those already specified for deletion.
+    pub scale_down: i32,
+    /// Of those, how many should be old-revision pods; may exceed `scale_down`.
+    pub scale_down_old_revision: i32,
+    /// Most pods to create now, capped by `scaleStrategy.maxUnavailable`.
+    pub scale_up_limit: i32,
+    /// Most ready pods that may be deleted now, capped by `updateStrategy.maxUnavailable`.
+    pub delete_ready_limit: i32,
+    /// Pods temporarily above `replicas` (maxSurge in use).
+    pub use_surge: i32,
+    /// The part of `use_surge` that is old-revision pods.
+    pub use_surge_old_revision: i32,
+    /// Positive: pods to move to the update revision; negative: pods to roll back.
+    pub update: i32,
+    /// Most pods that may be unavailable while updating.
+    pub update_max_unavailable: i32,
+}
+
+#[derive(Default)]
+struct Counts {
+    total: i64,
+    new: i64,
+    new_active: i64,
+    old: i64,
+    old_active: i64,
+    unavailable: i64,
+    to_delete_new: i64,
+    to_delete_old: i64,
+    preparing_delete_new: i64,
+    preparing_delete_old: i64,
+}
+
+fn count(pods: &[RolloutPod]) -> Counts {
+    let mut c = Counts::default();
+    for pod in pods.iter().filter(|pod| !pod.terminating) {
+        c.total += 1;
+        let (all, active, to_delete, preparing) = if pod.updated {
+            (
+                &mut c.new,
+                &mut c.new_active,
+                &mut c.to_delete_new,
+                &mut c.preparing_delete_new,
+            )
+        } else {
+            (
+                &mut c.old,
+                &mut c.old_active,
+                &mut c.to_delete_old,
+                &mut c.preparing_delete_old,
+            )
+        };
+        *all += 1;
+        if pod.preparing_delete {
+            *preparing += 1;
+        } else {
+            *active += 1;
+            if pod.specified_delete {
+                *to_delete += 1;
+            } else if !pod.available {
+                c.unavailable += 1;
+            }
+        }
+    }
+    c
+}
+
+/// `calculateDiffsWithExpectation`: pods to create, delete and update now.
+///
+/// * partition pods stay old; `update` is how far the old/new split is from that target;
+/// * maxSurge (rounded up; 0 while paused) lets extra pods exist, used either to replace
+///   specified-delete pods without going below maxUnavailable or to update by creating
+///   first — never both in one reconcile;
+/// * maxUnavailable (rounded up, or down when surge is on, as Deployments do) limits how
+///   many ready pods may be deleted and how many may be unavailable while updating; pods
+///   already unavailable or in PreparingDelete use up that budget;
+/// * `scaleStrategy.maxUnavailable` caps creations while too many pods are unavailable.
+pub fn calculate_diffs(
+    params: &RolloutParams,
+    pods: &[RolloutPod],
+) -> Result<RolloutDiffs, IntOrPercentError> {
+    let replicas = i64::from(params.replicas);
+    let partition = i64::from(partition_replicas(
+        params.partition.as_ref(),
+        params.replicas,
+    )?);
+    let max_surge = match (&params.max_surge, params.paused) {
+        (Some(surge), false) => {
+            i64::from(scaled_share(MAX_SURGE_FIELD, surge, params.replicas, true)?)
+        }
+        _ => 0,
+    };
+    let default_unavailable = IntOrString::String(DEFAULT_MAX_UNAVAILABLE.to_owned());
+    let max_unavailable = i64::from(scaled_share(
+        MAX_UNAVAILABLE_FIELD,
+        params
+            .max_unavailable
+            .as_ref()
+            .unwrap_or(&default_unavailable),
+        params.replicas,
+        max_surge == 0,
+    )?);
+    let scale_max_unavailable = match &params.scale_max_unavailable {
+        Some(value) => i64::from(scaled_share(
+            SCALE_MAX_UNAVAILABLE_FIELD,
+            value,
+            params.replicas,
+            true,
+        )?),
+        None => i64::from(i32::MAX),
+    };
+
+    let c = count(pods);
+    let mut update_old_diff = c.old_active - partition;
+    let mut update_new_diff = c.new_active - (replicas - partition);
+    let total_unavailable = c.preparing_delete_new + c.preparing_delete_old + c.unavailable;
+    if params.revisions_consistent || !params.partition_rollback {
+        update_old_diff = update_old_diff.max(0);
+        update_new_diff = update_new_diff.min(0);
+    }
+
+    let mut res = Diffs64::default();
+    if max_surge > 0 {
+        let to_delete = c.to_delete_new + c.to_delete_old;
+        let (mut scale_surge, mut scale_old_surge) = (0, 0);
+        if to_delete > 0 {
+            scale_surge = (total_unavailable + to_delete - max_unavailable)
+                .max(0)
+                .min(to_delete);
+            if scale_surge > c.to_delete_new {
+                scale_old_surge = scale_surge - c.to_delete_new;
+            }
+        }
+        let (mut update_surge, mut update_old_surge) = (0, 0);
+        if opposite_signs(update_old_diff, update_new_diff) {
+            if update_old_diff.abs() <= update_new_diff.abs() {
+                update_surge = update_old_diff.abs();
+                if update_old_diff < 0 {
+                    update_old_surge = update_surge;
+                }
+            } else {
+                update_surge = update_new_diff.abs();
+                if update_new_diff > 0 {
+                    update_old_surge = update_surge;
+                }
+            }
+        }
+        // The controller never scales and updates in the same reconcile, so only one of
+        // the two reasons gets the surge.
+        let (surge, old_surge) = if scale_surge >= update_surge {
+            (scale_surge, scale_old_surge)
+        } else {
+            (update_surge, update_old_surge)
+        };
+        res.use_surge = max_surge.min(surge);
+        res.use_surge_old_revision = res.use_surge.min(old_surge);
+    }
+
+    let (current_total, current_old) = if params.exclude_preparing_delete {
+        (
+            c.total - c.preparing_delete_old - c.preparing_delete_new,
+            c.old - c.preparing_delete_old,
+        )
+    } else {
+        (c.total, c.old)
+    };
+    let expected_total = replicas + res.use_surge;
+    let expected_old = partition + res.use_surge_old_revision;
+
+    let up = expected_total - current_total;
+    if up > 0 {
+        res.scale_up = up;
+        res.scale_up_old_revision = (expected_old - current_old).max(0);
+        res.scale_up_limit = up.min((scale_max_unavailable - total_unavailable).max(0));
+    }
+    let down = current_total - c.to_delete_old - c.to_delete_new - expected_total;
+    if down > 0 {
+        res.scale_down = down;
+        res.scale_down_old_revision = (current_old - c.to_delete_old - expected_old).max(0);
+    }
+    if c.to_delete_new > 0 || c.to_delete_old > 0 || res.scale_down > 0 {
+        res.delete_ready_limit =
+            (max_unavailable + (c.total - replicas) - total_unavailable).max(0);
+    }
+    res.update = if update_old_diff.abs() <= update_new_diff.abs() {
+        update_old_diff
+    } else {
+        -update_new_diff
+    };
+    if res.update != 0 {
+        res.update_max_unavailable = max_unavailable + c.total - replicas;
+    }
+    Ok(res.narrow())
+}
+
+fn opposite_signs(a: i64, b: i64) -> bool {
+    (a > 0 && b < 0) || (a < 0 && b > 0)
+}
+
+/// The diffs while computing, in i64 so that `replicas + surge` and an unlimited
+/// scale maxUnavailable cannot overflow.
+#[derive(Default)]
+struct Diffs64 {
+    scale_up: i64,
+    scale_up_old_revision: i64,
+    scale_down: i64,
+    scale_down_old_revision: i64,
+    scale_up_limit: i64,
+    delete_ready_limit: i64,
+    use_surge: i64,
+    use_surge_old_revision: i64,
+    update: i64,
+    update_max_unavailable: i64,
+}
+
+impl Diffs64 {
+    fn narrow(self) -> RolloutDiffs {
+        let n = |v: i64| {
+            i32::try_from(v.clamp(i64::from(i32::MIN), i64::from(i32::MAX))).unwrap_or_default()
+        };
+        RolloutDiffs {
+            scale_up: n(self.scale_up),
+            scale_up_old_revision: n(self.scale_up_old_revision),
+            scale_down: n(self.scale_down),
+            scale_down_old_revision: n(self.scale_down_old_revision),
+            scale_up_limit: n(self.scale_up_limit),
+            delete_ready_limit: n(self.delete_ready_limit),
+            use_surge: n(self.use_surge),
+            use_surge_old_revision: n(self.use_surge_old_revision),
+            update: n(self.update),
+            update_max_unavailable: n(self.update_max_unavailable),
+        }
+    }
+}
