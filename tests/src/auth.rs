@@ -62,3 +62,32 @@ pub async fn unbind(ctx: &TestContext, binding: &str) {
     let bindings = Api::<ClusterRoleBinding>::all(ctx.client.clone());
     let _ = bindings.delete(binding, &DeleteParams::default()).await;
 }
+
+/// `GetNodeInfo` with `token`, retried until RBAC sees a freshly created binding (the
+/// authorizer's cache may lag a moment behind it).
+pub async fn node_info_once_allowed(
+    channel: tonic::transport::Channel,
+    token: &str,
+) -> Result<stevedore_proto::stevedore::agent::v1::GetNodeInfoResponse> {
+    use stevedore_proto::stevedore::agent::v1::{
+        GetNodeInfoRequest, node_service_client::NodeServiceClient,
+    };
+    let nodes = NodeServiceClient::new(channel);
+    crate::poll_until(
+        "the caller allowed",
+        std::time::Duration::from_secs(60),
+        || {
+            let mut nodes = nodes.clone();
+            async move {
+                match nodes
+                    .get_node_info(with_token(GetNodeInfoRequest {}, token)?)
+                    .await
+                {
+                    Ok(info) => Ok(Some(info.into_inner())),
+                    Err(status) => anyhow::bail!("{status:?}"),
+                }
+            }
+        },
+    )
+    .await
+}

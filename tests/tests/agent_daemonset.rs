@@ -15,7 +15,9 @@ use stevedore_proto::stevedore::agent::v1::{
     ConditionStatus, GetNodeInfoRequest, PodRef, SetPodConditionRequest,
     node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
 };
-use stevedore_tests::auth::{bind_cluster_role, token_for, unbind, with_token};
+use stevedore_tests::auth::{
+    bind_cluster_role, node_info_once_allowed, token_for, unbind, with_token,
+};
 use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
@@ -68,20 +70,7 @@ async fn deployed_agent_serves_tls_and_authorizes_callers() -> Result<()> {
 
         let token = token_for(&ctx, "operator").await?;
         let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
-        let info = poll_until("the operator allowed", Duration::from_secs(60), || {
-            let mut nodes = nodes.clone();
-            let token = token.clone();
-            async move {
-                match nodes
-                    .get_node_info(with_token(GetNodeInfoRequest {}, &token)?)
-                    .await
-                {
-                    Ok(info) => Ok(Some(info.into_inner())),
-                    Err(status) => bail!("{status:?}"),
-                }
-            }
-        })
-        .await;
+        let info = node_info_once_allowed(agent_channel(ctx.cluster).await?, &token).await;
         unbind(&ctx, &binding).await;
         let info = info?;
         ensure!(info.node_name == ctx.cluster.node_name, "{info:?}");

@@ -24,7 +24,7 @@ use stevedore_proto::stevedore::agent::v1::{
     SetPodConditionRequest, WatchRestartRequest, container_service_client::ContainerServiceClient,
     node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
 };
-use stevedore_tests::auth::{token_for, with_token};
+use stevedore_tests::auth::{node_info_once_allowed, token_for, with_token};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
@@ -463,20 +463,7 @@ async fn tcp_calls_need_a_token_with_permission() -> Result<()> {
             ensure!(err.code() == tonic::Code::PermissionDenied, "{err:?}");
 
             // RBAC may take a moment to see the new binding.
-            let info = poll_until("the operator allowed", Duration::from_secs(60), || {
-                let mut client = client.clone();
-                let operator = operator.clone();
-                async move {
-                    match client
-                        .get_node_info(with_token(GetNodeInfoRequest {}, &operator)?)
-                        .await
-                    {
-                        Ok(info) => Ok(Some(info.into_inner())),
-                        Err(status) => bail!("{status:?}"),
-                    }
-                }
-            })
-            .await?;
+            let info = node_info_once_allowed(agent.tcp_channel().await?, &operator).await?;
             ensure!(info.node_name == ctx.cluster.node_name, "{info:?}");
             ensure!(info.containerd_version.starts_with("1.6"), "{info:?}");
             ensure!(info.snapshotter == "overlayfs", "{info:?}");
