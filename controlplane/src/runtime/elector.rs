@@ -269,3 +269,7 @@ impl Elector {
 fn observed_acquire_time(lease: Option<&Lease>) -> Option<Timestamp> {
     lease?.spec.as_ref()?.acquire_time.as_ref().map(|t| t.0)
 }
+
+#[cfg(test)]
+#[path = "elector_tests.rs"]
+mod tests;
