@@ -3,5 +3,6 @@
 
 pub mod api;
 pub mod config;
+pub mod runtime;
 pub mod telemetry;
 pub mod workload;

@@ -1,25 +1,12 @@
-use anyhow::Context as _;
 use clap::Parser as _;
-use stevedore_controlplane::{config::Args, telemetry};
+use stevedore_controlplane::{config::Args, runtime, telemetry};
 
+/// Parses the CLI, sets up logging and hands over to the runtime, which runs until
+/// SIGTERM/SIGINT and then releases the leader Lease.
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     telemetry::init(args.log_format)?;
-
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API")?;
-    let version = client
-        .apiserver_version()
-        .await
-        .context("reading the apiserver version")?;
-    tracing::info!(
-        version = %version.git_version,
-        platform = %version.platform,
-        namespace = %args.namespace,
-        identity = %args.identity(),
-        "connected to the Kubernetes API"
-    );
-    anyhow::bail!("no reconcilers are implemented yet")
+    runtime::run(args).await?;
+    Ok(())
 }

@@ -1,0 +1,165 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, as a pure decision: what the
+//! elector observed (the Lease or its absence, the time, its own last renewal) in, what to
+//! do next out. The loop in `elector.rs` only carries the decision out, so every rule —
+//! take over an expired lease, wait for a fresh one, give up past the renew deadline — is
+//! table-tested here without an apiserver.
+//!
+//! Expiry is judged from the Lease's own `renewTime` + `leaseDurationSeconds`, so replicas'
+//! clocks must agree to within `lease_duration - renew_deadline` (5 s by default), the
+//! same assumption every renewTime-based elector makes.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::LeaseSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+
+/// How long a lease lasts, how long a leader keeps trying to renew, how often to try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// How long a lease stays valid after its last renewal; others wait this long.
+    pub lease_duration: Duration,
+    /// A leader that has not renewed for this long stops acting; shorter than the lease
+    /// so it stops before anyone else may take over.
+    pub renew_deadline: Duration,
+    /// Pause between attempts to acquire or renew.
+    pub retry_period: Duration,
+}
+
+impl Default for Timings {
+    /// client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry.
+    fn default() -> Self {
+        Self {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The parts of a Lease the decision reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// Current holder; `None` (or empty) when the lease was released.
+    pub holder: Option<String>,
+    pub renew_time: Option<Timestamp>,
+    pub lease_duration: Duration,
+    pub transitions: i32,
+}
+
+impl LeaseRecord {
+    /// Reads a Lease spec; a missing duration counts as zero, i.e. already expired.
+    pub fn from_spec(spec: Option<&LeaseSpec>) -> Self {
+        let spec = spec.cloned().unwrap_or_default();
+        Self {
+            holder: spec.holder_identity.filter(|h| !h.is_empty()),
+            renew_time: spec.renew_time.map(|t| t.0),
+            lease_duration: Duration::from_secs(
+                u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
+            ),
+            transitions: spec.lease_transitions.unwrap_or(0),
+        }
+    }
+
+    /// Whether the holder's claim has lapsed at `now`.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        match self.renew_time {
+            Some(renewed) => elapsed(renewed, now) >= self.lease_duration,
+            None => true,
+        }
+    }
+}
+
+/// What the elector should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// No Lease exists: create it with me as holder.
+    Create,
+    /// The lease is free or expired: take it over, counting one more transition.
+    Acquire { transitions: i32 },
+    /// I hold it: renew it.
+    Renew,
+    /// Someone else holds a fresh lease: retry later.
+    Wait,
+    /// I was leading but no longer am (another holder, or the renew deadline passed):
+    /// stop acting at once.
+    Lost,
+}
+
+/// Decides the next step from the observed Lease (`None` when it does not exist), the
+/// current time, my identity, and when I last renewed successfully (`None` when I am not
+/// leading).
+pub fn decide(
+    observed: Option<&LeaseRecord>,
+    now: Timestamp,
+    me: &str,
+    my_last_renew: Option<Timestamp>,
+    timings: &Timings,
+) -> Decision {
+    if let Some(renewed) = my_last_renew
+        && renew_deadline_passed(renewed, now, timings)
+    {
+        return Decision::Lost;
+    }
+    let Some(record) = observed else {
+        return Decision::Create;
+    };
+    // An empty holder is how client-go releases a lease; treat it like none.
+    match record.holder.as_deref().filter(|h| !h.is_empty()) {
+        Some(holder) if holder == me => Decision::Renew,
+        Some(_) if my_last_renew.is_some() => Decision::Lost,
+        Some(_) if !record.expired(now) => Decision::Wait,
+        _ => Decision::Acquire {
+            transitions: record.transitions.saturating_add(1),
+        },
+    }
+}
+
+/// Whether a leader that last renewed at `renewed` must stop acting at `now`.
+pub fn renew_deadline_passed(renewed: Timestamp, now: Timestamp, timings: &Timings) -> bool {
+    elapsed(renewed, now) >= timings.renew_deadline
+}
+
+/// The Lease spec written when `me` acquires or renews at `now`.
+pub fn held_spec(
+    me: &str,
+    now: Timestamp,
+    acquired: Timestamp,
+    transitions: i32,
+    timings: &Timings,
+) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: Some(me.to_owned()),
+        acquire_time: Some(MicroTime(acquired)),
+        renew_time: Some(MicroTime(now)),
+        lease_duration_seconds: Some(duration_seconds(timings.lease_duration)),
+        lease_transitions: Some(transitions),
+        ..LeaseSpec::default()
+    }
+}
+
+/// The Lease spec written on graceful shutdown: no holder and a 1 s duration so a standby
+/// takes over at its next retry, as client-go's `ReleaseOnCancel` does.
+pub fn released_spec(previous: &LeaseSpec, now: Timestamp) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: None,
+        renew_time: Some(MicroTime(now)),
+        lease_duration_seconds: Some(1),
+        ..previous.clone()
+    }
+}
+
+/// Time from `from` to `to`; zero when the clock went backwards.
+fn elapsed(from: Timestamp, to: Timestamp) -> Duration {
+    Duration::try_from(to.duration_since(from)).unwrap_or(Duration::ZERO)
+}
+
+/// Whole seconds, rounded up and at least 1, as `leaseDurationSeconds` needs.
+fn duration_seconds(duration: Duration) -> i32 {
+    let secs = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+#[path = "leader_tests.rs"]
+mod tests;

@@ -1,0 +1,178 @@
+//! The control plane's runtime: shared caches, the admin endpoint and leader election,
+//! started together by `run` and stopped together by one `CancellationToken`.
+
+pub mod admin;
+pub mod elector;
+pub mod leader;
+pub mod metrics;
+pub mod stores;
+
+use std::net::SocketAddr;
+
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Args;
+use admin::AdminState;
+use elector::Elector;
+use leader::Timings;
+use metrics::Metrics;
+use stores::Stores;
+
+/// Why the runtime could not start.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    #[error("connecting to the Kubernetes API: {0}")]
+    Client(#[source] kube::Error),
+    #[error("binding the admin endpoint on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("installing the signal handler: {0}")]
+    Signal(#[source] std::io::Error),
+}
+
+/// Runs the control plane until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn run(args: Args) -> Result<(), RuntimeError> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(RuntimeError::Client)?;
+    let shutdown = CancellationToken::new();
+    let signals = shutdown_on_signal(shutdown.clone())?;
+    let identity = args.identity();
+    let running = Runtime::start(
+        client,
+        RuntimeConfig {
+            namespace: args.namespace,
+            lease_name: args.lease_name,
+            identity,
+            admin_addr: args.admin_addr,
+            timings: Timings::default(),
+        },
+        shutdown.clone(),
+    )
+    .await?;
+    tracing::warn!(
+        "no workload reconcilers are implemented yet: this replica only watches, serves /readyz and /metrics, and takes part in leader election"
+    );
+    running.wait().await;
+    signals.abort();
+    Ok(())
+}
+
+/// What `Runtime::start` needs, separate from `Args` so tests can pick the timings and an
+/// ephemeral port.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub namespace: String,
+    pub lease_name: String,
+    pub identity: String,
+    pub admin_addr: SocketAddr,
+    pub timings: Timings,
+}
+
+/// The started runtime pieces.
+pub struct Runtime {
+    pub stores: Stores,
+    pub metrics: Metrics,
+    pub admin_addr: SocketAddr,
+    pub leadership: tokio::sync::watch::Receiver<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl Runtime {
+    /// Starts the stores, the admin endpoint and leader election; all stop on `shutdown`.
+    pub async fn start(
+        client: kube::Client,
+        config: RuntimeConfig,
+        shutdown: CancellationToken,
+    ) -> Result<Self, RuntimeError> {
+        let mut tasks = JoinSet::new();
+        let metrics = Metrics::new();
+        let stores = Stores::start(&client, &mut tasks, &shutdown);
+
+        let listener = TcpListener::bind(config.admin_addr)
+            .await
+            .map_err(|source| RuntimeError::Bind {
+                addr: config.admin_addr,
+                source,
+            })?;
+        let admin_addr = listener.local_addr().map_err(|source| RuntimeError::Bind {
+            addr: config.admin_addr,
+            source,
+        })?;
+        let state = AdminState {
+            metrics: metrics.clone(),
+            sync: stores.sync.clone(),
+        };
+        tasks.spawn(admin_task(listener, state, shutdown.clone()));
+        tracing::info!(%admin_addr, "admin endpoint listening");
+
+        let elector = Elector::new(
+            client,
+            &config.namespace,
+            &config.lease_name,
+            &config.identity,
+            config.timings,
+        );
+        let leadership = elector.leadership();
+        tasks.spawn(elector.run(shutdown.clone()));
+        tasks.spawn(export_leadership(leadership.clone(), metrics.clone()));
+
+        Ok(Self {
+            stores,
+            metrics,
+            admin_addr,
+            leadership,
+            tasks,
+        })
+    }
+
+    /// Waits for every task to finish (they finish on shutdown; the Lease is released
+    /// before this returns).
+    pub async fn wait(mut self) {
+        while let Some(result) = self.tasks.join_next().await {
+            if let Err(err) = result {
+                tracing::error!(error = %err, "runtime task failed");
+            }
+        }
+    }
+}
+
+async fn admin_task(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
+    if let Err(err) = admin::serve(listener, state, shutdown).await {
+        tracing::error!(error = %err, "admin endpoint failed");
+    }
+}
+
+/// Mirrors leadership into the `leader` gauge; ends when the elector is gone.
+async fn export_leadership(mut leadership: tokio::sync::watch::Receiver<bool>, metrics: Metrics) {
+    loop {
+        metrics.set_leader(*leadership.borrow_and_update());
+        if leadership.changed().await.is_err() {
+            metrics.set_leader(false);
+            return;
+        }
+    }
+}
+
+/// Cancels `shutdown` on the first SIGTERM or SIGINT.
+fn shutdown_on_signal(
+    shutdown: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, RuntimeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(RuntimeError::Signal)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(RuntimeError::Signal)?;
+    Ok(tokio::spawn(async move {
+        let which = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(signal = which, "shutting down");
+        shutdown.cancel();
+    }))
+}
