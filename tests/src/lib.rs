@@ -8,6 +8,7 @@ pub mod auth;
 pub mod cluster;
 pub mod diagnostics;
 pub mod namespace;
+pub mod pods;
 pub mod wait;
 
 pub use cluster::{ClusterInfo, cluster};

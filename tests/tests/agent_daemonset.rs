@@ -18,6 +18,7 @@ use stevedore_proto::stevedore::agent::v1::{
 use stevedore_tests::auth::{
     bind_cluster_role, node_info_once_allowed, token_for, unbind, with_token,
 };
+use stevedore_tests::pods::{condition, is_ready};
 use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
@@ -35,12 +36,7 @@ async fn agent_pod(client: &kube::Client, cluster: &ClusterInfo) -> Result<Pod> 
         if list.items.is_empty() {
             bail!("no agent pod: deploy it with deploy/local/run.sh (or cluster.sh deploy)");
         }
-        Ok(list.items.into_iter().find(|p| {
-            p.status
-                .iter()
-                .flat_map(|s| s.conditions.iter().flatten())
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        }))
+        Ok(list.items.into_iter().find(is_ready))
     })
     .await
 }
@@ -93,16 +89,6 @@ async fn web_pod(ctx: &TestContext, name: &str, node: &str) -> Result<Pod> {
         .api::<Pod>()
         .create(&PostParams::default(), &pod)
         .await?)
-}
-
-fn condition(pod: &Pod, type_: &str) -> Option<String> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.clone())
 }
 
 /// The agent flips a readiness gate of a pod on its node with its own service account

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
+use stevedore_tests::pods::is_ready;
 use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
 
 const SOCKET: &str = "unix:///run/stevedore/agent.sock";
@@ -47,12 +48,8 @@ async fn ready_agent(ctx: &TestContext) -> Result<(String, i32)> {
         Duration::from_secs(180),
         || async {
             for pod in pods.list(&lp).await?.items {
+                let ready = is_ready(&pod);
                 let status = pod.status.clone().unwrap_or_default();
-                let ready = status
-                    .conditions
-                    .iter()
-                    .flatten()
-                    .any(|c| c.type_ == "Ready" && c.status == "True");
                 let restarts = status
                     .container_statuses
                     .iter()

@@ -25,6 +25,7 @@ use stevedore_proto::stevedore::agent::v1::{
     node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
 };
 use stevedore_tests::auth::{node_info_once_allowed, token_for, with_token};
+use stevedore_tests::pods::condition;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
@@ -175,16 +176,6 @@ async fn running_pod(ctx: &TestContext, name: &str) -> Result<Pod> {
         Ok(running.then_some(pod))
     })
     .await
-}
-
-fn condition(pod: &Pod, type_: &str) -> Option<String> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.clone())
 }
 
 fn pod_ref(pod: &Pod) -> Option<PodRef> {

@@ -10,6 +10,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
+use stevedore_tests::pods::is_running_and_ready;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 const POD_START: Duration = Duration::from_secs(180);
@@ -21,18 +22,6 @@ fn labels(app: &str) -> BTreeMap<String, String> {
 async fn pods_with_label(ctx: &TestContext, app: &str) -> Result<Vec<Pod>> {
     let lp = ListParams::default().labels(&format!("app={app}"));
     Ok(ctx.api::<Pod>().list(&lp).await?.items)
-}
-
-fn is_running_and_ready(pod: &Pod) -> bool {
-    let Some(status) = &pod.status else {
-        return false;
-    };
-    status.phase.as_deref() == Some("Running")
-        && status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 #[tokio::test]

@@ -1,0 +1,50 @@
+//! Reading pod state the way the suites assert on it.
+
+use k8s_openapi::api::core::v1::Pod;
+
+/// The status (`"True"`, `"False"`, `"Unknown"`) of condition `type_`, if the pod has it.
+pub fn condition(pod: &Pod, type_: &str) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+pub fn is_ready(pod: &Pod) -> bool {
+    condition(pod, "Ready").as_deref() == Some("True")
+}
+
+pub fn is_running_and_ready(pod: &Pod) -> bool {
+    let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    running && is_ready(pod)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(phase: &str, ready: &str) -> Pod {
+        serde_json::from_value(json!({ "status": { "phase": phase, "conditions": [
+            { "type": "Ready", "status": ready },
+            { "type": "InPlaceUpdateReady", "status": "False" }
+        ] } }))
+        .expect("valid pod")
+    }
+
+    #[test]
+    fn reads_conditions_and_readiness() {
+        assert_eq!(
+            condition(&pod("Running", "True"), "InPlaceUpdateReady").as_deref(),
+            Some("False")
+        );
+        assert_eq!(condition(&pod("Running", "True"), "KruisePodReady"), None);
+        assert!(is_running_and_ready(&pod("Running", "True")));
+        assert!(!is_running_and_ready(&pod("Pending", "True")));
+        assert!(!is_running_and_ready(&pod("Running", "False")));
+        assert!(!is_ready(&Pod::default()));
+    }
+}
