@@ -2,7 +2,9 @@
 //! distribution to the node agents, and the agent client pool.
 
 pub mod api;
+pub mod cloneset;
 pub mod config;
+pub mod controller;
 pub mod runtime;
 pub mod telemetry;
 pub mod workload;

@@ -8,13 +8,21 @@ pub mod metrics;
 pub mod stores;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::cloneset::CloneSetController;
+use crate::cloneset::triggers::run as cloneset_triggers;
 use crate::config::Args;
+use crate::controller::events::EventSink;
+use crate::controller::pod_conditions::PodConditions;
+use crate::controller::queue::{Backoff, WorkQueue};
+use crate::controller::runner::{self, RunnerConfig};
 use admin::AdminState;
 use elector::Elector;
 use leader::Timings;
@@ -62,6 +70,17 @@ pub async fn run(args: Args) -> Result<(), RuntimeError> {
     running.wait().await;
     signals.abort();
     Ok(())
+}
+
+/// Every workload is queued again this often, in case an event was missed.
+const RESYNC_PERIOD: Duration = Duration::from_secs(600);
+
+/// What the workload controllers need besides the runtime's caches.
+pub struct Controllers {
+    pub client: kube::Client,
+    pub agents: Arc<dyn PodConditions>,
+    pub events: EventSink,
+    pub workers_per_kind: usize,
 }
 
 /// What `Runtime::start` needs, separate from `Args` so tests can pick the timings and an
@@ -130,6 +149,35 @@ impl Runtime {
             leadership,
             tasks,
         })
+    }
+
+    /// Starts the workload controllers on this runtime's caches; they act only while this
+    /// replica leads.
+    pub fn start_controllers(&mut self, controllers: Controllers, shutdown: &CancellationToken) {
+        let queue = WorkQueue::new(Backoff::default());
+        let cloneset = Arc::new(CloneSetController::new(
+            controllers.client,
+            self.stores.clone(),
+            controllers.agents,
+            controllers.events,
+        ));
+        self.tasks.spawn(cloneset_triggers(
+            self.stores.changes.clone(),
+            self.stores.clonesets.clone(),
+            queue.clone(),
+            shutdown.clone(),
+        ));
+        self.tasks.spawn(runner::run(
+            cloneset,
+            queue,
+            RunnerConfig {
+                workers: controllers.workers_per_kind,
+                resync: RESYNC_PERIOD,
+            },
+            self.leadership.clone(),
+            self.metrics.clone(),
+            shutdown.clone(),
+        ));
     }
 
     /// Waits for every task to finish (they finish on shutdown; the Lease is released

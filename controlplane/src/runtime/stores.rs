@@ -2,6 +2,9 @@
 //! (not one per controller), Nodes, PVCs, ControllerRevisions and CloneSets. Each watch
 //! retries with backoff forever, so a kind whose CRD is not installed yet simply stays
 //! not-synced (and `/readyz` says so) until it appears.
+//!
+//! Every change a watch sees is also broadcast (see [`Changes`]) so controllers can map it
+//! to the keys they reconcile, without a watch of their own.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -15,6 +18,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -30,7 +34,22 @@ pub struct Stores {
     pub revisions: Store<ControllerRevision>,
     pub clonesets: Store<CloneSet>,
     pub sync: SyncState,
+    pub changes: Changes,
 }
+
+/// Objects as they change (applied, deleted, or listed again after a relist), per kind.
+/// A receiver that falls behind gets `RecvError::Lagged` and must resync everything.
+#[derive(Clone)]
+pub struct Changes {
+    pub pods: broadcast::Sender<Arc<Pod>>,
+    pub nodes: broadcast::Sender<Arc<Node>>,
+    pub pvcs: broadcast::Sender<Arc<PersistentVolumeClaim>>,
+    pub revisions: broadcast::Sender<Arc<ControllerRevision>>,
+    pub clonesets: broadcast::Sender<Arc<CloneSet>>,
+}
+
+/// Enough for a burst of a few thousand pod events between two polls of a controller.
+const CHANGES_CAPACITY: usize = 8192;
 
 /// Which stores have finished their initial list.
 #[derive(Clone, Default)]
@@ -67,11 +86,20 @@ impl Stores {
             shutdown,
             kinds: &mut kinds,
         };
-        let pods = start.kind::<Pod>("Pod");
-        let nodes = start.kind::<Node>("Node");
-        let pvcs = start.kind::<PersistentVolumeClaim>("PersistentVolumeClaim");
-        let revisions = start.kind::<ControllerRevision>("ControllerRevision");
-        let clonesets = start.kind::<CloneSet>("CloneSet");
+        let changes = Changes {
+            pods: broadcast::channel(CHANGES_CAPACITY).0,
+            nodes: broadcast::channel(CHANGES_CAPACITY).0,
+            pvcs: broadcast::channel(CHANGES_CAPACITY).0,
+            revisions: broadcast::channel(CHANGES_CAPACITY).0,
+            clonesets: broadcast::channel(CHANGES_CAPACITY).0,
+        };
+        let pods = start.kind::<Pod>("Pod", changes.pods.clone());
+        let nodes = start.kind::<Node>("Node", changes.nodes.clone());
+        let pvcs =
+            start.kind::<PersistentVolumeClaim>("PersistentVolumeClaim", changes.pvcs.clone());
+        let revisions =
+            start.kind::<ControllerRevision>("ControllerRevision", changes.revisions.clone());
+        let clonesets = start.kind::<CloneSet>("CloneSet", changes.clonesets.clone());
         Self {
             pods,
             nodes,
@@ -81,7 +109,24 @@ impl Stores {
             sync: SyncState {
                 kinds: Arc::new(kinds),
             },
+            changes,
         }
+    }
+}
+
+/// Sends the object of an event to the controllers, if any listen.
+fn broadcast_change<K>(changes: &broadcast::Sender<Arc<K>>, event: watcher::Event<K>) {
+    if changes.receiver_count() == 0 {
+        return;
+    }
+    match event {
+        watcher::Event::Apply(object)
+        | watcher::Event::Delete(object)
+        | watcher::Event::InitApply(object) => {
+            // No receiver left is not an error: controllers come and go with leadership.
+            let _ = changes.send(Arc::new(object));
+        }
+        watcher::Event::Init | watcher::Event::InitDone => {}
     }
 }
 
@@ -93,7 +138,7 @@ struct StoreStarter<'a> {
 }
 
 impl StoreStarter<'_> {
-    fn kind<K>(&mut self, kind: &'static str) -> Store<K>
+    fn kind<K>(&mut self, kind: &'static str, changes: broadcast::Sender<Arc<K>>) -> Store<K>
     where
         K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
@@ -116,7 +161,7 @@ impl StoreStarter<'_> {
                         event = events.next() => event,
                     };
                     match event {
-                        Some(Ok(_)) => {}
+                        Some(Ok(event)) => broadcast_change(&changes, event),
                         Some(Err(err)) => {
                             tracing::warn!(error = %err, "watch failed; retrying with backoff");
                         }

@@ -7,3 +7,4 @@ pub mod lifecycle;
 pub mod ordering;
 pub mod revision;
 pub mod rollout;
+pub mod selector;

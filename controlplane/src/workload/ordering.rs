@@ -10,8 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-
+use super::selector::selector_matches;
 use crate::api::common::{UpdatePriorityStrategy, UpdateScatterTerm};
 
 #[cfg(test)]
@@ -194,29 +193,6 @@ fn order_priority(
 fn int_suffix(value: &str) -> i64 {
     let digits = value.len() - value.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     value[value.len() - digits..].parse().unwrap_or(0)
-}
-
-/// `metav1.LabelSelectorAsSelector(...).Matches(labels)`: None when the selector is
-/// invalid (OpenKruise then ignores the weight term). An empty selector matches all pods.
-fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> Option<bool> {
-    let mut matches = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(key, value)| labels.get(key) == Some(value));
-    for requirement in selector.match_expressions.iter().flatten() {
-        let values = requirement.values.as_deref().unwrap_or_default();
-        let value = labels.get(&requirement.key);
-        let met = match requirement.operator.as_str() {
-            "In" if !values.is_empty() => value.is_some_and(|v| values.contains(v)),
-            "NotIn" if !values.is_empty() => value.is_none_or(|v| !values.contains(v)),
-            "Exists" if values.is_empty() => value.is_some(),
-            "DoesNotExist" if values.is_empty() => value.is_none(),
-            _ => return None,
-        };
-        matches &= met;
-    }
-    Some(matches)
 }
 
 /// `scatterSort.Sort`: for each scatter term (most common first), spread the waiting pods

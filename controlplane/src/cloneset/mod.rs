@@ -1,0 +1,13 @@
+//! The CloneSet controller: pure planning (`plan`, `status`, `pods`, `patch`) and the thin
+//! layer that reads the shared caches and carries the plan out (`reconcile`).
+
+pub mod claim;
+mod execute;
+pub mod patch;
+pub mod plan;
+pub mod pods;
+pub mod reconcile;
+pub mod status;
+pub mod triggers;
+
+pub use reconcile::CloneSetController;

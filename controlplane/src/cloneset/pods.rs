@@ -1,0 +1,303 @@
+//! The objects a CloneSet creates — pods, their PVCs and its ControllerRevisions — built
+//! purely from the CloneSet, a revision and an instance id.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{BuildHasher as _, Hasher as _};
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodReadinessGate,
+    PodTemplateSpec, Volume,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::{Resource as _, ResourceExt as _};
+use serde::{Deserialize, Serialize};
+
+use crate::api::CloneSet;
+use crate::api::common::PodUpdatePolicy;
+use crate::workload::inplace::INPLACE_UPDATE_READY;
+use crate::workload::lifecycle::{self, KRUISE_POD_READY, STATE_LABEL};
+use crate::workload::revision::{
+    CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL, RevisionError,
+    short_hash,
+};
+
+/// Label shared by a pod and its PVCs.
+pub const INSTANCE_ID_LABEL: &str = "apps.kruise.io/cloneset-instance-id";
+
+/// What a revision records: the pod template and the claim templates (OpenKruise's
+/// RecreatePodWhenChangeVCTInCloneSetGate puts both in the revision, so a claim change is a
+/// new revision that can be told apart from an image change).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSpec {
+    pub template: PodTemplateSpec,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_claim_templates: Vec<PersistentVolumeClaim>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RevisionData {
+    spec: RevisionSpec,
+}
+
+impl RevisionSpec {
+    pub fn of(cloneset: &CloneSet) -> Self {
+        Self {
+            template: cloneset.spec.template.clone(),
+            volume_claim_templates: cloneset.spec.volume_claim_templates.clone(),
+        }
+    }
+
+    /// The ControllerRevision `data`: a patch replacing `spec.template` wholesale (as
+    /// OpenKruise stores it), plus the claim templates when there are any.
+    pub fn to_data(&self) -> Result<Vec<u8>, RevisionError> {
+        let mut template = serde_json::to_value(&self.template)
+            .map_err(|source| RevisionError::Serialize { source })?;
+        if let serde_json::Value::Object(fields) = &mut template {
+            fields.insert("$patch".to_owned(), "replace".into());
+        }
+        let mut spec = serde_json::json!({ "template": template });
+        if !self.volume_claim_templates.is_empty() {
+            spec["volumeClaimTemplates"] = serde_json::to_value(&self.volume_claim_templates)
+                .map_err(|source| RevisionError::Serialize { source })?;
+        }
+        serde_json::to_vec(&serde_json::json!({ "spec": spec }))
+            .map_err(|source| RevisionError::Serialize { source })
+    }
+
+    /// Reads a revision's data back; `None` when it is not a CloneSet revision.
+    pub fn from_data(data: &[u8]) -> Option<Self> {
+        let mut value: serde_json::Value = serde_json::from_slice(data).ok()?;
+        if let Some(template) = value.pointer_mut("/spec/template")
+            && let Some(fields) = template.as_object_mut()
+        {
+            fields.remove("$patch");
+        }
+        serde_json::from_value::<RevisionData>(value)
+            .ok()
+            .map(|d| d.spec)
+    }
+}
+
+/// The controller ownerReference to `cloneset`.
+pub fn owner_reference(cloneset: &CloneSet) -> OwnerReference {
+    OwnerReference {
+        api_version: CloneSet::api_version(&()).into_owned(),
+        kind: CloneSet::kind(&()).into_owned(),
+        name: cloneset.name_any(),
+        uid: cloneset.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Whether `meta` names `uid` as its controller.
+pub fn is_controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+    controller_of(meta).is_some_and(|owner| owner.uid == uid)
+}
+
+/// The controller ownerReference, if any.
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|owner| owner.controller == Some(true))
+}
+
+/// The name of a pod's claim from template `claim`: `<claim>-<cloneset>-<id>`.
+pub fn pvc_name(claim: &str, cloneset: &str, instance_id: &str) -> String {
+    format!("{claim}-{cloneset}-{instance_id}")
+}
+
+/// The ControllerRevision for `spec` named `name` with `hash` and `number`.
+pub fn new_revision(
+    cloneset: &CloneSet,
+    name: &str,
+    hash: &str,
+    number: i64,
+    data: Vec<u8>,
+) -> Result<ControllerRevision, RevisionError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(&data).map_err(|source| RevisionError::Serialize { source })?;
+    let mut labels = cloneset
+        .spec
+        .selector
+        .match_labels
+        .clone()
+        .unwrap_or_default();
+    labels.insert(REVISION_HASH_LABEL.to_owned(), hash.to_owned());
+    Ok(ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: cloneset.namespace(),
+            labels: Some(labels),
+            owner_references: Some(vec![owner_reference(cloneset)]),
+            ..ObjectMeta::default()
+        },
+        data: Some(RawExtension(value)),
+        revision: number,
+    })
+}
+
+/// A new pod of `cloneset` at `revision` (its spec) with `instance_id`: template labels
+/// plus the revision, short hash and instance id labels, the initial lifecycle state, the
+/// readiness gates its update policy and hooks need, and one volume per claim template.
+pub fn new_pod(cloneset: &CloneSet, revision: &str, spec: &RevisionSpec, instance_id: &str) -> Pod {
+    let name = cloneset.name_any();
+    let template = &spec.template;
+    let template_meta = template.metadata.clone().unwrap_or_default();
+    let mut labels = template_meta.labels.unwrap_or_default();
+    labels.insert(
+        CONTROLLER_REVISION_HASH_LABEL.to_owned(),
+        revision.to_owned(),
+    );
+    labels.insert(
+        POD_TEMPLATE_HASH_LABEL.to_owned(),
+        short_hash(revision).to_owned(),
+    );
+    labels.insert(INSTANCE_ID_LABEL.to_owned(), instance_id.to_owned());
+    let lifecycle = cloneset.spec.lifecycle.as_ref();
+    if lifecycle.is_some() {
+        labels.insert(
+            STATE_LABEL.to_owned(),
+            lifecycle::initial_state(lifecycle).as_str().to_owned(),
+        );
+    }
+    let mut finalizers = template_meta.finalizers.unwrap_or_default();
+    if let Some(hook) = lifecycle.and_then(|l| l.pre_normal.as_ref()) {
+        labels.extend(hook.labels_handler.clone());
+        finalizers.extend(hook.finalizers_handler.clone());
+    }
+
+    let mut pod_spec = template.spec.clone().unwrap_or_default();
+    let mut gates = pod_spec.readiness_gates.take().unwrap_or_default();
+    let mut add_gate = |condition: &str| {
+        if !gates.iter().any(|g| g.condition_type == condition) {
+            gates.push(PodReadinessGate {
+                condition_type: condition.to_owned(),
+            });
+        }
+    };
+    if cloneset.spec.update_strategy.policy() != PodUpdatePolicy::ReCreate {
+        add_gate(INPLACE_UPDATE_READY);
+    }
+    if needs_kruise_pod_ready(cloneset) {
+        add_gate(KRUISE_POD_READY);
+    }
+    if !gates.is_empty() {
+        pod_spec.readiness_gates = Some(gates);
+    }
+    let mut volumes = pod_spec.volumes.take().unwrap_or_default();
+    for claim in &spec.volume_claim_templates {
+        let claim_name = claim.name_any();
+        volumes.retain(|v| v.name != claim_name);
+        volumes.push(Volume {
+            name: claim_name.clone(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: pvc_name(&claim_name, &name, instance_id),
+                read_only: None,
+            }),
+            ..Volume::default()
+        });
+    }
+    if !volumes.is_empty() {
+        pod_spec.volumes = Some(volumes);
+    }
+
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-{instance_id}")),
+            namespace: cloneset.namespace(),
+            labels: Some(labels),
+            annotations: template_meta.annotations,
+            finalizers: (!finalizers.is_empty()).then_some(finalizers),
+            owner_references: Some(vec![owner_reference(cloneset)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(pod_spec),
+        status: None,
+    }
+}
+
+/// Pods need the `KruisePodReady` gate when a lifecycle hook marks them not ready.
+pub fn needs_kruise_pod_ready(cloneset: &CloneSet) -> bool {
+    cloneset.spec.lifecycle.as_ref().is_some_and(|l| {
+        [&l.pre_delete, &l.in_place_update, &l.pre_normal]
+            .into_iter()
+            .flatten()
+            .any(|hook| hook.mark_pod_not_ready)
+    })
+}
+
+/// The claims of a new pod, one per claim template, labelled with the selector's labels
+/// and the instance id and owned by the CloneSet.
+pub fn new_pvcs(
+    cloneset: &CloneSet,
+    spec: &RevisionSpec,
+    instance_id: &str,
+) -> Vec<PersistentVolumeClaim> {
+    let name = cloneset.name_any();
+    spec.volume_claim_templates
+        .iter()
+        .map(|claim| {
+            let mut labels = cloneset
+                .spec
+                .selector
+                .match_labels
+                .clone()
+                .unwrap_or_default();
+            labels.extend(claim.metadata.labels.clone().unwrap_or_default());
+            labels.insert(INSTANCE_ID_LABEL.to_owned(), instance_id.to_owned());
+            PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some(pvc_name(&claim.name_any(), &name, instance_id)),
+                    namespace: cloneset.namespace(),
+                    labels: Some(labels),
+                    annotations: claim.metadata.annotations.clone(),
+                    owner_references: Some(vec![owner_reference(cloneset)]),
+                    ..ObjectMeta::default()
+                },
+                spec: claim.spec.clone(),
+                status: None,
+            }
+        })
+        .collect()
+}
+
+/// A fresh instance id: five characters of `[a-z0-9]` (like a generated name suffix, so
+/// names stay DNS labels) not in `taken`.
+pub fn fresh_instance_id(taken: &BTreeSet<String>) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    loop {
+        let mut hasher = std::hash::RandomState::new().build_hasher();
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        let mut bits = hasher.finish();
+        let id: String = (0..5)
+            .map(|_| {
+                let c = ALPHABET[usize::try_from(bits % 27).unwrap_or(0)];
+                bits /= 27;
+                char::from(c)
+            })
+            .collect();
+        if !taken.contains(&id) {
+            return id;
+        }
+    }
+}
+
+/// The instance id label of an object, if any.
+pub fn instance_id(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
+    labels
+        .and_then(|l| l.get(INSTANCE_ID_LABEL))
+        .map(String::as_str)
+}
+
+#[cfg(test)]
+#[path = "pods_tests.rs"]
+mod tests;

@@ -1,0 +1,417 @@
+//! The CloneSet reconciler: reads the shared caches, claims pods, keeps the revision
+//! history, asks `plan` what to do and carries it out (`execute`), then writes status.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::json;
+
+use super::claim::{Claim, claim};
+use super::execute::Executor;
+use super::plan::{self, PlanError, Snapshot};
+use super::pods::{RevisionSpec, is_controlled_by, new_revision};
+use super::status::{SyncProblems, compute_status};
+use crate::api::CloneSet;
+use crate::controller::ObjectKey;
+use crate::controller::events::EventSink;
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
+use crate::controller::pod_conditions::PodConditions;
+use crate::controller::runner::{Outcome, Reconciler};
+use crate::runtime::stores::Stores;
+use crate::workload::deletion::REVISION_LABEL;
+use crate::workload::revision::{
+    self, Revision, RevisionError, UpdateRevisionPlan, current_revision_name, revisions_to_truncate,
+};
+
+/// Why a CloneSet sync failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("{action}: {source}")]
+    Api {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Revision(#[from] RevisionError),
+    #[error("creating pods: {0}")]
+    Create(String),
+}
+
+pub(super) fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
+    let action = action.into();
+    move |source| SyncError::Api { action, source }
+}
+
+/// The CloneSet controller's state, shared by its workers.
+pub struct CloneSetController {
+    pub(super) client: kube::Client,
+    pub(super) stores: Stores,
+    pub(super) agents: Arc<dyn PodConditions>,
+    pub(super) events: EventSink,
+    pub(super) expectations: Expectations<ObjectKey>,
+}
+
+impl CloneSetController {
+    pub fn new(
+        client: kube::Client,
+        stores: Stores,
+        agents: Arc<dyn PodConditions>,
+        events: EventSink,
+    ) -> Self {
+        Self {
+            client,
+            stores,
+            agents,
+            events,
+            expectations: Expectations::new(EXPECTATION_TIMEOUT),
+        }
+    }
+
+    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
+        let to_seen = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| Seen {
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta
+                .resource_version
+                .as_deref()
+                .and_then(|rv| rv.parse().ok())
+                .unwrap_or(0),
+            terminating: meta.deletion_timestamp.is_some(),
+        };
+        match kind {
+            "Pod" => self
+                .stores
+                .pods
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|p| to_seen(&p.metadata)),
+            "PersistentVolumeClaim" => self
+                .stores
+                .pvcs
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|p| to_seen(&p.metadata)),
+            _ => None,
+        }
+    }
+}
+
+impl Reconciler for CloneSetController {
+    type Key = ObjectKey;
+    type Error = SyncError;
+    const KIND: &'static str = "CloneSet";
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+        let Some(cloneset) = self
+            .stores
+            .clonesets
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            self.expectations.forget(key);
+            return Ok(Outcome::Done);
+        };
+        if cloneset.meta().deletion_timestamp.is_some() {
+            // Garbage collection removes the pods, claims and revisions it owns.
+            return Ok(Outcome::Done);
+        }
+        if let Err(pending) = self
+            .expectations
+            .satisfied(key, &|kind, name| self.seen(&key.namespace, kind, name))
+        {
+            tracing::debug!(?pending, "waiting for the cache to show earlier writes");
+            return Ok(Outcome::RequeueAfter(Duration::from_secs(5)));
+        }
+        sync(self, key, &cloneset).await
+    }
+
+    fn all_keys(&self) -> Vec<ObjectKey> {
+        self.stores
+            .clonesets
+            .state()
+            .iter()
+            .map(|cs| ObjectKey::of(cs.as_ref()))
+            .collect()
+    }
+}
+
+/// The reference Events are attached to.
+pub(super) fn reference(cloneset: &CloneSet) -> ObjectReference {
+    cloneset.object_ref(&())
+}
+
+async fn sync(
+    ctl: &CloneSetController,
+    key: &ObjectKey,
+    cloneset: &CloneSet,
+) -> Result<Outcome, SyncError> {
+    let uid = cloneset.uid().unwrap_or_default();
+    let selector = &cloneset.spec.selector;
+    let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
+
+    let mut pods: Vec<Arc<Pod>> = Vec::new();
+    for pod in ctl.stores.pods.state() {
+        if pod.metadata.namespace.as_deref() != Some(&key.namespace) {
+            continue;
+        }
+        match claim(&pod.metadata, &uid, selector, false) {
+            Claim::Owned => pods.push(pod),
+            Claim::Ignore => {}
+            Claim::Adopt => {
+                let patch = json!({ "metadata": {
+                    "ownerReferences": [super::pods::owner_reference(cloneset)],
+                    "uid": pod.metadata.uid,
+                } });
+                let adopted = pods_api
+                    .patch(
+                        &pod.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Strategic(patch),
+                    )
+                    .await
+                    .map_err(api_error(format!("adopting pod {}", pod.name_any())))?;
+                pods.push(Arc::new(adopted));
+            }
+            Claim::Release => {
+                let patch = json!({ "metadata": {
+                    "ownerReferences": [{ "$patch": "delete", "uid": uid }],
+                    "uid": pod.metadata.uid,
+                } });
+                pods_api
+                    .patch(
+                        &pod.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Strategic(patch),
+                    )
+                    .await
+                    .map_err(api_error(format!("releasing pod {}", pod.name_any())))?;
+            }
+        }
+    }
+    let pvcs: Vec<Arc<PersistentVolumeClaim>> = ctl
+        .stores
+        .pvcs
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(&key.namespace)
+                && is_controlled_by(&p.metadata, &uid)
+        })
+        .collect();
+
+    // Revisions.
+    let history: Vec<Arc<ControllerRevision>> = ctl
+        .stores
+        .revisions
+        .state()
+        .into_iter()
+        .filter(|r| {
+            r.metadata.namespace.as_deref() == Some(&key.namespace)
+                && is_controlled_by(&r.metadata, &uid)
+        })
+        .collect();
+    let revisions: Vec<Revision> = history.iter().map(|r| to_revision(r)).collect();
+    let spec = RevisionSpec::of(cloneset);
+    let data = spec.to_data()?;
+    let status = cloneset.status.clone().unwrap_or_default();
+    let mut collision_count = status.collision_count.unwrap_or(0);
+    let name = cloneset.name_any();
+    let revisions_api: Api<ControllerRevision> =
+        Api::namespaced(ctl.client.clone(), &key.namespace);
+    let update_plan = revision::plan_update_revision(&name, &revisions, &data, collision_count);
+    match &update_plan {
+        UpdateRevisionPlan::Unchanged { .. } => {}
+        UpdateRevisionPlan::Renumber { name, number } => {
+            revisions_api
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "revision": number })),
+                )
+                .await
+                .map_err(api_error(format!("renumbering revision {name}")))?;
+        }
+        UpdateRevisionPlan::Create {
+            name: revision_name,
+            hash,
+            number,
+            collision_count: count,
+        } => {
+            collision_count = *count;
+            let object = new_revision(cloneset, revision_name, hash, *number, data.clone())?;
+            match revisions_api.create(&PostParams::default(), &object).await {
+                Ok(_) => {}
+                // Already there (our own earlier write not yet in the cache): same data is
+                // fine; other data is a hash collision, counted so the next name differs.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    let existing = revisions_api
+                        .get(revision_name)
+                        .await
+                        .map_err(api_error(format!("reading revision {revision_name}")))?;
+                    if to_revision(&existing).data != data {
+                        collision_count += 1;
+                        write_collision_count(ctl, key, collision_count).await?;
+                        return Ok(Outcome::RequeueAfter(Duration::ZERO));
+                    }
+                }
+                Err(err) => {
+                    return Err(api_error(format!("creating revision {revision_name}"))(err));
+                }
+            }
+        }
+    }
+    let update_revision = update_plan.name().to_owned();
+    let current_revision =
+        current_revision_name(&revisions, &status.current_revision, &update_revision).to_owned();
+    let mut specs: BTreeMap<String, RevisionSpec> = revisions
+        .iter()
+        .filter_map(|r| Some((r.name.clone(), RevisionSpec::from_data(&r.data)?)))
+        .collect();
+    specs.insert(update_revision.clone(), spec);
+
+    let now = Timestamp::now();
+    let snapshot = Snapshot {
+        cloneset,
+        pods: pods.iter().map(AsRef::as_ref).collect(),
+        pvcs: pvcs.iter().map(AsRef::as_ref).collect(),
+        update_revision: &update_revision,
+        current_revision: &current_revision,
+        revisions: &specs,
+        now,
+    };
+    let planned = plan::plan(&snapshot)?;
+    let mut problems = SyncProblems::default();
+    let executor = Executor {
+        ctl,
+        key,
+        cloneset,
+        specs: &specs,
+    };
+    let executed = executor.execute(&planned, &mut problems).await;
+
+    let (new_status, status_requeue) = compute_status(
+        cloneset,
+        &snapshot.pods,
+        &update_revision,
+        &current_revision,
+        collision_count,
+        &problems,
+        now,
+    );
+    if cloneset.status.as_ref() != Some(&new_status) {
+        let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": new_status })),
+        )
+        .await
+        .map_err(api_error("writing status"))?;
+    }
+
+    let pod_labels: Vec<Option<&str>> = pods
+        .iter()
+        .map(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(REVISION_LABEL))
+                .map(String::as_str)
+        })
+        .collect();
+    for dead in revisions_to_truncate(
+        &revisions,
+        &current_revision,
+        &update_revision,
+        &pod_labels,
+        cloneset.spec.history_limit(),
+    ) {
+        let result = revisions_api
+            .delete(&dead.name, &DeleteParams::default())
+            .await;
+        if let Err(err) = result
+            && !is_not_found(&err)
+        {
+            return Err(api_error(format!("deleting old revision {}", dead.name))(
+                err,
+            ));
+        }
+    }
+
+    executed?;
+    let mut outcome = Outcome::Done;
+    for requeue in [
+        planned.requeue_after,
+        status_requeue,
+        problems_requeue(&problems),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        outcome = outcome.min(Outcome::RequeueAfter(requeue));
+    }
+    Ok(outcome)
+}
+
+/// An unreachable agent or a refused update is looked at again soon, without backoff
+/// growing: nothing is wrong with the CloneSet itself.
+fn problems_requeue(problems: &SyncProblems) -> Option<Duration> {
+    problems.update.as_ref().map(|_| Duration::from_secs(15))
+}
+
+async fn write_collision_count(
+    ctl: &CloneSetController,
+    key: &ObjectKey,
+    count: i32,
+) -> Result<(), SyncError> {
+    let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    api.patch_status(
+        &key.name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": { "collisionCount": count } })),
+    )
+    .await
+    .map_err(api_error("writing status.collisionCount"))?;
+    Ok(())
+}
+
+pub(super) fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 404)
+}
+
+pub(super) fn delete_params(uid: &str) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+fn to_revision(r: &ControllerRevision) -> Revision {
+    Revision {
+        name: r.name_any(),
+        number: r.revision,
+        hash_label: r
+            .labels()
+            .get(crate::workload::revision::REVISION_HASH_LABEL)
+            .cloned(),
+        data: r
+            .data
+            .as_ref()
+            .and_then(|d| serde_json::to_vec(&d.0).ok())
+            .unwrap_or_default(),
+        created: r
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
+    }
+}

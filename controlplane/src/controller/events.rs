@@ -1,0 +1,85 @@
+//! Kubernetes Events on the objects the controllers change, so `kubectl describe` tells a
+//! user what happened and why. Publishing is best effort: a failed Event is logged and
+//! never fails the reconcile that caused it.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+/// Publishes Events as one reporting controller.
+#[derive(Clone)]
+pub struct EventSink {
+    recorder: Recorder,
+}
+
+impl EventSink {
+    /// `instance` is the replica's identity (pod name), shown as the reporting instance.
+    pub fn new(client: kube::Client, instance: &str) -> Self {
+        let reporter = Reporter {
+            controller: "stevedore-controlplane".to_owned(),
+            instance: Some(instance.to_owned()),
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
+    /// A Normal event.
+    pub async fn normal(&self, object: &ObjectReference, reason: &str, action: &str, note: String) {
+        self.publish(object, EventType::Normal, reason, action, note)
+            .await;
+    }
+
+    /// A Warning event.
+    pub async fn warning(
+        &self,
+        object: &ObjectReference,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        self.publish(object, EventType::Warning, reason, action, note)
+            .await;
+    }
+
+    async fn publish(
+        &self,
+        object: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(truncate(note, 1024)),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(err) = self.recorder.publish(&event, object).await {
+            tracing::warn!(error = %err, reason, "could not publish an event");
+        }
+    }
+}
+
+/// Events cap the note at 1 kB; cut on a character boundary.
+fn truncate(mut note: String, max: usize) -> String {
+    if note.len() > max {
+        let mut end = max;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+    }
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn notes_are_cut_on_char_boundaries() {
+        assert_eq!(super::truncate("abc".into(), 5), "abc");
+        assert_eq!(super::truncate("abcdef".into(), 3), "abc");
+        assert_eq!(super::truncate("aé".into(), 2), "a");
+    }
+}

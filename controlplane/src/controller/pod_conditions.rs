@@ -1,0 +1,47 @@
+//! Setting a pod's readiness condition goes through the agent of the pod's node (it patches
+//! `pods/status`; the control plane never writes pod status itself). Reconcilers see it
+//! through this trait so their tests can run without agents.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use k8s_openapi::api::core::v1::Node;
+
+/// The pod a condition is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodTarget {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// One condition to set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConditionRequest<'a> {
+    pub condition_type: &'a str,
+    pub status: bool,
+    pub reason: &'a str,
+    pub message: &'a str,
+}
+
+/// Why a condition could not be set.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConditionError {
+    /// The agent could not be reached (or timed out): wait and retry, do not give up.
+    pub unreachable: bool,
+    pub message: String,
+}
+
+pub type ConditionFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<(), ConditionError>> + Send + 'a>>;
+
+/// Sets pod conditions through the pod's node agent.
+pub trait PodConditions: Send + Sync + 'static {
+    fn set_condition<'a>(
+        &'a self,
+        node: &'a Node,
+        pod: PodTarget,
+        request: ConditionRequest<'a>,
+    ) -> ConditionFuture<'a>;
+}
