@@ -1,6 +1,6 @@
 //! Command-line and environment configuration of the control plane.
 
-use std::{net::SocketAddr, num::NonZeroUsize};
+use std::{net::SocketAddr, num::NonZeroUsize, path::PathBuf};
 
 use clap::{Parser, ValueEnum};
 
@@ -34,13 +34,41 @@ pub struct Args {
     #[arg(long, env = "STEVEDORE_AGENT_PORT", default_value_t = 10350)]
     pub agent_port: u16,
 
-    /// Audience of the tokens the control plane presents to agents.
+    /// Audience of the tokens the control plane presents to agents. The token itself is
+    /// projected into `--agent-token-file` by kubelet with this audience (see the
+    /// Deployment's `serviceAccountToken` volume); agents reject any other audience.
     #[arg(
         long,
         env = "STEVEDORE_AGENT_TOKEN_AUDIENCE",
         default_value = "stevedore-agent"
     )]
     pub agent_token_audience: String,
+
+    /// File holding the bearer token presented to agents: a projected service-account
+    /// token that kubelet rotates, so it is re-read every minute.
+    #[arg(
+        long,
+        env = "STEVEDORE_AGENT_TOKEN_FILE",
+        default_value = "/var/run/secrets/stevedore.dev/agent-token/token"
+    )]
+    pub agent_token_file: PathBuf,
+
+    /// CA bundle (PEM) that signed the agents' serving certificates: the cluster CA.
+    #[arg(
+        long,
+        env = "STEVEDORE_AGENT_CA_FILE",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+    )]
+    pub agent_ca_file: PathBuf,
+
+    /// Deadline of one agent call attempt, in seconds.
+    #[arg(
+        long,
+        env = "STEVEDORE_AGENT_RPC_TIMEOUT",
+        default_value = "10",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub agent_rpc_timeout: u64,
 
     /// Agent RPCs in flight at once, across all nodes.
     #[arg(
@@ -134,6 +162,15 @@ mod tests {
         assert_eq!(args.admin_addr, "0.0.0.0:10352".parse().unwrap());
         assert_eq!(args.agent_port, 10350);
         assert_eq!(args.agent_token_audience, "stevedore-agent");
+        assert_eq!(
+            args.agent_token_file,
+            PathBuf::from("/var/run/secrets/stevedore.dev/agent-token/token")
+        );
+        assert_eq!(
+            args.agent_ca_file,
+            PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+        );
+        assert_eq!(args.agent_rpc_timeout, 10);
         assert_eq!(args.max_concurrent_agent_rpcs.get(), 32);
         assert_eq!(args.concurrency_per_kind.get(), 4);
         assert_eq!(args.log_format, LogFormat::Text);
@@ -148,6 +185,9 @@ mod tests {
             ("STEVEDORE_AGENT_PORT", "20350"),
             ("STEVEDORE_CONCURRENCY_PER_KIND", "8"),
             ("STEVEDORE_LOG_FORMAT", "json"),
+            ("STEVEDORE_AGENT_TOKEN_FILE", "/tmp/token"),
+            ("STEVEDORE_AGENT_CA_FILE", "/tmp/ca.crt"),
+            ("STEVEDORE_AGENT_RPC_TIMEOUT", "3"),
         ];
         let args = with_env(&env, || Args::try_parse_from(["controlplane"])).unwrap();
         assert_eq!(args.namespace, "stevedore-system");
@@ -155,6 +195,9 @@ mod tests {
         assert_eq!(args.agent_port, 20350);
         assert_eq!(args.concurrency_per_kind.get(), 8);
         assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.agent_token_file, PathBuf::from("/tmp/token"));
+        assert_eq!(args.agent_ca_file, PathBuf::from("/tmp/ca.crt"));
+        assert_eq!(args.agent_rpc_timeout, 3);
     }
 
     #[test]
@@ -172,6 +215,7 @@ mod tests {
             ["controlplane", "--max-concurrent-agent-rpcs", "0"],
             ["controlplane", "--agent-port", "70000"],
             ["controlplane", "--admin-addr", "nowhere"],
+            ["controlplane", "--agent-rpc-timeout", "0"],
         ] {
             let result = with_env(&[], || Args::try_parse_from(argv));
             assert!(result.is_err(), "accepted {argv:?}");

@@ -1,5 +1,6 @@
-//! The control plane's Prometheus metrics: reconciles per workload kind and whether this
-//! replica leads. Reconcilers (still to come) record through `ReconcileTimer`.
+//! The control plane's Prometheus metrics: reconciles per workload kind, whether this
+//! replica leads, and the calls it makes to node agents. Reconcilers (still to come)
+//! record through `ReconcileTimer`; the agent pool through `observe_agent_rpc`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,8 +20,30 @@ pub struct KindLabel {
 
 type HistogramFamily = Family<KindLabel, Histogram, fn() -> Histogram>;
 
+/// Labels of one agent RPC attempt: the gRPC method (e.g. `SetPodCondition`) and the
+/// status code name as tonic spells it (`Ok`, `Unavailable`), as the agent's own
+/// metrics do.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AgentRpcLabels {
+    pub method: String,
+    pub code: String,
+}
+
+/// The `method` label of an agent RPC.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabel {
+    pub method: String,
+}
+
+type MethodHistogramFamily = Family<MethodLabel, Histogram, fn() -> Histogram>;
+
 fn reconcile_histogram() -> Histogram {
     // 1 ms to ~16 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+fn agent_rpc_histogram() -> Histogram {
+    // 1 ms to ~16 s: past the longest per-call deadline worth configuring.
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
@@ -32,6 +55,8 @@ pub struct Metrics {
     reconcile_errors_total: Family<KindLabel, Counter>,
     reconcile_duration_seconds: HistogramFamily,
     leader: Gauge,
+    agent_rpcs_total: Family<AgentRpcLabels, Counter>,
+    agent_rpc_duration_seconds: MethodHistogramFamily,
 }
 
 impl Default for Metrics {
@@ -67,12 +92,30 @@ impl Metrics {
             "1 while this replica holds the leader Lease, else 0",
             leader.clone(),
         );
+        // Under the control plane's prefix, not `stevedore_agent_`: the agent already
+        // exports `stevedore_agent_rpc_duration_seconds` for the server side of the same
+        // calls, and the two must stay apart in queries.
+        let agent_rpcs_total = Family::<AgentRpcLabels, Counter>::default();
+        registry.register(
+            "agent_rpcs",
+            "Calls to node agents (each retry counted), by method and gRPC status code",
+            agent_rpcs_total.clone(),
+        );
+        let agent_rpc_duration_seconds =
+            MethodHistogramFamily::new_with_constructor(agent_rpc_histogram);
+        registry.register(
+            "agent_rpc_duration_seconds",
+            "Time from sending a call to a node agent until its answer or deadline, by method",
+            agent_rpc_duration_seconds.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             reconciles_total,
             reconcile_errors_total,
             reconcile_duration_seconds,
             leader,
+            agent_rpcs_total,
+            agent_rpc_duration_seconds,
         }
     }
 
@@ -89,6 +132,21 @@ impl Metrics {
             },
             started: Instant::now(),
         }
+    }
+
+    /// Records one attempt of an agent call: its outcome and how long it took.
+    pub fn observe_agent_rpc(&self, method: &str, code: tonic::Code, seconds: f64) {
+        self.agent_rpcs_total
+            .get_or_create(&AgentRpcLabels {
+                method: method.to_owned(),
+                code: format!("{code:?}"),
+            })
+            .inc();
+        self.agent_rpc_duration_seconds
+            .get_or_create(&MethodLabel {
+                method: method.to_owned(),
+            })
+            .observe(seconds);
     }
 
     /// The OpenMetrics text exposition.
@@ -143,6 +201,25 @@ mod tests {
             );
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn encodes_agent_rpcs_by_method_and_code() {
+        let metrics = Metrics::new();
+        metrics.observe_agent_rpc("SetPodCondition", tonic::Code::Unavailable, 0.002);
+        metrics.observe_agent_rpc("SetPodCondition", tonic::Code::Ok, 0.004);
+        metrics.observe_agent_rpc("SetPodCondition", tonic::Code::Ok, 0.003);
+        let text = metrics.encode().expect("encodes");
+        for line in [
+            "stevedore_controlplane_agent_rpcs_total{method=\"SetPodCondition\",code=\"Ok\"} 2",
+            "stevedore_controlplane_agent_rpcs_total{method=\"SetPodCondition\",code=\"Unavailable\"} 1",
+            "stevedore_controlplane_agent_rpc_duration_seconds_count{method=\"SetPodCondition\"} 3",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in:\n{text}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,77 @@
+//! What an [`AgentPool`](super::AgentPool) needs to know, apart from the nodes.
+
+use std::{num::NonZeroUsize, path::PathBuf, time::Duration};
+
+use super::{RetryPolicy, TokenSource};
+use crate::config::Args;
+
+/// How long to wait for a TCP + TLS connection to an agent. Short, because an agent that
+/// does not accept within seconds is down, and the retry policy tries again anyway.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Settings of the agent client pool.
+#[derive(Debug, Clone)]
+pub struct AgentPoolConfig {
+    /// Agent port on each node's InternalIP, unless the Node overrides it with the
+    /// `agent.stevedore.dev/port` annotation.
+    pub default_port: u16,
+    /// PEM bundle of the CA that signed the agents' serving certificates.
+    pub ca_file: PathBuf,
+    /// The bearer token presented to agents.
+    pub token: TokenSource,
+    /// Limit on connecting (TCP and TLS) to one agent.
+    pub connect_timeout: Duration,
+    /// Deadline of one attempt of a unary call.
+    pub rpc_timeout: Duration,
+    /// Unary calls in flight at once across all nodes, so a rollout over many nodes
+    /// cannot flood the agents (each of which calls the apiserver in turn).
+    pub max_concurrent_rpcs: NonZeroUsize,
+    /// When and how often to try a failed call again.
+    pub retry: RetryPolicy,
+}
+
+impl AgentPoolConfig {
+    /// The pool settings from the command line.
+    pub fn from_args(args: &Args) -> Self {
+        Self {
+            default_port: args.agent_port,
+            ca_file: args.agent_ca_file.clone(),
+            token: TokenSource::File(args.agent_token_file.clone()),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            rpc_timeout: Duration::from_secs(args.agent_rpc_timeout),
+            max_concurrent_rpcs: args.max_concurrent_agent_rpcs,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[test]
+    fn built_from_the_command_line() {
+        let args = Args::try_parse_from([
+            "controlplane",
+            "--agent-port",
+            "20350",
+            "--agent-ca-file",
+            "/etc/ca.pem",
+            "--agent-token-file",
+            "/etc/token",
+            "--agent-rpc-timeout",
+            "7",
+            "--max-concurrent-agent-rpcs",
+            "5",
+        ])
+        .expect("valid arguments");
+        let config = AgentPoolConfig::from_args(&args);
+        assert_eq!(config.default_port, 20350);
+        assert_eq!(config.ca_file, PathBuf::from("/etc/ca.pem"));
+        assert_eq!(config.token, TokenSource::File("/etc/token".into()));
+        assert_eq!(config.rpc_timeout, Duration::from_secs(7));
+        assert_eq!(config.max_concurrent_rpcs.get(), 5);
+    }
+}

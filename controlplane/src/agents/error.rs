@@ -1,0 +1,136 @@
+//! Why a call to a node's agent failed, and whether waiting can fix it.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use tonic::Code;
+
+use super::retry::is_retryable;
+
+/// A failed agent call, or a pool that could not be built.
+///
+/// Reconcilers care about one distinction: an *unreachable* agent (down, restarting,
+/// overloaded, network trouble) is worth a condition on the object and a later retry,
+/// while a *refused* call (bad request, no permission, stale pod UID) will fail the same
+/// way again until something else changes.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The Node reports no InternalIP yet, so there is nowhere to call.
+    #[error("node {node} has no InternalIP in .status.addresses")]
+    NoInternalIp { node: String },
+
+    /// The Node's InternalIP is not an IP address.
+    #[error("node {node} has an InternalIP {address:?} that is not an IP address")]
+    InvalidInternalIp { node: String, address: String },
+
+    /// The port override annotation on the Node is not a port number.
+    #[error("node {node} has annotation {annotation}={value:?}, which is not a port (1-65535)")]
+    InvalidPortAnnotation {
+        node: String,
+        annotation: &'static str,
+        value: String,
+    },
+
+    /// The agent answered with a gRPC status, or the transport failed (tonic reports
+    /// connect failures as UNAVAILABLE), or the per-call deadline passed.
+    #[error("agent of node {node} at {addr}: {method} failed: {status}")]
+    Rpc {
+        node: String,
+        addr: SocketAddr,
+        method: &'static str,
+        #[source]
+        status: tonic::Status,
+    },
+
+    /// The endpoint for the node's agent could not be configured.
+    #[error("agent of node {node} at {addr}: configuring the endpoint")]
+    Endpoint {
+        node: String,
+        addr: SocketAddr,
+        #[source]
+        source: tonic::transport::Error,
+    },
+
+    /// The CA bundle that verifies agent certificates is unreadable or holds no
+    /// certificate.
+    #[error("agent CA file {path}: {reason}")]
+    Ca { path: PathBuf, reason: String },
+
+    /// The bearer token file could not be read.
+    #[error("reading agent token file {path}")]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The token is empty or cannot be sent in an HTTP header.
+    #[error("the agent bearer token is empty or not a valid header value")]
+    InvalidToken,
+}
+
+impl AgentError {
+    /// Whether the agent could not be reached (or could not answer in time), so the
+    /// caller should record that and try again later, rather than treat the request as
+    /// rejected. A Node without an InternalIP counts: it is usually still joining.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Self::NoInternalIp { .. } => true,
+            // The codes the pool retries: after the retries, the agent is still not
+            // answering, which is what "unreachable" means to a reconciler.
+            Self::Rpc { status, .. } => is_retryable(status.code()),
+            Self::InvalidInternalIp { .. }
+            | Self::InvalidPortAnnotation { .. }
+            | Self::Endpoint { .. }
+            | Self::Ca { .. }
+            | Self::TokenFile { .. }
+            | Self::InvalidToken => false,
+        }
+    }
+
+    /// The gRPC status code, when the agent (or the transport) produced one.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            Self::Rpc { status, .. } => Some(status.code()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rpc(code: Code) -> AgentError {
+        AgentError::Rpc {
+            node: "node-a".into(),
+            addr: "10.0.0.1:10350".parse().expect("valid address"),
+            method: "SetPodCondition",
+            status: tonic::Status::new(code, "test"),
+        }
+    }
+
+    #[test]
+    fn transient_codes_are_unreachable_and_rejections_are_not() {
+        for (code, unreachable) in [
+            (Code::Unavailable, true),
+            (Code::DeadlineExceeded, true),
+            (Code::ResourceExhausted, true),
+            (Code::PermissionDenied, false),
+            (Code::Unauthenticated, false),
+            (Code::InvalidArgument, false),
+            (Code::NotFound, false),
+            (Code::FailedPrecondition, false),
+            (Code::Internal, false),
+        ] {
+            assert_eq!(rpc(code).is_unreachable(), unreachable, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn message_names_the_node_and_address() {
+        let text = rpc(Code::PermissionDenied).to_string();
+        assert!(text.contains("node-a"), "{text}");
+        assert!(text.contains("10.0.0.1:10350"), "{text}");
+        assert!(text.contains("SetPodCondition"), "{text}");
+    }
+}
