@@ -28,3 +28,44 @@ pub use pool::{AgentChannel, AgentPool};
 pub use retry::{RetryPolicy, backoff, is_retryable, next_retry};
 pub use stevedore_proto::stevedore::agent::v1::PodRef;
 pub use token::{BearerAuth, TOKEN_REREAD_AFTER, TokenSource};
+
+mod conditions {
+    //! The pool as the reconcilers' way to set pod conditions.
+
+    use k8s_openapi::api::core::v1::Node;
+
+    use super::{AgentPool, PodRef};
+    use crate::controller::pod_conditions::{
+        ConditionError, ConditionFuture, ConditionRequest, PodConditions, PodTarget,
+    };
+
+    impl PodConditions for AgentPool {
+        fn set_condition<'a>(
+            &'a self,
+            node: &'a Node,
+            pod: PodTarget,
+            request: ConditionRequest<'a>,
+        ) -> ConditionFuture<'a> {
+            Box::pin(async move {
+                let pod = PodRef {
+                    namespace: pod.namespace,
+                    name: pod.name,
+                    uid: pod.uid,
+                };
+                self.set_pod_condition(
+                    node,
+                    pod,
+                    request.condition_type,
+                    request.status,
+                    request.reason,
+                    request.message,
+                )
+                .await
+                .map_err(|err| ConditionError {
+                    unreachable: err.is_unreachable(),
+                    message: err.to_string(),
+                })
+            })
+        }
+    }
+}

@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::{AgentPool, AgentPoolConfig};
 use crate::cloneset::CloneSetController;
 use crate::cloneset::triggers::run as cloneset_triggers;
 use crate::config::Args;
@@ -40,6 +41,8 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
+    #[error("setting up the agent client pool: {0}")]
+    Agents(#[source] crate::agents::AgentError),
     #[error("installing the signal handler: {0}")]
     Signal(#[source] std::io::Error),
 }
@@ -52,20 +55,36 @@ pub async fn run(args: Args) -> Result<(), RuntimeError> {
     let shutdown = CancellationToken::new();
     let signals = shutdown_on_signal(shutdown.clone())?;
     let identity = args.identity();
-    let running = Runtime::start(
-        client,
+    let pool_config = AgentPoolConfig::from_args(&args);
+    let workers_per_kind = args.concurrency_per_kind.get();
+    let mut running = Runtime::start(
+        client.clone(),
         RuntimeConfig {
             namespace: args.namespace,
             lease_name: args.lease_name,
-            identity,
+            identity: identity.clone(),
             admin_addr: args.admin_addr,
             timings: Timings::default(),
         },
         shutdown.clone(),
     )
     .await?;
-    tracing::warn!(
-        "no workload reconcilers are implemented yet: this replica only watches, serves /readyz and /metrics, and takes part in leader election"
+    let agents = match AgentPool::new(pool_config, running.metrics.clone()) {
+        Ok(pool) => pool,
+        Err(err) => {
+            shutdown.cancel();
+            running.wait().await;
+            return Err(RuntimeError::Agents(err));
+        }
+    };
+    running.start_controllers(
+        Controllers {
+            client: client.clone(),
+            agents: Arc::new(agents),
+            events: EventSink::new(client, &identity),
+            workers_per_kind,
+        },
+        &shutdown,
     );
     running.wait().await;
     signals.abort();
