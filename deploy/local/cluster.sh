@@ -5,7 +5,8 @@
 # kwok-simulated nodes.
 #
 #   cluster.sh up [--fake-nodes N]   start (idempotent); builds binaries on first use
-#   cluster.sh deploy                build Stevedore's agent image and run it on the cluster
+#   cluster.sh deploy                build Stevedore's agent and control-plane images, run
+#                                    them on the cluster, apply the sample CloneSet
 #   cluster.sh down                  stop everything it started and remove its state
 #   cluster.sh status                what runs, with pids and log files
 #   cluster.sh kubeconfig            print the admin kubeconfig path
@@ -138,12 +139,19 @@ cmd_status() {
   return $rc
 }
 
+cmd_deploy() {
+  pid_alive kube-apiserver || die "the cluster is not up (run: cluster.sh up)"
+  deploy_agent
+  deploy_controlplane
+  deploy_samples
+}
+
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
-  deploy) pid_alive kube-apiserver || die "the cluster is not up (run: cluster.sh up)"; deploy_agent ;;
+  deploy) cmd_deploy ;;
   down) cmd_down ;;
   status) cmd_status ;;
   kubeconfig) echo "$STATE_DIR/kubeconfig" ;;
   env) [[ -f $STATE_DIR/env ]] && cat "$STATE_DIR/env" || die "the cluster is not up" ;;
-  *) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

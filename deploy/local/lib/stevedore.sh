@@ -1,5 +1,6 @@
-# Stevedore itself on the local cluster: the agent binary packaged as an OCI image (no
-# Docker: umoci + skopeo), pushed to the local registry and run as the DaemonSet.
+# Stevedore itself on the local cluster: the agent and the control plane binaries, each
+# packaged as an OCI image (no Docker: umoci + skopeo), pushed to the local registry and
+# run as the agent DaemonSet and the control-plane Deployment, plus a sample CloneSet.
 # shellcheck shell=bash
 
 REPO_ROOT=$(cd "$HERE/../.." && pwd)
@@ -8,60 +9,158 @@ CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$STEVEDORE_CACHE/cargo-target}
 ensure_cargo() {
   command -v cargo >/dev/null 2>&1 && return 0
   [[ -x $HOME/.cargo/bin/cargo ]] && { PATH=$HOME/.cargo/bin:$PATH; return 0; }
-  die "cargo not found: install a Rust toolchain (rustup) to build the agent"
+  die "cargo not found: install a Rust toolchain (rustup) to build Stevedore"
 }
 
-# build_agent_image: prints the image reference; the tag is a digest of the image's inputs
-# so a rebuilt agent rolls the DaemonSet and an unchanged one changes nothing.
-build_agent_image() {
+# must DESCRIPTION LOGFILE COMMAND...: runs COMMAND (a function is fine) in a subshell
+# with errexit in force, output appended to LOGFILE, and dies naming DESCRIPTION and
+# LOGFILE if it fails. (Under `( set -e; ... ) || die` bash ignores errexit inside.)
+must() {
+  local what=$1 logfile=$2 rc=0 errexit=+e
+  shift 2
+  [[ $- == *e* ]] && errexit=-e
+  set +e
+  (
+    set -e
+    "$@"
+  ) >>"$logfile" 2>&1
+  rc=$?
+  set "$errexit"
+  ((rc == 0)) || die "$what failed (log: $logfile)"
+}
+
+# compile NAME BIN: builds binary NAME (crate of the same name) and copies it, without
+# debug info, to BIN. The target directory may be shared by several checkouts and cargo
+# copies each build's binary to the same debug/NAME: a lock held from the build until the
+# copy keeps a deploy from another checkout from swapping it in between.
+compile() {
+  local name=$1 bin=$2
+  mkdir -p "$CARGO_TARGET_DIR"
+  exec 9>"$CARGO_TARGET_DIR/.stevedore-image-build.lock"
+  flock 9
+  (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked -p "$name" --bin "$name")
+  objcopy --strip-debug "$CARGO_TARGET_DIR/debug/$name" "$bin"
+}
+
+# package BIN USER LAYOUT:TAG REF: an image of the binary BIN at /usr/local/bin (its
+# entrypoint) with the glibc libraries it links and Debian's CA roots, run as USER
+# (uid:gid), pushed to REF.
+package() {
+  local bin=$1 user=$2 image=$3 ref=$4 name
+  name=$(basename "$bin")
+  cd "$(dirname "$bin")"
+  new_bundle "${image%:*}" base b
+  install -D -m 0755 "$bin" "b/rootfs/usr/local/bin/$name"
+  # The binary links glibc dynamically; ship exactly the libraries it needs.
+  local lib
+  for lib in $(ldd "$bin" | awk '/=>/ { print $3 } /^\t\/lib/ { print $1 }'); do
+    if [[ -f $lib ]]; then install -D "$lib" "b/rootfs$lib"; fi
+  done
+  # Trust roots for servers with public certificates (registries served over TLS).
+  install -D -m 0644 /etc/ssl/certs/ca-certificates.crt b/rootfs/etc/ssl/certs/ca-certificates.crt
+  mkdir -p b/rootfs/tmp b/rootfs/etc
+  echo 'root:x:0:0:root:/:/sbin/nologin' >b/rootfs/etc/passwd
+  if [[ ${user%%:*} != 0 ]]; then
+    echo "$name:x:${user%%:*}:${user#*:}:$name:/:/sbin/nologin" >>b/rootfs/etc/passwd
+  fi
+  umoci repack --image "$image" b
+  umoci config --image "$image" --config.entrypoint "/usr/local/bin/$name" --config.user "$user"
+  skopeo copy --quiet --dest-tls-verify=false "oci:$image" "docker://$ref"
+}
+
+# build_image COMPONENT USER: builds binary stevedore-COMPONENT, packages it as
+# $REGISTRY/stevedore/COMPONENT running as USER (uid:gid) and prints the image reference.
+# The tag is a digest of the image's inputs, so a rebuilt binary rolls its workload and an
+# unchanged one changes nothing.
+build_image() {
+  local component=$1 user=$2
+  local name=stevedore-$component repo=stevedore/$component
+  local buildlog=$LOG_DIR/build-$component.log work bin tag ref
   ensure_cargo
-  local buildlog=$LOG_DIR/build-agent.log
-  (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked -p stevedore-agent) \
-    >"$buildlog" 2>&1 || die "building the agent failed (command: cargo build -p stevedore-agent; log: $buildlog)"
-  local work bin tag ref
   work=$(mktemp -d)
-  bin=$work/stevedore-agent
-  objcopy --strip-debug "$CARGO_TARGET_DIR/debug/stevedore-agent" "$bin"
+  bin=$work/$name
+  : >"$buildlog"
+  must "building the $component (cargo build -p $name)" "$buildlog" compile "$name" "$bin"
   # Everything that goes into the image decides its tag.
-  tag=$(cat "$bin" /etc/ssl/certs/ca-certificates.crt "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
-  ref=$REGISTRY/stevedore/agent:$tag
+  tag=$({ cat "$bin" /etc/ssl/certs/ca-certificates.crt "${BASH_SOURCE[0]}" && echo "$user"; } |
+    sha256sum | cut -c1-16)
+  ref=$REGISTRY/$repo:$tag
   if ! curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    "http://$REGISTRY/v2/stevedore/agent/manifests/$tag"; then
-    (
-      set -e
-      cd "$work"
-      new_bundle "$work/layout" base b
-      install -D -m 0755 "$bin" b/rootfs/usr/local/bin/stevedore-agent
-      # The binary links glibc dynamically; ship exactly the libraries it needs.
-      ldd "$bin" | awk '/=>/ { print $3 } /^\t\/lib/ { print $1 }' | while read -r lib; do
-        [[ -f $lib ]] && install -D "$lib" "b/rootfs$lib"
-      done
-      # Trust roots for registries served over TLS (from Debian's ca-certificates).
-      install -D -m 0644 /etc/ssl/certs/ca-certificates.crt b/rootfs/etc/ssl/certs/ca-certificates.crt
-      mkdir -p b/rootfs/tmp b/rootfs/etc
-      echo 'root:x:0:0:root:/:/sbin/nologin' >b/rootfs/etc/passwd
-      umoci repack --image "$work/layout:$tag" b
-      umoci config --image "$work/layout:$tag" --config.entrypoint /usr/local/bin/stevedore-agent
-      skopeo copy --quiet --dest-tls-verify=false "oci:$work/layout:$tag" "docker://$ref"
-    ) >>"$buildlog" 2>&1 || die "packaging the agent image failed (umoci/skopeo; log: $buildlog)"
+    "http://$REGISTRY/v2/$repo/manifests/$tag"; then
+    must "packaging the $component image (umoci/skopeo)" "$buildlog" \
+      package "$bin" "$user" "$work/layout:$tag" "$ref"
   fi
   rm -rf "$work"
   echo "$ref"
 }
 
+# apply_overlay DIR COMPONENT IMAGE: applies the kustomization DIR with the placeholder
+# image 127.0.0.1:5000/stevedore/COMPONENT:latest replaced by IMAGE.
+apply_overlay() {
+  local dir=$1 component=$2 image=$3
+  kubectl_admin kustomize "$dir" |
+    sed "s|image: 127.0.0.1:5000/stevedore/$component:latest|image: $image|" |
+    kubectl_admin apply -f - >>"$LOG_DIR/objects.log" 2>&1 ||
+    die "applying the $component manifests failed (log: $LOG_DIR/objects.log)"
+}
+
 deploy_agent() {
   local image
-  image=$(build_agent_image)
+  image=$(build_image agent 0:0)
   log "deploying the agent ($image)"
   kubectl_admin -n kube-system create secret tls stevedore-agent-tls \
     --cert="$PKI/agent-serving.crt" --key="$PKI/agent-serving.key" --dry-run=client -o yaml |
     kubectl_admin apply -f - >>"$LOG_DIR/objects.log" 2>&1 ||
     die "creating Secret kube-system/stevedore-agent-tls failed (log: $LOG_DIR/objects.log)"
-  # The manifests name the image 127.0.0.1:5000/stevedore/agent:latest; run the one just built.
-  kubectl_admin kustomize "$REPO_ROOT/deploy/local/agent" |
-    sed "s|image: 127.0.0.1:5000/stevedore/agent:latest|image: $image|" |
-    kubectl_admin apply -f - >>"$LOG_DIR/objects.log" 2>&1 ||
-    die "applying the agent manifests failed (log: $LOG_DIR/objects.log)"
+  apply_overlay "$REPO_ROOT/deploy/local/agent" agent "$image"
   wait_for "agent DaemonSet rollout" 180 "$LOG_DIR/objects.log" -- \
     kubectl_admin -n kube-system rollout status ds/stevedore-agent --timeout=5s
+}
+
+# deploy_crds: the generated CRDs, server-side (no last-applied annotation, which large
+# schemas would overflow), then waits until the apiserver serves them.
+deploy_crds() {
+  log "applying the CRDs (deploy/crds)"
+  kubectl_admin apply --server-side --force-conflicts --field-manager=stevedore-deploy \
+    -f "$REPO_ROOT/deploy/crds" >>"$LOG_DIR/objects.log" 2>&1 ||
+    die "applying the CRDs failed (log: $LOG_DIR/objects.log)"
+  kubectl_admin wait --for=condition=Established --timeout=60s -f "$REPO_ROOT/deploy/crds" \
+    >>"$LOG_DIR/objects.log" 2>&1 ||
+    die "the CRDs in deploy/crds were not Established within 60s (log: $LOG_DIR/objects.log)"
+}
+
+deploy_controlplane() {
+  local image holder
+  image=$(build_image controlplane 65532:65532)
+  deploy_crds
+  log "deploying the control plane ($image)"
+  apply_overlay "$REPO_ROOT/deploy/local/controlplane" controlplane "$image"
+  kubectl_admin -n kube-system rollout status deploy/stevedore-controlplane --timeout=180s \
+    >>"$LOG_DIR/objects.log" 2>&1 || {
+    kubectl_admin -n kube-system get pods -l app.kubernetes.io/name=stevedore-controlplane \
+      -o wide >&2 || true
+    die "the control-plane Deployment did not roll out within 180s (kubectl -n kube-system describe deploy/stevedore-controlplane; log: $LOG_DIR/objects.log)"
+  }
+  wait_for "control-plane leader election" 60 "$LOG_DIR/objects.log" -- controlplane_leader
+  holder=$(controlplane_leader)
+  log "control-plane leader: $holder (kubectl -n kube-system get lease stevedore-controlplane)"
+}
+
+# controlplane_leader: prints the holder of the control plane's Lease; fails while there
+# is none or it names a pod that is gone or terminating (a replica the rollout replaced).
+controlplane_leader() {
+  local holder
+  holder=$(kubectl_admin -n kube-system get lease stevedore-controlplane \
+    -o jsonpath='{.spec.holderIdentity}' 2>/dev/null) && [[ -n $holder ]] || return 1
+  [[ -z $(kubectl_admin -n kube-system get pod "$holder" \
+    -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null || echo gone) ]] || return 1
+  echo "$holder"
+}
+
+# deploy_samples: workloads to look at (deploy/samples); they get pods once the
+# reconcilers run.
+deploy_samples() {
+  log "applying the sample CloneSet (default/sample)"
+  kubectl_admin apply -f "$REPO_ROOT/deploy/samples" >>"$LOG_DIR/objects.log" 2>&1 ||
+    die "applying deploy/samples failed (log: $LOG_DIR/objects.log)"
 }
