@@ -226,7 +226,11 @@ impl Executor<'_> {
                 &reference(self.cloneset),
                 "SuccessfulDelete",
                 "Delete",
-                format!("deleted pod {} ({why})", delete.pod),
+                if delete.detail.is_empty() {
+                    format!("deleted pod {} ({why})", delete.pod)
+                } else {
+                    format!("deleted pod {} ({why}; {})", delete.pod, delete.detail)
+                },
             )
             .await;
         for pvc in &delete.pvcs {
@@ -326,7 +330,13 @@ impl Executor<'_> {
             return Ok(());
         };
         let mut body = patch.clone();
-        if let Some(rv) = &change.resource_version {
+        // A condition just set through the agent moved the pod's resourceVersion, so the
+        // precondition only guards changes that set none.
+        if let Some(rv) = change
+            .resource_version
+            .as_ref()
+            .filter(|_| change.conditions.is_empty())
+        {
             super::patch::deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
         }
         let patched = self

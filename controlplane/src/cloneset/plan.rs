@@ -65,6 +65,8 @@ pub struct Delete {
     pub uid: String,
     pub pvcs: Vec<String>,
     pub reason: DeleteReason,
+    /// For a recreate update: the fields that could not change in place.
+    pub detail: String,
 }
 
 /// The decision of one sync.
@@ -254,7 +256,7 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
             }
             ready_budget -= 1;
         }
-        plan_delete(snap, pod, reason, plan);
+        plan_delete(snap, pod, reason, String::new(), plan);
     };
     let specified: Vec<usize> = (0..active.len())
         .filter(|&i| rollout_pods[i].specified_delete && !facts[i].preparing_delete)
@@ -411,13 +413,20 @@ fn now_string(now: Timestamp) -> String {
 }
 
 /// Delete now, or move to PreparingDelete while a preDelete hook holds the pod.
-fn plan_delete(snap: &Snapshot<'_>, pod: &Pod, reason: DeleteReason, plan: &mut Plan) {
+fn plan_delete(
+    snap: &Snapshot<'_>,
+    pod: &Pod,
+    reason: DeleteReason,
+    detail: String,
+    plan: &mut Plan,
+) {
     match lifecycle::plan_delete(snap.cloneset.spec.lifecycle.as_ref(), hook_view(pod)) {
         DeleteStep::Delete => plan.deletes.push(Delete {
             pod: pod.name_any(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             pvcs: pod_pvcs(snap, pod),
             reason,
+            detail,
         }),
         DeleteStep::Prepare(change) => {
             let mut c = PodChange::new(pod, "lifecycle: PreparingDelete");
@@ -566,8 +575,9 @@ fn update_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<bool, P
         },
     };
     match method {
-        UpdateMethod::Recreate { .. } => {
-            plan_delete(snap, pod, DeleteReason::RecreateUpdate, plan);
+        UpdateMethod::Recreate { changed } => {
+            let detail = format!("changed: {}", changed.join(", "));
+            plan_delete(snap, pod, DeleteReason::RecreateUpdate, detail, plan);
         }
         UpdateMethod::InPlace(spec) => {
             let step =

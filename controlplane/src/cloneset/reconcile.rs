@@ -286,6 +286,16 @@ async fn sync(
         now,
     };
     let planned = plan::plan(&snapshot)?;
+    tracing::debug!(
+        pods = snapshot.pods.len(),
+        update_revision,
+        current_revision,
+        creates = planned.creates.len(),
+        deletes = ?planned.deletes.iter().map(|d| (&d.pod, d.reason)).collect::<Vec<_>>(),
+        changes = ?planned.pod_changes.iter().map(|c| (&c.pod, c.why)).collect::<Vec<_>>(),
+        refusal = ?planned.refusal,
+        "planned"
+    );
     let mut problems = SyncProblems::default();
     let executor = Executor {
         ctl,
