@@ -45,6 +45,9 @@ subjectAltName=IP:127.0.0.1,IP:$NODE_IP,DNS:$NODE_NAME,DNS:localhost"
 
   issue_cert agent-serving "/CN=stevedore-agent" "extendedKeyUsage=serverAuth
 subjectAltName=IP:127.0.0.1,IP:$NODE_IP,DNS:$NODE_NAME,DNS:localhost"
+  # Agents for simulated nodes (sim-agents.sh) all answer on the kwok node IP.
+  issue_cert simulated-agent-serving "/CN=stevedore-agent-simulated" "extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:$KWOK_NODE_IP"
 
   write_kubeconfig admin "$STATE_DIR/kubeconfig"
   local c

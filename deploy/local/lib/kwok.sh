@@ -2,7 +2,7 @@
 # shellcheck shell=bash
 
 KWOK_NODE_PREFIX=kwok-node-
-KWOK_NODE_IP=198.18.0.2
+KWOK_NODE_IP=$SIM_NODE_IP
 
 # The stage definitions this kwok release needs, taken from its own module source.
 write_kwok_config() {
@@ -28,7 +28,14 @@ YAML
       printf -- '---\n'
       cat "$stages/$f"
     done
-  } >"$STATE_DIR/kwok.yaml"
+    printf -- '---\n'
+    cat "$HERE/kwok/pod-inplace-update.yaml"
+  } >"$STATE_DIR/kwok.yaml.new"
+  # A running kwok reads its stages at start only: restart it when they changed.
+  if ! cmp -s "$STATE_DIR/kwok.yaml.new" "$STATE_DIR/kwok.yaml" 2>/dev/null; then
+    stop_daemon kwok
+  fi
+  mv "$STATE_DIR/kwok.yaml.new" "$STATE_DIR/kwok.yaml"
 }
 
 start_kwok() {

@@ -9,6 +9,7 @@ HOST_CIDR=198.18.0.1/15       # routes the whole range to the local bridge
 POD_CIDR=198.18.128.0/24      # real pods on the kubelet node (CNI bridge + host-local)
 POD_BRIDGE=stevedore-cni0
 KWOK_POD_CIDR=198.18.192.0/20 # pod IPs kwok hands out on simulated nodes
+SIM_NODE_IP=198.18.0.2        # every simulated node's InternalIP (kwok nodeIP)
 SERVICE_CIDR=198.19.0.0/24
 SERVICE_APISERVER_IP=198.19.0.1
 GUARD_CHAIN=STEVEDORE-LOCAL
@@ -21,6 +22,10 @@ setup_network() {
   # `ip` with SIGPIPE and make the check fail although the address is there.
   grep -q "inet $HOST_CIDR" <<<"$(ip addr show dev "$HOST_BRIDGE")" ||
     ip addr add "$HOST_CIDR" dev "$HOST_BRIDGE" || die "cannot add $HOST_CIDR to $HOST_BRIDGE"
+  # The simulated nodes' IP is local too, so agents for simulated nodes (sim-agents.sh)
+  # can listen on it and the control plane reaches them as it reaches any node.
+  grep -q "inet $SIM_NODE_IP/32" <<<"$(ip addr show dev "$HOST_BRIDGE")" ||
+    ip addr add "$SIM_NODE_IP/32" dev "$HOST_BRIDGE" || die "cannot add $SIM_NODE_IP to $HOST_BRIDGE"
   ip link set "$HOST_BRIDGE" up
   sysctl -qw net.ipv4.ip_forward=1
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true

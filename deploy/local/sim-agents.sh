@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Simulated nodes that have real agents, for tests and benchmarks at scale:
+#   sim-agents.sh up N [PREFIX]   N kwok nodes PREFIX-000 ... (default prefix "sim-node"),
+#                                 each with its own stevedore-agent process on this machine
+#                                 (all sharing the one containerd), serving TLS on the kwok
+#                                 node IP at its own port, which the Node names in the
+#                                 annotation agent.stevedore.dev/port;
+#   sim-agents.sh down [PREFIX]   stops those agents and deletes the nodes.
+# The nodes carry label type=kwok (so DaemonSets that skip simulated nodes skip them) and
+# label + taint stevedore.dev/simulated=PREFIX besides kwok's taint, so only pods that
+# tolerate both land there. Needs a running cluster (run.sh).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=/dev/null
+source <("$HERE/cluster.sh" env)
+STATE_DIR=$STEVEDORE_STATE_DIR
+BASE_PORT=${STEVEDORE_SIM_AGENT_BASE_PORT:-21000}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
+
+die() { printf 'sim-agents: %s\n' "$*" >&2; exit 1; }
+
+cmd=${1:-}
+prefix=${3:-sim-node}
+[[ $prefix =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "PREFIX must be a DNS label, got '$prefix'"
+dir=$STATE_DIR/sim-agents/$prefix
+
+up() {
+  local count=$1 i name port kwok_ip
+  [[ $count =~ ^[0-9]+$ ]] && ((count > 0 && count <= 1000)) || die "N must be 1..1000, got '$count'"
+  [[ -f $STATE_DIR/pki/simulated-agent-serving.crt ]] ||
+    die "no simulated-agent certificate: run deploy/local/cluster.sh up again"
+  kwok_ip=$(kubectl get node kwok-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}' 2>/dev/null) ||
+    die "kwok is not running (run deploy/local/run.sh --fake-nodes 1 first)"
+  cargo build -q --locked -p stevedore-agent
+  mkdir -p "$dir"
+  # Replace, not overwrite: the running agents keep their (now unlinked) binary.
+  cp "$CARGO_TARGET_DIR/debug/stevedore-agent" "$dir/stevedore-agent.new"
+  mv -f "$dir/stevedore-agent.new" "$dir/stevedore-agent"
+  for ((i = 0; i < count; i++)); do
+    name=$(printf '%s-%03d' "$prefix" "$i")
+    port=$((BASE_PORT + i))
+    kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: $name
+  annotations:
+    kwok.x-k8s.io/node: fake
+    agent.stevedore.dev/port: "$port"
+  labels:
+    kubernetes.io/hostname: $name
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+    stevedore.dev/simulated: $prefix
+spec:
+  taints:
+    - { key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule }
+    - { key: stevedore.dev/simulated, value: $prefix, effect: NoSchedule }
+YAML
+    if [[ -f $dir/$name.pid ]] && kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null; then
+      continue
+    fi
+    setsid "$dir/stevedore-agent" --node-name "$name" \
+      --containerd-socket "$STEVEDORE_CONTAINERD_SOCK" \
+      --grpc-addr "$kwok_ip:$port" --admin-addr "127.0.0.1:$((port + 2000))" \
+      --unix-socket "$dir/$name.sock" \
+      --tls-cert "$STATE_DIR/pki/simulated-agent-serving.crt" \
+      --tls-key "$STATE_DIR/pki/simulated-agent-serving.key" \
+      --insecure-registry "$STEVEDORE_REGISTRY" >"$dir/$name.log" 2>&1 </dev/null &
+    echo $! >"$dir/$name.pid"
+  done
+  for ((i = 0; i < count; i++)); do
+    port=$((BASE_PORT + i + 2000))
+    for _ in $(seq 1 100); do
+      curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
+      sleep 0.2
+    done
+    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null ||
+      die "agent $(printf '%s-%03d' "$prefix" "$i") is not ready (log: $dir)"
+  done
+  kubectl wait --for=condition=Ready node -l "stevedore.dev/simulated=$prefix" --timeout=120s >/dev/null
+  echo "sim-agents: $count simulated nodes with agents ($prefix-*), logs in $dir" >&2
+}
+
+down() {
+  local f
+  if [[ -d $dir ]]; then
+    for f in "$dir"/*.pid; do
+      [[ -f $f ]] || continue
+      kill "$(cat "$f")" 2>/dev/null || true
+      rm -f "$f"
+    done
+  fi
+  kubectl delete node -l "stevedore.dev/simulated=$prefix" --wait=false >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+
+case $cmd in
+  up) up "${2:-}" ;;
+  down) prefix=${2:-sim-node}; dir=$STATE_DIR/sim-agents/$prefix; down ;;
+  *) die "usage: sim-agents.sh up N [PREFIX] | down [PREFIX]" ;;
+esac
