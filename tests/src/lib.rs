@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod diagnostics;
 pub mod namespace;
 pub mod pods;
+pub mod sim;
 pub mod wait;
 
 pub use cluster::{ClusterInfo, cluster};
