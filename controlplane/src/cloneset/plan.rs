@@ -181,6 +181,12 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
         refresh_pod(snap, pod, &mut plan)?;
     }
 
+    // Orphan claims go before scaling (OpenKruise `cleanupPVCs`), so the sync that replaces
+    // a pod deleted from outside also deletes its old claims.
+    if spec.scale_strategy.disable_pvc_reuse {
+        plan.delete_pvcs = orphan_pvcs(snap).into_iter().map(str::to_owned).collect();
+    }
+
     // 2. Scale.
     let names_to_delete: BTreeSet<String> =
         spec.scale_strategy.pods_to_delete.iter().cloned().collect();
@@ -258,6 +264,23 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
         }
         plan_delete(snap, pod, reason, String::new(), plan);
     };
+    // Only a scale step that changed something ends the sync (OpenKruise's `modified`):
+    // pods held by a hook must not stall the update.
+    let planned = |plan: &Plan| plan.deletes.len() + plan.pod_changes.len();
+    let before = planned(&plan);
+    // Pods in PreparingDelete go once the preDelete hook releases them (OpenKruise scale
+    // step 4); still hooked, they wait.
+    for i in (0..active.len()).filter(|&i| facts[i].preparing_delete) {
+        let reason = if rollout_pods[i].specified_delete {
+            DeleteReason::Specified
+        } else {
+            DeleteReason::ScaleDown
+        };
+        plan_delete(snap, active[i], reason, String::new(), &mut plan);
+    }
+    if planned(&plan) > before {
+        return Ok(plan);
+    }
     let specified: Vec<usize> = (0..active.len())
         .filter(|&i| rollout_pods[i].specified_delete && !facts[i].preparing_delete)
         .collect();
@@ -265,7 +288,9 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
         for i in specified {
             delete(active[i], &facts[i], DeleteReason::Specified, &mut plan);
         }
-        return Ok(plan);
+        if planned(&plan) > before {
+            return Ok(plan);
+        }
     }
     if diffs.scale_down > 0 {
         let chosen = deletion::pods_to_delete(
@@ -281,10 +306,9 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
                 delete(active[i], &facts[i], DeleteReason::ScaleDown, &mut plan);
             }
         }
-        return Ok(plan);
-    }
-    if spec.scale_strategy.disable_pvc_reuse {
-        plan.delete_pvcs = orphan_pvcs(snap).into_iter().map(str::to_owned).collect();
+        if planned(&plan) > before {
+            return Ok(plan);
+        }
     }
 
     // 3. Update.
@@ -311,6 +335,14 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
         .count();
     let mut budget =
         i64::from(diffs.update_max_unavailable) - i64::try_from(unavailable).unwrap_or(0);
+    // OpenKruise `limitUpdateIndexes`: unavailable pods of the update revision plus the
+    // pods started now stay within maxUnavailable, so a bad revision cannot take every
+    // already-unready pod at once.
+    let updated_unavailable = rollout_pods
+        .iter()
+        .filter(|p| p.updated && !p.available)
+        .count();
+    let update_max_unavailable = usize::try_from(diffs.update_max_unavailable).unwrap_or(0);
     let mut started = 0;
     let touched: BTreeSet<String> = plan.pod_changes.iter().map(|c| c.pod.clone()).collect();
     for i in order {
@@ -320,6 +352,9 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
         if touched.contains(&facts[i].name) {
             // Refreshed in this sync already; its next sync plans from the new object.
             continue;
+        }
+        if updated_unavailable + usize::try_from(started).unwrap_or(0) >= update_max_unavailable {
+            break;
         }
         if rollout_pods[i].available {
             if budget <= 0 {
@@ -576,7 +611,11 @@ fn update_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<bool, P
     };
     match method {
         UpdateMethod::Recreate { changed } => {
-            let detail = format!("changed: {}", changed.join(", "));
+            let detail = if changed.is_empty() {
+                String::new()
+            } else {
+                format!("changed: {}", changed.join(", "))
+            };
             plan_delete(snap, pod, DeleteReason::RecreateUpdate, detail, plan);
         }
         UpdateMethod::InPlace(spec) => {
