@@ -194,7 +194,7 @@ async fn image_change_updates_pods_in_place() -> Result<()> {
                 })?;
             let done = seen[start..]
                 .iter()
-                .find(|t| t.status == "True")
+                .find(|t| t.status == "True" && t.reason == "InPlaceUpdateDone")
                 .with_context(|| {
                     format!("{}: not True after the update: {values:?}", after.name)
                 })?;
