@@ -84,8 +84,11 @@ pub fn cluster_script() -> PathBuf {
 /// Runs `cluster.sh ARGS`, failing with its output when it exits non-zero.
 pub fn run_cluster_script(args: &[&str]) -> Result<String> {
     // `flock` serialises concurrent test binaries so only one of them runs `up` at a time.
+    // `--close`: the daemons `up` starts (kwok, ...) must not inherit the locked file, or
+    // they hold the lock for as long as they live and every later test run waits forever.
     let lock = std::env::temp_dir().join("stevedore-local-cluster.lock");
     let output = Command::new("flock")
+        .arg("--close")
         .arg(&lock)
         .arg(cluster_script())
         .args(args)
