@@ -15,6 +15,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source <("$HERE/cluster.sh" env)
 STATE_DIR=$STEVEDORE_STATE_DIR
 BASE_PORT=${STEVEDORE_SIM_AGENT_BASE_PORT:-21000}
+ADMIN_OFFSET=5000 # admin endpoint port = gRPC port + this
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
 
 die() { printf 'sim-agents: %s\n' "$*" >&2; exit 1; }
@@ -23,6 +24,26 @@ cmd=${1:-}
 prefix=${3:-sim-node}
 [[ $prefix =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "PREFIX must be a DNS label, got '$prefix'"
 dir=$STATE_DIR/sim-agents/$prefix
+
+# agent_port NODE: the node's gRPC port, kept across restarts; a new node gets the first
+# port (and admin port) no other simulated node has and nothing listens on.
+agent_port() {
+  local name=$1 port taken listening
+  if [[ -f $dir/$name.port ]]; then
+    cat "$dir/$name.port"
+    return
+  fi
+  taken=$(cat "$STATE_DIR"/sim-agents/*/*.port 2>/dev/null || true)
+  listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
+  for ((port = BASE_PORT; port < BASE_PORT + ADMIN_OFFSET; port++)); do
+    grep -qx "$port" <<<"$taken" && continue
+    grep -qx -e "$port" -e "$((port + ADMIN_OFFSET))" <<<"$listening" && continue
+    echo "$port" >"$dir/$name.port"
+    echo "$port"
+    return
+  done
+  die "no free port for $name"
+}
 
 up() {
   local count=$1 i name port kwok_ip
@@ -38,7 +59,7 @@ up() {
   mv -f "$dir/stevedore-agent.new" "$dir/stevedore-agent"
   for ((i = 0; i < count; i++)); do
     name=$(printf '%s-%03d' "$prefix" "$i")
-    port=$((BASE_PORT + i))
+    port=$(agent_port "$name") || exit 1
     kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Node
@@ -63,7 +84,7 @@ YAML
     fi
     setsid "$dir/stevedore-agent" --node-name "$name" \
       --containerd-socket "$STEVEDORE_CONTAINERD_SOCK" \
-      --grpc-addr "$kwok_ip:$port" --admin-addr "127.0.0.1:$((port + 2000))" \
+      --grpc-addr "$kwok_ip:$port" --admin-addr "127.0.0.1:$((port + ADMIN_OFFSET))" \
       --unix-socket "$dir/$name.sock" \
       --tls-cert "$STATE_DIR/pki/simulated-agent-serving.crt" \
       --tls-key "$STATE_DIR/pki/simulated-agent-serving.key" \
@@ -71,13 +92,14 @@ YAML
     echo $! >"$dir/$name.pid"
   done
   for ((i = 0; i < count; i++)); do
-    port=$((BASE_PORT + i + 2000))
+    name=$(printf '%s-%03d' "$prefix" "$i")
+    port=$(($(cat "$dir/$name.port") + ADMIN_OFFSET))
     for _ in $(seq 1 100); do
       curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
       sleep 0.2
     done
-    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null ||
-      die "agent $(printf '%s-%03d' "$prefix" "$i") is not ready (log: $dir)"
+    kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null && curl -sf "http://127.0.0.1:$port/readyz" >/dev/null ||
+      die "agent $name is not ready (log: $dir/$name.log)"
   done
   kubectl wait --for=condition=Ready node -l "stevedore.dev/simulated=$prefix" --timeout=120s >/dev/null
   echo "sim-agents: $count simulated nodes with agents ($prefix-*), logs in $dir" >&2

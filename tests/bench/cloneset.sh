@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# CloneSet at scale on the local cluster (run `deploy/local/run.sh` first; needs root):
+# NODES simulated nodes, each with its own agent process (deploy/local/sim-agents.sh, all
+# sharing the one containerd), one CloneSet of REPLICAS pods there, InPlaceIfPossible with
+# maxUnavailable 20%:
+#   1. create → status says all REPLICAS ready;
+#   2. image change → all REPLICAS updated in place and ready (each pod: InPlaceUpdateReady
+#      False through its node's agent, image patch, kwok's simulated restart, completion);
+#   3. control-plane RSS (every replica) with those pods cached, reconciles and agent RPCs;
+#   4. the apiserver floor: the same pod writes from a minimal client (api-floor).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+NODES=${NODES:-100}
+REPLICAS=${REPLICAS:-1000}
+PREFIX=bench
+NS=stevedore-bench
+# shellcheck source=/dev/null
+source <(deploy/local/cluster.sh env)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
+V1=$STEVEDORE_REGISTRY/stevedore/web:v1
+V2=$STEVEDORE_REGISTRY/stevedore/web:v2
+
+cleanup() {
+  kubectl delete namespace "$NS" --wait=true --timeout=300s >/dev/null 2>&1 || true
+  deploy/local/sim-agents.sh down "$PREFIX" || true
+}
+trap cleanup EXIT
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# wait_for_status EXPR: polls the CloneSet until the jq-free jsonpath test in EXPR holds.
+status() { kubectl -n "$NS" get cloneset bench -o jsonpath="$1"; }
+
+cargo build -q --locked -p stevedore-tests --bin api-floor
+FLOOR=$CARGO_TARGET_DIR/debug/api-floor
+deploy/local/sim-agents.sh up "$NODES" "$PREFIX"
+kubectl create namespace "$NS" >/dev/null
+
+echo "== CloneSet of $REPLICAS pods on $NODES simulated nodes with agents" >&2
+start=$(now)
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata: { name: bench, namespace: $NS }
+spec:
+  replicas: $REPLICAS
+  selector: { matchLabels: { app: bench } }
+  updateStrategy: { type: InPlaceIfPossible, maxUnavailable: 20% }
+  template:
+    metadata: { labels: { app: bench } }
+    spec:
+      nodeSelector: { stevedore.dev/simulated: $PREFIX }
+      tolerations: [{ operator: Exists }]
+      containers: [{ name: web, image: "$V1" }]
+YAML
+until [[ $(status '{.status.readyReplicas}/{.status.updatedReadyReplicas}') == "$REPLICAS/$REPLICAS" ]]; do sleep 0.5; done
+create_s=$(since "$start")
+
+start=$(now)
+kubectl -n "$NS" patch cloneset bench --type json \
+  -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
+until [[ $(status '{.status.updatedReadyReplicas}/{.status.readyReplicas}/{.status.currentRevision}') == "$REPLICAS/$REPLICAS/$(status '{.status.updateRevision}')" ]] &&
+  ! kubectl -n "$NS" get pods -o jsonpath='{.items[*].metadata.annotations}' | grep -q inplace-update-state; do
+  sleep 0.5
+done
+rollout_s=$(since "$start")
+same_uids=$(kubectl -n "$NS" get pods -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{"\n"}{end}' | grep -c '^1$' || true)
+
+rss=""
+for pid in $(pgrep -f '(^|/)stevedore-controlplane( |$)'); do
+  rss+="$(awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } END { printf "%d/%d MiB", r / 1024, h / 1024 }' "/proc/$pid/status") "
+done
+leader=$(kubectl -n kube-system get lease stevedore-controlplane -o jsonpath='{.spec.holderIdentity}')
+leader_ip=$(kubectl -n kube-system get pod "$leader" -o jsonpath='{.status.podIP}')
+metrics=$(curl -sf "http://$leader_ip:10352/metrics" || true)
+reconciles=$(awk '/^stevedore_controlplane_reconciles_total\{kind="CloneSet"\}/ { print $2 }' <<<"$metrics")
+agent_ok=$(awk '/^stevedore_controlplane_agent_rpcs_total\{.*SetPodCondition.*Ok/ { s += $2 } END { print s + 0 }' <<<"$metrics")
+
+kubectl -n "$NS" delete cloneset bench --wait=true >/dev/null
+until [[ -z $(kubectl -n "$NS" get pods -o name) ]]; do sleep 1; done
+
+echo "== apiserver floor (api-floor, 64 requests in flight)" >&2
+floor_create_s=$("$FLOOR" create --namespace "$NS" --node-label "stevedore.dev/simulated=$PREFIX" \
+  --replicas "$REPLICAS" --image "$V1")
+floor_inplace_s=$("$FLOOR" inplace --namespace "$NS" --image "$V2")
+
+cat <<EOF2
+nodes with agents:            $NODES
+replicas:                     $REPLICAS
+create → all ready:           ${create_s}s   (floor: ${floor_create_s}s for $REPLICAS creates + Ready)
+roll all in place (20%):      ${rollout_s}s   (floor: ${floor_inplace_s}s for the same pod writes, all at once)
+pods restarted in place:      $same_uids of $REPLICAS (restartCount 1, same pods)
+control-plane RSS (now/peak): $rss
+CloneSet reconciles (leader): ${reconciles:-?}
+SetPodCondition calls OK:     $agent_ok
+EOF2

@@ -1,0 +1,200 @@
+//! The apiserver floor for the CloneSet benchmark: the same pod writes the controller makes,
+//! issued by a minimal client with no planning, so the controller's figures can be read
+//! against what the apiserver (and kwok) alone cost.
+//!
+//!   api-floor create --namespace NS --node-label K=V --replicas N
+//!       creates N pods like a CloneSet's and waits until all are Ready;
+//!   api-floor inplace --namespace NS --image IMAGE
+//!       for every pod: InPlaceUpdateReady=False (pods/status), then image + state annotation,
+//!       waits for the simulated restart, then InPlaceUpdateReady=True and the annotation
+//!       removed — the writes of one in-place update, all pods at once.
+//!
+//! Prints the elapsed seconds on stdout.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use futures::{StreamExt as _, stream};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 64, global = true)]
+    concurrency: usize,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    Create {
+        #[arg(long)]
+        namespace: String,
+        /// The simulated nodes' label, `key=value`.
+        #[arg(long)]
+        node_label: String,
+        #[arg(long)]
+        replicas: usize,
+        #[arg(long)]
+        image: String,
+    },
+    Inplace {
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        image: String,
+    },
+}
+
+const LABEL: &str = "stevedore.dev/api-floor";
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let client = kube::Client::try_default().await?;
+    let started = Instant::now();
+    match args.command {
+        Command::Create {
+            namespace,
+            node_label,
+            replicas,
+            image,
+        } => {
+            let api: Api<Pod> = Api::namespaced(client, &namespace);
+            let (key, value) = node_label
+                .split_once('=')
+                .context("--node-label must be key=value")?;
+            let api = Arc::new(api);
+            let results: Vec<Result<()>> = stream::iter(0..replicas)
+                .map(|i| {
+                    let api = api.clone();
+                    let pod: Pod = serde_json::from_value(json!({
+                        "metadata": { "name": format!("floor-{i:05}"), "labels": { LABEL: "true" } },
+                        "spec": {
+                            "nodeSelector": { key: value },
+                            "tolerations": [{ "operator": "Exists" }],
+                            "readinessGates": [{ "conditionType": "InPlaceUpdateReady" }],
+                            "containers": [{ "name": "web", "image": image }]
+                        }
+                    }))
+                    .expect("valid pod");
+                    async move {
+                        api.create(&PostParams::default(), &pod).await?;
+                        Ok(())
+                    }
+                })
+                .buffer_unordered(args.concurrency)
+                .collect()
+                .await;
+            results.into_iter().collect::<Result<Vec<()>>>()?;
+            wait(&api, |pods| {
+                pods.len() == replicas && pods.iter().all(|p| condition(p, "Ready"))
+            })
+            .await?;
+        }
+        Command::Inplace { namespace, image } => {
+            let api = Arc::new(Api::<Pod>::namespaced(client, &namespace));
+            let pods = api
+                .list(&ListParams::default().labels(&format!("{LABEL}=true")))
+                .await?
+                .items;
+            let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+            let state = json!({ "revision": "floor", "updateTimestamp": "2000-01-01T00:00:00Z" })
+                .to_string();
+            for_each(&api, &names, args.concurrency, |api, name| {
+                let state = state.clone();
+                let image = image.clone();
+                async move {
+                    set_condition(&api, &name, "False").await?;
+                    let patch = json!({
+                        "metadata": { "annotations": { "apps.kruise.io/inplace-update-state": state } },
+                        "spec": { "containers": [{ "name": "web", "image": image }] }
+                    });
+                    api.patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                        .await?;
+                    Ok(())
+                }
+            })
+            .await?;
+            let want = image.clone();
+            wait(&api, |pods| {
+                pods.iter().all(|p| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .and_then(|c| c.first())
+                        .is_some_and(|c| c.image == want)
+                })
+            })
+            .await?;
+            for_each(&api, &names, args.concurrency, |api, name| async move {
+                set_condition(&api, &name, "True").await?;
+                let patch = json!({ "metadata": { "annotations": { "apps.kruise.io/inplace-update-state": null } } });
+                api.patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await?;
+                Ok(())
+            })
+            .await?;
+        }
+    }
+    println!("{:.2}", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn condition(pod: &Pod, type_: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+async fn set_condition(api: &Api<Pod>, name: &str, status: &str) -> Result<()> {
+    let patch = json!({ "status": { "conditions": [{
+        "type": "InPlaceUpdateReady", "status": status,
+        "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    }] } });
+    api.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await?;
+    Ok(())
+}
+
+async fn for_each<F, Fut>(
+    api: &Arc<Api<Pod>>,
+    names: &[String],
+    concurrency: usize,
+    f: F,
+) -> Result<()>
+where
+    F: Fn(Arc<Api<Pod>>, String) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let results: Vec<Result<()>> = stream::iter(names.iter().cloned())
+        .map(|name| f(api.clone(), name))
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+async fn wait(api: &Api<Pod>, done: impl Fn(&[Pod]) -> bool) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    loop {
+        let pods = api
+            .list(&ListParams::default().labels(&format!("{LABEL}=true")))
+            .await?
+            .items;
+        if done(&pods) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("timed out");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
