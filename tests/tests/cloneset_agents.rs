@@ -33,6 +33,13 @@ fn cloneset(ctx: &TestContext, prefix: &str, replicas: i32) -> Result<CloneSet> 
                 "metadata": { "labels": { "app": "web" } },
                 "spec": {
                     "nodeSelector": { "stevedore.dev/simulated": prefix },
+                    // Two pods per node, so one node's agent can die while the other's works.
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": { "matchLabels": { "app": "web" } }
+                    }],
                     "tolerations": [
                         { "key": "kwok.x-k8s.io/node", "operator": "Exists" },
                         { "key": "stevedore.dev/simulated", "operator": "Exists" }
