@@ -235,7 +235,14 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
     let diffs = rollout::calculate_diffs(&params, &rollout_pods)?;
 
     if diffs.scale_up > 0 && diffs.scale_up_limit > 0 {
-        let count = diffs.scale_up.min(diffs.scale_up_limit);
+        // A pod deleted from outside is replaced under its own instance id (and name), with
+        // its claims, once it is gone: not before, or the replacement takes a fresh id and
+        // the claims are left behind. Its deletion event brings the next sync.
+        let awaited = i32::try_from(ids_awaiting_their_pod(snap)).unwrap_or(i32::MAX);
+        let count = diffs.scale_up.min(diffs.scale_up_limit) - awaited;
+        if count <= 0 {
+            return Ok(plan);
+        }
         let old = diffs.scale_up_old_revision.clamp(0, count);
         let reusable = reusable_ids(snap, &active);
         let mut reusable = reusable.into_iter();
@@ -412,6 +419,35 @@ fn reusable_ids(snap: &Snapshot<'_>, _active: &[&Pod]) -> Vec<String> {
     ids.sort();
     ids.dedup();
     ids
+}
+
+/// Instance ids whose claims (not terminating) are kept for reuse while the only pod that
+/// carries the id is still terminating.
+fn ids_awaiting_their_pod(snap: &Snapshot<'_>) -> usize {
+    if snap.cloneset.spec.scale_strategy.disable_pvc_reuse {
+        return 0;
+    }
+    let id = |p: &Pod| instance_id(p.metadata.labels.as_ref()).map(str::to_owned);
+    let live: BTreeSet<String> = snap
+        .pods
+        .iter()
+        .filter(|p| !is_terminating(p))
+        .filter_map(|p| id(p))
+        .collect();
+    let terminating: BTreeSet<String> = snap
+        .pods
+        .iter()
+        .filter(|p| is_terminating(p))
+        .filter_map(|p| id(p))
+        .filter(|i| !live.contains(i))
+        .collect();
+    snap.pvcs
+        .iter()
+        .filter(|pvc| pvc.metadata.deletion_timestamp.is_none())
+        .filter_map(|pvc| instance_id(pvc.metadata.labels.as_ref()))
+        .filter(|i| terminating.contains(*i))
+        .collect::<BTreeSet<_>>()
+        .len()
 }
 
 /// Claims (not terminating) whose instance id no pod of the set carries.

@@ -622,8 +622,15 @@ fn replacement_reuses_the_instance_id_of_an_orphan_claim() {
             vec![""],
         ),
         (
-            "the claim of a terminating pod is not reused",
+            "the claim of a terminating pod waits for the pod to go, then its id comes back",
             cloneset(2),
+            vec![pod("web-a", NEW), pod("web-b", NEW).terminating()],
+            vec![pvc("data-web-b", "b")],
+            vec![],
+        ),
+        (
+            "a terminating pod with a claim delays only its own replacement",
+            cloneset(3),
             vec![pod("web-a", NEW), pod("web-b", NEW).terminating()],
             vec![pvc("data-web-b", "b")],
             vec![""],

@@ -165,11 +165,10 @@ pub fn new_pod(cloneset: &CloneSet, revision: &str, spec: &RevisionSpec, instanc
             lifecycle::initial_state(lifecycle).as_str().to_owned(),
         );
     }
-    let mut finalizers = template_meta.finalizers.unwrap_or_default();
-    if let Some(hook) = lifecycle.and_then(|l| l.pre_normal.as_ref()) {
-        labels.extend(hook.labels_handler.clone());
-        finalizers.extend(hook.finalizers_handler.clone());
-    }
+    // Only the template's finalizers (and labels): the preNormal hook's are the user
+    // controller's to add, which is what moves the pod from PreparingNormal to Normal
+    // (OpenKruise `newVersionedPods` adds none either).
+    let finalizers = template_meta.finalizers.unwrap_or_default();
 
     let mut pod_spec = template.spec.clone().unwrap_or_default();
     let mut gates = pod_spec.readiness_gates.take().unwrap_or_default();

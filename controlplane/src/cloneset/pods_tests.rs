@@ -249,18 +249,19 @@ fn lifecycle_sets_the_initial_state_and_pre_normal_handlers() {
             None,
         ),
         (
-            "preNormal: PreparingNormal with the hook's labels and finalizers",
+            "preNormal: PreparingNormal, without the hook's labels and finalizers (the user \
+             controller adds them to let the pod become Normal)",
             Some(Lifecycle {
                 pre_normal: Some(hook(
-                    &[("registered", "false")],
+                    &[("registered", "true")],
                     &["example.com/register"],
                     false,
                 )),
                 ..Lifecycle::default()
             }),
             Some("PreparingNormal"),
-            vec![("registered", "false")],
-            Some(vec!["example.com/register"]),
+            vec![],
+            None,
         ),
     ];
     for (name, lifecycle, state, extra_labels, finalizers) in cases {
@@ -268,6 +269,7 @@ fn lifecycle_sets_the_initial_state_and_pre_normal_handlers() {
         let pod = pod_of(&cs);
         let l = pod.metadata.labels.as_ref().unwrap();
         assert_eq!(l.get(STATE_LABEL).map(String::as_str), state, "{name}");
+        assert!(!l.contains_key("registered"), "{name}");
         for (k, v) in extra_labels {
             assert_eq!(l.get(k).map(String::as_str), Some(v), "{name}");
         }
@@ -278,7 +280,7 @@ fn lifecycle_sets_the_initial_state_and_pre_normal_handlers() {
 }
 
 #[test]
-fn template_finalizers_are_kept_with_the_hook_finalizers() {
+fn template_finalizers_are_kept_and_hook_finalizers_not_added() {
     let cs = cloneset(|s| {
         s.template.metadata.as_mut().unwrap().finalizers = Some(vec!["example.com/own".into()]);
         s.lifecycle = Some(Lifecycle {
@@ -288,10 +290,7 @@ fn template_finalizers_are_kept_with_the_hook_finalizers() {
     });
     assert_eq!(
         pod_of(&cs).metadata.finalizers,
-        Some(vec![
-            "example.com/own".to_owned(),
-            "example.com/register".to_owned()
-        ])
+        Some(vec!["example.com/own".to_owned()])
     );
 }
 

@@ -259,6 +259,9 @@ fn set_condition(
 }
 
 /// FailedScale / FailedUpdate: present (True) while the problem lasts, removed after.
+/// While it lasts the condition keeps its first message, like the ReplicaSet's
+/// ReplicaFailure: messages name the pod that failed, which differs on every retry, and a
+/// status write on every retry would requeue the set at once, past its backoff.
 fn set_problem(
     conditions: &mut Vec<CloneSetCondition>,
     type_: &str,
@@ -266,6 +269,10 @@ fn set_problem(
     now: Timestamp,
 ) {
     match problem {
+        Some(_)
+            if conditions
+                .iter()
+                .any(|c| c.type_ == type_ && c.status == "True") => {}
         Some(message) => set_condition(conditions, type_, true, type_, message.to_owned(), now),
         None => conditions.retain(|c| c.type_ != type_),
     }

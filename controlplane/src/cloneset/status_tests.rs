@@ -347,15 +347,16 @@ fn failed_scale_and_failed_update_follow_the_sync_problems() {
         assert_eq!(c.last_transition_time, Some(Time(ts(10))));
     }
 
-    // Still failing later: the transition time stays, the message follows.
+    // Still failing later (another pod's name in the message): the condition stays as it
+    // was, so a retry does not rewrite the status and requeue itself past its backoff.
     let later = SyncProblems {
-        scale: Some("quota again".to_owned()),
+        scale: Some("pods \"web-y\" is forbidden: exceeded quota".to_owned()),
         update: None,
     };
     let cs = with_status(cloneset(1), status);
     let (status, _) = status_with(&cs, &[], &later, ts(50));
     let c = condition(&status, FAILED_SCALE).unwrap();
-    assert_eq!(c.message, "quota again");
+    assert_eq!(c.message, problems.scale.as_deref().unwrap());
     assert_eq!(c.last_transition_time, Some(Time(ts(10))));
     // The update problem went away: its condition is removed.
     assert!(condition(&status, FAILED_UPDATE).is_none());

@@ -1,0 +1,282 @@
+//! The CloneSet controller (running in the cluster) and pods it does not own alone:
+//! adoption of a matching orphan and release of a pod that stops matching, and lifecycle
+//! hooks held by a "user controller" played by the test (preDelete labels, preNormal
+//! finalizers).
+
+mod cloneset_component;
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use stevedore_tests::pods::is_running_and_ready;
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+
+use cloneset_component::{
+    CONVERGE, INSTANCE_ID_LABEL, STATE_LABEL, all_pods, cloneset, controller_uid, create, describe,
+    label, live_pods, patch, wait_converged, wait_pods,
+};
+
+async fn patch_pod(ctx: &TestContext, pod: &str, body: Value) -> Result<Pod> {
+    Ok(ctx
+        .api::<Pod>()
+        .patch(pod, &PatchParams::default(), &Patch::Merge(body))
+        .await?)
+}
+
+#[tokio::test]
+async fn adopts_a_matching_orphan_and_releases_a_pod_that_stops_matching() -> Result<()> {
+    run_in_namespace("cloneset-lifecycle-adopt", |ctx| async move {
+        let name = "web";
+        let cs = create(&ctx, cloneset(&ctx, name, 2, json!({}))).await?;
+        let uid = cs.uid().context("uid")?;
+        let converged = wait_converged(&ctx, name, 2).await?;
+
+        // An orphan that does not match yet, so it is Running and Ready before the set
+        // sees it and the scale-down that follows adoption can rank it by deletion cost.
+        let template = &converged.pods[0];
+        let mut orphan_spec = serde_json::to_value(template.spec.clone().context("spec")?)?;
+        orphan_spec["nodeName"] = Value::Null;
+        let orphan: Pod = serde_json::from_value(json!({
+            "metadata": {
+                "name": "orphan",
+                "labels": { "app": "not-yet" },
+                "annotations": { "controller.kubernetes.io/pod-deletion-cost": "1000" }
+            },
+            "spec": {
+                "nodeSelector": { "type": "kwok" },
+                "tolerations": orphan_spec["tolerations"],
+                "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }]
+            }
+        }))?;
+        ctx.api::<Pod>()
+            .create(&PostParams::default(), &orphan)
+            .await?;
+        poll_until("the orphan to run", CONVERGE, || async {
+            let pod = ctx.api::<Pod>().get("orphan").await?;
+            Ok(is_running_and_ready(&pod).then_some(()))
+        })
+        .await?;
+        // Now make it match, on the set's revision (so no update replaces it).
+        let mut labels = template.labels().clone();
+        labels.remove(INSTANCE_ID_LABEL);
+        patch_pod(&ctx, "orphan", json!({ "metadata": { "labels": labels } })).await?;
+        poll_until("the orphan to be adopted", CONVERGE, || async {
+            let pod = ctx.api::<Pod>().get("orphan").await?;
+            if controller_uid(&pod.metadata) == Some(uid.as_str()) {
+                return Ok(Some(()));
+            }
+            bail!("ownerReferences {:?}", pod.metadata.owner_references)
+        })
+        .await?;
+        // Three pods for two replicas: the set scales one of its cheaper pods away.
+        let converged = wait_converged(&ctx, name, 2).await?;
+        ensure!(
+            converged.pods.iter().any(|p| p.name_any() == "orphan"),
+            "the adopted pod was kept: {}",
+            describe(&converged.pods)
+        );
+
+        // Release: a pod whose labels stop matching loses its controller reference and a
+        // replacement takes its place.
+        let released = converged
+            .pods
+            .iter()
+            .find(|p| p.name_any() != "orphan")
+            .context("a pod of the set")?
+            .clone();
+        patch_pod(
+            &ctx,
+            &released.name_any(),
+            json!({ "metadata": { "labels": { "app": "gone" } } }),
+        )
+        .await?;
+        poll_until("the pod to be released", CONVERGE, || async {
+            let pod = ctx.api::<Pod>().get(&released.name_any()).await?;
+            if pod.metadata.deletion_timestamp.is_some() {
+                bail!("the released pod is being deleted");
+            }
+            if controller_uid(&pod.metadata).is_none() {
+                return Ok(Some(()));
+            }
+            bail!("ownerReferences {:?}", pod.metadata.owner_references)
+        })
+        .await?;
+        let converged = wait_converged(&ctx, name, 2).await?;
+        ensure!(
+            converged.pods.iter().all(|p| p.uid() != released.uid()),
+            "a replacement took the released pod's place"
+        );
+        let still = ctx.api::<Pod>().get(&released.name_any()).await?;
+        ensure!(
+            still.metadata.deletion_timestamp.is_none(),
+            "releasing does not delete the pod"
+        );
+        Ok(())
+    })
+    .await
+}
+
+const HOLD: &str = "example.com/hold";
+
+#[tokio::test]
+async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() -> Result<()> {
+    run_in_namespace("cloneset-lifecycle-predelete", |ctx| async move {
+        let name = "web";
+        let spec = json!({ "spec": {
+            "template": { "metadata": { "labels": { HOLD: "true" } } },
+            "lifecycle": { "preDelete": { "labelsHandler": { HOLD: "true" } } }
+        } });
+        create(&ctx, cloneset(&ctx, name, 3, spec)).await?;
+        let converged = wait_converged(&ctx, name, 3).await?;
+        for pod in &converged.pods {
+            ensure!(
+                label(pod, HOLD) == Some("true") && label(pod, STATE_LABEL) == Some("Normal"),
+                "pod {} created with the hook label in state Normal",
+                pod.name_any()
+            );
+        }
+
+        patch(&ctx, name, json!({ "spec": { "replicas": 2 } })).await?;
+        let held = wait_pods(&ctx, name, "one pod in PreparingDelete", CONVERGE, |pods| {
+            let preparing: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| label(p, STATE_LABEL) == Some("PreparingDelete"))
+                .collect();
+            Ok(match preparing.as_slice() {
+                [pod] => Some((*pod).clone()),
+                [] => None,
+                more => bail!("{} pods in PreparingDelete", more.len()),
+            })
+        })
+        .await?;
+        // Held: not deleted, and not replaced.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let pods = all_pods(&ctx, name).await?;
+        ensure!(
+            pods.len() == 3
+                && pods
+                    .iter()
+                    .any(|p| p.uid() == held.uid() && p.metadata.deletion_timestamp.is_none()),
+            "the hooked pod was deleted or replaced while held: {}",
+            describe(&pods)
+        );
+
+        // The user controller releases the hook: the pod goes.
+        patch_pod(
+            &ctx,
+            &held.name_any(),
+            json!({ "metadata": { "labels": { HOLD: null } } }),
+        )
+        .await?;
+        poll_until("the released pod to be deleted", CONVERGE, || async {
+            let pod = ctx.api::<Pod>().get_opt(&held.name_any()).await?;
+            match pod {
+                Some(p) if p.uid() == held.uid() && p.metadata.deletion_timestamp.is_none() => {
+                    bail!("still there in state {:?}", label(&p, STATE_LABEL))
+                }
+                _ => Ok(Some(())),
+            }
+        })
+        .await?;
+        let converged = wait_converged(&ctx, name, 2).await?;
+        ensure!(
+            converged.pods.iter().all(|p| p.uid() != held.uid()),
+            "the released pod is gone"
+        );
+        Ok(())
+    })
+    .await
+}
+
+const REGISTERED: &str = "example.com/registered";
+
+/// Removes the hook finalizer from every pod, so the namespace can go.
+async fn drop_finalizers(ctx: &TestContext, name: &str) {
+    if let Ok(pods) = all_pods(ctx, name).await {
+        for pod in pods {
+            let _ = patch_pod(
+                ctx,
+                &pod.name_any(),
+                json!({ "metadata": { "finalizers": null } }),
+            )
+            .await;
+        }
+    }
+}
+
+async fn pre_normal_body(ctx: &TestContext, name: &str) -> Result<()> {
+    let spec = json!({ "spec": {
+        "lifecycle": { "preNormal": { "finalizersHandler": [REGISTERED] } }
+    } });
+    create(ctx, cloneset(ctx, name, 2, spec)).await?;
+    // The pods run, but stay PreparingNormal: nobody has registered them yet.
+    let pods = wait_pods(ctx, name, "2 pods Running and Ready", CONVERGE, |pods| {
+        Ok((pods.len() == 2 && pods.iter().all(is_running_and_ready)).then(|| pods.to_vec()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pods_now = live_pods(ctx, name).await?;
+    for pod in &pods_now {
+        ensure!(
+            label(pod, STATE_LABEL) == Some("PreparingNormal"),
+            "pod {} left PreparingNormal before the hook was satisfied: {}",
+            pod.name_any(),
+            describe(&pods_now)
+        );
+        ensure!(
+            !pod.finalizers().iter().any(|f| f == REGISTERED),
+            "pod {} was created with the hook's finalizer: only the user controller adds it",
+            pod.name_any()
+        );
+    }
+    ensure!(pods_now.len() == pods.len(), "no pod replaced meanwhile");
+
+    // The user controller registers the pods: they become Normal.
+    for pod in &pods_now {
+        patch_pod(
+            ctx,
+            &pod.name_any(),
+            json!({ "metadata": { "finalizers": [REGISTERED] } }),
+        )
+        .await?;
+    }
+    wait_pods(
+        ctx,
+        name,
+        "the registered pods to be Normal",
+        CONVERGE,
+        |pods| {
+            Ok(
+                (pods.len() == 2 && pods.iter().all(|p| label(p, STATE_LABEL) == Some("Normal")))
+                    .then_some(()),
+            )
+        },
+    )
+    .await?;
+    let converged = wait_converged(ctx, name, 2).await?;
+    ensure!(
+        converged
+            .cloneset
+            .status
+            .as_ref()
+            .is_some_and(|s| s.available_replicas == 2),
+        "both pods available once Normal"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn pre_normal_hook_holds_new_pods_until_the_user_controller_registers_them() -> Result<()> {
+    run_in_namespace("cloneset-lifecycle-prenormal", |ctx| async move {
+        let name = "web";
+        let result = pre_normal_body(&ctx, name).await;
+        // Pods keep the hook finalizer; take it off so they (and the namespace) can go.
+        drop_finalizers(&ctx, name).await;
+        result
+    })
+    .await
+}
