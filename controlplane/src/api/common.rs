@@ -120,3 +120,53 @@ pub(crate) fn is_zero(value: &i32) -> bool {
 pub(crate) fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
+
+/// When a job (ImagePullJob, BroadcastJob) counts as finished.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CompletionPolicyType {
+    /// The job finishes once every task succeeded or failed (or the deadline passed).
+    #[default]
+    Always,
+    /// The job never finishes: it keeps working on nodes as they come and go.
+    Never,
+}
+
+/// The completion policy of a job. activeDeadlineSeconds and ttlSecondsAfterFinished work
+/// only with type Always.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.type) || self.type != 'Never' || (!has(self.activeDeadlineSeconds) && !has(self.ttlSecondsAfterFinished))").message("spec.completionPolicy: activeDeadlineSeconds and ttlSecondsAfterFinished work only with type Always"))]
+pub struct CompletionPolicy {
+    /// Type is Always (default) or Never.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<CompletionPolicyType>,
+    /// Seconds after the start time after which an unfinished job is stopped and counted
+    /// as failed; at least 1. Only for type Always.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
+    /// Seconds after the job finished after which it is deleted; 0 deletes it at once.
+    /// Unset: never deleted. Only for type Always.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+}
+
+impl CompletionPolicy {
+    /// The policy type (default Always).
+    pub fn policy_type(&self) -> CompletionPolicyType {
+        self.type_.unwrap_or_default()
+    }
+}
+
+/// Reads `null` as the default value. Server-side apply on Kubernetes before 1.36 stores
+/// `null` where the last manager removed the last entry of a map or object
+/// (kubernetes/kubernetes#117447); fields that can end up so are `nullable` in the schema
+/// and read through this.
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}

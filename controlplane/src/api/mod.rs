@@ -1,20 +1,29 @@
 //! Stevedore's API types: OpenKruise's kinds with OpenKruise's group, version, kind and
-//! field names, and the CustomResourceDefinitions generated from them.
+//! field names, Stevedore's own ImageList, and the CustomResourceDefinitions generated
+//! from them.
 
 pub mod cloneset;
 pub mod common;
+pub mod duration;
+pub mod image_reference;
+pub mod imagelist;
+pub mod imagepulljob;
 mod schema;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_images;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 
 pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
+pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
+pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
 
 /// Every CRD Stevedore serves, in the order they are written to `deploy/crds/`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![CloneSet::crd()]
+    vec![CloneSet::crd(), ImagePullJob::crd(), ImageList::crd()]
 }
 
 /// The file name a CRD is written to: `<group>_<plural>.yaml`, as kubebuilder names them.
