@@ -1,5 +1,6 @@
 //! One reflector store per kind, shared by every reconciler: a single watch of all Pods
-//! (not one per controller), Nodes, PVCs, ControllerRevisions and CloneSets. Each watch
+//! (not one per controller), Nodes, PVCs, ControllerRevisions, CloneSets, ImageLists and
+//! ImagePullJobs. Each watch
 //! retries with backoff forever, so a kind whose CRD is not installed yet simply stays
 //! not-synced (and `/readyz` says so) until it appears.
 //!
@@ -23,7 +24,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::api::CloneSet;
+use crate::api::{CloneSet, ImageList, ImagePullJob};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
 #[derive(Clone)]
@@ -33,6 +34,8 @@ pub struct Stores {
     pub pvcs: Store<PersistentVolumeClaim>,
     pub revisions: Store<ControllerRevision>,
     pub clonesets: Store<CloneSet>,
+    pub imagelists: Store<ImageList>,
+    pub imagepulljobs: Store<ImagePullJob>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -46,6 +49,8 @@ pub struct Changes {
     pub pvcs: broadcast::Sender<Arc<PersistentVolumeClaim>>,
     pub revisions: broadcast::Sender<Arc<ControllerRevision>>,
     pub clonesets: broadcast::Sender<Arc<CloneSet>>,
+    pub imagelists: broadcast::Sender<Arc<ImageList>>,
+    pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
 }
 
 /// Enough for a burst of a few thousand pod events between two polls of a controller.
@@ -92,6 +97,8 @@ impl Stores {
             pvcs: broadcast::channel(CHANGES_CAPACITY).0,
             revisions: broadcast::channel(CHANGES_CAPACITY).0,
             clonesets: broadcast::channel(CHANGES_CAPACITY).0,
+            imagelists: broadcast::channel(CHANGES_CAPACITY).0,
+            imagepulljobs: broadcast::channel(CHANGES_CAPACITY).0,
         };
         let pods = start.kind::<Pod>("Pod", changes.pods.clone());
         let nodes = start.kind::<Node>("Node", changes.nodes.clone());
@@ -100,12 +107,17 @@ impl Stores {
         let revisions =
             start.kind::<ControllerRevision>("ControllerRevision", changes.revisions.clone());
         let clonesets = start.kind::<CloneSet>("CloneSet", changes.clonesets.clone());
+        let imagelists = start.kind::<ImageList>("ImageList", changes.imagelists.clone());
+        let imagepulljobs =
+            start.kind::<ImagePullJob>("ImagePullJob", changes.imagepulljobs.clone());
         Self {
             pods,
             nodes,
             pvcs,
             revisions,
             clonesets,
+            imagelists,
+            imagepulljobs,
             sync: SyncState {
                 kinds: Arc::new(kinds),
             },
