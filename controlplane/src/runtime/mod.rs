@@ -24,6 +24,7 @@ use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
 use crate::controller::runner::{self, RunnerConfig};
+use crate::imagelist::Distributor;
 use admin::AdminState;
 use elector::Elector;
 use leader::Timings;
@@ -77,6 +78,14 @@ pub async fn run(args: Args) -> Result<(), RuntimeError> {
             return Err(RuntimeError::Agents(err));
         }
     };
+    running.start_distributor(
+        Distributor {
+            client: client.clone(),
+            stores: running.stores.clone(),
+            agents: agents.clone(),
+        },
+        &shutdown,
+    );
     running.start_controllers(
         Controllers {
             client: client.clone(),
@@ -197,6 +206,12 @@ impl Runtime {
             self.metrics.clone(),
             shutdown.clone(),
         ));
+    }
+
+    /// Starts the ImageList distributor; it acts only while this replica leads.
+    pub fn start_distributor(&mut self, distributor: Distributor, shutdown: &CancellationToken) {
+        self.tasks
+            .spawn(distributor.run(self.leadership.clone(), shutdown.clone()));
     }
 
     /// Waits for every task to finish (they finish on shutdown; the Lease is released

@@ -1,0 +1,382 @@
+//! The ImageList distributor: one ImageList per Ready node (owned by the Node, so it goes
+//! with it), and for each, a session that pushes the list to the node's agent
+//! (`ApplyImageList`), follows its status stream (`WatchImageList`) and writes ImageList
+//! status — one merge patch per burst of updates, at most one per `FLUSH_EVERY` per node.
+//!
+//! A session re-pushes whenever the spec's generation moves and whenever the stream is
+//! reopened (an agent that restarted has lost its list); when the agent does not answer
+//! for `RESPONSE_TIMEOUT`, the entries not yet done say so, and the session keeps retrying
+//! with backoff. Sessions exist only while this replica leads.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt as _;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use stevedore_proto::stevedore::agent::v1::{Credentials, WatchImageListRequest};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::desired::{apply_request, credentials_from_secret};
+use super::status::{image_status, merged, status_patch, unreachable};
+use crate::agents::AgentPool;
+use crate::api::imagelist::ImageStatus;
+use crate::api::{ImageList, ImageListSpec, ImageListStatus};
+use crate::runtime::stores::Stores;
+
+/// Most one status write per node per this long.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// After this long without a working stream, unfinished entries say the agent is not
+/// answering.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the supervisor looks at the nodes and lists even without an event.
+const SUPERVISE_EVERY: Duration = Duration::from_secs(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// What the distributor needs.
+#[derive(Clone)]
+pub struct Distributor {
+    pub client: kube::Client,
+    pub stores: Stores,
+    pub agents: AgentPool,
+}
+
+struct Session {
+    list: watch::Sender<Arc<ImageList>>,
+    stop: CancellationToken,
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+impl Distributor {
+    /// Runs until `shutdown`, acting only while `leadership` says so.
+    pub async fn run(self, mut leadership: watch::Receiver<bool>, shutdown: CancellationToken) {
+        let mut sessions: HashMap<String, Session> = HashMap::new();
+        let mut lists = self.stores.changes.imagelists.subscribe();
+        let mut nodes = self.stores.changes.nodes.subscribe();
+        loop {
+            let leading = *leadership.borrow_and_update();
+            if leading {
+                self.supervise(&mut sessions, &shutdown).await;
+            } else {
+                for (_, session) in sessions.drain() {
+                    session.stop.cancel();
+                }
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                changed = leadership.changed() => if changed.is_err() { break },
+                _ = lists.recv() => {}
+                _ = nodes.recv() => {}
+                () = tokio::time::sleep(SUPERVISE_EVERY) => {}
+            }
+        }
+        for (_, session) in sessions.drain() {
+            session.stop.cancel();
+        }
+    }
+
+    /// Creates missing ImageLists, starts and stops sessions, hands sessions new specs.
+    async fn supervise(
+        &self,
+        sessions: &mut HashMap<String, Session>,
+        shutdown: &CancellationToken,
+    ) {
+        let lists: Api<ImageList> = Api::all(self.client.clone());
+        for node in self.stores.nodes.state() {
+            let name = node.name_any();
+            if is_ready(&node) && self.stores.imagelists.get(&ObjectRef::new(&name)).is_none() {
+                let list = ImageList {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        owner_references: Some(vec![OwnerReference {
+                            api_version: "v1".to_owned(),
+                            kind: "Node".to_owned(),
+                            name: name.clone(),
+                            uid: node.uid().unwrap_or_default(),
+                            controller: None,
+                            block_owner_deletion: None,
+                        }]),
+                        ..ObjectMeta::default()
+                    },
+                    spec: ImageListSpec::default(),
+                    status: None,
+                };
+                match lists.create(&PostParams::default(), &list).await {
+                    Ok(_) => tracing::info!(node = name, "created the node's ImageList"),
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(err) => {
+                        tracing::warn!(node = name, error = %err, "could not create the node's ImageList");
+                    }
+                }
+            }
+        }
+        let wanted: HashMap<String, Arc<ImageList>> = self
+            .stores
+            .imagelists
+            .state()
+            .into_iter()
+            .filter(|list| {
+                self.stores
+                    .nodes
+                    .get(&ObjectRef::new(&list.name_any()))
+                    .is_some()
+            })
+            .map(|list| (list.name_any(), list))
+            .collect();
+        sessions.retain(|node, session| {
+            let keep = wanted.contains_key(node) && !session.stop.is_cancelled();
+            if !keep {
+                session.stop.cancel();
+            }
+            keep
+        });
+        for (node, list) in wanted {
+            match sessions.get(&node) {
+                Some(session) => {
+                    session.list.send_if_modified(|current| {
+                        let changed = current.metadata.generation != list.metadata.generation
+                            || current.spec != list.spec;
+                        *current = list.clone();
+                        changed
+                    });
+                }
+                None => {
+                    let (tx, rx) = watch::channel(list);
+                    let stop = shutdown.child_token();
+                    let span = tracing::info_span!("imagelist_session", node);
+                    tokio::spawn(
+                        self.clone()
+                            .session(node.clone(), rx, stop.clone())
+                            .instrument(span),
+                    );
+                    sessions.insert(node, Session { list: tx, stop });
+                }
+            }
+        }
+    }
+
+    /// Keeps one node's agent in step with its ImageList until `stop`.
+    async fn session(
+        self,
+        node: String,
+        mut list: watch::Receiver<Arc<ImageList>>,
+        stop: CancellationToken,
+    ) {
+        let mut backoff = Duration::from_secs(1);
+        let mut last_ok = Instant::now();
+        loop {
+            let result = tokio::select! {
+                () = stop.cancelled() => return,
+                result = self.serve(&node, &mut list, &stop, &mut last_ok) => result,
+            };
+            match result {
+                Ok(()) => return,
+                Err(err) => {
+                    if last_ok.elapsed() >= RESPONSE_TIMEOUT {
+                        let message = format!("the agent on node {node} is not answering: {err}");
+                        self.mark_unreachable(&node, &message).await;
+                        // Look again after another timeout, not on every retry.
+                        last_ok = Instant::now();
+                    }
+                    tracing::debug!(node, error = %err, retry_in = ?backoff, "image list session failed");
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One connection: push, then follow the stream and write status, re-pushing on spec
+    /// changes. Returns `Ok` only when stopped.
+    async fn serve(
+        &self,
+        node: &str,
+        list: &mut watch::Receiver<Arc<ImageList>>,
+        stop: &CancellationToken,
+        last_ok: &mut Instant,
+    ) -> Result<(), String> {
+        let node_object = self
+            .stores
+            .nodes
+            .get(&ObjectRef::new(node))
+            .ok_or_else(|| format!("node {node} is gone"))?;
+        let first = list.borrow_and_update().clone();
+        let mut pushed = self.push(&node_object, &first).await?;
+        let mut pushed_images: BTreeSet<String> = first.spec.images.keys().cloned().collect();
+        let mut client = self
+            .agents
+            .images(&node_object)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut stream = client
+            .watch_image_list(WatchImageListRequest {
+                node_name: node.to_owned(),
+            })
+            .await
+            .map_err(|s| format!("WatchImageList: {}", s.message()))?
+            .into_inner();
+        *last_ok = Instant::now();
+        let mut pending = BTreeMap::new();
+        let mut flush_at: Option<Instant> = None;
+        loop {
+            let flush = async {
+                match flush_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                changed = list.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let current = list.borrow_and_update().clone();
+                    if current.metadata.generation != Some(pushed) {
+                        pushed = self.push(&node_object, &current).await?;
+                        // Entries taken out of spec leave status now, not at the next update;
+                        // entries (re)added start from Waiting, not from a stale old status.
+                        for image in current.spec.images.keys() {
+                            if !pushed_images.contains(image) {
+                                pending.insert(image.clone(), ImageStatus::default());
+                            }
+                        }
+                        pushed_images = current.spec.images.keys().cloned().collect();
+                        self.write_status(node, &std::mem::take(&mut pending), pushed).await;
+                    }
+                }
+                message = stream.message() => match message {
+                    Ok(Some(update)) => {
+                        *last_ok = Instant::now();
+                        pending.insert(update.image.clone(), image_status(&update));
+                        flush_at.get_or_insert_with(|| Instant::now() + FLUSH_EVERY);
+                    }
+                    Ok(None) => return Err("the agent closed the status stream".to_owned()),
+                    Err(status) => return Err(format!("status stream: {}", status.message())),
+                },
+                () = flush => {
+                    flush_at = None;
+                    self.write_status(node, &std::mem::take(&mut pending), pushed).await;
+                }
+            }
+        }
+    }
+
+    /// Sends the list (with credentials from its pull secrets); returns the generation.
+    async fn push(&self, node: &Node, list: &ImageList) -> Result<i64, String> {
+        let generation = list.metadata.generation.unwrap_or(0);
+        let secrets = self.read_secrets(&list.spec).await;
+        let request = apply_request(&node.name_any(), generation, &list.spec, &secrets);
+        let images = request.images.len();
+        self.agents
+            .call(node, "ApplyImageList", move |channel| {
+                let request = request.clone();
+                async move {
+                    stevedore_proto::stevedore::agent::v1::image_service_client::ImageServiceClient::new(channel)
+                        .apply_image_list(request)
+                        .await
+                }
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::debug!(
+            node = node.name_any(),
+            generation,
+            images,
+            "pushed the image list"
+        );
+        Ok(generation)
+    }
+
+    /// `namespace/name` → registry credentials of every pull secret the spec names; a
+    /// secret that cannot be read is logged and pulls go without it (the agent then
+    /// reports the registry's refusal on that image).
+    async fn read_secrets(
+        &self,
+        spec: &ImageListSpec,
+    ) -> BTreeMap<String, BTreeMap<String, Credentials>> {
+        let mut out = BTreeMap::new();
+        for secret in spec.images.values().flat_map(|e| &e.pull_secrets) {
+            let key = format!("{}/{}", secret.namespace, secret.name);
+            if out.contains_key(&key) {
+                continue;
+            }
+            let api: Api<Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
+            match api.get(&secret.name).await {
+                Ok(object) => {
+                    let data: BTreeMap<String, Vec<u8>> = object
+                        .data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0))
+                        .collect();
+                    match credentials_from_secret(&data) {
+                        Ok(creds) => {
+                            out.insert(key, creds);
+                        }
+                        Err(err) => {
+                            tracing::warn!(secret = key, error = err, "unusable pull secret");
+                        }
+                    }
+                }
+                Err(err) => tracing::warn!(secret = key, error = %err, "cannot read pull secret"),
+            }
+        }
+        out
+    }
+
+    async fn write_status(
+        &self,
+        node: &str,
+        pending: &BTreeMap<String, ImageStatus>,
+        generation: i64,
+    ) {
+        let Some(list) = self.stores.imagelists.get(&ObjectRef::new(node)) else {
+            return;
+        };
+        let current = list.status.clone().unwrap_or_default();
+        let new = merged(&list.spec, &current, pending, generation);
+        self.patch_status(node, &current, &new).await;
+    }
+
+    async fn mark_unreachable(&self, node: &str, message: &str) {
+        let Some(list) = self.stores.imagelists.get(&ObjectRef::new(node)) else {
+            return;
+        };
+        let current: ImageListStatus = list.status.clone().unwrap_or_default();
+        let marked = unreachable(&list.spec, &current, message);
+        if marked.is_empty() {
+            return;
+        }
+        let new = merged(&list.spec, &current, &marked, current.observed_generation);
+        self.patch_status(node, &current, &new).await;
+    }
+
+    async fn patch_status(&self, node: &str, current: &ImageListStatus, new: &ImageListStatus) {
+        let Some(patch) = status_patch(current, new) else {
+            return;
+        };
+        let api: Api<ImageList> = Api::all(self.client.clone());
+        if let Err(err) = api
+            .patch_status(node, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            tracing::warn!(node, error = %err, "could not write ImageList status");
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! The ImageList distributor in the running control plane: each Ready node gets its
+//! ImageList; a person's entry (seed 004's shape, with a local image) reaches the node's
+//! agent, is pulled, and ends Succeeded with its image ID in status; an agent that does not
+//! answer gets its unfinished entries marked, and they succeed once it is back.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::ImageList;
+use stevedore_controlplane::api::imagelist::ImagePullPhase;
+use stevedore_tests::sim::SimAgents;
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+
+/// Applies `images` to node's ImageList as field manager `manager` (only its own keys).
+async fn apply(ctx: &TestContext, node: &str, manager: &str, images: Value) -> Result<()> {
+    let lists: Api<ImageList> = Api::all(ctx.client.clone());
+    let body = json!({
+        "apiVersion": "stevedore.dev/v1alpha1",
+        "kind": "ImageList",
+        "metadata": { "name": node },
+        "spec": { "images": images }
+    });
+    lists
+        .patch(
+            node,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits for the distributor to have made the node's ImageList.
+async fn list_exists(ctx: &TestContext, node: &str) -> Result<()> {
+    let lists: Api<ImageList> = Api::all(ctx.client.clone());
+    poll_until(
+        &format!("the ImageList of node {node}"),
+        Duration::from_secs(60),
+        || {
+            let lists = lists.clone();
+            async move { Ok(lists.get_opt(node).await?.map(|_| ())) }
+        },
+    )
+    .await
+}
+
+async fn image_status(
+    ctx: &TestContext,
+    node: &str,
+    image: &str,
+) -> Result<Option<stevedore_controlplane::api::imagelist::ImageStatus>> {
+    let lists: Api<ImageList> = Api::all(ctx.client.clone());
+    let list = lists.get(node).await?;
+    Ok(list.status.and_then(|s| s.images.get(image).cloned()))
+}
+
+fn remove_from_containerd(ctx: &TestContext, image: &str) -> Result<()> {
+    let output = std::process::Command::new("ctr")
+        .args(["--address"])
+        .arg(&ctx.cluster.containerd_sock)
+        .args(["-n", "k8s.io", "images", "rm", "--sync", image])
+        .output()
+        .context("running ctr")?;
+    // Absent already is fine; anything else is a test setup failure.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure!(
+        output.status.success() || stderr.contains("not found"),
+        "ctr images rm {image}: {stderr}"
+    );
+    Ok(())
+}
+
+fn in_containerd(ctx: &TestContext, image: &str) -> Result<bool> {
+    let output = std::process::Command::new("ctr")
+        .args(["--address"])
+        .arg(&ctx.cluster.containerd_sock)
+        .args(["-n", "k8s.io", "images", "ls", "-q"])
+        .output()
+        .context("running ctr")?;
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .any(|line| line == image))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
+    run_in_namespace("imagelist-seed", |ctx| async move {
+        let node = ctx.cluster.node_name.clone();
+        let image = ctx.cluster.image("large:v1");
+        // One manager across runs, so a run that failed half-way is cleaned up by the next.
+        let manager = "stevedore-tests-imagelist-seed";
+        list_exists(&ctx, &node).await?;
+        apply(&ctx, &node, manager, json!({})).await?;
+        poll_until(
+            "no old status of the image",
+            Duration::from_secs(30),
+            || {
+                let (ctx, node, image) = (&ctx, &node, &image);
+                async move {
+                    Ok(image_status(ctx, node, image)
+                        .await?
+                        .is_none()
+                        .then_some(()))
+                }
+            },
+        )
+        .await?;
+        remove_from_containerd(&ctx, &image)?;
+        // Whole seconds, as lastPullTime is written.
+        let started = k8s_openapi::jiff::Timestamp::from_second(
+            k8s_openapi::jiff::Timestamp::now().as_second(),
+        )?;
+        apply(
+            &ctx,
+            &node,
+            &manager,
+            json!({ image.clone(): { "alwaysPull": false } }),
+        )
+        .await?;
+        let status = poll_until(
+            "the entry Succeeded with an image ID",
+            Duration::from_secs(120),
+            || {
+                let (ctx, node, image, started) = (&ctx, &node, &image, started);
+                async move {
+                    let status = image_status(ctx, node, image).await?;
+                    // Pulled by this test, not an old status of the same image.
+                    Ok(status.filter(|s| {
+                        s.phase == ImagePullPhase::Succeeded
+                            && !s.image_id.is_empty()
+                            && s.last_pull_time.as_ref().is_some_and(|t| t.0 >= started)
+                    }))
+                }
+            },
+        )
+        .await?;
+        ensure!(
+            status.bytes_total > 0 && status.bytes_done == status.bytes_total,
+            "the image was really pulled, with byte progress: {status:?}"
+        );
+        ensure!(in_containerd(&ctx, &image)?, "{image} is not in containerd");
+        let lists: Api<ImageList> = Api::all(ctx.client.clone());
+        let list = lists.get(&node).await?;
+        let counts = list.status.context("status")?;
+        ensure!(counts.succeeded >= 1 && counts.desired >= 1, "{counts:?}");
+
+        // Withdrawing the entry removes it from spec and status (the image stays).
+        apply(&ctx, &node, manager, json!({})).await?;
+        poll_until(
+            "the entry gone from status",
+            Duration::from_secs(30),
+            || {
+                let (ctx, node, image) = (&ctx, &node, &image);
+                async move {
+                    Ok(image_status(ctx, node, image)
+                        .await?
+                        .is_none()
+                        .then_some(()))
+                }
+            },
+        )
+        .await?;
+        ensure!(
+            in_containerd(&ctx, &image)?,
+            "withdrawing an entry must not remove the image"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_agent_is_reported_and_its_entries_succeed_when_it_is_back() -> Result<()> {
+    run_in_namespace("imagelist-agent", |ctx| async move {
+        let prefix = format!("{}-n", ctx.namespace);
+        let sim = SimAgents::up(ctx.cluster, &prefix, 1)?;
+        let node = sim.node(0);
+        let image = ctx.cluster.image("web:v1");
+        list_exists(&ctx, &node).await?;
+        sim.kill(0)?;
+        apply(&ctx, &node, "person", json!({ image.clone(): {} })).await?;
+        let status = poll_until(
+            "the entry to say the agent is not answering",
+            Duration::from_secs(120),
+            || {
+                let (ctx, node, image) = (&ctx, &node, &image);
+                async move {
+                    let status = image_status(ctx, node, image).await?;
+                    Ok(status.filter(|s| s.message.contains("not answering")))
+                }
+            },
+        )
+        .await?;
+        ensure!(
+            status.message.contains(&node),
+            "the message names the node: {status:?}"
+        );
+        sim.restart()?;
+        poll_until(
+            "the entry Succeeded after the agent is back",
+            Duration::from_secs(120),
+            || {
+                let (ctx, node, image) = (&ctx, &node, &image);
+                async move {
+                    let status = image_status(ctx, node, image).await?;
+                    Ok(status
+                        .filter(|s| s.phase == ImagePullPhase::Succeeded && !s.image_id.is_empty()))
+                }
+            },
+        )
+        .await?;
+        drop(sim);
+        Ok(())
+    })
+    .await
+}
