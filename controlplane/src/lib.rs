@@ -6,6 +6,7 @@ pub mod api;
 pub mod cloneset;
 pub mod config;
 pub mod controller;
+pub mod imagepulljob;
 pub mod runtime;
 pub mod telemetry;
 pub mod workload;
