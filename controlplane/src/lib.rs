@@ -7,6 +7,7 @@ pub mod cloneset;
 pub mod config;
 pub mod controller;
 pub mod imagelist;
+pub mod imagepulljob;
 pub mod runtime;
 pub mod telemetry;
 pub mod workload;

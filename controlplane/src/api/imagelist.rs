@@ -114,7 +114,7 @@ impl<'de> Deserialize<'de> for ImageListSpec {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct Fields {
-            #[serde(default, deserialize_with = "null_as_default")]
+            #[serde(default, deserialize_with = "entries_null_as_default")]
             images: BTreeMap<String, ImageListEntry>,
         }
         let fields = Option::<Fields>::deserialize(deserializer)?;
@@ -122,9 +122,32 @@ impl<'de> Deserialize<'de> for ImageListSpec {
     }
 }
 
-/// How one image is pulled and kept.
+/// Reads a `null` map, and `null` entries in it, as empty: when one writer releases the
+/// last fields of an entry another writer still holds by its key alone, server-side apply
+/// on Kubernetes before 1.36 leaves the entry `null` (kubernetes/kubernetes#117447). Such
+/// an entry means the image with every default.
+fn entries_null_as_default<'de, D>(
+    deserializer: D,
+) -> Result<BTreeMap<String, ImageListEntry>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let entries: Option<BTreeMap<String, Option<ImageListEntry>>> =
+        Option::deserialize(deserializer)?;
+    Ok(entries
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(image, entry)| (image, entry.unwrap_or_default()))
+        .collect())
+}
+
+/// How one image is pulled and kept; `null` reads as every default (server-side apply
+/// leaves `null` where one writer released the last fields of an entry that another
+/// writer still holds).
+// Nullable for the reason in `entries_null_as_default`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("nullable" = true))]
 pub struct ImageListEntry {
     /// Pull the image again every pullInterval even when it is present, to follow a
     /// moving tag. Defaults to false: an image present on the node is not pulled again.

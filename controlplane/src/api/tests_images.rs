@@ -396,3 +396,16 @@ fn null_spec_and_maps_read_as_empty() {
         assert!(list.status.is_none_or(|s| s.images.is_empty()), "{json}");
     }
 }
+
+/// An entry whose last fields one writer released while another holds its key is `null`.
+#[test]
+fn null_entries_read_as_defaults() {
+    let json = r#"{"apiVersion":"stevedore.dev/v1alpha1","kind":"ImageList","metadata":{"name":"n"},"spec":{"images":{"busybox:1":null,"nginx":{"alwaysPull":true}}}}"#;
+    let list: ImageList = serde_json::from_str(json).expect(json);
+    assert_eq!(list.spec.images["busybox:1"], ImageListEntry::default());
+    assert!(list.spec.images["nginx"].always_pull);
+    let crd = serde_json::to_value(ImageList::crd()).expect("crd");
+    let entry = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["images"]["additionalProperties"];
+    assert_eq!(entry["nullable"], true, "{entry}");
+}

@@ -184,10 +184,10 @@ impl Runtime {
     pub fn start_controllers(&mut self, controllers: Controllers, shutdown: &CancellationToken) {
         let queue = WorkQueue::new(Backoff::default());
         let cloneset = Arc::new(CloneSetController::new(
-            controllers.client,
+            controllers.client.clone(),
             self.stores.clone(),
             controllers.agents,
-            controllers.events,
+            controllers.events.clone(),
         ));
         self.tasks.spawn(cloneset_triggers(
             self.stores.changes.clone(),
@@ -197,6 +197,32 @@ impl Runtime {
         ));
         self.tasks.spawn(runner::run(
             cloneset,
+            queue,
+            RunnerConfig {
+                workers: controllers.workers_per_kind,
+                resync: RESYNC_PERIOD,
+            },
+            self.leadership.clone(),
+            self.metrics.clone(),
+            shutdown.clone(),
+        ));
+
+        // ImagePullJob: writes its entries into the ImageLists the distributor creates.
+        let queue = WorkQueue::new(Backoff::default());
+        self.tasks.spawn(crate::imagepulljob::triggers::run(
+            self.stores.changes.clone(),
+            self.stores.imagepulljobs.clone(),
+            self.stores.nodes.clone(),
+            self.stores.pods.clone(),
+            queue.clone(),
+            shutdown.clone(),
+        ));
+        self.tasks.spawn(runner::run(
+            Arc::new(crate::imagepulljob::ImagePullJobController::new(
+                controllers.client,
+                self.stores.clone(),
+                controllers.events,
+            )),
             queue,
             RunnerConfig {
                 workers: controllers.workers_per_kind,

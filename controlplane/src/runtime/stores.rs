@@ -157,10 +157,16 @@ impl StoreStarter<'_> {
     {
         let (reader, writer) = reflector::store();
         let api: Api<K> = Api::all(self.client.clone());
-        // managedFields are never read by reconcilers and are a large part of each object.
+        // managedFields are a large part of each object and reconcilers do not read them,
+        // except an ImageList's: they say which entries each ImagePullJob holds.
+        let keep_managed_fields = kind == "ImageList";
         let events = watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(|object: &mut K| object.managed_fields_mut().clear())
+            .modify(move |object: &mut K| {
+                if !keep_managed_fields {
+                    object.managed_fields_mut().clear();
+                }
+            })
             .reflect(writer);
         let shutdown = self.shutdown.clone();
         let span = tracing::info_span!("store", kind);

@@ -1,0 +1,12 @@
+//! The ImagePullJob controller: the pure planner (`plan`), the job's ownership of its
+//! ImageList entries (`entries`), and the layer that reads the shared caches and carries
+//! the plan out (`reconcile`), fed by `triggers`.
+
+pub mod entries;
+pub mod plan;
+#[cfg(test)]
+mod plan_tests;
+pub mod reconcile;
+pub mod triggers;
+
+pub use reconcile::{FINALIZER, ImagePullJobController};

@@ -1,0 +1,454 @@
+//! The ImagePullJob planner: from the job, the nodes (and pods, for `podSelector`), the
+//! job's entry and the image's progress on each node, and the time, decide which nodes
+//! get the job's ImageList entry now, which lose it, the job's status, and whether the
+//! job is deleted. Pure: no client, no clock.
+//!
+//! A node the job has an entry on and whose pull has not finished is *active*; at most
+//! `parallelism` nodes are active at once, and a node that finished (Succeeded or Failed)
+//! holds no slot. With completion policy Always the job completes once every node
+//! finished, or fails the rest at `activeDeadlineSeconds`; then its entries are removed
+//! and, after `ttlSecondsAfterFinished`, the job itself. With Never it keeps pulling on
+//! nodes as they come, and a node that has the image gets an entry that re-pulls it daily.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::api::ImagePullJob;
+use crate::api::common::CompletionPolicyType;
+use crate::api::imagelist::{ImageListEntry, ImagePullPhase, ImageStatus, PullSecretReference};
+use crate::api::imagepulljob::{ImagePullJobStatus, ImagePullPolicy};
+use crate::workload::selector::selector_matches;
+
+/// How often a node that has the image pulls it again under completion policy Never.
+pub const REPULL_INTERVAL: &str = "24h";
+/// How soon to look again while selected nodes have no ImageList yet (the distributor
+/// creates them; its write also triggers a reconcile, this is the safety net).
+pub const MISSING_LIST_REQUEUE: Duration = Duration::from_secs(10);
+
+pub const MESSAGE_COMPLETED: &str = "job has completed";
+pub const MESSAGE_DEADLINE: &str = "job exceeded activeDeadlineSeconds";
+
+/// The job's image on one node that has an ImageList.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeImage {
+    /// The ImageList's entry for the image while this job's manager holds it.
+    pub owned: Option<ImageListEntry>,
+    /// The image's status, when the ImageList's status covers its current spec
+    /// (`observedGeneration` caught up); `None` reads as Waiting.
+    pub status: Option<ImageStatus>,
+}
+
+/// What the planner looks at.
+pub struct Snapshot<'a> {
+    pub job: &'a ImagePullJob,
+    pub nodes: Vec<&'a Node>,
+    /// Pods in the job's namespace (read only with `podSelector`).
+    pub pods: Vec<&'a Pod>,
+    /// Per node with an ImageList, keyed by node name.
+    pub lists: BTreeMap<String, NodeImage>,
+    pub now: Timestamp,
+}
+
+/// A Kubernetes Event to publish on the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// What to do.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Nodes whose ImageList gets (or updates) the job's entry.
+    pub apply: Vec<(String, ImageListEntry)>,
+    /// Nodes whose ImageList loses the job's entry.
+    pub release: Vec<String>,
+    pub status: ImagePullJobStatus,
+    /// The TTL after finishing ran out.
+    pub delete_job: bool,
+    pub requeue_after: Option<Duration>,
+    pub events: Vec<JobEvent>,
+}
+
+/// Where one selected node stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeState {
+    /// No ImageList yet: the job cannot start there.
+    NoList,
+    /// Not started: the job has no entry there.
+    Pending,
+    Active,
+    Succeeded,
+    Failed,
+}
+
+/// Plans one reconcile of `s.job`.
+pub fn plan(s: &Snapshot<'_>) -> Plan {
+    let job = s.job;
+    let old = job.status.clone().unwrap_or_default();
+    let mut plan = Plan {
+        status: old.clone(),
+        ..Plan::default()
+    };
+    let start = old.start_time.as_ref().map_or(s.now, |t| t.0);
+    plan.status.start_time = Some(Time(start));
+    let owned: Vec<&str> = s
+        .lists
+        .iter()
+        .filter(|(_, image)| image.owned.is_some())
+        .map(|(node, _)| node.as_str())
+        .collect();
+    let policy = job.spec.completion_policy.policy_type();
+
+    if policy == CompletionPolicyType::Always
+        && let Some(Time(completed)) = old.completion_time
+    {
+        plan.release = owned.iter().map(|n| (*n).to_owned()).collect();
+        plan.status.active = 0;
+        ttl(&mut plan, job, completed, s.now);
+        return plan;
+    }
+
+    let targets = targets(s);
+    let states: BTreeMap<&str, NodeState> = targets
+        .iter()
+        .map(|node| (*node, state(s, node, start)))
+        .collect();
+    plan.release = owned
+        .iter()
+        .filter(|n| !targets.contains(*n))
+        .map(|n| (*n).to_owned())
+        .collect();
+    let count = |wanted: NodeState| states.values().filter(|st| **st == wanted).count();
+    let nodes_in = |wanted: NodeState| -> Vec<String> {
+        states
+            .iter()
+            .filter(|(_, st)| **st == wanted)
+            .map(|(n, _)| (*n).to_owned())
+            .collect()
+    };
+    let desired = targets.len();
+    let succeeded = count(NodeState::Succeeded);
+    let mut failed_nodes = nodes_in(NodeState::Failed);
+    plan.status.desired = to_i32(desired);
+    plan.status.succeeded = to_i32(succeeded);
+
+    for node in failed_nodes
+        .iter()
+        .filter(|n| !old.failed_nodes.contains(n))
+    {
+        let message = s
+            .lists
+            .get(node)
+            .and_then(|image| image.status.as_ref())
+            .map(|status| status.message.as_str())
+            .unwrap_or_default();
+        plan.events.push(JobEvent {
+            warning: true,
+            reason: "PullFailed",
+            note: format!(
+                "pulling {} failed on node {node}: {message}",
+                job.spec.image
+            ),
+        });
+    }
+
+    if policy == CompletionPolicyType::Always
+        && let Some(seconds) = job.spec.completion_policy.active_deadline_seconds
+    {
+        let deadline = start.saturating_add(SignedDuration::from_secs(seconds));
+        match deadline {
+            Ok(deadline) if deadline <= s.now => {
+                let unfinished: Vec<String> = states
+                    .iter()
+                    .filter(|(_, st)| !matches!(st, NodeState::Succeeded | NodeState::Failed))
+                    .map(|(n, _)| (*n).to_owned())
+                    .collect();
+                plan.events.push(JobEvent {
+                    warning: true,
+                    reason: "DeadlineExceeded",
+                    note: format!(
+                        "{MESSAGE_DEADLINE} ({seconds}s); {} nodes had not finished pulling {}",
+                        unfinished.len(),
+                        job.spec.image
+                    ),
+                });
+                failed_nodes.extend(unfinished);
+                failed_nodes.sort();
+                finish(
+                    &mut plan,
+                    &owned,
+                    failed_nodes,
+                    MESSAGE_DEADLINE,
+                    s.now,
+                    job,
+                );
+                return plan;
+            }
+            Ok(deadline) => plan.requeue_after = until(s.now, deadline),
+            Err(_) => {}
+        }
+    }
+
+    // Start nodes while slots are free, in name order.
+    let entry = entry_for(job, false);
+    let mut active = count(NodeState::Active);
+    let limit = parallelism(&job.spec.parallelism_or_default(), desired);
+    let mut started = Vec::new();
+    for node in nodes_in(NodeState::Pending) {
+        if active >= limit {
+            break;
+        }
+        active += 1;
+        plan.apply.push((node.clone(), entry.clone()));
+        started.push(node);
+    }
+    if !started.is_empty() {
+        plan.events.push(JobEvent {
+            warning: false,
+            reason: "Pulling",
+            note: format!("pulling {} on {}", job.spec.image, started.join(", ")),
+        });
+    }
+    // Entries the job holds follow its spec; under Never a node that has the image
+    // re-pulls it daily.
+    for (node, st) in &states {
+        let Some(current) = s.lists.get(*node).and_then(|i| i.owned.as_ref()) else {
+            continue;
+        };
+        let repull = policy == CompletionPolicyType::Never && *st == NodeState::Succeeded;
+        let wanted = entry_for(job, repull);
+        if *current != wanted {
+            plan.apply.push(((*node).to_owned(), wanted));
+        }
+    }
+
+    let no_list = count(NodeState::NoList);
+    let pending = count(NodeState::Pending) - started.len();
+    plan.status.active = to_i32(active);
+    plan.status.failed = to_i32(failed_nodes.len());
+    plan.status.failed_nodes = failed_nodes;
+    if policy == CompletionPolicyType::Always && active == 0 && pending == 0 && no_list == 0 {
+        let failed = plan.status.failed_nodes.clone();
+        plan.events.push(JobEvent {
+            warning: false,
+            reason: "Completed",
+            note: format!(
+                "{MESSAGE_COMPLETED}: {} pulled on {succeeded} of {desired} nodes, {} failed",
+                job.spec.image,
+                failed.len()
+            ),
+        });
+        finish(&mut plan, &owned, failed, MESSAGE_COMPLETED, s.now, job);
+        return plan;
+    }
+    plan.status.message = running_message(desired, active, succeeded, no_list, limit);
+    if no_list > 0 {
+        plan.requeue_after = earlier(plan.requeue_after, MISSING_LIST_REQUEUE);
+    }
+    plan
+}
+
+/// Ends an Always job: completion time, message, every entry released, then the TTL.
+fn finish(
+    plan: &mut Plan,
+    owned: &[&str],
+    failed_nodes: Vec<String>,
+    message: &str,
+    now: Timestamp,
+    job: &ImagePullJob,
+) {
+    plan.apply.clear();
+    plan.release = owned.iter().map(|n| (*n).to_owned()).collect();
+    plan.status.active = 0;
+    plan.status.failed = to_i32(failed_nodes.len());
+    plan.status.failed_nodes = failed_nodes;
+    plan.status.completion_time = Some(Time(now));
+    message.clone_into(&mut plan.status.message);
+    plan.requeue_after = None;
+    ttl(plan, job, now, now);
+}
+
+/// Deletes the job `ttlSecondsAfterFinished` after `completed`, or looks again then.
+fn ttl(plan: &mut Plan, job: &ImagePullJob, completed: Timestamp, now: Timestamp) {
+    let Some(seconds) = job.spec.completion_policy.ttl_seconds_after_finished else {
+        return;
+    };
+    let Ok(expiry) = completed.saturating_add(SignedDuration::from_secs(i64::from(seconds))) else {
+        return;
+    };
+    if expiry <= now {
+        plan.delete_job = true;
+        plan.events.push(JobEvent {
+            warning: false,
+            reason: "Deleting",
+            note: format!(
+                "deleting the job {seconds}s after it finished (ttlSecondsAfterFinished)"
+            ),
+        });
+    } else if let Some(wait) = until(now, expiry) {
+        plan.requeue_after = Some(plan.requeue_after.map_or(wait, |r| r.min(wait)));
+    }
+}
+
+fn running_message(
+    desired: usize,
+    active: usize,
+    succeeded: usize,
+    no_list: usize,
+    limit: usize,
+) -> String {
+    let mut message =
+        format!("job is running: {succeeded} of {desired} nodes pulled, {active} pulling");
+    if limit == 0 {
+        message.push_str("; paused (parallelism 0)");
+    }
+    if no_list > 0 {
+        message.push_str(&format!("; waiting for the ImageList of {no_list} nodes"));
+    }
+    message
+}
+
+/// The nodes the job pulls on: the selected ones that are Ready, and selected ones the
+/// job already has an entry on (a pull under way is not dropped when a node blips).
+fn targets<'a>(s: &'a Snapshot<'_>) -> BTreeSet<&'a str> {
+    let spec = &s.job.spec;
+    let namespace = s.job.metadata.namespace.as_deref().unwrap_or_default();
+    let pod_nodes: Option<BTreeSet<&str>> = spec.pod_selector.as_ref().map(|selector| {
+        let empty = BTreeMap::new();
+        s.pods
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|st| st.phase.as_deref());
+                !matches!(phase, Some("Succeeded" | "Failed"))
+            })
+            .filter(|p| {
+                selector_matches(selector, p.metadata.labels.as_ref().unwrap_or(&empty))
+                    == Some(true)
+            })
+            .filter_map(|p| p.spec.as_ref()?.node_name.as_deref())
+            .collect()
+    });
+    s.nodes
+        .iter()
+        .filter(|node| {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            let selected = match (&pod_nodes, &spec.selector) {
+                (Some(pod_nodes), _) => pod_nodes.contains(name),
+                (None, Some(selector)) => match &selector.names {
+                    Some(names) => names.iter().any(|n| n == name),
+                    None => selector_matches(&selector.label_selector(), &labels) == Some(true),
+                },
+                (None, None) => true,
+            };
+            let has_entry = s.lists.get(name).is_some_and(|i| i.owned.is_some());
+            selected && (is_ready(node) || has_entry)
+        })
+        .filter_map(|node| node.metadata.name.as_deref())
+        .collect()
+}
+
+fn state(s: &Snapshot<'_>, node: &str, start: Timestamp) -> NodeState {
+    let Some(image) = s.lists.get(node) else {
+        return NodeState::NoList;
+    };
+    if image.owned.is_none() {
+        return NodeState::Pending;
+    }
+    let Some(status) = &image.status else {
+        // Under Never the re-pull entry marks a node that had the image: until its agent
+        // reports on the changed entry, it still counts as done (not as a new pull that
+        // would flip the entry back).
+        let repulling = s.job.spec.completion_policy.policy_type() == CompletionPolicyType::Never
+            && image.owned.as_ref() == Some(&entry_for(s.job, true));
+        return if repulling {
+            NodeState::Succeeded
+        } else {
+            NodeState::Active
+        };
+    };
+    match status.phase {
+        ImagePullPhase::Succeeded => {
+            // With imagePullPolicy Always the image must have been pulled for this job,
+            // not found from an earlier pull.
+            let fresh = s.job.spec.pull_policy_or_default() != ImagePullPolicy::Always
+                || status.last_pull_time.as_ref().is_some_and(|t| t.0 >= start);
+            if fresh {
+                NodeState::Succeeded
+            } else {
+                NodeState::Active
+            }
+        }
+        ImagePullPhase::Failed => NodeState::Failed,
+        ImagePullPhase::Waiting | ImagePullPhase::Pulling => NodeState::Active,
+    }
+}
+
+/// The entry the job writes on a node; `repull` for a node that has the image under
+/// completion policy Never.
+pub fn entry_for(job: &ImagePullJob, repull: bool) -> ImageListEntry {
+    let spec = &job.spec;
+    let namespace = job.metadata.namespace.clone().unwrap_or_default();
+    let pull_policy = spec.pull_policy.clone().unwrap_or_default();
+    ImageListEntry {
+        always_pull: repull || spec.pull_policy_or_default() == ImagePullPolicy::Always,
+        pull_interval: repull.then(|| REPULL_INTERVAL.to_owned()),
+        next_pull: None,
+        pull_secrets: spec
+            .pull_secrets
+            .iter()
+            .map(|name| PullSecretReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            })
+            .collect(),
+        timeout_seconds: pull_policy.timeout_seconds,
+        backoff_limit: pull_policy.backoff_limit,
+    }
+}
+
+/// The number of nodes pulling at once: an integer, or a percentage of the desired nodes
+/// rounded up (so any non-zero percentage of a non-empty job lets one node pull).
+pub fn parallelism(value: &IntOrString, desired: usize) -> usize {
+    match value {
+        IntOrString::Int(n) => usize::try_from(*n).unwrap_or(0),
+        IntOrString::String(s) => {
+            let percent: usize = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(100)
+                .min(100);
+            (desired * percent).div_ceil(100)
+        }
+    }
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn until(now: Timestamp, then: Timestamp) -> Option<Duration> {
+    Duration::try_from(then.duration_since(now)).ok()
+}
+
+fn earlier(current: Option<Duration>, other: Duration) -> Option<Duration> {
+    Some(current.map_or(other, |c| c.min(other)))
+}
+
+fn to_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}

@@ -1,0 +1,409 @@
+//! The ImagePullJob reconciler: reads the shared caches into a `plan::Snapshot`, applies
+//! or releases the job's ImageList entries with server-side apply under the job's own
+//! field manager, writes status and Events, and deletes the job when its TTL runs out. A
+//! finalizer makes sure a deleted job's entries are released first.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::json;
+
+use super::entries::{apply_body, field_manager, owned_images};
+use super::plan::{self, NodeImage, Snapshot};
+use crate::api::{ImageList, ImagePullJob};
+use crate::controller::ObjectKey;
+use crate::controller::events::EventSink;
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectation, Expectations, Seen};
+use crate::controller::runner::{Outcome, Reconciler};
+use crate::runtime::stores::Stores;
+
+/// Holds a deleted job until its entries are released from every ImageList.
+pub const FINALIZER: &str = "apps.kruise.io/imagepulljob-cleanup";
+
+/// Why an ImagePullJob sync failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("{action}: {source}")]
+    Api {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
+    let action = action.into();
+    move |source| SyncError::Api { action, source }
+}
+
+/// The ImagePullJob controller's state, shared by its workers.
+pub struct ImagePullJobController {
+    client: kube::Client,
+    stores: Stores,
+    events: EventSink,
+    expectations: Expectations<ObjectKey>,
+}
+
+impl ImagePullJobController {
+    pub fn new(client: kube::Client, stores: Stores, events: EventSink) -> Self {
+        Self {
+            client,
+            stores,
+            events,
+            expectations: Expectations::new(EXPECTATION_TIMEOUT),
+        }
+    }
+
+    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
+        let meta: ObjectMeta = match kind {
+            "ImageList" => self
+                .stores
+                .imagelists
+                .get(&ObjectRef::new(name))?
+                .metadata
+                .clone(),
+            "ImagePullJob" => self
+                .stores
+                .imagepulljobs
+                .get(&ObjectRef::new(name).within(namespace))?
+                .metadata
+                .clone(),
+            _ => return None,
+        };
+        Some(Seen {
+            resource_version: resource_version(&meta),
+            uid: meta.uid.unwrap_or_default(),
+            terminating: meta.deletion_timestamp.is_some(),
+        })
+    }
+
+    /// The caches a plan reads; planning from a half-listed cache would, say, complete a
+    /// job because no node is known yet.
+    fn caches_synced(&self) -> bool {
+        self.stores
+            .sync
+            .report()
+            .iter()
+            .filter(|(kind, _)| matches!(*kind, "Node" | "Pod" | "ImageList" | "ImagePullJob"))
+            .all(|(_, synced)| *synced)
+    }
+}
+
+impl Reconciler for ImagePullJobController {
+    type Key = ObjectKey;
+    type Error = SyncError;
+    const KIND: &'static str = "ImagePullJob";
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+        let Some(job) = self
+            .stores
+            .imagepulljobs
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            self.expectations.forget(key);
+            return Ok(Outcome::Done);
+        };
+        if !self.caches_synced() {
+            return Ok(Outcome::RequeueAfter(Duration::from_secs(1)));
+        }
+        if let Err(pending) = self
+            .expectations
+            .satisfied(key, &|kind, name| self.seen(&key.namespace, kind, name))
+        {
+            tracing::debug!(?pending, "waiting for the cache to show earlier writes");
+            return Ok(Outcome::RequeueAfter(Duration::from_secs(1)));
+        }
+        let manager = field_manager(&key.namespace, &key.name);
+        if job.metadata.deletion_timestamp.is_some() {
+            return self.clean_up(key, &job, &manager).await;
+        }
+        if !job.finalizers().iter().any(|f| f == FINALIZER) {
+            self.add_finalizer(key, &job).await?;
+            // The update triggers the next reconcile.
+            return Ok(Outcome::Done);
+        }
+        self.sync(key, &job, &manager).await
+    }
+
+    fn all_keys(&self) -> Vec<ObjectKey> {
+        self.stores
+            .imagepulljobs
+            .state()
+            .iter()
+            .map(|job| ObjectKey::of(job.as_ref()))
+            .collect()
+    }
+}
+
+impl ImagePullJobController {
+    fn jobs(&self, namespace: &str) -> Api<ImagePullJob> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    async fn sync(
+        &self,
+        key: &ObjectKey,
+        job: &ImagePullJob,
+        manager: &str,
+    ) -> Result<Outcome, SyncError> {
+        let image = &job.spec.image;
+        let lists = self.stores.imagelists.state();
+        let by_node: BTreeMap<String, &Arc<ImageList>> =
+            lists.iter().map(|l| (l.name_any(), l)).collect();
+        let node_images = by_node
+            .iter()
+            .map(|(name, list)| (name.clone(), node_image(list, image, manager)))
+            .collect();
+        let nodes: Vec<Arc<Node>> = self.stores.nodes.state();
+        let pods: Vec<Arc<Pod>> = if job.spec.pod_selector.is_some() {
+            self.stores
+                .pods
+                .state()
+                .into_iter()
+                .filter(|p| p.metadata.namespace.as_deref() == Some(&key.namespace))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let snapshot = Snapshot {
+            job,
+            nodes: nodes.iter().map(AsRef::as_ref).collect(),
+            pods: pods.iter().map(AsRef::as_ref).collect(),
+            lists: node_images,
+            now: Timestamp::now(),
+        };
+        let planned = plan::plan(&snapshot);
+        tracing::debug!(
+            apply = ?planned.apply.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            release = ?planned.release,
+            delete = planned.delete_job,
+            "planned"
+        );
+
+        let mut outcome = planned
+            .requeue_after
+            .map_or(Outcome::Done, Outcome::RequeueAfter);
+        let writes = planned
+            .apply
+            .iter()
+            .map(|(node, entry)| (node, Some(entry)))
+            .chain(planned.release.iter().map(|node| (node, None)));
+        for (node, entry) in writes {
+            let Some(list) = by_node.get(node) else {
+                continue;
+            };
+            if !self.write_entry(key, list, image, entry, manager).await? {
+                // The ImageList went away under us: look again once the cache shows it.
+                outcome = outcome.min(Outcome::RequeueAfter(plan::MISSING_LIST_REQUEUE));
+            }
+        }
+
+        let reference = job.object_ref(&());
+        for event in &planned.events {
+            let action = "ImagePull";
+            if event.warning {
+                self.events
+                    .warning(&reference, event.reason, action, event.note.clone())
+                    .await;
+            } else {
+                self.events
+                    .normal(&reference, event.reason, action, event.note.clone())
+                    .await;
+            }
+        }
+
+        if job.status.as_ref() != Some(&planned.status) {
+            // A merge patch leaves out what serializes to nothing; an emptied list must
+            // still replace the old one.
+            let mut status = json!(planned.status);
+            status["failedNodes"] = json!(planned.status.failed_nodes);
+            let written = self
+                .jobs(&key.namespace)
+                .patch_status(
+                    &key.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": status })),
+                )
+                .await
+                .map_err(api_error("writing status"))?;
+            self.expectations.expect(
+                key,
+                Expectation::Update {
+                    kind: "ImagePullJob",
+                    name: key.name.clone(),
+                    resource_version: resource_version(&written.metadata),
+                },
+            );
+        }
+
+        if planned.delete_job {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: job.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match self.jobs(&key.namespace).delete(&key.name, &params).await {
+                Ok(_) => {}
+                Err(err) if is_status(&err, 404) || is_status(&err, 409) => {}
+                Err(err) => return Err(api_error("deleting the job after its TTL")(err)),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Applies (or with `None` releases) the job's entry on one ImageList; `false` when
+    /// the ImageList no longer exists.
+    async fn write_entry(
+        &self,
+        key: &ObjectKey,
+        list: &ImageList,
+        image: &str,
+        entry: Option<&crate::api::imagelist::ImageListEntry>,
+        manager: &str,
+    ) -> Result<bool, SyncError> {
+        let name = list.name_any();
+        let uid = list.metadata.uid.clone().unwrap_or_default();
+        let api: Api<ImageList> = Api::all(self.client.clone());
+        let params = PatchParams::apply(manager).force();
+        let body = apply_body(&name, &uid, image, entry);
+        let verb = if entry.is_some() {
+            "applying"
+        } else {
+            "releasing"
+        };
+        match api.patch(&name, &params, &Patch::Apply(body)).await {
+            Ok(written) => {
+                tracing::debug!(node = %name, image, verb, "wrote ImageList entry");
+                self.expectations.expect(
+                    key,
+                    Expectation::Update {
+                        kind: "ImageList",
+                        name,
+                        resource_version: resource_version(&written.metadata),
+                    },
+                );
+                Ok(true)
+            }
+            // 409: the UID no longer matches (the ImageList was deleted, maybe recreated).
+            Err(err) if is_status(&err, 404) || is_status(&err, 409) => {
+                tracing::debug!(node = %name, image, verb, "ImageList gone");
+                Ok(false)
+            }
+            Err(err) => Err(api_error(format!(
+                "{verb} the entry of {image} on ImageList {name}"
+            ))(err)),
+        }
+    }
+
+    /// A deleted job: release its entries everywhere, then let it go.
+    async fn clean_up(
+        &self,
+        key: &ObjectKey,
+        job: &ImagePullJob,
+        manager: &str,
+    ) -> Result<Outcome, SyncError> {
+        if !job.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Outcome::Done);
+        }
+        let mut released = 0;
+        for list in self.stores.imagelists.state() {
+            if owned_images(&list.metadata, manager).is_empty() {
+                continue;
+            }
+            // A gone ImageList took the entry with it.
+            self.write_entry(key, &list, &job.spec.image, None, manager)
+                .await?;
+            released += 1;
+        }
+        let finalizers: Vec<&String> = job
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .collect();
+        let patch = json!({ "metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": job.metadata.resource_version,
+        } });
+        match self
+            .jobs(&key.namespace)
+            .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(err) if is_status(&err, 404) => {}
+            Err(err) => return Err(api_error("removing the finalizer")(err)),
+        }
+        self.events
+            .normal(
+                &job.object_ref(&()),
+                "Cleaned",
+                "ImagePull",
+                format!(
+                    "released the entry of {} from {released} ImageLists",
+                    job.spec.image
+                ),
+            )
+            .await;
+        self.expectations.forget(key);
+        Ok(Outcome::Done)
+    }
+
+    async fn add_finalizer(&self, key: &ObjectKey, job: &ImagePullJob) -> Result<(), SyncError> {
+        let mut finalizers = job.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_owned());
+        let patch = json!({ "metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": job.metadata.resource_version,
+        } });
+        let written = self
+            .jobs(&key.namespace)
+            .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(api_error("adding the finalizer"))?;
+        self.expectations.expect(
+            key,
+            Expectation::Update {
+                kind: "ImagePullJob",
+                name: key.name.clone(),
+                resource_version: resource_version(&written.metadata),
+            },
+        );
+        Ok(())
+    }
+}
+
+/// The job's image on one ImageList: the entry if this job's manager holds it, and the
+/// image's status if the status covers the current spec.
+fn node_image(list: &ImageList, image: &str, manager: &str) -> NodeImage {
+    let owned = owned_images(&list.metadata, manager)
+        .contains(image)
+        .then(|| list.spec.images.get(image).cloned())
+        .flatten();
+    let generation = list.metadata.generation.unwrap_or(0);
+    let status = list
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation >= generation)
+        .and_then(|s| s.images.get(image).cloned());
+    NodeImage { owned, status }
+}
+
+fn resource_version(meta: &ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
+fn is_status(err: &kube::Error, code: u16) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == code)
+}
