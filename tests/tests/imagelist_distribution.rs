@@ -115,7 +115,7 @@ async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
         apply(
             &ctx,
             &node,
-            &manager,
+            manager,
             json!({ image.clone(): { "alwaysPull": false } }),
         )
         .await?;
