@@ -257,7 +257,8 @@ impl Distributor {
                             }
                         }
                         pushed_images = current.spec.images.keys().cloned().collect();
-                        self.write_status(node, &std::mem::take(&mut pending), pushed).await;
+                        self.write_status(node, &std::mem::take(&mut pending), Some(pushed), true)
+                        .await;
                     }
                 }
                 message = stream.message() => match message {
@@ -271,7 +272,8 @@ impl Distributor {
                 },
                 () = flush => {
                     flush_at = None;
-                    self.write_status(node, &std::mem::take(&mut pending), pushed).await;
+                    self.write_status(node, &std::mem::take(&mut pending), Some(pushed), true)
+                        .await;
                 }
             }
         }
@@ -340,18 +342,53 @@ impl Distributor {
         out
     }
 
+    /// Lands `pending` on the node's status. The patch is conditional on the
+    /// resourceVersion it was computed from, so a stale cache never writes an old phase
+    /// over a newer one; on a conflict the list is read again and the patch recomputed.
     async fn write_status(
         &self,
         node: &str,
         pending: &BTreeMap<String, ImageStatus>,
-        generation: i64,
+        generation: Option<i64>,
+        retry_on_conflict: bool,
     ) {
-        let Some(list) = self.stores.imagelists.get(&ObjectRef::new(node)) else {
-            return;
+        let api: Api<ImageList> = Api::all(self.client.clone());
+        let mut list = match self.stores.imagelists.get(&ObjectRef::new(node)) {
+            Some(list) => list.as_ref().clone(),
+            None => return,
         };
-        let current = list.status.clone().unwrap_or_default();
-        let new = merged(&list.spec, &current, pending, generation);
-        self.patch_status(node, &current, &new).await;
+        for _ in 0..3 {
+            let current = list.status.clone().unwrap_or_default();
+            let generation = generation.unwrap_or(current.observed_generation);
+            let new = merged(&list.spec, &current, pending, generation);
+            let Some(mut patch) = status_patch(&current, &new) else {
+                return;
+            };
+            patch["metadata"] =
+                serde_json::json!({ "resourceVersion": list.metadata.resource_version });
+            match api
+                .patch_status(node, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => return,
+                Err(kube::Error::Api(s)) if s.code == 409 && !retry_on_conflict => return,
+                Err(kube::Error::Api(s)) if s.code == 409 => match api.get(node).await {
+                    Ok(fresh) => list = fresh,
+                    Err(err) => {
+                        tracing::warn!(node, error = %err, "could not re-read the ImageList");
+                        return;
+                    }
+                },
+                Err(err) => {
+                    tracing::warn!(node, error = %err, "could not write ImageList status");
+                    return;
+                }
+            }
+        }
+        tracing::warn!(
+            node,
+            "ImageList status kept changing; the next update writes it"
+        );
     }
 
     async fn mark_unreachable(&self, node: &str, message: &str) {
@@ -360,23 +397,9 @@ impl Distributor {
         };
         let current: ImageListStatus = list.status.clone().unwrap_or_default();
         let marked = unreachable(&list.spec, &current, message);
-        if marked.is_empty() {
-            return;
-        }
-        let new = merged(&list.spec, &current, &marked, current.observed_generation);
-        self.patch_status(node, &current, &new).await;
-    }
-
-    async fn patch_status(&self, node: &str, current: &ImageListStatus, new: &ImageListStatus) {
-        let Some(patch) = status_patch(current, new) else {
-            return;
-        };
-        let api: Api<ImageList> = Api::all(self.client.clone());
-        if let Err(err) = api
-            .patch_status(node, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            tracing::warn!(node, error = %err, "could not write ImageList status");
+        if !marked.is_empty() {
+            // Computed from the cache: on a conflict, the next timeout marks again.
+            self.write_status(node, &marked, None, false).await;
         }
     }
 }
