@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use stevedore_controlplane::runtime::elector::Elector;
 use stevedore_controlplane::runtime::leader::Timings;
@@ -166,17 +165,6 @@ async fn leader_stops_at_once_when_its_lease_is_taken() -> Result<()> {
     .await
 }
 
-/// Applies the committed CloneSet CRD so the CloneSet store can sync.
-async fn install_crd(client: &kube::Client) -> Result<()> {
-    let yaml = include_str!("../../deploy/crds/apps.kruise.io_clonesets.yaml");
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(yaml).context("parsing the CRD")?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let pp = PatchParams::apply("stevedore-tests").force();
-    crds.patch("clonesets.apps.kruise.io", &pp, &Patch::Apply(&crd))
-        .await?;
-    Ok(())
-}
-
 /// A bare HTTP/1.1 GET: status code and body.
 async fn get(addr: std::net::SocketAddr, path: &str) -> Result<(u16, String)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
@@ -199,7 +187,13 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> Result<(u16, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_turns_ok_once_the_caches_sync() -> Result<()> {
     run_in_namespace("readyz_turns_ok_once_the_caches_sync", |ctx| async move {
-        install_crd(&ctx.client).await?;
+        stevedore_tests::crds::install(
+            &ctx.client,
+            &[include_str!(
+                "../../deploy/crds/apps.kruise.io_clonesets.yaml"
+            )],
+        )
+        .await?;
         let shutdown = CancellationToken::new();
         let config = RuntimeConfig {
             namespace: ctx.namespace.clone(),

@@ -2,48 +2,20 @@
 //! each CEL/schema rule refuses a bad spec with a message naming the field, the printer
 //! columns are served, and the scale subresource reads and writes spec.replicas.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::CloneSet;
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, run_in_namespace};
 
 const CRD_NAME: &str = "clonesets.apps.kruise.io";
+const CRD_YAML: &str = include_str!("../../deploy/crds/apps.kruise.io_clonesets.yaml");
 const SEEDS: [&str; 3] = [
     include_str!("../fixtures/seed-002/sample-data.yaml"),
     include_str!("../fixtures/seed-002/sample-data-inplace.yaml"),
     include_str!("../fixtures/seed-002/sample-strategies.yaml"),
 ];
-
-/// Applies the committed CRD (server-side) and waits until it is Established.
-async fn install_crd(client: &kube::Client) -> Result<()> {
-    let yaml = include_str!("../../deploy/crds/apps.kruise.io_clonesets.yaml");
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(yaml).context("parsing the CRD")?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let pp = PatchParams::apply("stevedore-tests").force();
-    crds.patch(CRD_NAME, &pp, &Patch::Apply(&crd)).await?;
-    poll_until(
-        "the CloneSet CRD to be Established",
-        Duration::from_secs(30),
-        || {
-            let crds = crds.clone();
-            async move {
-                let crd = crds.get(CRD_NAME).await?;
-                let mut conditions = crd
-                    .status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter().flatten());
-                let established =
-                    conditions.any(|c| c.type_ == "Established" && c.status == "True");
-                Ok(established.then_some(()))
-            }
-        },
-    )
-    .await
-}
 
 fn seed(index: usize) -> Result<Value> {
     Ok(serde_saphyr::from_str(SEEDS[index])?)
@@ -88,7 +60,7 @@ fn with(mut object: Value, pointer: &str, value: Value) -> Result<Value> {
 }
 
 async fn setup(ctx: &TestContext) -> Result<()> {
-    install_crd(&ctx.client).await
+    stevedore_tests::crds::install(&ctx.client, &[CRD_YAML]).await
 }
 
 #[tokio::test]

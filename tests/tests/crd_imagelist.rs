@@ -4,8 +4,6 @@
 //! naming the key or field, field managers own their own ImageList keys under
 //! server-side apply, and the printer columns and status subresource are served.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -13,7 +11,7 @@ use serde_json::{Value, json};
 use stevedore_agent::reference::Reference;
 use stevedore_controlplane::api::imagelist::{ImagePullPhase, ImageStatus};
 use stevedore_controlplane::api::{ImageList, ImageListStatus, ImagePullJob};
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, run_in_namespace};
 
 const IMAGELIST_CRD: (&str, &str) = (
     "imagelists.stevedore.dev",
@@ -26,32 +24,6 @@ const IMAGEPULLJOB_CRD: (&str, &str) = (
 const SEED_IMAGELIST: &str = include_str!("../fixtures/seed-004/imagelist.yaml");
 const OPENKRUISE_JOB: &str = include_str!("../fixtures/openkruise/imagepulljob.yaml");
 const SEED_IMAGE: &str = "swr.cn-north-4.myhuaweicloud.com/ddn-k8s/docker.io/mysql:8.0";
-
-/// Applies the committed CRDs (server-side) and waits until they are Established.
-async fn install_crds(client: &kube::Client) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let pp = PatchParams::apply("stevedore-tests").force();
-    for (name, yaml) in [IMAGELIST_CRD, IMAGEPULLJOB_CRD] {
-        let crd: CustomResourceDefinition =
-            serde_saphyr::from_str(yaml).with_context(|| format!("parsing {name}"))?;
-        crds.patch(name, &pp, &Patch::Apply(&crd)).await?;
-        poll_until("the CRD to be Established", Duration::from_secs(30), || {
-            let crds = crds.clone();
-            async move {
-                let crd = crds.get(name).await?;
-                let mut conditions = crd
-                    .status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter().flatten());
-                let established =
-                    conditions.any(|c| c.type_ == "Established" && c.status == "True");
-                Ok(established.then_some(()))
-            }
-        })
-        .await?;
-    }
-    Ok(())
-}
 
 fn image_lists(ctx: &TestContext) -> Api<ImageList> {
     Api::all(ctx.client.clone())
@@ -127,7 +99,7 @@ async fn delete_list(ctx: &TestContext) {
 #[tokio::test]
 async fn seed_imagelist_and_openkruise_job_apply_unchanged() -> Result<()> {
     run_in_namespace("crd-imagelist-seeds", |ctx| async move {
-        install_crds(&ctx.client).await?;
+        stevedore_tests::crds::install(&ctx.client, &[IMAGELIST_CRD.1, IMAGEPULLJOB_CRD.1]).await?;
         let mut seed: Value = serde_saphyr::from_str(SEED_IMAGELIST)?;
         // Cluster-scoped and shared by all runs: named after this test's namespace.
         seed["metadata"]["name"] = json!(ctx.namespace);
@@ -153,7 +125,7 @@ async fn seed_imagelist_and_openkruise_job_apply_unchanged() -> Result<()> {
 #[tokio::test]
 async fn image_reference_rules_agree_with_the_agent_parser() -> Result<()> {
     run_in_namespace("crd-imagelist-references", |ctx| async move {
-        install_crds(&ctx.client).await?;
+        stevedore_tests::crds::install(&ctx.client, &[IMAGELIST_CRD.1, IMAGEPULLJOB_CRD.1]).await?;
         let hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
         let long_path = format!("registry.example.com/{}", "a".repeat(240));
         let too_long = format!("{}/{}", "b".repeat(300), "c".repeat(250));
@@ -234,7 +206,7 @@ async fn image_reference_rules_agree_with_the_agent_parser() -> Result<()> {
 #[tokio::test]
 async fn bad_imagelist_entries_are_refused_with_the_key_named() -> Result<()> {
     run_in_namespace("crd-imagelist-rules", |ctx| async move {
-        install_crds(&ctx.client).await?;
+        stevedore_tests::crds::install(&ctx.client, &[IMAGELIST_CRD.1, IMAGEPULLJOB_CRD.1]).await?;
         let lists = image_lists(&ctx);
         let accepted = [
             json!({"pullInterval": "24h"}),
@@ -273,7 +245,7 @@ async fn bad_imagelist_entries_are_refused_with_the_key_named() -> Result<()> {
 #[tokio::test]
 async fn field_managers_own_their_own_images() -> Result<()> {
     run_in_namespace("crd-imagelist-ssa", |ctx| async move {
-        install_crds(&ctx.client).await?;
+        stevedore_tests::crds::install(&ctx.client, &[IMAGELIST_CRD.1, IMAGEPULLJOB_CRD.1]).await?;
         let result = async {
             let person = image_list(
                 &ctx,
@@ -321,7 +293,7 @@ async fn field_managers_own_their_own_images() -> Result<()> {
 #[tokio::test]
 async fn status_subresource_and_printer_columns() -> Result<()> {
     run_in_namespace("crd-imagelist-status", |ctx| async move {
-        install_crds(&ctx.client).await?;
+        stevedore_tests::crds::install(&ctx.client, &[IMAGELIST_CRD.1, IMAGEPULLJOB_CRD.1]).await?;
         let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
         for (name, want) in [
             (
@@ -392,7 +364,7 @@ async fn status_subresource_and_printer_columns() -> Result<()> {
 #[tokio::test]
 async fn bad_imagepulljobs_are_refused_with_the_field_named() -> Result<()> {
     run_in_namespace("crd-imagepulljob-rules", |ctx| async move {
-        install_crds(&ctx.client).await?;
+        stevedore_tests::crds::install(&ctx.client, &[IMAGELIST_CRD.1, IMAGEPULLJOB_CRD.1]).await?;
         let jobs = ctx.api::<ImagePullJob>();
         let job = |spec: Value| {
             json!({

@@ -19,7 +19,7 @@ use super::reconcile::{
 use super::status::SyncProblems;
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
-use crate::controller::expectations::Expectation;
+use crate::controller::expectations::{Expectation, resource_version};
 use crate::controller::pod_conditions::{ConditionRequest, PodTarget};
 
 /// Most pods created in one sync; the rest come with the next (a burst cap per sync).
@@ -349,12 +349,7 @@ impl Executor<'_> {
             .await;
         match patched {
             Ok(pod) => {
-                let resource_version = pod
-                    .metadata
-                    .resource_version
-                    .as_deref()
-                    .and_then(|rv| rv.parse().ok())
-                    .unwrap_or(0);
+                let resource_version = resource_version(&pod.metadata);
                 self.ctl.expectations.expect(
                     self.key,
                     Expectation::Update {

@@ -78,26 +78,17 @@ impl CloneSetController {
     }
 
     fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        let to_seen = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| Seen {
-            uid: meta.uid.clone().unwrap_or_default(),
-            resource_version: meta
-                .resource_version
-                .as_deref()
-                .and_then(|rv| rv.parse().ok())
-                .unwrap_or(0),
-            terminating: meta.deletion_timestamp.is_some(),
-        };
         match kind {
             "Pod" => self
                 .stores
                 .pods
                 .get(&ObjectRef::new(name).within(namespace))
-                .map(|p| to_seen(&p.metadata)),
+                .map(|p| Seen::of(&p.metadata)),
             "PersistentVolumeClaim" => self
                 .stores
                 .pvcs
                 .get(&ObjectRef::new(name).within(namespace))
-                .map(|p| to_seen(&p.metadata)),
+                .map(|p| Seen::of(&p.metadata)),
             _ => None,
         }
     }

@@ -13,6 +13,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::time::Instant;
 
 /// How long to wait for the cache before planning anyway (Kubernetes uses 5 minutes).
@@ -44,6 +45,27 @@ pub struct Seen {
     pub uid: String,
     pub resource_version: u64,
     pub terminating: bool,
+}
+
+/// An object's resourceVersion as a number (0 when absent or not numeric). Kubernetes
+/// calls it opaque, but every apiserver backed by etcd hands out increasing integers, and
+/// comparing them is how OpenKruise's update expectations work too.
+pub fn resource_version(meta: &ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Seen {
+    /// What the cache shows of an object with `meta`.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        Self {
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: resource_version(meta),
+            terminating: meta.deletion_timestamp.is_some(),
+        }
+    }
 }
 
 impl Expectation {

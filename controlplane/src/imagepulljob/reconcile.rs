@@ -20,7 +20,9 @@ use super::plan::{self, NodeImage, Snapshot};
 use crate::api::{ImageList, ImagePullJob};
 use crate::controller::ObjectKey;
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectation, Expectations, Seen};
+use crate::controller::expectations::{
+    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
+};
 use crate::controller::runner::{Outcome, Reconciler};
 use crate::runtime::stores::Stores;
 
@@ -77,11 +79,7 @@ impl ImagePullJobController {
                 .clone(),
             _ => return None,
         };
-        Some(Seen {
-            resource_version: resource_version(&meta),
-            uid: meta.uid.unwrap_or_default(),
-            terminating: meta.deletion_timestamp.is_some(),
-        })
+        Some(Seen::of(&meta))
     }
 
     /// The caches a plan reads; planning from a half-listed cache would, say, complete a
@@ -89,10 +87,7 @@ impl ImagePullJobController {
     fn caches_synced(&self) -> bool {
         self.stores
             .sync
-            .report()
-            .iter()
-            .filter(|(kind, _)| matches!(*kind, "Node" | "Pod" | "ImageList" | "ImagePullJob"))
-            .all(|(_, synced)| *synced)
+            .synced(&["Node", "Pod", "ImageList", "ImagePullJob"])
     }
 }
 
@@ -395,13 +390,6 @@ fn node_image(list: &ImageList, image: &str, manager: &str) -> NodeImage {
         .filter(|s| s.observed_generation >= generation)
         .and_then(|s| s.images.get(image).cloned());
     NodeImage { owned, status }
-}
-
-fn resource_version(meta: &ObjectMeta) -> u64 {
-    meta.resource_version
-        .as_deref()
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or(0)
 }
 
 fn is_status(err: &kube::Error, code: u16) -> bool {

@@ -71,6 +71,14 @@ impl SyncState {
             .collect()
     }
 
+    /// Whether the stores of `kinds` are synced.
+    pub fn synced(&self, kinds: &[&str]) -> bool {
+        self.report()
+            .iter()
+            .filter(|(kind, _)| kinds.contains(kind))
+            .all(|(_, synced)| *synced)
+    }
+
     /// Whether every store is synced.
     pub fn all_synced(&self) -> bool {
         self.report().iter().all(|(_, synced)| *synced)
