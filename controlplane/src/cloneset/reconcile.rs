@@ -99,6 +99,16 @@ impl Reconciler for CloneSetController {
     type Error = SyncError;
     const KIND: &'static str = "CloneSet";
 
+    fn caches_synced(&self) -> bool {
+        self.stores.sync.synced(&[
+            "Pod",
+            "Node",
+            "PersistentVolumeClaim",
+            "ControllerRevision",
+            "CloneSet",
+        ])
+    }
+
     async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
         let Some(cloneset) = self
             .stores

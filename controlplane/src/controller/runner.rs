@@ -53,7 +53,17 @@ pub trait Reconciler: Send + Sync + 'static {
 
     /// Every key that exists now; queued when leadership is gained and on each resync.
     fn all_keys(&self) -> Vec<Self::Key>;
+
+    /// Whether the caches the reconcile reads have finished their first list. Until they
+    /// have, keys wait: planning from a half-listed cache would create pods that exist,
+    /// or complete a job because no node is known yet.
+    fn caches_synced(&self) -> bool {
+        true
+    }
 }
+
+/// How soon a key is looked at again while the caches are still listing.
+const UNSYNCED_RETRY: Duration = Duration::from_secs(1);
 
 /// How a controller runs.
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +148,11 @@ async fn worker<R: Reconciler>(
             queue.done(&key);
             continue;
         }
+        if !reconciler.caches_synced() {
+            queue.add_after(key.clone(), UNSYNCED_RETRY);
+            queue.done(&key);
+            continue;
+        }
         let span = tracing::info_span!("reconcile", kind = R::KIND, key = %key);
         let timer = metrics.reconcile(R::KIND);
         let result = tokio::select! {
@@ -187,6 +202,7 @@ mod tests {
         max_in_flight: AtomicUsize,
         fail_first: usize,
         hang: bool,
+        synced: std::sync::atomic::AtomicBool,
     }
 
     #[derive(Debug, thiserror::Error)]
@@ -221,6 +237,10 @@ mod tests {
         fn all_keys(&self) -> Vec<&'static str> {
             self.keys.clone()
         }
+
+        fn caches_synced(&self) -> bool {
+            self.synced.load(Ordering::SeqCst)
+        }
     }
 
     fn counting(keys: Vec<&'static str>, fail_first: usize, hang: bool) -> Arc<Counting> {
@@ -231,6 +251,7 @@ mod tests {
             max_in_flight: AtomicUsize::new(0),
             fail_first,
             hang,
+            synced: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -273,6 +294,23 @@ mod tests {
             );
         }
         assert_eq!(r.max_in_flight.load(Ordering::SeqCst), 2);
+        stop.cancel();
+        task.await.expect("joins");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_wait_until_the_caches_have_synced() {
+        let r = counting(vec!["a"], 0, false);
+        r.synced.store(false, Ordering::SeqCst);
+        let (_tx, stop, task) = start(r.clone(), 1, true);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            r.calls.lock().expect("lock").is_empty(),
+            "reconciled before sync"
+        );
+        r.synced.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(*r.calls.lock().expect("lock"), vec!["a"]);
         stop.cancel();
         task.await.expect("joins");
     }

@@ -81,20 +81,18 @@ impl ImagePullJobController {
         };
         Some(Seen::of(&meta))
     }
-
-    /// The caches a plan reads; planning from a half-listed cache would, say, complete a
-    /// job because no node is known yet.
-    fn caches_synced(&self) -> bool {
-        self.stores
-            .sync
-            .synced(&["Node", "Pod", "ImageList", "ImagePullJob"])
-    }
 }
 
 impl Reconciler for ImagePullJobController {
     type Key = ObjectKey;
     type Error = SyncError;
     const KIND: &'static str = "ImagePullJob";
+
+    fn caches_synced(&self) -> bool {
+        self.stores
+            .sync
+            .synced(&["Node", "Pod", "ImageList", "ImagePullJob"])
+    }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
         let Some(job) = self
@@ -105,9 +103,6 @@ impl Reconciler for ImagePullJobController {
             self.expectations.forget(key);
             return Ok(Outcome::Done);
         };
-        if !self.caches_synced() {
-            return Ok(Outcome::RequeueAfter(Duration::from_secs(1)));
-        }
         if let Err(pending) = self
             .expectations
             .satisfied(key, &|kind, name| self.seen(&key.namespace, kind, name))
