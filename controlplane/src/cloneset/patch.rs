@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::workload::inplace::PodPatch;
-use crate::workload::lifecycle::{KRUISE_POD_READY, ReadinessChange, StateChange};
+use crate::workload::lifecycle::{KRUISE_POD_READY, ReadinessChange};
 
 /// One pod condition to set through the pod's agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,11 +101,6 @@ pub fn pod_patch_json(patch: &PodPatch) -> Value {
         body.insert("spec".into(), json!({ "containers": containers }));
     }
     Value::Object(body)
-}
-
-/// A lifecycle state change as a patch (labels, timestamp, re-armed hook finalizers).
-pub fn state_change_json(change: &StateChange, now: &str) -> Value {
-    change.merge_patch(now)
 }
 
 /// Merges `more` into `base`: objects key by key, anything else replaced.

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 
-use super::patch::{ConditionChange, PodChange, pod_patch_json, state_change_json};
+use super::patch::{ConditionChange, PodChange, pod_patch_json};
 use super::pods::{RevisionSpec, instance_id};
 use crate::api::CloneSet;
 use crate::api::common::PodUpdatePolicy;
@@ -244,7 +244,7 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
             return Ok(plan);
         }
         let old = diffs.scale_up_old_revision.clamp(0, count);
-        let reusable = reusable_ids(snap, &active);
+        let reusable = reusable_ids(snap);
         let mut reusable = reusable.into_iter();
         for i in 0..count {
             let revision = if i < old && snap.revisions.contains_key(snap.current_revision) {
@@ -402,7 +402,7 @@ fn order_pod(pod: &Pod) -> OrderPod {
 
 /// Instance ids whose claims survive while no pod uses them (a pod deleted from outside):
 /// the replacement reuses them, unless `disablePVCReuse`.
-fn reusable_ids(snap: &Snapshot<'_>, _active: &[&Pod]) -> Vec<String> {
+fn reusable_ids(snap: &Snapshot<'_>) -> Vec<String> {
     if snap.cloneset.spec.scale_strategy.disable_pvc_reuse {
         return Vec::new();
     }
@@ -503,7 +503,7 @@ fn plan_delete(
             let mut c = PodChange::new(pod, "lifecycle: PreparingDelete");
             c.conditions
                 .extend(change.readiness.map(ConditionChange::from_readiness));
-            c.merge_patch(state_change_json(&change, &now_string(snap.now)));
+            c.merge_patch(change.merge_patch(&now_string(snap.now)));
             plan.pod_changes.push(c);
         }
         DeleteStep::Wait { readiness } => {
@@ -595,7 +595,7 @@ fn refresh_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<(), Pl
         change
             .conditions
             .extend(next.readiness.map(ConditionChange::from_readiness));
-        change.merge_patch(state_change_json(&next, &now_string(snap.now)));
+        change.merge_patch(next.merge_patch(&now_string(snap.now)));
     }
     if !change.is_empty() {
         plan.pod_changes.push(change);
@@ -663,7 +663,7 @@ fn update_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<bool, P
                     let mut c = PodChange::new(pod, "lifecycle: PreparingUpdate");
                     c.conditions
                         .extend(change.readiness.map(ConditionChange::from_readiness));
-                    c.merge_patch(state_change_json(&change, &now_string(snap.now)));
+                    c.merge_patch(change.merge_patch(&now_string(snap.now)));
                     plan.pod_changes.push(c);
                 }
                 Ok(UpdateStep::UpdateNow) => {
