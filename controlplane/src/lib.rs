@@ -8,6 +8,7 @@ pub mod config;
 pub mod controller;
 pub mod imagelist;
 pub mod imagepulljob;
+pub mod predownload;
 pub mod runtime;
 pub mod telemetry;
 pub mod workload;

@@ -33,6 +33,10 @@ agent_port() {
     cat "$dir/$name.port"
     return
   fi
+  # Two `up`s at once (tests in parallel) must not both pick a port: allocate under a lock,
+  # released when this command substitution's subshell exits, after the port file exists.
+  exec 9>"$STATE_DIR/sim-agents/.ports.lock"
+  flock 9
   taken=$(cat "$STATE_DIR"/sim-agents/*/*.port 2>/dev/null || true)
   listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
   for ((port = BASE_PORT; port < BASE_PORT + ADMIN_OFFSET; port++)); do

@@ -35,7 +35,11 @@ fn script(args: &[&str]) -> Result<()> {
 impl SimAgents {
     /// Creates `count` nodes named `<prefix>-NNN`, each with a running, ready agent.
     pub fn up(cluster: &ClusterInfo, prefix: &str, count: usize) -> Result<Self> {
-        script(&["up", &count.to_string(), prefix])?;
+        if let Err(err) = script(&["up", &count.to_string(), prefix]) {
+            // Remove what did come up (nodes, agents), so a failed start leaves nothing.
+            let _ = script(&["down", prefix]);
+            return Err(err);
+        }
         Ok(Self {
             prefix: prefix.to_owned(),
             count,

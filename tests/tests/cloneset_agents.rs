@@ -17,61 +17,18 @@ use stevedore_tests::pods::condition;
 use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
-const V1: &str = "stevedore/web:v1";
-const V2: &str = "stevedore/web:v2";
+mod cloneset_support;
+use cloneset_support::{image_of, node_of, pods_of, sim_cloneset};
+
+const V1: &str = "web:v1";
+const V2: &str = "web:v2";
 
 fn cloneset(ctx: &TestContext, prefix: &str, replicas: i32) -> Result<CloneSet> {
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "apps.kruise.io/v1alpha1",
-        "kind": "CloneSet",
-        "metadata": { "name": "web", "namespace": ctx.namespace },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "app": "web" } },
-            "updateStrategy": { "type": "InPlaceIfPossible", "maxUnavailable": "100%" },
-            "template": {
-                "metadata": { "labels": { "app": "web" } },
-                "spec": {
-                    "nodeSelector": { "stevedore.dev/simulated": prefix },
-                    // Two pods per node, so one node's agent can die while the other's works.
-                    "topologySpreadConstraints": [{
-                        "maxSkew": 1,
-                        "topologyKey": "kubernetes.io/hostname",
-                        "whenUnsatisfiable": "DoNotSchedule",
-                        "labelSelector": { "matchLabels": { "app": "web" } }
-                    }],
-                    "tolerations": [
-                        { "key": "kwok.x-k8s.io/node", "operator": "Exists" },
-                        { "key": "stevedore.dev/simulated", "operator": "Exists" }
-                    ],
-                    "containers": [{ "name": "web", "image": ctx.cluster.image(V1) }]
-                }
-            }
-        }
-    }))?)
-}
-
-async fn pods(ctx: &TestContext) -> Result<Vec<Pod>> {
-    Ok(ctx
-        .api::<Pod>()
-        .list(&ListParams::default().labels("app=web"))
-        .await?
-        .items)
-}
-
-fn image(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.as_deref())
-        .unwrap_or_default()
-}
-
-fn node(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .unwrap_or_default()
+    // Two pods per node, so one node's agent can die while the other's works.
+    let strategy = json!({ "type": "InPlaceIfPossible", "maxUnavailable": "100%" });
+    Ok(serde_json::from_value(sim_cloneset(
+        ctx, prefix, replicas, strategy,
+    ))?)
 }
 
 /// Waits until `replicas` pods run `image`, updated, ready and `InPlaceUpdateReady`.
@@ -83,10 +40,10 @@ async fn all_on(ctx: &TestContext, image_name: &str, replicas: usize) -> Result<
         || {
             let want = want.clone();
             async move {
-                let pods = pods(ctx).await?;
+                let pods = pods_of(ctx, "web").await?;
                 let done = pods.len() == replicas
                     && pods.iter().all(|p| {
-                        image(p) == want
+                        image_of(p) == want
                             && condition(p, "Ready").as_deref() == Some("True")
                             && condition(p, "InPlaceUpdateReady").as_deref() == Some("True")
                             && !p
@@ -124,13 +81,13 @@ async fn an_unreachable_agent_holds_its_nodes_updates_until_it_is_back() -> Resu
             .collect();
         let on_dead: Vec<String> = before
             .iter()
-            .filter(|p| node(p) == sim.node(1))
+            .filter(|p| node_of(p) == sim.node(1))
             .map(|p| p.name_any())
             .collect();
         ensure!(
             !on_dead.is_empty() && on_dead.len() < 4,
             "the pods should spread over both simulated nodes: {:?}",
-            before.iter().map(|p| (p.name_any(), node(p).to_owned())).collect::<Vec<_>>()
+            before.iter().map(|p| (p.name_any(), node_of(p).to_owned())).collect::<Vec<_>>()
         );
 
         sim.kill(1)?;
@@ -148,9 +105,9 @@ async fn an_unreachable_agent_holds_its_nodes_updates_until_it_is_back() -> Resu
                 let v2 = ctx.cluster.image(V2);
                 let ctx = &ctx;
                 async move {
-                    let pods = pods(ctx).await?;
+                    let pods = pods_of(ctx, "web").await?;
                     let live_done = pods.iter().filter(|p| !on_dead.contains(&p.name_any())).all(|p| {
-                        image(p) == v2 && condition(p, "InPlaceUpdateReady").as_deref() == Some("True")
+                        image_of(p) == v2 && condition(p, "InPlaceUpdateReady").as_deref() == Some("True")
                     });
                     let cs = sets.get("web").await?;
                     let message = failed_update(&cs).filter(|m| m.contains(&dead_node));
@@ -160,10 +117,10 @@ async fn an_unreachable_agent_holds_its_nodes_updates_until_it_is_back() -> Resu
         )
         .await?;
         ensure!(message.contains("agent"), "FailedUpdate should say the agent is the problem: {message}");
-        for pod in pods(&ctx).await? {
+        for pod in pods_of(&ctx, "web").await? {
             if on_dead.contains(&pod.name_any()) {
                 ensure!(
-                    image(&pod) == ctx.cluster.image(V1),
+                    image_of(&pod) == ctx.cluster.image(V1),
                     "{} on the dead agent's node was patched although its agent never set InPlaceUpdateReady=False",
                     pod.name_any()
                 );

@@ -16,7 +16,8 @@ use serde_json::json;
 use super::claim::{Claim, claim};
 use super::execute::Executor;
 use super::plan::{self, PlanError, Snapshot};
-use super::pods::{RevisionSpec, is_controlled_by, new_revision};
+use super::pods::{RevisionSpec, is_controlled_by, new_revision, owner_reference};
+use super::predownload;
 use super::status::{SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
@@ -24,6 +25,7 @@ use crate::controller::events::EventSink;
 use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::runner::{Outcome, Reconciler};
+use crate::predownload::jobs;
 use crate::runtime::stores::Stores;
 use crate::workload::deletion::REVISION_LABEL;
 use crate::workload::revision::{
@@ -326,6 +328,18 @@ async fn sync(
         .map_err(api_error("writing status"))?;
     }
 
+    pre_download(
+        ctl,
+        key,
+        cloneset,
+        &history,
+        &specs,
+        &current_revision,
+        &update_revision,
+        new_status.updated_ready_replicas,
+    )
+    .await;
+
     let pod_labels: Vec<Option<&str>> = pods
         .iter()
         .map(|p| {
@@ -368,6 +382,55 @@ async fn sync(
         outcome = outcome.min(Outcome::RequeueAfter(requeue));
     }
     Ok(outcome)
+}
+
+/// Pre-pulls the update revision's new images on the nodes of pods still to update (see
+/// `crate::predownload`), and removes the pre-download jobs once they are not needed.
+#[allow(clippy::too_many_arguments)]
+async fn pre_download(
+    ctl: &CloneSetController,
+    key: &ObjectKey,
+    cloneset: &CloneSet,
+    history: &[Arc<ControllerRevision>],
+    specs: &BTreeMap<String, RevisionSpec>,
+    current_revision: &str,
+    update_revision: &str,
+    updated_ready: i32,
+) {
+    // A revision created in this sync is not cached yet; the next sync sees it.
+    let Some(update) = history
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(update_revision))
+    else {
+        return;
+    };
+    let images = match (specs.get(current_revision), specs.get(update_revision)) {
+        (Some(old), Some(new)) => {
+            predownload::in_place_images(cloneset.spec.update_strategy.policy(), old, new)
+        }
+        _ => None,
+    };
+    let rollout = match predownload::rollout(
+        cloneset,
+        current_revision,
+        update,
+        updated_ready,
+        images.as_ref(),
+    ) {
+        Ok(rollout) => rollout,
+        // The planner reported the same error as FailedUpdate already.
+        Err(err) => {
+            tracing::debug!(%err, "no image pre-download");
+            return;
+        }
+    };
+    let reference = reference(cloneset);
+    let workload = jobs::Workload {
+        namespace: &key.namespace,
+        owner: owner_reference(cloneset),
+        reference: &reference,
+    };
+    jobs::sync(&ctl.client, &ctl.stores, &ctl.events, &workload, &rollout).await;
 }
 
 /// An unreachable agent or a refused update is looked at again soon, without backoff

@@ -95,6 +95,61 @@ pub fn web_cloneset(
     })
 }
 
+/// A CloneSet `web` of `replicas` pods of `web:v1` on the simulated nodes `prefix-*`
+/// (`deploy/local/sim-agents.sh`, where each node has its own agent), spread evenly over
+/// them, updated by `update_strategy`.
+pub fn sim_cloneset(
+    ctx: &TestContext,
+    prefix: &str,
+    replicas: i32,
+    update_strategy: Value,
+) -> Value {
+    json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "CloneSet",
+        "metadata": { "name": "web", "namespace": ctx.namespace },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": "web" } },
+            "updateStrategy": update_strategy,
+            "template": {
+                "metadata": { "labels": { "app": "web" } },
+                "spec": {
+                    "nodeSelector": { "stevedore.dev/simulated": prefix },
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": { "matchLabels": { "app": "web" } }
+                    }],
+                    "tolerations": [
+                        { "key": "kwok.x-k8s.io/node", "operator": "Exists" },
+                        { "key": "stevedore.dev/simulated", "operator": "Exists" }
+                    ],
+                    "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }]
+                }
+            }
+        }
+    })
+}
+
+/// The image of the pod's first container.
+pub fn image_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.as_deref())
+        .unwrap_or_default()
+}
+
+/// The node the pod is bound to ("" before scheduling).
+pub fn node_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default()
+}
+
 /// Server-side applies `object` (a CloneSet) as the test's field manager.
 pub async fn apply(ctx: &TestContext, object: &Value) -> Result<CloneSet> {
     let name = object["metadata"]["name"]

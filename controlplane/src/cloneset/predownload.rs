@@ -1,0 +1,137 @@
+//! A CloneSet's rollout as the pre-download decision sees it (`crate::predownload`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+
+use super::pods::RevisionSpec;
+use crate::api::CloneSet;
+use crate::api::common::PodUpdatePolicy;
+use crate::predownload::plan::{CREATED_LABEL, Rollout};
+use crate::workload::inplace::{UpdateMethod, choose_update_method};
+use crate::workload::revision::REVISION_HASH_LABEL;
+use crate::workload::rollout::{IntOrPercentError, partition_replicas, scaled_share};
+
+/// Container name → new image when pods move from `old` to `new` in place under
+/// `policy`; `None` when they are recreated (ReCreate, a change that is not in-place-able,
+/// or changed claim templates, which recreate pods and volumes).
+pub fn in_place_images(
+    policy: PodUpdatePolicy,
+    old: &RevisionSpec,
+    new: &RevisionSpec,
+) -> Option<BTreeMap<String, String>> {
+    if policy == PodUpdatePolicy::ReCreate
+        || old.volume_claim_templates != new.volume_claim_templates
+    {
+        return None;
+    }
+    match choose_update_method(policy, &old.template, &new.template) {
+        Ok(UpdateMethod::InPlace(spec)) => Some(spec.container_images),
+        _ => None,
+    }
+}
+
+/// The rollout of `cloneset` from `current` to `update` (revision objects from the
+/// cache), with `updated_ready` updated pods ready and `images` from [`in_place_images`].
+pub fn rollout<'a>(
+    cloneset: &'a CloneSet,
+    current: &'a str,
+    update: &'a ControllerRevision,
+    updated_ready: i32,
+    images: Option<&'a BTreeMap<String, String>>,
+) -> Result<Rollout<'a>, IntOrPercentError> {
+    let spec = &cloneset.spec;
+    let replicas = spec.desired_replicas();
+    let strategy = &spec.update_strategy;
+    let labels = update.metadata.labels.as_ref();
+    Ok(Rollout {
+        annotations: cloneset.metadata.annotations.as_ref().unwrap_or(&EMPTY),
+        replicas,
+        partition: partition_replicas(strategy.partition.as_ref(), replicas)?,
+        max_unavailable: scaled_share(
+            "spec.updateStrategy.maxUnavailable",
+            &strategy.max_unavailable_or_default(),
+            replicas,
+            false,
+        )?,
+        updated_ready_replicas: updated_ready,
+        current_revision: current,
+        update_revision: update.metadata.name.as_deref().unwrap_or_default(),
+        update_revision_hash: labels
+            .and_then(|l| l.get(REVISION_HASH_LABEL))
+            .map(String::as_str),
+        already_created: labels.is_some_and(|l| l.get(CREATED_LABEL).is_some_and(|v| v == "true")),
+        in_place_images: images,
+        selector: &spec.selector,
+        pull_secrets: spec
+            .template
+            .spec
+            .iter()
+            .flat_map(|pod| pod.image_pull_secrets.iter().flatten())
+            .map(|secret| secret.name.clone())
+            .filter(|name| !name.is_empty())
+            .collect(),
+    })
+}
+
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+
+    use super::*;
+
+    fn spec(image: &str, env: Option<&str>) -> RevisionSpec {
+        RevisionSpec {
+            template: PodTemplateSpec {
+                metadata: None,
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "web".to_owned(),
+                        image: Some(image.to_owned()),
+                        env: env.map(|value| {
+                            vec![k8s_openapi::api::core::v1::EnvVar {
+                                name: "MODE".to_owned(),
+                                value: Some(value.to_owned()),
+                                value_from: None,
+                            }]
+                        }),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            volume_claim_templates: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_in_place_image_changes_pre_download() {
+        let v1 = spec("web:v1", None);
+        let v2 = spec("web:v2", None);
+        let v2_env = spec("web:v2", Some("x"));
+        let expected = BTreeMap::from([("web".to_owned(), "web:v2".to_owned())]);
+        let cases = [
+            (
+                PodUpdatePolicy::InPlaceIfPossible,
+                &v1,
+                &v2,
+                Some(expected.clone()),
+            ),
+            (PodUpdatePolicy::InPlaceOnly, &v1, &v2, Some(expected)),
+            (PodUpdatePolicy::ReCreate, &v1, &v2, None),
+            (PodUpdatePolicy::InPlaceIfPossible, &v1, &v2_env, None),
+        ];
+        for (policy, old, new, want) in cases {
+            assert_eq!(in_place_images(policy, old, new), want, "{policy:?}");
+        }
+        let mut with_claims = v2.clone();
+        with_claims.volume_claim_templates.push(Default::default());
+        assert_eq!(
+            in_place_images(PodUpdatePolicy::InPlaceIfPossible, &v1, &with_claims),
+            None,
+            "a claim template change recreates"
+        );
+    }
+}
