@@ -77,7 +77,8 @@ pub struct Args {
     pub pull_timeout: Duration,
 
     /// Registry host (`host[:port]`) that may be reached over plain HTTP; repeatable,
-    /// or comma-separated in the environment variable.
+    /// or comma-separated in the environment variable. Registries on this machine
+    /// (`localhost`, 127.0.0.0/8) are reached over plain HTTP without being named.
     #[arg(
         long = "insecure-registry",
         env = "STEVEDORE_INSECURE_REGISTRIES",

@@ -26,27 +26,36 @@ prefix=${3:-sim-node}
 dir=$STATE_DIR/sim-agents/$prefix
 
 # agent_port NODE: the node's gRPC port, kept across restarts; a new node gets the first
-# port (and admin port) no other simulated node has and nothing listens on.
+# port (and admin port) no other simulated node has and nothing listens on. Chosen under
+# a lock shared by every prefix, so two `up`s at once (tests, benchmarks) never pick the
+# same port before either agent listens on it.
 agent_port() {
-  local name=$1 port taken listening
+  local name=$1
   if [[ -f $dir/$name.port ]]; then
     cat "$dir/$name.port"
     return
   fi
-  # Two `up`s at once (tests in parallel) must not both pick a port: allocate under a lock,
-  # released when this command substitution's subshell exits, after the port file exists.
-  exec 9>"$STATE_DIR/sim-agents/.ports.lock"
-  flock 9
-  taken=$(cat "$STATE_DIR"/sim-agents/*/*.port 2>/dev/null || true)
-  listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
-  for ((port = BASE_PORT; port < BASE_PORT + ADMIN_OFFSET; port++)); do
-    grep -qx "$port" <<<"$taken" && continue
-    grep -qx -e "$port" -e "$((port + ADMIN_OFFSET))" <<<"$listening" && continue
-    echo "$port" >"$dir/$name.port"
-    echo "$port"
-    return
-  done
-  die "no free port for $name"
+  (
+    flock 9
+    taken=$(cat "$STATE_DIR"/sim-agents/*/*.port 2>/dev/null || true)
+    listening=$(ss -Hltn | awk '{ n = split($4, a, ":"); print a[n] }')
+    for ((port = BASE_PORT; port < BASE_PORT + ADMIN_OFFSET; port++)); do
+      grep -qx "$port" <<<"$taken" && continue
+      grep -qx -e "$port" -e "$((port + ADMIN_OFFSET))" <<<"$listening" && continue
+      echo "$port" >"$dir/$name.port"
+      echo "$port"
+      exit 0
+    done
+    exit 1
+  ) 9>"$STATE_DIR/sim-agents/.ports.lock" || die "no free port for $name"
+}
+
+# running PIDFILE: whether the process it names lives (a killed one that is not reaped
+# yet, a zombie, does not).
+running() {
+  local pid
+  pid=$(cat "$1" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid") != Z* ]]
 }
 
 up() {
@@ -83,9 +92,7 @@ spec:
     - { key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule }
     - { key: stevedore.dev/simulated, value: $prefix, effect: NoSchedule }
 YAML
-    if [[ -f $dir/$name.pid ]] && kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null; then
-      continue
-    fi
+    running "$dir/$name.pid" && continue
     setsid "$dir/stevedore-agent" --node-name "$name" \
       --containerd-socket "$STEVEDORE_CONTAINERD_SOCK" \
       --grpc-addr "$kwok_ip:$port" --admin-addr "127.0.0.1:$((port + ADMIN_OFFSET))" \
@@ -102,7 +109,7 @@ YAML
       curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
       sleep 0.2
     done
-    kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null && curl -sf "http://127.0.0.1:$port/readyz" >/dev/null ||
+    running "$dir/$name.pid" && curl -sf "http://127.0.0.1:$port/readyz" >/dev/null ||
       die "agent $name is not ready (log: $dir/$name.log)"
   done
   kubectl wait --for=condition=Ready node -l "stevedore.dev/simulated=$prefix" --timeout=120s >/dev/null

@@ -10,7 +10,9 @@ pub mod crds;
 pub mod diagnostics;
 pub mod namespace;
 pub mod pods;
+pub mod proxy;
 pub mod sim;
+pub mod slow_image;
 pub mod wait;
 
 pub use cluster::{ClusterInfo, cluster};

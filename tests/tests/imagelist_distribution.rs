@@ -6,83 +6,16 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::Api;
+use serde_json::json;
 use stevedore_controlplane::api::ImageList;
 use stevedore_controlplane::api::imagelist::ImagePullPhase;
 use stevedore_tests::sim::SimAgents;
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{poll_until, run_in_namespace};
 
-/// Applies `images` to node's ImageList as field manager `manager` (only its own keys).
-async fn apply(ctx: &TestContext, node: &str, manager: &str, images: Value) -> Result<()> {
-    let lists: Api<ImageList> = Api::all(ctx.client.clone());
-    let body = json!({
-        "apiVersion": "stevedore.dev/v1alpha1",
-        "kind": "ImageList",
-        "metadata": { "name": node },
-        "spec": { "images": images }
-    });
-    lists
-        .patch(
-            node,
-            &PatchParams::apply(manager).force(),
-            &Patch::Apply(&body),
-        )
-        .await?;
-    Ok(())
-}
+mod imagelist_support;
 
-/// Waits for the distributor to have made the node's ImageList.
-async fn list_exists(ctx: &TestContext, node: &str) -> Result<()> {
-    let lists: Api<ImageList> = Api::all(ctx.client.clone());
-    poll_until(
-        &format!("the ImageList of node {node}"),
-        Duration::from_secs(60),
-        || {
-            let lists = lists.clone();
-            async move { Ok(lists.get_opt(node).await?.map(|_| ())) }
-        },
-    )
-    .await
-}
-
-async fn image_status(
-    ctx: &TestContext,
-    node: &str,
-    image: &str,
-) -> Result<Option<stevedore_controlplane::api::imagelist::ImageStatus>> {
-    let lists: Api<ImageList> = Api::all(ctx.client.clone());
-    let list = lists.get(node).await?;
-    Ok(list.status.and_then(|s| s.images.get(image).cloned()))
-}
-
-fn remove_from_containerd(ctx: &TestContext, image: &str) -> Result<()> {
-    let output = std::process::Command::new("ctr")
-        .args(["--address"])
-        .arg(&ctx.cluster.containerd_sock)
-        .args(["-n", "k8s.io", "images", "rm", "--sync", image])
-        .output()
-        .context("running ctr")?;
-    // Absent already is fine; anything else is a test setup failure.
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    ensure!(
-        output.status.success() || stderr.contains("not found"),
-        "ctr images rm {image}: {stderr}"
-    );
-    Ok(())
-}
-
-fn in_containerd(ctx: &TestContext, image: &str) -> Result<bool> {
-    let output = std::process::Command::new("ctr")
-        .args(["--address"])
-        .arg(&ctx.cluster.containerd_sock)
-        .args(["-n", "k8s.io", "images", "ls", "-q"])
-        .output()
-        .context("running ctr")?;
-    Ok(String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .any(|line| line == image))
-}
+use imagelist_support::{apply, image_status, in_containerd, list_exists, remove_from_containerd};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
@@ -91,15 +24,15 @@ async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
         let image = ctx.cluster.image("large:v1");
         // One manager across runs, so a run that failed half-way is cleaned up by the next.
         let manager = "stevedore-tests-imagelist-seed";
-        list_exists(&ctx, &node).await?;
-        apply(&ctx, &node, manager, json!({})).await?;
+        list_exists(&ctx.client, &node).await?;
+        apply(&ctx.client, &node, manager, json!({})).await?;
         poll_until(
             "no old status of the image",
             Duration::from_secs(30),
             || {
                 let (ctx, node, image) = (&ctx, &node, &image);
                 async move {
-                    Ok(image_status(ctx, node, image)
+                    Ok(image_status(&ctx.client, node, image)
                         .await?
                         .is_none()
                         .then_some(()))
@@ -107,13 +40,13 @@ async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
             },
         )
         .await?;
-        remove_from_containerd(&ctx, &image)?;
+        remove_from_containerd(ctx.cluster, std::slice::from_ref(&image))?;
         // Whole seconds, as lastPullTime is written.
         let started = k8s_openapi::jiff::Timestamp::from_second(
             k8s_openapi::jiff::Timestamp::now().as_second(),
         )?;
         apply(
-            &ctx,
+            &ctx.client,
             &node,
             manager,
             json!({ image.clone(): { "alwaysPull": false } }),
@@ -125,7 +58,7 @@ async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
             || {
                 let (ctx, node, image, started) = (&ctx, &node, &image, started);
                 async move {
-                    let status = image_status(ctx, node, image).await?;
+                    let status = image_status(&ctx.client, node, image).await?;
                     // Pulled by this test, not an old status of the same image.
                     Ok(status.filter(|s| {
                         s.phase == ImagePullPhase::Succeeded
@@ -140,21 +73,24 @@ async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
             status.bytes_total > 0 && status.bytes_done == status.bytes_total,
             "the image was really pulled, with byte progress: {status:?}"
         );
-        ensure!(in_containerd(&ctx, &image)?, "{image} is not in containerd");
+        ensure!(
+            in_containerd(ctx.cluster, &image)?,
+            "{image} is not in containerd"
+        );
         let lists: Api<ImageList> = Api::all(ctx.client.clone());
         let list = lists.get(&node).await?;
         let counts = list.status.context("status")?;
         ensure!(counts.succeeded >= 1 && counts.desired >= 1, "{counts:?}");
 
         // Withdrawing the entry removes it from spec and status (the image stays).
-        apply(&ctx, &node, manager, json!({})).await?;
+        apply(&ctx.client, &node, manager, json!({})).await?;
         poll_until(
             "the entry gone from status",
             Duration::from_secs(30),
             || {
                 let (ctx, node, image) = (&ctx, &node, &image);
                 async move {
-                    Ok(image_status(ctx, node, image)
+                    Ok(image_status(&ctx.client, node, image)
                         .await?
                         .is_none()
                         .then_some(()))
@@ -163,7 +99,7 @@ async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
         )
         .await?;
         ensure!(
-            in_containerd(&ctx, &image)?,
+            in_containerd(ctx.cluster, &image)?,
             "withdrawing an entry must not remove the image"
         );
         Ok(())
@@ -178,16 +114,16 @@ async fn a_silent_agent_is_reported_and_its_entries_succeed_when_it_is_back() ->
         let sim = SimAgents::up(ctx.cluster, &prefix, 1)?;
         let node = sim.node(0);
         let image = ctx.cluster.image("web:v1");
-        list_exists(&ctx, &node).await?;
+        list_exists(&ctx.client, &node).await?;
         sim.kill(0)?;
-        apply(&ctx, &node, "person", json!({ image.clone(): {} })).await?;
+        apply(&ctx.client, &node, "person", json!({ image.clone(): {} })).await?;
         let status = poll_until(
             "the entry to say the agent is not answering",
             Duration::from_secs(120),
             || {
                 let (ctx, node, image) = (&ctx, &node, &image);
                 async move {
-                    let status = image_status(ctx, node, image).await?;
+                    let status = image_status(&ctx.client, node, image).await?;
                     Ok(status.filter(|s| s.message.contains("not answering")))
                 }
             },
@@ -204,7 +140,7 @@ async fn a_silent_agent_is_reported_and_its_entries_succeed_when_it_is_back() ->
             || {
                 let (ctx, node, image) = (&ctx, &node, &image);
                 async move {
-                    let status = image_status(ctx, node, image).await?;
+                    let status = image_status(&ctx.client, node, image).await?;
                     Ok(status
                         .filter(|s| s.phase == ImagePullPhase::Succeeded && !s.image_id.is_empty()))
                 }

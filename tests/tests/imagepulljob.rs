@@ -1,12 +1,11 @@
-//! The ImagePullJob controller against the real apiserver, without the distributor: the
-//! controller runs in-process (its own Lease in the test namespace), the test creates
-//! kwok Nodes and their ImageLists itself, and plays the agents by writing ImageList
-//! status. Checks parallelism, completion, status counts, TTL, the deadline, nodes added
-//! later under completion policy Never, and that a person's entries and the job's coexist
-//! and deleting the job removes only its own.
+//! The ImagePullJob controller of the running (in-cluster) control plane against the
+//! real apiserver: the test creates kwok Nodes and their ImageLists itself, and plays the
+//! agents by writing ImageList status (the nodes have no agents, so the distributor's
+//! pushes to them fail and change no phase). Checks parallelism, completion, status
+//! counts, TTL, the deadline, nodes added later under completion policy Never, and that a
+//! person's entries and the job's coexist and deleting the job removes only its own.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -17,80 +16,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::imagelist::ImagePullPhase;
 use stevedore_controlplane::api::{ImageList, ImagePullJob};
-use stevedore_controlplane::controller::events::EventSink;
-use stevedore_controlplane::controller::queue::{Backoff, WorkQueue};
-use stevedore_controlplane::controller::runner::{self, RunnerConfig};
 use stevedore_controlplane::imagepulljob::entries::field_manager;
-use stevedore_controlplane::imagepulljob::{ImagePullJobController, triggers};
-use stevedore_controlplane::runtime::leader::Timings;
-use stevedore_controlplane::runtime::{Runtime, RuntimeConfig};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 const IMAGE: &str = "127.0.0.1:5000/stevedore/ipj-test:v1";
 const PERSON_IMAGE: &str = "127.0.0.1:5000/stevedore/person:v1";
 const TEST_LABEL: &str = "stevedore.dev/ipj-test";
-
-/// Each in-process controller reconciles every ImagePullJob in the cluster; one at a time
-/// keeps two of them off the same job.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The controller running in-process.
-struct Controller {
-    stop: CancellationToken,
-    task: JoinHandle<()>,
-}
-
-impl Controller {
-    async fn start(ctx: &TestContext) -> Result<Self> {
-        let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-        let stop = CancellationToken::new();
-        let config = RuntimeConfig {
-            namespace: ctx.namespace.clone(),
-            lease_name: "imagepulljob-test".into(),
-            identity: "imagepulljob-test".into(),
-            admin_addr: "127.0.0.1:0".parse()?,
-            timings: Timings::default(),
-        };
-        let runtime = Runtime::start(ctx.client.clone(), config, stop.clone()).await?;
-        let stores = runtime.stores.clone();
-        let queue = WorkQueue::new(Backoff::default());
-        let controller = Arc::new(ImagePullJobController::new(
-            ctx.client.clone(),
-            stores.clone(),
-            EventSink::new(ctx.client.clone(), "imagepulljob-test"),
-        ));
-        let triggers = tokio::spawn(triggers::run(
-            stores.changes.clone(),
-            stores.imagepulljobs.clone(),
-            stores.nodes.clone(),
-            stores.pods.clone(),
-            queue.clone(),
-            stop.clone(),
-        ));
-        let runner = tokio::spawn(runner::run(
-            controller,
-            queue,
-            RunnerConfig {
-                workers: 2,
-                resync: Duration::from_secs(600),
-            },
-            runtime.leadership.clone(),
-            runtime.metrics.clone(),
-            stop.clone(),
-        ));
-        let task = tokio::spawn(async move {
-            let _ = tokio::join!(runtime.wait(), triggers, runner);
-        });
-        Ok(Self { stop, task })
-    }
-
-    async fn stop(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
-    }
-}
 
 fn node_name(ctx: &TestContext, i: usize) -> String {
     format!("{}-node-{i}", ctx.namespace)
@@ -222,14 +153,12 @@ async fn job_status(ctx: &TestContext, name: &str) -> Result<ImagePullJob> {
     Ok(jobs(ctx).get(name).await?)
 }
 
-/// Runs `body` with the controller and `count` test nodes, cleaning both up after.
+/// Runs `body` with `count` test nodes, removing them and the test's jobs after.
 async fn with_nodes<F, Fut>(ctx: TestContext, count: usize, body: F) -> Result<()>
 where
     F: FnOnce(TestContext, Vec<String>) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
-    let _serial = SERIAL.lock().await;
-    let controller = Controller::start(&ctx).await?;
     let mut nodes = Vec::new();
     let mut result = Ok(());
     for i in 0..count {
@@ -244,7 +173,7 @@ where
     if result.is_ok() {
         result = body(ctx.clone(), nodes).await;
     }
-    // Jobs first, while the controller still runs to release their entries.
+    // Jobs first, so the controller releases their entries while the nodes are there.
     if let Ok(list) = jobs(&ctx).list(&Default::default()).await {
         for job in list {
             let _ = jobs(&ctx)
@@ -261,7 +190,6 @@ where
             .then_some(()))
     })
     .await;
-    controller.stop().await;
     remove_nodes(&ctx, count + 1).await;
     result
 }

@@ -5,9 +5,13 @@
 //!
 //! Rules: a newer generation replaces the list, the same one changes nothing, an older
 //! one is refused. New images are due at once. A success makes an image Succeeded and,
-//! for `always_pull` with an interval, due again after it. A failure makes it Waiting
-//! with exponential backoff until `backoff_limit` attempts have failed, then Failed
-//! until a later generation changes its spec.
+//! for `always_pull` with an interval, due again after it. A failure makes it due again
+//! after an exponential backoff (2 s, 4 s, ... up to 5 min): Waiting while fewer than
+//! `backoff_limit` attempts have failed, Failed (with the failure's message) from then
+//! on. A Failed image keeps retrying on that backoff, like kubelet's ImagePullBackOff, so
+//! it recovers when the registry does; it stays Failed, message kept, while a retry runs,
+//! until one succeeds. A later generation that changes a Failed image's spec makes it due
+//! at once, its attempts counted afresh.
 
 use std::{
     collections::BTreeMap,
@@ -18,7 +22,7 @@ use tokio::time::Instant;
 
 use super::registry::Auth;
 
-/// Attempts before an image is Failed when the spec does not say.
+/// Failed attempts before an image shows as Failed when the spec does not say.
 pub const DEFAULT_BACKOFF_LIMIT: u32 = 3;
 const INITIAL_BACKOFF: Duration = Duration::from_secs(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -30,7 +34,8 @@ pub struct DesiredSpec {
     /// Re-pull interval for `always_pull`; `None` pulls once.
     pub pull_interval: Option<Duration>,
     pub timeout: Option<Duration>,
-    /// Failed attempts before Failed (0 in the request means the default).
+    /// Failed attempts before the image shows as Failed (0 in the request means the
+    /// default); it keeps retrying after that.
     pub backoff_limit: u32,
     pub auth: Auth,
 }
@@ -82,12 +87,22 @@ pub enum Applied {
     Unchanged,
 }
 
+/// What is planned for one image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// No pull: Succeeded, without a re-pull interval.
+    Idle,
+    /// A pull may start at this instant.
+    At(Instant),
+    /// A pull is running; its result is awaited.
+    Running,
+}
+
 #[derive(Debug, Clone)]
 struct Entry {
     spec: DesiredSpec,
     status: ImageStatus,
-    /// When the next pull may start; `None` when none is planned.
-    due: Option<Instant>,
+    next: Next,
 }
 
 /// The desired list and the status of each of its images.
@@ -126,14 +141,21 @@ impl ImageList {
             let entry = match old.remove(&image) {
                 Some(mut entry) => {
                     if entry.spec != spec && entry.status.phase == ListPhase::Failed {
-                        entry.status.phase = ListPhase::Waiting;
-                        entry.status.attempts = 0;
-                        entry.due = Some(now);
+                        if entry.next == Next::Running {
+                            // The retry under way is the new cycle's first attempt.
+                            entry.status.phase = ListPhase::Pulling;
+                            entry.status.attempts = 1;
+                            entry.status.message.clear();
+                        } else {
+                            entry.status.phase = ListPhase::Waiting;
+                            entry.status.attempts = 0;
+                            entry.next = Next::At(now);
+                        }
                     }
                     if entry.spec.pull_interval != spec.pull_interval
                         && entry.status.phase == ListPhase::Succeeded
                     {
-                        entry.due = repull_due(&spec, now);
+                        entry.next = repull(&spec, now);
                     }
                     entry.spec = spec;
                     entry
@@ -144,7 +166,7 @@ impl ImageList {
                         image: image.clone(),
                         ..ImageStatus::default()
                     },
-                    due: Some(now),
+                    next: Next::At(now),
                 },
             };
             self.entries.insert(image, entry);
@@ -160,8 +182,7 @@ impl ImageList {
     pub fn due(&self, now: Instant) -> Vec<(String, DesiredSpec)> {
         self.entries
             .iter()
-            .filter(|(_, e)| e.status.phase != ListPhase::Pulling)
-            .filter(|(_, e)| e.due.is_some_and(|due| due <= now))
+            .filter(|(_, e)| matches!(e.next, Next::At(due) if due <= now))
             .map(|(image, e)| (image.clone(), e.spec.clone()))
             .collect()
     }
@@ -170,28 +191,41 @@ impl ImageList {
     pub fn next_due(&self) -> Option<Instant> {
         self.entries
             .values()
-            .filter(|e| e.status.phase != ListPhase::Pulling)
-            .filter_map(|e| e.due)
+            .filter_map(|e| match e.next {
+                Next::At(due) => Some(due),
+                Next::Idle | Next::Running => None,
+            })
             .min()
     }
 
-    /// Marks a pull of `image` started.
+    /// Marks a pull of `image` started (`None` if it is not listed or already running).
     pub fn start(&mut self, image: &str) -> Option<ImageStatus> {
         let entry = self.entries.get_mut(image)?;
-        if entry.status.phase == ListPhase::Succeeded {
-            entry.status.attempts = 0;
+        if entry.next == Next::Running {
+            return None;
         }
-        entry.status.phase = ListPhase::Pulling;
+        match entry.status.phase {
+            // A retry of a Failed image shows as Failed, with the reason, until it ends.
+            ListPhase::Failed => {}
+            ListPhase::Succeeded => {
+                entry.status.attempts = 0;
+                entry.status.phase = ListPhase::Pulling;
+                entry.status.message.clear();
+            }
+            ListPhase::Waiting | ListPhase::Pulling => {
+                entry.status.phase = ListPhase::Pulling;
+                entry.status.message.clear();
+            }
+        }
         entry.status.attempts += 1;
-        entry.status.message.clear();
-        entry.due = None;
+        entry.next = Next::Running;
         Some(entry.status.clone())
     }
 
     /// Records download progress of a running pull; `None` if nothing changed.
     pub fn progress(&mut self, image: &str, done: u64, total: u64) -> Option<ImageStatus> {
         let entry = self.entries.get_mut(image)?;
-        if entry.status.phase != ListPhase::Pulling
+        if entry.next != Next::Running
             || (entry.status.bytes_done, entry.status.bytes_total) == (done, total)
         {
             return None;
@@ -210,7 +244,7 @@ impl ImageList {
         wall: SystemTime,
     ) -> Option<ImageStatus> {
         let entry = self.entries.get_mut(image)?;
-        if entry.status.phase != ListPhase::Pulling {
+        if entry.next != Next::Running {
             return None;
         }
         match result {
@@ -219,7 +253,7 @@ impl ImageList {
                 entry.status.image_id = image_id;
                 entry.status.last_pull = Some(wall);
                 entry.status.message.clear();
-                entry.due = repull_due(&entry.spec, now);
+                entry.next = repull(&entry.spec, now);
             }
             PullResult::Failed { message } => {
                 entry.status.message = message;
@@ -227,13 +261,12 @@ impl ImageList {
                     0 => DEFAULT_BACKOFF_LIMIT,
                     limit => limit,
                 };
-                if entry.status.attempts >= limit {
-                    entry.status.phase = ListPhase::Failed;
-                    entry.due = None;
+                entry.status.phase = if entry.status.attempts >= limit {
+                    ListPhase::Failed
                 } else {
-                    entry.status.phase = ListPhase::Waiting;
-                    entry.due = Some(now + backoff(entry.status.attempts));
-                }
+                    ListPhase::Waiting
+                };
+                entry.next = Next::At(now + backoff(entry.status.attempts));
             }
         }
         Some(entry.status.clone())
@@ -245,10 +278,12 @@ impl ImageList {
     }
 }
 
-fn repull_due(spec: &DesiredSpec, now: Instant) -> Option<Instant> {
-    spec.pull_interval
-        .filter(|_| spec.always_pull)
-        .map(|interval| now + interval)
+/// What follows a success: a re-pull after the interval for `always_pull`, else nothing.
+fn repull(spec: &DesiredSpec, now: Instant) -> Next {
+    match spec.pull_interval.filter(|_| spec.always_pull) {
+        Some(interval) => Next::At(now + interval),
+        None => Next::Idle,
+    }
 }
 
 /// Wait after the `attempts`-th failed attempt: 2 s, 4 s, 8 s, ... up to 5 min.

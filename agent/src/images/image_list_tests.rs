@@ -106,51 +106,161 @@ fn always_pull_repulls_on_its_interval() {
     assert_eq!(again.attempts, 1, "a new cycle counts attempts afresh");
 }
 
-#[test]
-fn failures_back_off_then_fail_at_the_limit() {
-    let now = Instant::now();
-    let limited = DesiredSpec {
-        backoff_limit: 3,
-        ..spec()
-    };
-    let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", limited)]), now).unwrap();
+fn failed_with(message: &str) -> PullResult {
+    PullResult::Failed {
+        message: message.to_owned(),
+    }
+}
 
-    list.start("a");
-    let first = list.finish("a", failed(), now, WALL).unwrap();
-    assert_eq!(first.phase, ListPhase::Waiting);
-    assert_eq!(first.message, "boom");
-    assert_eq!(list.next_due(), Some(now + Duration::from_secs(2)));
+/// One attempt in a failure table: its result, then the phase, message and wait until
+/// the next attempt (`None`: none planned) the image shows.
+struct Step {
+    result: PullResult,
+    phase: ListPhase,
+    message: &'static str,
+    next_in: Option<u64>,
+}
 
-    let t2 = now + Duration::from_secs(2);
-    assert_eq!(list.due(t2).len(), 1);
-    list.start("a");
-    list.finish("a", failed(), t2, WALL);
-    assert_eq!(list.next_due(), Some(t2 + Duration::from_secs(4)));
-
-    let t3 = t2 + Duration::from_secs(4);
-    let third = list.start("a").unwrap();
-    assert_eq!(third.attempts, 3);
-    let last = list.finish("a", failed(), t3, WALL).unwrap();
-    assert_eq!(last.phase, ListPhase::Failed);
-    assert_eq!(list.next_due(), None);
+fn step(result: PullResult, phase: ListPhase, message: &'static str, next_in: Option<u64>) -> Step {
+    Step {
+        result,
+        phase,
+        message,
+        next_in,
+    }
 }
 
 #[test]
-fn zero_backoff_limit_means_the_default() {
+fn failures_back_off_turn_failed_at_the_limit_and_keep_retrying_until_a_success() {
+    use ListPhase::{Failed, Succeeded, Waiting};
+    let outage = || failed_with("registry unreachable");
+    let cases: Vec<(&str, u32, Vec<Step>)> = vec![
+        (
+            "limit 3: Waiting twice, then Failed, still retried, then recovered",
+            3,
+            vec![
+                step(outage(), Waiting, "registry unreachable", Some(2)),
+                step(outage(), Waiting, "registry unreachable", Some(4)),
+                step(outage(), Failed, "registry unreachable", Some(8)),
+                step(outage(), Failed, "registry unreachable", Some(16)),
+                step(ok("sha256:id"), Succeeded, "", None),
+            ],
+        ),
+        (
+            "limit 1: Failed at once; a later failure keeps Failed with its own message",
+            1,
+            vec![
+                step(outage(), Failed, "registry unreachable", Some(2)),
+                step(
+                    failed_with("manifest not found"),
+                    Failed,
+                    "manifest not found",
+                    Some(4),
+                ),
+                step(ok("sha256:id"), Succeeded, "", None),
+            ],
+        ),
+        (
+            "limit 0 means the default of 3",
+            0,
+            vec![
+                step(outage(), Waiting, "registry unreachable", Some(2)),
+                step(outage(), Waiting, "registry unreachable", Some(4)),
+                step(outage(), Failed, "registry unreachable", Some(8)),
+            ],
+        ),
+    ];
+    for (name, backoff_limit, steps) in cases {
+        let spec = DesiredSpec {
+            backoff_limit,
+            ..spec()
+        };
+        let mut now = Instant::now();
+        let mut list = ImageList::default();
+        list.apply(1, list_of(&[("a", spec)]), now).unwrap();
+        let mut previous = list.statuses()[0].clone();
+        for (i, step) in steps.into_iter().enumerate() {
+            let attempt = u32::try_from(i).unwrap() + 1;
+            assert_eq!(list.due(now).len(), 1, "{name}: attempt {attempt} due");
+            let running = list.start("a").unwrap();
+            assert_eq!(running.attempts, attempt, "{name}");
+            if previous.phase == Failed {
+                // A retry of a Failed image still says Failed, and why.
+                assert_eq!(running.phase, Failed, "{name}: attempt {attempt}");
+                assert_eq!(running.message, previous.message, "{name}");
+            } else {
+                assert_eq!(
+                    running.phase,
+                    ListPhase::Pulling,
+                    "{name}: attempt {attempt}"
+                );
+            }
+            assert_eq!(list.next_due(), None, "{name}: nothing due while it runs");
+            let status = list.finish("a", step.result, now, WALL).unwrap();
+            assert_eq!(status.phase, step.phase, "{name}: after attempt {attempt}");
+            assert_eq!(
+                status.message, step.message,
+                "{name}: after attempt {attempt}"
+            );
+            assert_eq!(status.attempts, attempt, "{name}");
+            let next = step.next_in.map(|s| now + Duration::from_secs(s));
+            assert_eq!(list.next_due(), next, "{name}: after attempt {attempt}");
+            if let Some(next) = next {
+                assert!(
+                    list.due(next - Duration::from_millis(1)).is_empty(),
+                    "{name}"
+                );
+                now = next;
+            }
+            previous = status;
+        }
+    }
+}
+
+#[test]
+fn the_backoff_of_a_failed_image_is_capped_at_five_minutes() {
+    let now = Instant::now();
+    let once = DesiredSpec {
+        backoff_limit: 1,
+        ..spec()
+    };
+    let mut list = ImageList::default();
+    list.apply(1, list_of(&[("a", once)]), now).unwrap();
+    for _ in 0..12 {
+        list.start("a").unwrap();
+        list.finish("a", failed(), now, WALL);
+    }
+    let status = &list.statuses()[0];
+    assert_eq!((status.phase, status.attempts), (ListPhase::Failed, 12));
+    assert_eq!(list.next_due(), Some(now + Duration::from_secs(300)));
+}
+
+#[test]
+fn a_retry_of_a_failed_image_reports_its_progress() {
+    let now = Instant::now();
+    let once = DesiredSpec {
+        backoff_limit: 1,
+        ..spec()
+    };
+    let mut list = ImageList::default();
+    list.apply(1, list_of(&[("a", once)]), now).unwrap();
+    list.start("a");
+    list.finish("a", failed(), now, WALL);
+    assert_eq!(list.progress("a", 1, 10), None, "no pull runs");
+    list.start("a").unwrap();
+    let status = list.progress("a", 3, 10).unwrap();
+    assert_eq!(status.phase, ListPhase::Failed);
+    assert_eq!((status.bytes_done, status.bytes_total), (3, 10));
+}
+
+#[test]
+fn a_running_pull_is_not_started_twice() {
     let now = Instant::now();
     let mut list = ImageList::default();
     list.apply(1, list_of(&[("a", spec())]), now).unwrap();
-    for attempt in 1..=DEFAULT_BACKOFF_LIMIT {
-        list.start("a");
-        let status = list.finish("a", failed(), now, WALL).unwrap();
-        let expected = if attempt < DEFAULT_BACKOFF_LIMIT {
-            ListPhase::Waiting
-        } else {
-            ListPhase::Failed
-        };
-        assert_eq!(status.phase, expected, "after attempt {attempt}");
-    }
+    assert!(list.start("a").is_some());
+    assert_eq!(list.start("a"), None);
+    assert_eq!(list.statuses()[0].attempts, 1);
 }
 
 #[test]
@@ -168,6 +278,11 @@ fn a_changed_spec_revives_a_failed_image_and_an_unchanged_one_does_not() {
 
     list.apply(2, list_of(&[("a", once.clone())]), now).unwrap();
     assert_eq!(list.statuses()[0].phase, ListPhase::Failed);
+    assert_eq!(
+        list.next_due(),
+        Some(now + Duration::from_secs(2)),
+        "still on its backoff"
+    );
 
     let changed = DesiredSpec {
         backoff_limit: 5,
@@ -178,6 +293,37 @@ fn a_changed_spec_revives_a_failed_image_and_an_unchanged_one_does_not() {
     assert_eq!(status.phase, ListPhase::Waiting);
     assert_eq!(status.attempts, 0);
     assert_eq!(list.due(now).len(), 1);
+}
+
+#[test]
+fn a_changed_spec_during_a_retry_of_a_failed_image_makes_that_retry_the_first_attempt() {
+    let now = Instant::now();
+    let once = DesiredSpec {
+        backoff_limit: 1,
+        ..spec()
+    };
+    let mut list = ImageList::default();
+    list.apply(1, list_of(&[("a", once.clone())]), now).unwrap();
+    list.start("a");
+    list.finish("a", failed(), now, WALL);
+    list.start("a").unwrap();
+    let changed = DesiredSpec {
+        backoff_limit: 2,
+        ..once
+    };
+    list.apply(2, list_of(&[("a", changed)]), now).unwrap();
+    let status = &list.statuses()[0];
+    assert_eq!((status.phase, status.attempts), (ListPhase::Pulling, 1));
+    assert!(
+        list.due(now).is_empty(),
+        "the running retry is not started again"
+    );
+    let after = list.finish("a", failed(), now, WALL).unwrap();
+    assert_eq!(
+        after.phase,
+        ListPhase::Waiting,
+        "one of two attempts failed"
+    );
 }
 
 #[test]

@@ -25,17 +25,24 @@ fn controller() -> (ImageListController, FakeRegistry) {
     )
 }
 
+/// The next update of `image` in `phase`; panics if none comes within a (paused) day,
+/// so a driver that stops planning pulls fails the test instead of hanging it.
 async fn wait_for_phase(
     updates: &mut broadcast::Receiver<ImageStatus>,
     image: &str,
     phase: ListPhase,
 ) -> ImageStatus {
-    loop {
-        let status = updates.recv().await.unwrap();
-        if status.image == image && status.phase == phase {
-            return status;
+    let wait = async {
+        loop {
+            let status = updates.recv().await.unwrap();
+            if status.image == image && status.phase == phase {
+                return status;
+            }
         }
-    }
+    };
+    tokio::time::timeout(Duration::from_secs(24 * 3600), wait)
+        .await
+        .unwrap_or_else(|_| panic!("{image} never reached {phase:?}"))
 }
 
 const A: &str = "registry.test/team/a:v1";
@@ -81,6 +88,30 @@ async fn failed_pulls_back_off_until_the_limit() {
     // Backoff of 2 s then 4 s between the three attempts.
     assert!(started.elapsed() >= Duration::from_secs(6));
     assert_eq!(registry.state().manifest_requests, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_image_keeps_retrying_and_succeeds_once_the_registry_has_it() {
+    let (controller, registry) = controller();
+    let (_, mut updates) = controller.watch();
+    let spec = DesiredSpec {
+        backoff_limit: 1,
+        ..DesiredSpec::default()
+    };
+    controller
+        .apply(1, BTreeMap::from([(MISSING.to_owned(), spec)]))
+        .unwrap();
+    let failed = wait_for_phase(&mut updates, MISSING, ListPhase::Failed).await;
+    assert_eq!(failed.attempts, 1);
+    let retried = wait_for_phase(&mut updates, MISSING, ListPhase::Failed).await;
+    assert_eq!(retried.attempts, 2, "still Failed while it retries");
+    assert!(retried.message.contains("not found"), "{}", retried.message);
+
+    let (image, blobs) = test_image("a");
+    registry.serve("team/a", "missing", &image, blobs);
+    let recovered = wait_for_phase(&mut updates, MISSING, ListPhase::Succeeded).await;
+    assert_eq!(recovered.image_id, image.config_digest);
+    assert!(recovered.message.is_empty(), "{}", recovered.message);
 }
 
 #[tokio::test(start_paused = true)]

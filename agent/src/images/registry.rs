@@ -1,6 +1,10 @@
 //! Talking to registries (the OCI distribution API): the narrow [`Registry`] trait the
 //! pull engine uses, and [`HttpRegistry`], its implementation over HTTP(S) with
 //! per-request credentials (basic, bearer token, or the token-server handshake).
+//!
+//! HTTPS unless the registry is on this machine (`localhost`, 127.0.0.0/8), which is
+//! reached over plain HTTP as containerd (and so kubelet's CRI beside us) and Docker do,
+//! or is named by `--insecure-registry`.
 
 use std::{collections::HashSet, future::Future, pin::Pin, time::Duration};
 
@@ -107,7 +111,8 @@ pub struct HttpRegistry {
 }
 
 impl HttpRegistry {
-    /// A client that speaks plain HTTP only to the `insecure` registries (`host[:port]`).
+    /// A client that speaks plain HTTP only to the `insecure` registries (`host[:port]`)
+    /// and to loopback ones.
     pub fn new(insecure: &[String]) -> Result<Self, reqwest::Error> {
         // reqwest is built without a bundled crypto provider; the workspace uses ring.
         // An error only means a provider is already installed.
@@ -131,7 +136,7 @@ impl HttpRegistry {
         } else {
             domain
         };
-        let scheme = if self.insecure.contains(domain) {
+        let scheme = if self.insecure.contains(domain) || is_loopback(domain) {
             "http"
         } else {
             "https"
@@ -319,6 +324,16 @@ impl Registry for HttpRegistry {
     }
 }
 
+/// Whether the registry `domain` (`host[:port]`) is this machine: `localhost` or a
+/// loopback address (reference domains hold no IPv6 literals).
+fn is_loopback(domain: &str) -> bool {
+    let host = domain.rsplit_once(':').map_or(domain, |(host, _)| host);
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Maps the registry's status codes to our errors.
 fn check_status(
     response: reqwest::Response,
@@ -441,6 +456,29 @@ mod tests {
             registry.base_url(&hub),
             "https://registry-1.docker.io/v2/library/nginx"
         );
+    }
+
+    #[test]
+    fn loopback_registries_use_plain_http_without_being_named() {
+        let registry = HttpRegistry::new(&[]).expect("client");
+        let cases = [
+            ("127.0.0.1:40123/a/b:v1", "http://127.0.0.1:40123/v2/a/b"),
+            ("127.0.0.1/a/b:v1", "http://127.0.0.1/v2/a/b"),
+            ("127.8.9.10:5000/a/b:v1", "http://127.8.9.10:5000/v2/a/b"),
+            ("localhost:5000/a/b:v1", "http://localhost:5000/v2/a/b"),
+            ("localhost/a/b:v1", "http://localhost/v2/a/b"),
+            ("128.0.0.1:5000/a/b:v1", "https://128.0.0.1:5000/v2/a/b"),
+            ("10.0.0.1:5000/a/b:v1", "https://10.0.0.1:5000/v2/a/b"),
+            (
+                "localhost.example:5000/a/b:v1",
+                "https://localhost.example:5000/v2/a/b",
+            ),
+            ("registry.example/a/b:v1", "https://registry.example/v2/a/b"),
+        ];
+        for (image, url) in cases {
+            let reference = Reference::parse_normalized(image).expect("ref");
+            assert_eq!(registry.base_url(&reference), url, "{image}");
+        }
     }
 
     #[test]

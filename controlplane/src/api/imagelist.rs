@@ -179,7 +179,8 @@ pub struct ImageListEntry {
     pub timeout_seconds: Option<i32>,
 
     /// Retries after a failed pull (with exponential backoff) before the image is marked
-    /// Failed; at least 0. Defaults to 3.
+    /// Failed; at least 0. Defaults to 3. A Failed image is still retried, at most 5
+    /// minutes apart, and turns Succeeded once a retry works.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub backoff_limit: Option<i32>,
@@ -206,7 +207,8 @@ pub enum ImagePullPhase {
     Pulling,
     /// Present on the node (pulled, or found there).
     Succeeded,
-    /// The last attempt failed and no retries are left (backoffLimit reached).
+    /// backoffLimit attempts have failed, the last one for the reason in `message`; the
+    /// agent keeps retrying with backoff (at most 5 minutes apart) until one succeeds.
     Failed,
 }
 

@@ -62,8 +62,10 @@ pub fn merged(
     }
 }
 
-/// A JSON merge patch turning `current` into `new` (removed images set to null), or
-/// `None` when they are equal — so an unchanged burst costs no write.
+/// A JSON merge patch turning `current` into `new` (removed images set to null, and so
+/// are fields an image's status no longer has: empty ones are not serialized, so a
+/// success's cleared message would otherwise keep the failure's), or `None` when they
+/// are equal — so an unchanged burst costs no write.
 pub fn status_patch(current: &ImageListStatus, new: &ImageListStatus) -> Option<Value> {
     if current == new {
         return None;
@@ -75,9 +77,19 @@ pub fn status_patch(current: &ImageListStatus, new: &ImageListStatus) -> Option<
         }
     }
     for (image, status) in &new.images {
-        if current.images.get(image) != Some(status) {
-            images.insert(image.clone(), json!(status));
+        let old = current.images.get(image);
+        if old == Some(status) {
+            continue;
         }
+        let mut value = json!(status);
+        if let (Some(Value::Object(old)), Value::Object(fields)) =
+            (old.map(|o| json!(o)), &mut value)
+        {
+            for key in old.keys() {
+                fields.entry(key.clone()).or_insert(Value::Null);
+            }
+        }
+        images.insert(image.clone(), value);
     }
     let mut body = serde_json::to_value(new).ok()?;
     body["images"] = Value::Object(images);
@@ -179,6 +191,60 @@ mod tests {
         assert_eq!(patch["status"]["images"]["a"]["phase"], "Succeeded");
         assert_eq!(patch["status"]["succeeded"], 1);
         assert_eq!(status_patch(&new, &new), None, "no change, no write");
+    }
+
+    /// RFC 7386, as the apiserver applies a merge patch.
+    fn merge(target: &mut Value, patch: &Value) {
+        let Value::Object(fields) = patch else {
+            *target = patch.clone();
+            return;
+        };
+        if !target.is_object() {
+            *target = json!({});
+        }
+        if let Some(object) = target.as_object_mut() {
+            for (key, value) in fields {
+                if value.is_null() {
+                    object.remove(key);
+                } else {
+                    merge(object.entry(key.clone()).or_insert(Value::Null), value);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fields_an_image_no_longer_has_are_removed() {
+        let failed = ImageStatus {
+            phase: ImagePullPhase::Failed,
+            attempts: 4,
+            message: "registry unreachable".into(),
+            ..ImageStatus::default()
+        };
+        let current = ImageListStatus {
+            images: BTreeMap::from([("a".to_owned(), failed)]),
+            ..ImageListStatus::default()
+        };
+        let pulled = ImageStatus {
+            phase: ImagePullPhase::Succeeded,
+            image_id: "sha256:x".into(),
+            attempts: 5,
+            ..ImageStatus::default()
+        };
+        let pending = BTreeMap::from([("a".to_owned(), pulled)]);
+        let new = merged(&spec(&["a"]), &current, &pending, 1);
+        let patch = status_patch(&current, &new).expect("changed");
+        let image = &patch["status"]["images"]["a"];
+        assert_eq!(image.get("message"), Some(&Value::Null), "{image}");
+        assert_eq!(image["phase"], "Succeeded");
+        assert_eq!(image["imageID"], "sha256:x");
+
+        // Applied as a merge patch, the result is the new status.
+        let mut stored = json!({ "status": current });
+        merge(&mut stored, &patch);
+        let landed: ImageListStatus =
+            serde_json::from_value(stored["status"].clone()).expect("status");
+        assert_eq!(landed.images, new.images);
     }
 
     #[test]

@@ -593,6 +593,48 @@ fn failed_nodes_are_listed_and_reported_once() {
 }
 
 #[test]
+fn a_failed_node_whose_retry_succeeds_counts_as_succeeded() {
+    // The agent retries a Failed image with backoff while the entry stays; while another
+    // node still pulls, a retry that succeeds moves the node from failed to succeeded.
+    let nodes = nodes(2);
+    let j = started(
+        job(ImagePullJobSpec {
+            parallelism: Some(IntOrString::Int(2)),
+            ..spec()
+        }),
+        0,
+    );
+    let p = run(
+        &j,
+        &nodes,
+        vec![
+            ("node-0", owned(&j, Some(ImagePullPhase::Failed))),
+            ("node-1", owned(&j, Some(ImagePullPhase::Pulling))),
+        ],
+        10,
+    );
+    assert_eq!(p.status.failed_nodes, ["node-0"]);
+    let mut again = j.clone();
+    again.status = Some(p.status.clone());
+    let p = run(
+        &again,
+        &nodes,
+        vec![
+            ("node-0", owned(&j, Some(ImagePullPhase::Succeeded))),
+            ("node-1", owned(&j, Some(ImagePullPhase::Pulling))),
+        ],
+        20,
+    );
+    assert_eq!(
+        (p.status.succeeded, p.status.failed, p.status.active),
+        (1, 0, 1)
+    );
+    assert!(p.status.failed_nodes.is_empty(), "{:?}", p.status);
+    assert!(p.release.is_empty() && p.apply.is_empty(), "{p:?}");
+    assert_eq!(p.status.completion_time, None);
+}
+
+#[test]
 fn the_entry_carries_pull_policy_secrets_and_always_pull() {
     let j = job(ImagePullJobSpec {
         pull_secrets: vec!["regcred".into()],

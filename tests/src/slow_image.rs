@@ -1,0 +1,232 @@
+//! A test image of its own for pulls that must really move bytes: one uncompressed layer
+//! of deterministic noise that no other image shares, so removing it from containerd
+//! leaves no blob of it behind for a pull to find, whatever other tests do with theirs.
+//! Pushed to the local registry (distribution API, plain HTTP) on first use.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::json;
+use stevedore_agent::images::oci::sha256_digest;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+/// Repository and tag of the image in the local registry.
+pub const REPOSITORY: &str = "stevedore/faults-slow";
+pub const TAG: &str = "v1";
+/// Size of its one layer's file.
+pub const LAYER_BYTES: usize = 24 << 20;
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// The image as pushed.
+#[derive(Clone, Debug)]
+pub struct SlowImage {
+    /// `REPOSITORY:TAG`, to put behind a registry's `host:port/`.
+    pub name: String,
+    /// The image ID (its config's digest), also the name of one of its containerd records.
+    pub image_id: String,
+}
+
+/// Makes sure `registry` (`host:port`) holds the image.
+pub async fn ensure(registry: &str) -> Result<SlowImage> {
+    let layer = tar_of_one_file("faults-slow.bin", &noise(LAYER_BYTES));
+    let layer_digest = sha256_digest(&layer);
+    let config = json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {},
+        "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
+    })
+    .to_string()
+    .into_bytes();
+    let config_digest = sha256_digest(&config);
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": config.len(),
+        },
+        "layers": [{
+            "mediaType": "application/vnd.oci.image.layer.v1.tar",
+            "digest": layer_digest,
+            "size": layer.len(),
+        }],
+    })
+    .to_string()
+    .into_bytes();
+    let image = SlowImage {
+        name: format!("{REPOSITORY}:{TAG}"),
+        image_id: config_digest.clone(),
+    };
+    let manifest_path = format!("/v2/{REPOSITORY}/manifests/{TAG}");
+    let accept = format!("Accept: {OCI_MANIFEST}");
+    let (status, _) = request(registry, "HEAD", &manifest_path, &[&accept], &[]).await?;
+    if status == 200 {
+        return Ok(image);
+    }
+    push_blob(registry, &layer_digest, &layer).await?;
+    push_blob(registry, &config_digest, &config).await?;
+    let content_type = format!("Content-Type: {OCI_MANIFEST}");
+    let (status, head) =
+        request(registry, "PUT", &manifest_path, &[&content_type], &manifest).await?;
+    ensure!(status == 201, "pushing the manifest: {head}");
+    Ok(image)
+}
+
+/// A monolithic upload: POST for a session, PUT the bytes with their digest.
+async fn push_blob(registry: &str, digest: &str, body: &[u8]) -> Result<()> {
+    let (status, head) = request(
+        registry,
+        "POST",
+        &format!("/v2/{REPOSITORY}/blobs/uploads/"),
+        &[],
+        &[],
+    )
+    .await?;
+    ensure!(status == 202, "starting an upload: {head}");
+    let location = header(&head, "location").context("upload without a Location")?;
+    // The Location may be absolute; only its path and query matter here.
+    let path = match location.find("/v2/") {
+        Some(i) => &location[i..],
+        None => bail!("unexpected upload location {location}"),
+    };
+    let separator = if path.contains('?') { '&' } else { '?' };
+    let (status, head) = request(
+        registry,
+        "PUT",
+        &format!("{path}{separator}digest={digest}"),
+        &["Content-Type: application/octet-stream"],
+        body,
+    )
+    .await?;
+    ensure!(status == 201, "uploading {digest}: {head}");
+    Ok(())
+}
+
+/// One HTTP/1.1 request on its own connection: the status and the response head.
+async fn request(
+    registry: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> Result<(u16, String)> {
+    let mut conn = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(registry))
+        .await
+        .with_context(|| format!("connecting to {registry}"))??;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {registry}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    conn.write_all(head.as_bytes()).await?;
+    conn.write_all(body).await?;
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), conn.read_to_end(&mut response))
+        .await
+        .with_context(|| format!("{method} {path}: no answer"))??;
+    let text = String::from_utf8_lossy(&response);
+    let head = text.split("\r\n\r\n").next().unwrap_or_default().to_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("{method} {path}: not an HTTP response: {head}"))?;
+    Ok((status, head))
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+/// `len` bytes of xorshift noise from a fixed seed: the same image on every run.
+fn noise(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x5eed_fa17_5eed_fa17;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.extend_from_slice(&state.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A ustar archive holding one regular file at the root.
+fn tar_of_one_file(name: &str, data: &[u8]) -> Vec<u8> {
+    let mut header = [0u8; 512];
+    header[..name.len()].copy_from_slice(name.as_bytes());
+    octal(&mut header[100..108], 0o644);
+    octal(&mut header[108..116], 0);
+    octal(&mut header[116..124], 0);
+    octal(&mut header[124..136], data.len() as u64);
+    octal(&mut header[136..148], 0);
+    header[148..156].fill(b' ');
+    header[156] = b'0';
+    header[257..263].copy_from_slice(b"ustar\0");
+    header[263..265].copy_from_slice(b"00");
+    let sum: u32 = header.iter().map(|b| u32::from(*b)).sum();
+    header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    let padding = (512 - data.len() % 512) % 512;
+    let mut out = Vec::with_capacity(512 + data.len() + padding + 1024);
+    out.extend_from_slice(&header);
+    out.extend_from_slice(data);
+    out.resize(out.len() + padding + 1024, 0);
+    out
+}
+
+/// Writes `value` as zero-padded octal ending in NUL, filling `field`.
+fn octal(field: &mut [u8], value: u64) {
+    let text = format!("{value:0width$o}\0", width = field.len() - 1);
+    field.copy_from_slice(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_archive_is_a_ustar_file_entry_padded_to_blocks() {
+        let tar = tar_of_one_file("f.bin", b"hello");
+        assert_eq!(tar.len(), 512 + 512 + 1024);
+        assert_eq!(&tar[..5], b"f.bin");
+        assert_eq!(&tar[124..136], b"00000000005\0");
+        assert_eq!(&tar[257..263], b"ustar\0");
+        let mut blank = tar[..512].to_vec();
+        blank[148..156].fill(b' ');
+        let sum: u32 = blank.iter().map(|b| u32::from(*b)).sum();
+        let written = std::str::from_utf8(&tar[148..154]).expect("octal");
+        assert_eq!(u32::from_str_radix(written, 8).expect("octal"), sum);
+        assert_eq!(&tar[512..517], b"hello");
+        assert!(tar[517..].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn the_noise_is_the_same_every_time_and_not_constant() {
+        let a = noise(4096);
+        assert_eq!(a, noise(4096));
+        assert_eq!(a.len(), 4096);
+        assert!(a.windows(2).any(|w| w[0] != w[1]));
+    }
+
+    #[test]
+    fn headers_are_found_by_name_in_any_case() {
+        let head = "HTTP/1.1 202 Accepted\r\nLocation: /v2/x/blobs/uploads/1?_state=a\r\n";
+        assert_eq!(
+            header(head, "location"),
+            Some("/v2/x/blobs/uploads/1?_state=a")
+        );
+        assert_eq!(header(head, "range"), None);
+    }
+}

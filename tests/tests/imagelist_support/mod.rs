@@ -1,0 +1,117 @@
+//! Shared by the ImageList suites: ImageLists as a test writes and reads them, and the
+//! cluster's containerd as a test checks what was pulled into it.
+
+#![allow(dead_code, reason = "each suite uses its own subset of these helpers")]
+
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::ImageList;
+use stevedore_controlplane::api::imagelist::ImageStatus;
+
+use stevedore_tests::{ClusterInfo, poll_until};
+
+/// Applies `images` to `node`'s ImageList as field manager `manager`: the manager's
+/// entries become exactly these, other writers' entries are left alone.
+pub async fn apply(client: &kube::Client, node: &str, manager: &str, images: Value) -> Result<()> {
+    let lists: Api<ImageList> = Api::all(client.clone());
+    let body = json!({
+        "apiVersion": "stevedore.dev/v1alpha1",
+        "kind": "ImageList",
+        "metadata": { "name": node },
+        "spec": { "images": images }
+    });
+    lists
+        .patch(
+            node,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits for the distributor to have made `node`'s ImageList.
+pub async fn list_exists(client: &kube::Client, node: &str) -> Result<()> {
+    let lists: Api<ImageList> = Api::all(client.clone());
+    poll_until(
+        &format!("the ImageList of node {node}"),
+        Duration::from_secs(60),
+        || {
+            let lists = lists.clone();
+            async move { Ok(lists.get_opt(node).await?.map(|_| ())) }
+        },
+    )
+    .await
+}
+
+/// The status of `image` in `node`'s ImageList, if it has one.
+pub async fn image_status(
+    client: &kube::Client,
+    node: &str,
+    image: &str,
+) -> Result<Option<ImageStatus>> {
+    let lists: Api<ImageList> = Api::all(client.clone());
+    let list = lists.get(node).await?;
+    Ok(list.status.and_then(|s| s.images.get(image).cloned()))
+}
+
+fn ctr(cluster: &ClusterInfo, args: &[&str]) -> Result<std::process::Output> {
+    Command::new("ctr")
+        .arg("--address")
+        .arg(&cluster.containerd_sock)
+        .args(["-n", "k8s.io"])
+        .args(args)
+        .output()
+        .context("running ctr")
+}
+
+/// Removes the image records `names` from containerd and waits for garbage collection,
+/// so content only they held is gone; absent records are fine.
+pub fn remove_from_containerd(cluster: &ClusterInfo, names: &[String]) -> Result<()> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let mut args = vec!["images", "rm", "--sync"];
+    args.extend(names.iter().map(String::as_str));
+    let output = ctr(cluster, &args)?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure!(
+        output.status.success() || stderr.contains("not found"),
+        "ctr images rm {names:?}: {stderr}"
+    );
+    Ok(())
+}
+
+/// The names of every image record in containerd.
+pub fn containerd_images(cluster: &ClusterInfo) -> Result<Vec<String>> {
+    let output = ctr(cluster, &["images", "ls", "-q"])?;
+    ensure!(
+        output.status.success(),
+        "ctr images ls: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect())
+}
+
+pub fn in_containerd(cluster: &ClusterInfo, image: &str) -> Result<bool> {
+    Ok(containerd_images(cluster)?.iter().any(|name| name == image))
+}
+
+/// Whether containerd holds all of `image`'s content (`ctr images check`).
+pub fn complete_in_containerd(cluster: &ClusterInfo, image: &str) -> Result<bool> {
+    let output = ctr(cluster, &["images", "check", &format!("name=={image}")])?;
+    ensure!(
+        output.status.success(),
+        "ctr images check: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out = String::from_utf8_lossy(&output.stdout);
+    Ok(out.contains("complete") && !out.contains("incomplete"))
+}
