@@ -69,7 +69,8 @@ rss() {
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 # metric NAME: the sum of the series whose name and labels start with NAME, from stdin.
 metric() { awk -v m="$1" 'index($0, m) == 1 { s += $NF } END { print s + 0 }'; }
-# api_writes: "resource[/subresource] VERB count" for every write the apiserver counted.
+# api_writes: "resource[/subresource] VERB count" for every write the apiserver counted;
+# refused ones as VERB:CODE (e.g. PATCH:409, a conflict).
 api_writes() {
   kubectl get --raw /metrics | awk '
     function label(name,   r) {
@@ -80,6 +81,7 @@ api_writes() {
       verb = label("verb")
       if (verb !~ /^(POST|PUT|PATCH|APPLY|DELETE|DELETECOLLECTION)$/) next
       r = label("resource"); s = label("subresource"); if (s != "") r = r "/" s
+      code = label("code"); if (code !~ /^2/) verb = verb ":" code
       n[r " " verb] += $NF
     }
     END { for (k in n) print k, n[k] }'
@@ -115,14 +117,14 @@ peak_rate() {
   awk 'NR > 1 && $1 > t { r = ($2 - c) / ($1 - t); if (r > m) m = r } { t = $1; c = $2 }
     END { if (NR < 2) print "n/a"; else printf "%.1f/s", m }' "$1"
 }
-# agents_watching: how many of the simulated agents serve a WatchImageList stream.
-agents_watching() {
-  local f n=0
+# agents_not_watching: the simulated nodes whose agent serves no WatchImageList stream yet.
+agents_not_watching() {
+  local f
   for f in "$SIM_DIR"/*.port; do
-    curl -sf "http://127.0.0.1:$(($(cat "$f") + 5000))/metrics" |
-      grep -q 'WatchImageList",code="Ok"' && n=$((n + 1))
+    # Not `grep -q`: quitting early would fail curl (and under pipefail the pipeline).
+    curl -sf -m 5 "http://127.0.0.1:$(($(cat "$f") + 5000))/metrics" |
+      grep 'WatchImageList",code="Ok"' >/dev/null || basename "$f" .port
   done
-  echo "$n"
 }
 agents_rss() {
   local f
@@ -136,15 +138,23 @@ cargo build -q --locked -p stevedore-tests --bin imagelist_bench
 BENCH=$CARGO_TARGET_DIR/debug/imagelist_bench
 # The fan-out measures distribution, not a pull: the image is in containerd beforehand
 # (kubelet's image GC may have removed it).
-"${CTR[@]}" images ls -q | grep -qx "$FANOUT_IMAGE" ||
+"${CTR[@]}" images ls -q | grep -x "$FANOUT_IMAGE" >/dev/null ||
   "${CTR[@]}" images pull --plain-http "$FANOUT_IMAGE" >/dev/null
 deploy/local/sim-agents.sh up "$NODES" "$PREFIX"
 kubectl create namespace "$NS" >/dev/null
 
 echo "== waiting for every agent's ImageList session" >&2
 start=$(now)
-until (($(agents_watching) == NODES)); do
-  (($(since "$start" | cut -d. -f1) < 300)) || { echo "sessions did not all start in 300s" >&2; exit 1; }
+while missing=$(agents_not_watching) && [[ -n $missing ]]; do
+  if (($(since "$start" | cut -d. -f1) > 300)); then
+    echo "no ImageList session after 300s on $(wc -l <<<"$missing") nodes: $(head -n 10 <<<"$missing" | tr '\n' ' ')" >&2
+    leader_metrics "$(leader_pod)" | grep '^stevedore_controlplane_agent_rpcs_total' >&2 || true
+    for node in $(head -n 3 <<<"$missing"); do
+      echo "-- $node: agent up $(ps -o etimes= -p "$(cat "$SIM_DIR/$node.pid")" || echo "(gone)")s; log:" >&2
+      tail -n 5 "$SIM_DIR/$node.log" >&2
+    done
+    exit 1
+  fi
   sleep 1
 done
 sessions_s=$(since "$start")
@@ -231,7 +241,7 @@ ImagePullJob parallelism $parallelism, imagePullPolicy $PULL_POLICY, over $NODES
   ImagePullJob reconciles:             $ipj = $(per_s "$ipj" "$released_s")/s on average, peak $(peak_rate "$WORK/job-samples") (1 s samples); mean $(awk -v s="$dur_sum" -v n="$ipj" 'BEGIN { printf "%.0f", (n ? s / n * 1000 : 0) }') ms each
   ApplyImageList pushes to agents:     $pushes
   CPU: leader ${cp_cpu}s, kube-apiserver ${api_cpu}s
-  API writes (apiserver_request_total, resource, total, per second, by verb):
+  API writes (apiserver_request_total: resource, total, per second, by verb; VERB:CODE refused):
 $(print_writes "$WORK/job-writes" "$released_s")"
   kubectl -n "$NS" delete imagepulljob "$job" --wait=true --timeout=120s >/dev/null
 done
@@ -244,7 +254,7 @@ nodes with agents:                   $NODES (all sessions open ${sessions_s}s af
 fan-out of one ImageList change, $FANOUT_IMAGE
   (acknowledged: observedGeneration reached and the entry in status; per list: from its write):
 $(sed 's/^/  /' "$WORK/fanout")
-  during the fan-out rounds (${fanout_s}s): ApplyImageList pushes $fanout_pushes; API writes:
+  during the fan-out rounds (${fanout_s}s): ApplyImageList pushes $fanout_pushes; API writes (VERB:CODE refused):
 $(print_writes "$WORK/fanout-writes" "$fanout_s")
 one ImageList alone, $PREFIX-000:
 $(sed 's/^/  /' "$WORK/single")
