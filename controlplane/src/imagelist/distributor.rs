@@ -30,8 +30,11 @@ use crate::api::imagelist::ImageStatus;
 use crate::api::{ImageList, ImageListSpec, ImageListStatus};
 use crate::runtime::stores::Stores;
 
-/// Most one status write per node per this long.
+/// At most one status write per node per this long for updates from the agent's stream.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How long a first update waits for the ones right behind it (a present image goes
+/// Pulling → Succeeded within milliseconds), so they make one write.
+const GATHER: Duration = Duration::from_millis(50);
 /// After this long without a working stream, unfinished entries say the agent is not
 /// answering.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -57,6 +60,14 @@ fn is_ready(node: &Node) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// When to write a status update that arrives at `now`: after [`GATHER`], and never within
+/// [`FLUSH_EVERY`] of the last write — so an isolated change is written at once and a
+/// stream of them at most once a second.
+fn next_flush(now: Instant, last_write: Option<Instant>) -> Instant {
+    let gathered = now + GATHER;
+    last_write.map_or(gathered, |last| gathered.max(last + FLUSH_EVERY))
 }
 
 impl Distributor {
@@ -233,6 +244,7 @@ impl Distributor {
         *last_ok = Instant::now();
         let mut pending = BTreeMap::new();
         let mut flush_at: Option<Instant> = None;
+        let mut last_write: Option<Instant> = None;
         loop {
             let flush = async {
                 match flush_at {
@@ -257,6 +269,9 @@ impl Distributor {
                             }
                         }
                         pushed_images = current.spec.images.keys().cloned().collect();
+                        // The acknowledgement of a new spec is written at once and does not
+                        // count against the stream's once a second: spec changes are rare, and
+                        // the pull's first result should not wait behind it.
                         self.write_status(node, &std::mem::take(&mut pending), Some(pushed), true)
                         .await;
                     }
@@ -265,7 +280,7 @@ impl Distributor {
                     Ok(Some(update)) => {
                         *last_ok = Instant::now();
                         pending.insert(update.image.clone(), image_status(&update));
-                        flush_at.get_or_insert_with(|| Instant::now() + FLUSH_EVERY);
+                        flush_at.get_or_insert_with(|| next_flush(Instant::now(), last_write));
                     }
                     Ok(None) => return Err("the agent closed the status stream".to_owned()),
                     Err(status) => return Err(format!("status stream: {}", status.message())),
@@ -274,6 +289,7 @@ impl Distributor {
                     flush_at = None;
                     self.write_status(node, &std::mem::take(&mut pending), Some(pushed), true)
                         .await;
+                    last_write = Some(Instant::now());
                 }
             }
         }
@@ -400,6 +416,27 @@ impl Distributor {
         if !marked.is_empty() {
             // Computed from the cache: on a conflict, the next timeout marks again.
             self.write_status(node, &marked, None, false).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_writes_are_prompt_when_isolated_and_at_most_one_a_second() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // (update arrives, last write, expected flush)
+        let cases = [
+            (t0, None, t0 + GATHER),
+            (t0 + ms(5_000), Some(t0), t0 + ms(5_000) + GATHER),
+            (t0 + ms(200), Some(t0), t0 + FLUSH_EVERY),
+            (t0 + ms(990), Some(t0), t0 + ms(990) + GATHER),
+        ];
+        for (now, last, want) in cases {
+            assert_eq!(next_flush(now, last), want, "update at {:?}", now - t0);
         }
     }
 }
