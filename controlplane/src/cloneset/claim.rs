@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use super::pods::{controller_of, is_controlled_by};
+use crate::workload::ownership::{controller_of, is_controlled_by};
 use crate::workload::selector::selector_matches;
 
 /// What to do about one object in the set's namespace.

@@ -13,14 +13,13 @@ use serde_json::json;
 use super::patch::PodChange;
 use super::plan::{Create, DeleteReason, Plan};
 use super::pods::{RevisionSpec, fresh_instance_id, new_pod, new_pvcs};
-use super::reconcile::{
-    CloneSetController, SyncError, api_error, delete_params, is_not_found, reference,
-};
+use super::reconcile::{CloneSetController, SyncError, api_error, is_not_found, reference};
 use super::status::SyncProblems;
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::expectations::{Expectation, resource_version};
 use crate::controller::pod_conditions::{ConditionRequest, PodTarget};
+use crate::workload::ownership::delete_params;
 
 /// Most pods created in one sync; the rest come with the next (a burst cap per sync).
 const MAX_CREATES_PER_SYNC: usize = 500;

@@ -93,19 +93,6 @@ pub fn owner_reference(cloneset: &CloneSet) -> OwnerReference {
     }
 }
 
-/// Whether `meta` names `uid` as its controller.
-pub fn is_controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
-    controller_of(meta).is_some_and(|owner| owner.uid == uid)
-}
-
-/// The controller ownerReference, if any.
-pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|owner| owner.controller == Some(true))
-}
-
 /// The name of a pod's claim from template `claim`: `<claim>-<cloneset>-<id>`.
 pub fn pvc_name(claim: &str, cloneset: &str, instance_id: &str) -> String {
     format!("{claim}-{cloneset}-{instance_id}")

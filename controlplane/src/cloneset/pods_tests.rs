@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::cloneset::CloneSetSpec;
 use crate::api::common::{Lifecycle, LifecycleHook};
+use crate::workload::ownership::{controller_of, is_controlled_by};
 
 const REV: &str = "web-6d8f7c9b5";
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
@@ -16,7 +16,7 @@ use serde_json::json;
 use super::claim::{Claim, claim};
 use super::execute::Executor;
 use super::plan::{self, PlanError, Snapshot};
-use super::pods::{RevisionSpec, is_controlled_by, new_revision, owner_reference};
+use super::pods::{RevisionSpec, new_revision, owner_reference};
 use super::predownload;
 use super::status::{SyncProblems, compute_status};
 use crate::api::CloneSet;
@@ -28,6 +28,7 @@ use crate::controller::runner::{Outcome, Reconciler};
 use crate::predownload::jobs;
 use crate::runtime::stores::Stores;
 use crate::workload::deletion::REVISION_LABEL;
+use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{
     self, Revision, RevisionError, UpdateRevisionPlan, current_revision_name, revisions_to_truncate,
 };
@@ -404,7 +405,9 @@ async fn pre_download(
     else {
         return;
     };
+    // A converged rollout only cleans up: no template diff on every steady-state sync.
     let images = match (specs.get(current_revision), specs.get(update_revision)) {
+        _ if current_revision == update_revision => None,
         (Some(old), Some(new)) => {
             predownload::in_place_images(cloneset.spec.update_strategy.policy(), old, new)
         }
@@ -457,16 +460,6 @@ async fn write_collision_count(
 
 pub(super) fn is_not_found(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == 404)
-}
-
-pub(super) fn delete_params(uid: &str) -> DeleteParams {
-    DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid.to_owned()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    }
 }
 
 fn to_revision(r: &ControllerRevision) -> Revision {

@@ -9,11 +9,11 @@ use kube::runtime::reflector::Store;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
-use super::pods::controller_of;
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
 use crate::runtime::stores::Changes;
+use crate::workload::ownership::controller_of;
 use crate::workload::selector::selector_matches;
 
 /// The CloneSet keys an object's change concerns.

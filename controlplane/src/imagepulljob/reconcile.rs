@@ -223,14 +223,7 @@ impl ImagePullJobController {
                 )
                 .await
                 .map_err(api_error("writing status"))?;
-            self.expectations.expect(
-                key,
-                Expectation::Update {
-                    kind: "ImagePullJob",
-                    name: key.name.clone(),
-                    resource_version: resource_version(&written.metadata),
-                },
-            );
+            self.expect_job_update(key, &written);
         }
 
         if planned.delete_job {
@@ -359,6 +352,12 @@ impl ImagePullJobController {
             .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map_err(api_error("adding the finalizer"))?;
+        self.expect_job_update(key, &written);
+        Ok(())
+    }
+
+    /// Holds the next reconcile of `key` until the cache shows the job as `written`.
+    fn expect_job_update(&self, key: &ObjectKey, written: &ImagePullJob) {
         self.expectations.expect(
             key,
             Expectation::Update {
@@ -367,7 +366,6 @@ impl ImagePullJobController {
                 resource_version: resource_version(&written.metadata),
             },
         );
-        Ok(())
     }
 }
 

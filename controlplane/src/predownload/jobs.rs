@@ -7,7 +7,7 @@
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::plan::{
@@ -17,6 +17,7 @@ use super::plan::{
 use crate::api::ImagePullJob;
 use crate::controller::events::EventSink;
 use crate::runtime::stores::Stores;
+use crate::workload::ownership::{delete_params, is_controlled_by};
 
 /// The workload whose rollout pre-downloads.
 pub struct Workload<'a> {
@@ -41,12 +42,13 @@ pub async fn sync(
         .state()
         .into_iter()
         .filter(|job| job.metadata.namespace.as_deref() == Some(workload.namespace))
-        .filter(|job| controlled_by(&job.metadata, &workload.owner.uid))
+        .filter(|job| is_controlled_by(&job.metadata, &workload.owner.uid))
         .collect();
     let listed: Vec<OwnedJob<'_>> = owned
         .iter()
         .map(|job| OwnedJob {
             name: job.metadata.name.as_deref().unwrap_or_default(),
+            uid: job.metadata.uid.as_deref().unwrap_or_default(),
             revision: job
                 .metadata
                 .annotations
@@ -55,28 +57,14 @@ pub async fn sync(
                 .map(String::as_str),
         })
         .collect();
-    for name in jobs_to_delete(&listed, rollout.current_revision, rollout.update_revision) {
-        let uid = owned
-            .iter()
-            .find(|job| job.metadata.name.as_deref() == Some(name))
-            .and_then(|job| job.metadata.uid.clone());
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid,
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(name, &params).await {
-            Ok(_) => tracing::info!(job = name, "deleted pre-download job"),
+    let stale = jobs_to_delete(&listed, rollout.current_revision, rollout.update_revision);
+    for job in stale {
+        match api.delete(job.name, &delete_params(job.uid)).await {
+            Ok(_) => tracing::info!(job = job.name, "deleted pre-download job"),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(err) => {
-                failed(
-                    events,
-                    workload,
-                    format!("deleting ImagePullJob {name}: {err}"),
-                )
-                .await;
+                let message = format!("deleting ImagePullJob {}: {err}", job.name);
+                failed(events, workload, message).await;
             }
         }
     }
@@ -177,11 +165,4 @@ async fn failed(events: &EventSink, workload: &Workload<'_>, message: String) {
             message,
         )
         .await;
-}
-
-fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .any(|owner| owner.controller == Some(true) && owner.uid == uid)
 }

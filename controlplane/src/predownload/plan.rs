@@ -178,21 +178,21 @@ pub fn decide(r: &Rollout<'_>) -> Result<Decision, AnnotationError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnedJob<'a> {
     pub name: &'a str,
+    pub uid: &'a str,
     /// Its [`REVISION_ANNOTATION`].
     pub revision: Option<&'a str>,
 }
 
 /// The owned jobs to delete: all of them once the rollout converged, else those of
 /// another revision (a rollout that moved on before they finished).
-pub fn jobs_to_delete<'a>(
-    jobs: &[OwnedJob<'a>],
+pub fn jobs_to_delete<'a, 'j>(
+    jobs: &'j [OwnedJob<'a>],
     current_revision: &str,
     update_revision: &str,
-) -> Vec<&'a str> {
+) -> Vec<&'j OwnedJob<'a>> {
     let converged = current_revision == update_revision;
     jobs.iter()
         .filter(|job| converged || job.revision != Some(update_revision))
-        .map(|job| job.name)
         .collect()
 }
 

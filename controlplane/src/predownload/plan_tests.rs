@@ -254,25 +254,28 @@ fn jobs_of_another_revision_go_and_all_go_on_convergence() {
     let jobs = [
         OwnedJob {
             name: "web-a-web",
+            uid: "a",
             revision: Some("web-a"),
         },
         OwnedJob {
             name: "web-b-web",
+            uid: "b",
             revision: Some("web-b"),
         },
         OwnedJob {
             name: "stray",
+            uid: "s",
             revision: None,
         },
     ];
-    assert_eq!(
-        jobs_to_delete(&jobs, "web-old", "web-b"),
-        ["web-a-web", "stray"]
-    );
-    assert_eq!(
-        jobs_to_delete(&jobs, "web-b", "web-b"),
-        ["web-a-web", "web-b-web", "stray"]
-    );
+    let names = |current, update| -> Vec<&str> {
+        jobs_to_delete(&jobs, current, update)
+            .iter()
+            .map(|job| job.name)
+            .collect()
+    };
+    assert_eq!(names("web-old", "web-b"), ["web-a-web", "stray"]);
+    assert_eq!(names("web-b", "web-b"), ["web-a-web", "web-b-web", "stray"]);
     assert!(jobs_to_delete(&jobs[1..2], "web-old", "web-b").is_empty());
 }
 

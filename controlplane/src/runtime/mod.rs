@@ -23,7 +23,7 @@ use crate::config::Args;
 use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
-use crate::controller::runner::{self, RunnerConfig};
+use crate::controller::runner::{self, Reconciler, RunnerConfig};
 use crate::imagelist::Distributor;
 use admin::AdminState;
 use elector::Elector;
@@ -195,17 +195,7 @@ impl Runtime {
             queue.clone(),
             shutdown.clone(),
         ));
-        self.tasks.spawn(runner::run(
-            cloneset,
-            queue,
-            RunnerConfig {
-                workers: controllers.workers_per_kind,
-                resync: RESYNC_PERIOD,
-            },
-            self.leadership.clone(),
-            self.metrics.clone(),
-            shutdown.clone(),
-        ));
+        self.spawn_runner(cloneset, queue, controllers.workers_per_kind, shutdown);
 
         // ImagePullJob: writes its entries into the ImageLists the distributor creates.
         let queue = WorkQueue::new(Backoff::default());
@@ -217,15 +207,27 @@ impl Runtime {
             queue.clone(),
             shutdown.clone(),
         ));
+        let imagepulljobs = Arc::new(crate::imagepulljob::ImagePullJobController::new(
+            controllers.client,
+            self.stores.clone(),
+            controllers.events,
+        ));
+        self.spawn_runner(imagepulljobs, queue, controllers.workers_per_kind, shutdown);
+    }
+
+    /// Runs `reconciler`'s workers on `queue`, gated by this replica's leadership.
+    fn spawn_runner<R: Reconciler>(
+        &mut self,
+        reconciler: Arc<R>,
+        queue: WorkQueue<R::Key>,
+        workers: usize,
+        shutdown: &CancellationToken,
+    ) {
         self.tasks.spawn(runner::run(
-            Arc::new(crate::imagepulljob::ImagePullJobController::new(
-                controllers.client,
-                self.stores.clone(),
-                controllers.events,
-            )),
+            reconciler,
             queue,
             RunnerConfig {
-                workers: controllers.workers_per_kind,
+                workers,
                 resync: RESYNC_PERIOD,
             },
             self.leadership.clone(),

@@ -5,6 +5,7 @@ pub mod deletion;
 pub mod inplace;
 pub mod lifecycle;
 pub mod ordering;
+pub mod ownership;
 pub mod revision;
 pub mod rollout;
 pub mod selector;
