@@ -5,7 +5,7 @@
 //!
 //! Rules: lists are ordered by their epoch, the ImageList's UID and generation. A list
 //! with another UID (the ImageList was deleted and created again, its generation back at
-//! 1) replaces the held one whatever its generation; within one UID a newer generation
+//! one) replaces the held one whatever its generation; within one UID a newer generation
 //! replaces the list, the same one changes nothing, an older one is refused as stale. New images are due at once. A success makes an image Succeeded and,
 //! for `always_pull` with an interval, due again after it. A failure makes it due again
 //! after an exponential backoff (2 s, 4 s, ... up to 5 min): Waiting while fewer than
