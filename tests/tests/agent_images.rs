@@ -466,6 +466,7 @@ async fn image_list_pulls_and_streams_status_by_generation() -> Result<()> {
             node_name: node.clone(),
             generation,
             images,
+            list_uid: "image-list-uid".to_owned(),
         };
     let once = api::DesiredImage {
         backoff_limit: 1,

@@ -253,7 +253,7 @@ impl ImageStore for ContainerdStore {
         ContainerdWriter::open(self, lease, blob).await
     }
 
-    async fn read_blob(&self, digest: &str) -> Result<Bytes, StoreError> {
+    async fn read_blob(&self, digest: &str, limit: u64) -> Result<Bytes, StoreError> {
         let request = self.request(
             ReadContentRequest {
                 digest: digest.to_owned(),
@@ -272,6 +272,14 @@ impl ImageStore for ContainerdStore {
         let mut data = BytesMut::new();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(err(operation.clone()))?;
+            // Dropping the stream cancels the read: at most one chunk past the limit.
+            if (data.len() + chunk.data.len()) as u64 > limit {
+                return Err(StoreError {
+                    operation,
+                    code: Code::FailedPrecondition,
+                    message: format!("blob is larger than the limit of {limit} bytes"),
+                });
+            }
             data.extend_from_slice(&chunk.data);
         }
         Ok(data.freeze())

@@ -99,7 +99,10 @@ fn classify(error: &PullError) -> FailureKind {
             }
             RegistryError::Server { .. }
             | RegistryError::Protocol { .. }
-            | RegistryError::Corrupt { .. } => FailureKind::Internal,
+            | RegistryError::TooLarge { .. }
+            | RegistryError::Corrupt { .. }
+            | RegistryError::Unverifiable { .. }
+            | RegistryError::InsecureRealm { .. } => FailureKind::Internal,
         },
         PullError::Store(err) => match err.code {
             Code::Unavailable | Code::ResourceExhausted | Code::Aborted => FailureKind::Unavailable,
@@ -159,7 +162,11 @@ mod tests {
                 Code::Internal,
             ),
             (
-                RegistryError::Corrupt { digest: url() }.into(),
+                RegistryError::Corrupt {
+                    reference: url(),
+                    detail: String::new(),
+                }
+                .into(),
                 Code::Internal,
             ),
             (

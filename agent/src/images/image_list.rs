@@ -3,8 +3,10 @@
 //! ([`super::list_runner`]) feeds it the clock and pull results and acts on what it
 //! says; nothing here does I/O, so every rule is tested with plain values.
 //!
-//! Rules: a newer generation replaces the list, the same one changes nothing, an older
-//! one is refused. New images are due at once. A success makes an image Succeeded and,
+//! Rules: lists are ordered by their epoch, the ImageList's UID and generation. A list
+//! with another UID (the ImageList was deleted and created again, its generation back at
+//! one) replaces the held one whatever its generation; within one UID a newer generation
+//! replaces the list, the same one changes nothing, an older one is refused as stale. New images are due at once. A success makes an image Succeeded and,
 //! for `always_pull` with an interval, due again after it. A failure makes it due again
 //! after an exponential backoff (2 s, 4 s, ... up to 5 min): Waiting while fewer than
 //! `backoff_limit` attempts have failed, Failed (with the failure's message) from then
@@ -63,6 +65,8 @@ pub struct ImageStatus {
     pub attempts: u32,
     pub message: String,
     pub generation: i64,
+    /// UID of the ImageList this status was computed for.
+    pub list_uid: String,
 }
 
 /// A pull's result as the list needs it.
@@ -72,10 +76,33 @@ pub enum PullResult {
     Failed { message: String },
 }
 
+/// Which version of which ImageList a desired list is: its `metadata.uid` and
+/// `metadata.generation`. Generations are compared only within one UID, because a
+/// recreated ImageList starts again at 1.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Epoch {
+    /// Empty from a control plane that does not send it; such lists are then ordered by
+    /// generation alone, as before.
+    pub list_uid: String,
+    pub generation: i64,
+}
+
+impl Epoch {
+    pub fn new(list_uid: impl Into<String>, generation: i64) -> Self {
+        Self {
+            list_uid: list_uid.into(),
+            generation,
+        }
+    }
+}
+
 /// Why an apply was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("generation {offered} is older than the generation {held} the agent holds")]
+#[error(
+    "generation {offered} of image list {list_uid:?} is older than the generation {held} the agent holds"
+)]
 pub struct StaleGeneration {
+    pub list_uid: String,
     pub held: i64,
     pub offered: i64,
 }
@@ -108,34 +135,37 @@ struct Entry {
 /// The desired list and the status of each of its images.
 #[derive(Debug, Clone, Default)]
 pub struct ImageList {
-    generation: Option<i64>,
+    epoch: Option<Epoch>,
     entries: BTreeMap<String, Entry>,
 }
 
 impl ImageList {
-    /// The generation held, if any list was applied.
-    pub fn generation(&self) -> Option<i64> {
-        self.generation
+    /// The epoch held, if any list was applied.
+    pub fn epoch(&self) -> Option<&Epoch> {
+        self.epoch.as_ref()
     }
 
-    /// Replaces the list with generation `generation`.
+    /// Replaces the list with the one of `epoch`, unless it is the one held or older
+    /// (see [`order`]).
     pub fn apply(
         &mut self,
-        generation: i64,
+        epoch: Epoch,
         desired: BTreeMap<String, DesiredSpec>,
         now: Instant,
     ) -> Result<Applied, StaleGeneration> {
-        match self.generation {
-            Some(held) if generation < held => {
-                return Err(StaleGeneration {
-                    held,
-                    offered: generation,
-                });
+        if let Some(held) = &self.epoch {
+            match order(held, &epoch) {
+                Order::Stale => {
+                    return Err(StaleGeneration {
+                        list_uid: epoch.list_uid,
+                        held: held.generation,
+                        offered: epoch.generation,
+                    });
+                }
+                Order::Same => return Ok(Applied::Unchanged),
+                Order::Newer => {}
             }
-            Some(held) if generation == held => return Ok(Applied::Unchanged),
-            _ => {}
         }
-        self.generation = Some(generation);
         let mut old = std::mem::take(&mut self.entries);
         for (image, spec) in desired {
             let entry = match old.remove(&image) {
@@ -172,8 +202,10 @@ impl ImageList {
             self.entries.insert(image, entry);
         }
         for entry in self.entries.values_mut() {
-            entry.status.generation = generation;
+            entry.status.generation = epoch.generation;
+            entry.status.list_uid.clone_from(&epoch.list_uid);
         }
+        self.epoch = Some(epoch);
         Ok(Applied::Replaced)
     }
 
@@ -275,6 +307,32 @@ impl ImageList {
     /// The status of every image, in image order.
     pub fn statuses(&self) -> Vec<ImageStatus> {
         self.entries.values().map(|e| e.status.clone()).collect()
+    }
+}
+
+/// How an offered epoch relates to the held one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Replaces the held list: another ImageList (UID), or a later generation of it.
+    Newer,
+    /// The list held: applying it changes nothing.
+    Same,
+    /// An earlier generation of the ImageList held: refused.
+    Stale,
+}
+
+/// Orders `offered` against `held`: by generation within one UID; a different UID is
+/// always newer, since generations of different objects say nothing about each other
+/// (a deleted and recreated ImageList starts again at 1, and a stray huge generation
+/// must not block the next ImageList forever).
+pub fn order(held: &Epoch, offered: &Epoch) -> Order {
+    if held.list_uid != offered.list_uid {
+        return Order::Newer;
+    }
+    match offered.generation.cmp(&held.generation) {
+        std::cmp::Ordering::Less => Order::Stale,
+        std::cmp::Ordering::Equal => Order::Same,
+        std::cmp::Ordering::Greater => Order::Newer,
     }
 }
 

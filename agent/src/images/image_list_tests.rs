@@ -26,27 +26,36 @@ fn failed() -> PullResult {
 }
 
 const WALL: SystemTime = SystemTime::UNIX_EPOCH;
+const UID: &str = "uid-1";
+
+fn epoch(generation: i64) -> Epoch {
+    Epoch::new(UID, generation)
+}
 
 #[test]
 fn generations_order_applies() {
     let now = Instant::now();
     let mut list = ImageList::default();
-    assert_eq!(list.generation(), None);
+    assert_eq!(list.epoch(), None);
     assert_eq!(
-        list.apply(2, list_of(&[("a", spec())]), now),
+        list.apply(epoch(2), list_of(&[("a", spec())]), now),
         Ok(Applied::Replaced)
     );
-    assert_eq!(list.apply(2, list_of(&[]), now), Ok(Applied::Unchanged));
+    assert_eq!(
+        list.apply(epoch(2), list_of(&[]), now),
+        Ok(Applied::Unchanged)
+    );
     assert_eq!(list.statuses().len(), 1, "same generation changed the list");
     assert_eq!(
-        list.apply(1, list_of(&[]), now),
+        list.apply(epoch(1), list_of(&[]), now),
         Err(StaleGeneration {
+            list_uid: UID.to_owned(),
             held: 2,
             offered: 1
         })
     );
     assert_eq!(
-        list.apply(3, list_of(&[("b", spec())]), now),
+        list.apply(epoch(3), list_of(&[("b", spec())]), now),
         Ok(Applied::Replaced)
     );
     let statuses = list.statuses();
@@ -56,10 +65,77 @@ fn generations_order_applies() {
 }
 
 #[test]
+fn epochs_are_ordered_by_generation_within_one_uid_only() {
+    let cases = [
+        // held, offered, expected
+        (("a", 5), ("a", 6), Order::Newer),
+        (("a", 5), ("a", 5), Order::Same),
+        (("a", 5), ("a", 4), Order::Stale),
+        // The ImageList was deleted and created again: generation back at 1.
+        (("a", 5), ("b", 1), Order::Newer),
+        // A stray huge generation does not block the next ImageList.
+        (("a", i64::MAX), ("b", 1), Order::Newer),
+        (("a", 1), ("b", i64::MAX), Order::Newer),
+        // Within one UID a huge generation still wins, and a lower one is stale.
+        (("a", i64::MAX), ("a", 2), Order::Stale),
+        // An older control plane sends no UID: generation alone, as before.
+        (("", 3), ("", 2), Order::Stale),
+        (("", 3), ("a", 1), Order::Newer),
+        (("a", 3), ("", 1), Order::Newer),
+    ];
+    for ((held_uid, held_gen), (uid, generation), expected) in cases {
+        let held = Epoch::new(held_uid, held_gen);
+        let offered = Epoch::new(uid, generation);
+        assert_eq!(
+            order(&held, &offered),
+            expected,
+            "held {held:?}, offered {offered:?}"
+        );
+    }
+}
+
+#[test]
+fn a_recreated_list_replaces_the_held_one_and_keeps_pulled_images() {
+    let now = Instant::now();
+    let mut list = ImageList::default();
+    list.apply(epoch(9), list_of(&[("a", spec())]), now)
+        .unwrap();
+    list.start("a").unwrap();
+    list.finish("a", ok("sha256:a"), now, WALL).unwrap();
+    let recreated = Epoch::new("uid-2", 1);
+    assert_eq!(
+        list.apply(
+            recreated.clone(),
+            list_of(&[("a", spec()), ("b", spec())]),
+            now
+        ),
+        Ok(Applied::Replaced)
+    );
+    assert_eq!(list.epoch(), Some(&recreated));
+    let statuses = list.statuses();
+    assert_eq!(
+        statuses[0].phase,
+        ListPhase::Succeeded,
+        "a is not pulled again"
+    );
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s.generation == 1 && s.list_uid == "uid-2")
+    );
+    assert_eq!(list.due(now).len(), 1, "only b is due");
+    // The old list's generation is now of another UID: it replaces again.
+    assert_eq!(
+        list.apply(epoch(9), list_of(&[]), now),
+        Ok(Applied::Replaced)
+    );
+}
+
+#[test]
 fn new_images_are_due_at_once_and_not_twice() {
     let now = Instant::now();
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", spec()), ("b", spec())]), now)
+    list.apply(epoch(1), list_of(&[("a", spec()), ("b", spec())]), now)
         .unwrap();
     let due: Vec<String> = list.due(now).into_iter().map(|(i, _)| i).collect();
     assert_eq!(due, ["a", "b"]);
@@ -74,7 +150,8 @@ fn new_images_are_due_at_once_and_not_twice() {
 fn success_records_the_image_and_plans_no_repull_without_always_pull() {
     let now = Instant::now();
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", spec())]), now).unwrap();
+    list.apply(epoch(1), list_of(&[("a", spec())]), now)
+        .unwrap();
     list.start("a");
     assert!(list.progress("a", 5, 10).is_some());
     assert!(list.progress("a", 5, 10).is_none(), "no change, no update");
@@ -96,7 +173,8 @@ fn always_pull_repulls_on_its_interval() {
         ..spec()
     };
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", hourly)]), now).unwrap();
+    list.apply(epoch(1), list_of(&[("a", hourly)]), now)
+        .unwrap();
     list.start("a");
     list.finish("a", ok("sha256:id"), now, WALL);
     assert_eq!(list.next_due(), Some(now + Duration::from_secs(3600)));
@@ -177,7 +255,7 @@ fn failures_back_off_turn_failed_at_the_limit_and_keep_retrying_until_a_success(
         };
         let mut now = Instant::now();
         let mut list = ImageList::default();
-        list.apply(1, list_of(&[("a", spec)]), now).unwrap();
+        list.apply(epoch(1), list_of(&[("a", spec)]), now).unwrap();
         let mut previous = list.statuses()[0].clone();
         for (i, step) in steps.into_iter().enumerate() {
             let attempt = u32::try_from(i).unwrap() + 1;
@@ -225,7 +303,7 @@ fn the_backoff_of_a_failed_image_is_capped_at_five_minutes() {
         ..spec()
     };
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", once)]), now).unwrap();
+    list.apply(epoch(1), list_of(&[("a", once)]), now).unwrap();
     for _ in 0..12 {
         list.start("a").unwrap();
         list.finish("a", failed(), now, WALL);
@@ -243,7 +321,7 @@ fn a_retry_of_a_failed_image_reports_its_progress() {
         ..spec()
     };
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", once)]), now).unwrap();
+    list.apply(epoch(1), list_of(&[("a", once)]), now).unwrap();
     list.start("a");
     list.finish("a", failed(), now, WALL);
     assert_eq!(list.progress("a", 1, 10), None, "no pull runs");
@@ -257,7 +335,8 @@ fn a_retry_of_a_failed_image_reports_its_progress() {
 fn a_running_pull_is_not_started_twice() {
     let now = Instant::now();
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", spec())]), now).unwrap();
+    list.apply(epoch(1), list_of(&[("a", spec())]), now)
+        .unwrap();
     assert!(list.start("a").is_some());
     assert_eq!(list.start("a"), None);
     assert_eq!(list.statuses()[0].attempts, 1);
@@ -271,12 +350,14 @@ fn a_changed_spec_revives_a_failed_image_and_an_unchanged_one_does_not() {
         ..spec()
     };
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", once.clone())]), now).unwrap();
+    list.apply(epoch(1), list_of(&[("a", once.clone())]), now)
+        .unwrap();
     list.start("a");
     list.finish("a", failed(), now, WALL);
     assert_eq!(list.statuses()[0].phase, ListPhase::Failed);
 
-    list.apply(2, list_of(&[("a", once.clone())]), now).unwrap();
+    list.apply(epoch(2), list_of(&[("a", once.clone())]), now)
+        .unwrap();
     assert_eq!(list.statuses()[0].phase, ListPhase::Failed);
     assert_eq!(
         list.next_due(),
@@ -288,7 +369,8 @@ fn a_changed_spec_revives_a_failed_image_and_an_unchanged_one_does_not() {
         backoff_limit: 5,
         ..once
     };
-    list.apply(3, list_of(&[("a", changed)]), now).unwrap();
+    list.apply(epoch(3), list_of(&[("a", changed)]), now)
+        .unwrap();
     let status = &list.statuses()[0];
     assert_eq!(status.phase, ListPhase::Waiting);
     assert_eq!(status.attempts, 0);
@@ -303,7 +385,8 @@ fn a_changed_spec_during_a_retry_of_a_failed_image_makes_that_retry_the_first_at
         ..spec()
     };
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", once.clone())]), now).unwrap();
+    list.apply(epoch(1), list_of(&[("a", once.clone())]), now)
+        .unwrap();
     list.start("a");
     list.finish("a", failed(), now, WALL);
     list.start("a").unwrap();
@@ -311,7 +394,8 @@ fn a_changed_spec_during_a_retry_of_a_failed_image_makes_that_retry_the_first_at
         backoff_limit: 2,
         ..once
     };
-    list.apply(2, list_of(&[("a", changed)]), now).unwrap();
+    list.apply(epoch(2), list_of(&[("a", changed)]), now)
+        .unwrap();
     let status = &list.statuses()[0];
     assert_eq!((status.phase, status.attempts), (ListPhase::Pulling, 1));
     assert!(
@@ -330,9 +414,10 @@ fn a_changed_spec_during_a_retry_of_a_failed_image_makes_that_retry_the_first_at
 fn results_for_images_no_longer_listed_are_ignored() {
     let now = Instant::now();
     let mut list = ImageList::default();
-    list.apply(1, list_of(&[("a", spec())]), now).unwrap();
+    list.apply(epoch(1), list_of(&[("a", spec())]), now)
+        .unwrap();
     list.start("a");
-    list.apply(2, list_of(&[]), now).unwrap();
+    list.apply(epoch(2), list_of(&[]), now).unwrap();
     assert_eq!(list.finish("a", ok("x"), now, WALL), None);
     assert_eq!(list.progress("a", 1, 2), None);
     assert!(list.statuses().is_empty());

@@ -53,7 +53,9 @@ pub async fn manifest_of<S: ImageStore>(
         digest: target.digest.clone(),
         detail,
     };
-    let mut body = store.read_blob(&target.digest).await?;
+    let mut body = store
+        .read_blob(&target.digest, oci::MAX_MANIFEST_BYTES)
+        .await?;
     let media_type = if target.media_type.is_empty() {
         oci::sniff_media_type(&body).unwrap_or_default()
     } else {
@@ -61,7 +63,9 @@ pub async fn manifest_of<S: ImageStore>(
     };
     if oci::is_index(&media_type) {
         let chosen = oci::select_platform(&body).map_err(|e| unreadable(e.to_string()))?;
-        body = store.read_blob(&chosen.digest).await?;
+        body = store
+            .read_blob(&chosen.digest, oci::MAX_MANIFEST_BYTES)
+            .await?;
     }
     oci::parse_manifest(&body).map_err(|e| unreadable(e.to_string()))
 }

@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::{
-    image_list::{Applied, DesiredSpec, ImageList, ImageStatus, PullResult, StaleGeneration},
+    image_list::{
+        Applied, DesiredSpec, Epoch, ImageList, ImageStatus, PullResult, StaleGeneration,
+    },
     manager::{Policy, PullManager, PullRequest},
     registry::Registry,
     store::ImageStore,
@@ -58,11 +60,11 @@ impl ImageListController {
     /// Applies a desired list (see [`ImageList::apply`]).
     pub fn apply(
         &self,
-        generation: i64,
+        epoch: Epoch,
         desired: BTreeMap<String, DesiredSpec>,
     ) -> Result<Applied, StaleGeneration> {
         let mut list = lock(&self.shared);
-        let applied = list.apply(generation, desired, Instant::now())?;
+        let applied = list.apply(epoch, desired, Instant::now())?;
         if applied == Applied::Replaced {
             for status in list.statuses() {
                 let _ = self.shared.updates.send(status);

@@ -7,6 +7,8 @@ use crate::images::{
     testing::{FakeRegistry, FakeStore, test_image},
 };
 
+const UID: &str = "uid-1";
+
 fn controller() -> (ImageListController, FakeRegistry) {
     let registry = FakeRegistry::default();
     let (image, blobs) = test_image("a");
@@ -58,7 +60,7 @@ async fn always_pull_images_are_pulled_again_on_their_interval() {
         ..DesiredSpec::default()
     };
     controller
-        .apply(1, BTreeMap::from([(A.to_owned(), spec)]))
+        .apply(Epoch::new(UID, 1), BTreeMap::from([(A.to_owned(), spec)]))
         .unwrap();
     let first = wait_for_phase(&mut updates, A, ListPhase::Succeeded).await;
     assert!(first.image_id.starts_with("sha256:"));
@@ -80,7 +82,10 @@ async fn failed_pulls_back_off_until_the_limit() {
     };
     let started = Instant::now();
     controller
-        .apply(1, BTreeMap::from([(MISSING.to_owned(), spec)]))
+        .apply(
+            Epoch::new(UID, 1),
+            BTreeMap::from([(MISSING.to_owned(), spec)]),
+        )
         .unwrap();
     let failed = wait_for_phase(&mut updates, MISSING, ListPhase::Failed).await;
     assert_eq!(failed.attempts, 3);
@@ -99,7 +104,10 @@ async fn a_failed_image_keeps_retrying_and_succeeds_once_the_registry_has_it() {
         ..DesiredSpec::default()
     };
     controller
-        .apply(1, BTreeMap::from([(MISSING.to_owned(), spec)]))
+        .apply(
+            Epoch::new(UID, 1),
+            BTreeMap::from([(MISSING.to_owned(), spec)]),
+        )
         .unwrap();
     let failed = wait_for_phase(&mut updates, MISSING, ListPhase::Failed).await;
     assert_eq!(failed.attempts, 1);
@@ -118,7 +126,10 @@ async fn a_failed_image_keeps_retrying_and_succeeds_once_the_registry_has_it() {
 async fn watchers_get_the_current_status_then_changes() {
     let (controller, _) = controller();
     controller
-        .apply(7, BTreeMap::from([(A.to_owned(), DesiredSpec::default())]))
+        .apply(
+            Epoch::new(UID, 7),
+            BTreeMap::from([(A.to_owned(), DesiredSpec::default())]),
+        )
         .unwrap();
     let (current, mut updates) = controller.watch();
     assert_eq!(current.len(), 1);
@@ -127,8 +138,9 @@ async fn watchers_get_the_current_status_then_changes() {
     assert_eq!(done.generation, 7);
     assert!(done.last_pull.is_some());
     assert_eq!(
-        controller.apply(6, BTreeMap::new()),
+        controller.apply(Epoch::new(UID, 6), BTreeMap::new()),
         Err(StaleGeneration {
+            list_uid: UID.to_owned(),
             held: 7,
             offered: 6
         })

@@ -3,7 +3,9 @@
 //! node's declarative image list, and the `ImageService` gRPC API over all of it.
 //!
 //! - [`oci`]: image formats, platform choice, chain IDs (pure)
-//! - [`registry`]: the distribution API ([`registry::Registry`], [`registry::HttpRegistry`])
+//! - [`registry`]: the distribution API ([`registry::Registry`], [`registry::HttpRegistry`]);
+//!   [`body`]: bounded reads and size/digest checks of what registries send;
+//!   [`digest`]: the OCI digest algorithms
 //! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`])
 //! - [`pull`]: one pull; [`progress`]: what watchers see of it
 //! - [`manager`]: concurrency cap, shared in-flight pulls, timeout, retries;
@@ -12,8 +14,10 @@
 //! - [`image_list`]: the desired list as a pure state machine; [`list_runner`] drives it
 //! - [`service`]: the `ImageService` gRPC API
 
+pub mod body;
 pub mod containerd;
 mod content_writer;
+pub mod digest;
 pub mod failure;
 pub mod image_list;
 pub mod inventory;

@@ -16,6 +16,16 @@ pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
      application/vnd.docker.distribution.manifest.list.v2+json, \
      application/vnd.docker.distribution.manifest.v2+json";
 
+/// Largest manifest or index accepted: containerd's resolver refuses larger ones too
+/// (`MaxManifestSize`, 4 MiB, in `core/remotes/docker/resolver.go`).
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+
+/// Largest image config accepted. The config is the one other document the agent reads
+/// into memory (for its diff IDs); containerd has no cap of its own there (it reads the
+/// config whole with `content.ReadBlob`), so this takes twice the manifest limit: real
+/// configs, history and labels included, are tens of KiB.
+pub const MAX_CONFIG_BYTES: u64 = 8 << 20;
+
 /// The platform this agent pulls for.
 pub const OS: &str = "linux";
 pub const ARCHITECTURE: &str = "amd64";

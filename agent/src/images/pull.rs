@@ -3,14 +3,17 @@
 //! label parents to children for GC, unpack layers into snapshots named by chain ID,
 //! label the config with the top snapshot, then create the image records CRI expects.
 //! The records are created last, so a pull that fails or is cancelled leaves none; the
-//! lease is released however the pull ends.
+//! lease is released however the pull ends. Nothing a registry sends is trusted: every
+//! document is read under a size cap and every body checked against the size and digest
+//! of its descriptor before it is used or committed.
 
 use std::collections::HashMap;
 
 use tonic::Code;
 
 use super::{
-    oci::{self, Descriptor, FormatError},
+    body,
+    oci::{self, Descriptor, FormatError, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES},
     progress::{BlobProgress, Phase, Report},
     registry::{Auth, Registry, RegistryError},
     store::{BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError},
@@ -128,7 +131,18 @@ async fn resolve<R: Registry>(
         return Err(FormatError::UnsupportedMediaType { media_type }.into());
     }
     let chosen = oci::select_platform(&top.body)?;
+    check_size(image, "manifest", &chosen, MAX_MANIFEST_BYTES)?;
     let mut manifest = registry.fetch_manifest(image, &chosen.digest, auth).await?;
+    if manifest.descriptor.size != chosen.size {
+        return Err(RegistryError::Corrupt {
+            reference: format!("{}@{}", image.repository(), chosen.digest),
+            detail: format!(
+                "the manifest has {} bytes, but the index says {}",
+                manifest.descriptor.size, chosen.size
+            ),
+        }
+        .into());
+    }
     manifest.descriptor.media_type = chosen.media_type;
     Ok(Resolved {
         target: top.descriptor.clone(),
@@ -148,6 +162,9 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
     manifest: &oci::Manifest,
     lease: &LeaseId,
 ) -> Result<PulledImage, PullError> {
+    // The config is read into memory to unpack: refused before a byte is fetched if its
+    // descriptor is over the cap (and the download holds it to that size).
+    check_size(image, "image config", &manifest.config, MAX_CONFIG_BYTES)?;
     let blobs: Vec<Descriptor> = std::iter::once(manifest.config.clone())
         .chain(manifest.layers.iter().cloned())
         .collect();
@@ -199,7 +216,9 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
     }
 
     progress.report(&mut |p| p.phase = Phase::Unpacking);
-    let config = store.read_blob(&manifest.config.digest).await?;
+    let config = store
+        .read_blob(&manifest.config.digest, MAX_CONFIG_BYTES)
+        .await?;
     let diff_ids = oci::diff_ids(&config, manifest.layers.len())?;
     let chain = oci::chain_ids(&diff_ids);
     for (i, layer) in manifest.layers.iter().enumerate() {
@@ -266,19 +285,15 @@ async fn download<R: Registry, S: ImageStore>(
         set_done(blob.size);
         return Ok(());
     }
-    let mut body = registry.fetch_blob(image, &blob.digest, auth).await?;
+    let named = format!("{}@{}", image.repository(), blob.digest);
+    let fetched = registry.fetch_blob(image, blob, auth).await?;
+    let mut body = body::verified(fetched, blob, &named)?;
     let written = async {
         let mut writer = store.open_writer(lease, blob).await?;
         let mut done = 0u64;
         while let Some(chunk) = body.next().await {
             let chunk = chunk?;
             done += chunk.len() as u64;
-            if done > blob.size {
-                return Err(RegistryError::Corrupt {
-                    digest: blob.digest.clone(),
-                }
-                .into());
-            }
             writer.write(chunk).await?;
             set_done(done);
         }
@@ -294,6 +309,24 @@ async fn download<R: Registry, S: ImageStore>(
         }
         other => other,
     }
+}
+
+/// Refuses `blob` (a document the agent reads into memory) when its descriptor says it
+/// is larger than `limit`.
+fn check_size(
+    image: &Reference,
+    what: &'static str,
+    blob: &Descriptor,
+    limit: u64,
+) -> Result<(), RegistryError> {
+    if blob.size > limit {
+        return Err(RegistryError::TooLarge {
+            what,
+            reference: format!("{}@{}", image.repository(), blob.digest),
+            limit,
+        });
+    }
+    Ok(())
 }
 
 /// Another pull (of another image sharing this blob) committed it first: the content is

@@ -4,16 +4,22 @@
 //!
 //! HTTPS unless the registry is on this machine (`localhost`, 127.0.0.0/8), which is
 //! reached over plain HTTP as containerd (and so kubelet's CRI beside us) and Docker do,
-//! or is named by `--insecure-registry`.
+//! or is named by `--insecure-registry`. A redirect from HTTPS to plain HTTP is refused,
+//! and basic credentials go to a plain-HTTP token endpoint only for a registry named
+//! insecure (or an endpoint on this machine). Bodies are read with hard limits
+//! ([`super::body`]).
 
 use std::{collections::HashSet, future::Future, pin::Pin, time::Duration};
 
 use base64::Engine as _;
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
-use reqwest::{StatusCode, header};
+use reqwest::{StatusCode, Url, header, redirect};
 
-use super::oci::{self, Descriptor};
+use super::{
+    body,
+    oci::{self, Descriptor, MAX_MANIFEST_BYTES},
+};
 use crate::reference::Reference;
 
 /// Credentials for one pull; the agent never stores them.
@@ -55,8 +61,20 @@ pub enum RegistryError {
     Server { status: u16, url: String },
     #[error("unexpected registry response ({url}): {detail}")]
     Protocol { url: String, detail: String },
-    #[error("blob {digest} does not match its digest or size")]
-    Corrupt { digest: String },
+    #[error("{what} of {reference} is larger than the limit of {limit} bytes")]
+    TooLarge {
+        what: &'static str,
+        reference: String,
+        limit: u64,
+    },
+    #[error("content of {reference} is corrupt: {detail}")]
+    Corrupt { reference: String, detail: String },
+    #[error("content of {reference} cannot be verified: {detail}")]
+    Unverifiable { reference: String, detail: String },
+    #[error(
+        "refusing to send the credentials for {reference} to the token endpoint {realm} over plain HTTP; name the registry with --insecure-registry to allow it"
+    )]
+    InsecureRealm { reference: String, realm: String },
 }
 
 impl RegistryError {
@@ -78,9 +96,6 @@ pub struct FetchedManifest {
     pub body: Bytes,
 }
 
-/// Largest manifest or index accepted (containerd's own limit is 4 MiB too).
-const MAX_MANIFEST_BYTES: u64 = 4 << 20;
-
 /// A stream of blob bytes.
 pub type BlobStream = Pin<Box<dyn Stream<Item = Result<Bytes, RegistryError>> + Send>>;
 
@@ -94,11 +109,12 @@ pub trait Registry: Send + Sync + 'static {
         auth: &Auth,
     ) -> impl Future<Output = Result<FetchedManifest, RegistryError>> + Send;
 
-    /// Streams the blob `digest` of `image`'s repository.
+    /// Streams the blob `blob` of `image`'s repository, as the registry sends it (the
+    /// caller checks it against the descriptor, see [`body::verified`]).
     fn fetch_blob(
         &self,
         image: &Reference,
-        digest: &str,
+        blob: &Descriptor,
         auth: &Auth,
     ) -> impl Future<Output = Result<BlobStream, RegistryError>> + Send;
 }
@@ -122,6 +138,12 @@ impl HttpRegistry {
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(60))
             .user_agent(concat!("stevedore-agent/", env!("CARGO_PKG_VERSION")))
+            .redirect(redirect::Policy::custom(|attempt| {
+                match redirect_refusal(attempt.previous(), attempt.url()) {
+                    Some(why) => attempt.error(why),
+                    None => attempt.follow(),
+                }
+            }))
             .build()?;
         Ok(Self {
             client,
@@ -162,10 +184,7 @@ impl HttpRegistry {
             }
             req
         };
-        let unreachable = |err: reqwest::Error| RegistryError::Unreachable {
-            url: url.to_owned(),
-            detail: error_chain(&err),
-        };
+        let unreachable = |err: reqwest::Error| request_error(url, &err);
         // A given token goes on the first request; otherwise wait for a challenge.
         let first = match auth {
             Auth::Token(token) => Some(format!("Bearer {token}")),
@@ -213,6 +232,12 @@ impl HttpRegistry {
             url: image.repository(),
             detail: "bearer challenge without a realm".to_owned(),
         })?;
+        if basic.is_some() && !self.may_send_credentials(image, &realm)? {
+            return Err(RegistryError::InsecureRealm {
+                reference: image.to_string(),
+                realm,
+            });
+        }
         let scope = param("scope").unwrap_or_else(|| format!("repository:{}:pull", image.path()));
         let mut query = vec![("scope", scope)];
         if let Some(service) = param("service") {
@@ -222,10 +247,10 @@ impl HttpRegistry {
         if let Some(basic) = basic {
             req = req.header(header::AUTHORIZATION, basic);
         }
-        let response = req.send().await.map_err(|err| RegistryError::Unreachable {
-            url: realm.clone(),
-            detail: error_chain(&err),
-        })?;
+        let response = req
+            .send()
+            .await
+            .map_err(|err| request_error(&realm, &err))?;
         let response = check_status(response, "token")?;
         #[derive(serde::Deserialize)]
         struct TokenResponse {
@@ -248,6 +273,19 @@ impl HttpRegistry {
             })?;
         Ok(format!("Bearer {token}"))
     }
+
+    /// Whether basic credentials for `image` may go to the token endpoint `realm`: over
+    /// HTTPS, or over plain HTTP to a registry the operator named insecure or to an
+    /// endpoint on this machine (whose traffic never leaves it).
+    fn may_send_credentials(&self, image: &Reference, realm: &str) -> Result<bool, RegistryError> {
+        let url = Url::parse(realm).map_err(|err| RegistryError::Protocol {
+            url: image.repository(),
+            detail: format!("token realm {realm:?} is not a URL: {err}"),
+        })?;
+        Ok(url.scheme() == "https"
+            || self.insecure.contains(image.domain())
+            || url.host_str().is_some_and(is_loopback_host))
+    }
 }
 
 impl Registry for HttpRegistry {
@@ -267,34 +305,14 @@ impl Registry for HttpRegistry {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.split(';').next().unwrap_or(v).trim().to_owned());
-        if response
-            .content_length()
-            .is_some_and(|len| len > MAX_MANIFEST_BYTES)
-        {
-            return Err(RegistryError::Protocol {
-                url,
-                detail: format!("manifest larger than {MAX_MANIFEST_BYTES} bytes"),
-            });
-        }
-        let body = response
-            .bytes()
-            .await
-            .map_err(|err| RegistryError::Unreachable {
-                url: url.clone(),
-                detail: error_chain(&err),
-            })?;
-        if body.len() as u64 > MAX_MANIFEST_BYTES {
-            return Err(RegistryError::Protocol {
-                url,
-                detail: format!("manifest larger than {MAX_MANIFEST_BYTES} bytes"),
-            });
-        }
-        let digest = oci::sha256_digest(&body);
-        if reference.starts_with("sha256:") && reference != digest {
-            return Err(RegistryError::Corrupt {
-                digest: reference.to_owned(),
-            });
-        }
+        let named = format!("{}@{reference}", image.repository());
+        let declared = response.content_length();
+        let stream = response
+            .bytes_stream()
+            .map_err(|err| request_error(&url, &err));
+        let body =
+            body::read_capped(stream, declared, MAX_MANIFEST_BYTES, "manifest", &named).await?;
+        let digest = body::document_digest(&body, reference, &named)?;
         let media_type = header_type
             .filter(|t| oci::is_index(t) || oci::is_manifest(t))
             .or_else(|| oci::sniff_media_type(&body))
@@ -308,18 +326,24 @@ impl Registry for HttpRegistry {
     async fn fetch_blob(
         &self,
         image: &Reference,
-        digest: &str,
+        blob: &Descriptor,
         auth: &Auth,
     ) -> Result<BlobStream, RegistryError> {
-        let url = format!("{}/blobs/{digest}", self.base_url(image));
+        let url = format!("{}/blobs/{}", self.base_url(image), blob.digest);
         let response = self.get(image, &url, None, auth).await?;
         let response = check_status(response, "blob")?;
+        if let Some(len) = response.content_length().filter(|len| *len != blob.size) {
+            return Err(RegistryError::Corrupt {
+                reference: format!("{}@{}", image.repository(), blob.digest),
+                detail: format!(
+                    "the registry announces {len} bytes, but the descriptor says {}",
+                    blob.size
+                ),
+            });
+        }
         let stream = response
             .bytes_stream()
-            .map_err(move |err| RegistryError::Unreachable {
-                url: url.clone(),
-                detail: error_chain(&err),
-            });
+            .map_err(move |err| request_error(&url, &err));
         Ok(stream.boxed())
     }
 }
@@ -327,11 +351,46 @@ impl Registry for HttpRegistry {
 /// Whether the registry `domain` (`host[:port]`) is this machine: `localhost` or a
 /// loopback address (reference domains hold no IPv6 literals).
 fn is_loopback(domain: &str) -> bool {
-    let host = domain.rsplit_once(':').map_or(domain, |(host, _)| host);
+    is_loopback_host(domain.rsplit_once(':').map_or(domain, |(host, _)| host))
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
     host.eq_ignore_ascii_case("localhost")
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Redirects followed before giving up (reqwest's default).
+const MAX_REDIRECTS: usize = 10;
+
+/// Why a redirect to `next` after `previous` must not be followed, if it must not: a
+/// step down from HTTPS to plain HTTP (anyone on the path could then serve the content
+/// or read the credentials), or too many hops.
+fn redirect_refusal(previous: &[Url], next: &Url) -> Option<String> {
+    if previous.len() >= MAX_REDIRECTS {
+        return Some(format!("more than {MAX_REDIRECTS} redirects"));
+    }
+    let from_https = previous.iter().any(|url| url.scheme() == "https");
+    (from_https && next.scheme() != "https")
+        .then(|| format!("refusing a redirect from HTTPS to plain HTTP ({next})"))
+}
+
+/// A failed request as our error: a refused redirect is the registry's doing and not
+/// worth retrying; anything else is the network.
+fn request_error(url: &str, err: &reqwest::Error) -> RegistryError {
+    if err.is_redirect() {
+        RegistryError::Protocol {
+            url: url.to_owned(),
+            detail: error_chain(err),
+        }
+    } else {
+        RegistryError::Unreachable {
+            url: url.to_owned(),
+            detail: error_chain(err),
+        }
+    }
 }
 
 /// Maps the registry's status codes to our errors.
@@ -353,7 +412,7 @@ fn check_status(
 }
 
 /// A `name="value"` (or unquoted) parameter of a `WWW-Authenticate` challenge.
-fn challenge_param(params: &str, name: &str) -> Option<String> {
+pub fn challenge_param(params: &str, name: &str) -> Option<String> {
     let mut rest = params;
     while !rest.is_empty() {
         let (key, after) = rest.split_once('=')?;
@@ -385,6 +444,10 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+#[path = "registry_http_tests.rs"]
+mod http_tests;
 
 #[cfg(test)]
 mod tests {

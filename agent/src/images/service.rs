@@ -15,7 +15,7 @@ use tracing::Instrument as _;
 
 use super::{
     containerd::ContainerdStore,
-    image_list::{DesiredSpec, ImageStatus, ListPhase},
+    image_list::{DesiredSpec, Epoch, ImageStatus, ListPhase},
     inventory::{self, ImageInfo, InventoryError},
     list_runner::ImageListController,
     manager::{Policy, PullManager, PullRequest, PullState, RetryPolicy},
@@ -173,6 +173,7 @@ fn to_update(status: ImageStatus) -> api::ImageListStatusUpdate {
         attempts: status.attempts,
         message: status.message,
         generation: status.generation,
+        list_uid: status.list_uid,
     }
 }
 
@@ -326,10 +327,11 @@ impl<R: Registry, S: ImageStore> ImageService for ImageServiceImpl<R, S> {
                 },
             );
         }
+        let epoch = Epoch::new(request.list_uid.clone(), request.generation);
         self.list
-            .apply(request.generation, desired)
+            .apply(epoch, desired)
             .map_err(|err| Status::failed_precondition(err.to_string()))?;
-        tracing::info!(generation = request.generation, "image list applied");
+        tracing::info!(list_uid = %request.list_uid, generation = request.generation, "image list applied");
         Ok(Response::new(api::ApplyImageListResponse {
             generation: request.generation,
         }))

@@ -88,8 +88,13 @@ pub trait ImageStore: Clone + Send + Sync + 'static {
         lease: &LeaseId,
         blob: &Descriptor,
     ) -> impl Future<Output = Result<Self::Writer, StoreError>> + Send;
-    /// Reads a whole (small) blob: a manifest, index or config.
-    fn read_blob(&self, digest: &str) -> impl Future<Output = Result<Bytes, StoreError>> + Send;
+    /// Reads a whole small blob (a manifest, index or config), refusing one larger than
+    /// `limit` bytes.
+    fn read_blob(
+        &self,
+        digest: &str,
+        limit: u64,
+    ) -> impl Future<Output = Result<Bytes, StoreError>> + Send;
     /// Sets labels on a committed blob, keeping its others.
     fn label_blob(
         &self,

@@ -131,9 +131,10 @@ impl Registry for FakeRegistry {
     async fn fetch_blob(
         &self,
         _image: &Reference,
-        digest: &str,
+        blob: &Descriptor,
         _auth: &Auth,
     ) -> Result<BlobStream, RegistryError> {
+        let digest = blob.digest.as_str();
         let (body, gate) = {
             let mut state = self.0.lock().unwrap();
             state.blob_requests += 1;
@@ -209,7 +210,7 @@ impl BlobWriter for FakeWriter {
             // As containerd: committed meanwhile by another writer.
             return Err(store_error("commit", Code::AlreadyExists));
         }
-        if oci::sha256_digest(&self.data) != self.blob.digest
+        if super::digest::verify(&self.blob.digest, &self.data).is_err()
             || self.data.len() as u64 != self.blob.size
         {
             return Err(store_error("commit", Code::FailedPrecondition));
@@ -262,12 +263,17 @@ impl ImageStore for FakeStore {
         })
     }
 
-    async fn read_blob(&self, digest: &str) -> Result<Bytes, StoreError> {
-        self.state()
+    async fn read_blob(&self, digest: &str, limit: u64) -> Result<Bytes, StoreError> {
+        let data = self
+            .state()
             .blobs
             .get(digest)
             .map(|(data, _)| data.clone())
-            .ok_or_else(|| store_error("read", Code::NotFound))
+            .ok_or_else(|| store_error("read", Code::NotFound))?;
+        if data.len() as u64 > limit {
+            return Err(store_error("read", Code::FailedPrecondition));
+        }
+        Ok(data)
     }
 
     async fn label_blob(
@@ -327,5 +333,149 @@ impl ImageStore for FakeStore {
     async fn delete_image(&self, name: &str, _sync: bool) -> Result<(), StoreError> {
         self.state().images.remove(name);
         Ok(())
+    }
+}
+
+/// A body an [`HttpDouble`] route answers with.
+#[derive(Clone)]
+pub enum HttpBody {
+    /// Sent with its Content-Length.
+    Full(Bytes),
+    /// `chunk` sent `count` times with chunked transfer encoding (no Content-Length),
+    /// so a large body is never held by the double.
+    Chunked { chunk: Bytes, count: usize },
+}
+
+/// One answer of an [`HttpDouble`].
+#[derive(Clone)]
+pub struct HttpReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: HttpBody,
+}
+
+impl HttpReply {
+    pub fn ok(content_type: &str, body: impl Into<Bytes>) -> Self {
+        Self {
+            status: 200,
+            headers: vec![("Content-Type".to_owned(), content_type.to_owned())],
+            body: HttpBody::Full(body.into()),
+        }
+    }
+
+    pub fn status(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: HttpBody::Full(Bytes::new()),
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+type Route = dyn Fn(&str, &str) -> HttpReply + Send + Sync;
+
+/// A registry on loopback speaking just enough HTTP/1.1: each request (its target and
+/// `Authorization` header) is answered by `route` on a connection of its own. It records
+/// the targets asked for and the body bytes it managed to send.
+#[derive(Clone)]
+pub struct HttpDouble {
+    pub addr: std::net::SocketAddr,
+    pub requests: Arc<Mutex<Vec<String>>>,
+    pub body_bytes_sent: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl HttpDouble {
+    pub async fn start(route: impl Fn(&str, &str) -> HttpReply + Send + Sync + 'static) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let double = Self {
+            addr: listener.local_addr().unwrap(),
+            requests: Arc::default(),
+            body_bytes_sent: Arc::default(),
+        };
+        let route: Arc<Route> = Arc::new(route);
+        let server = double.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(server.clone().serve(socket, Arc::clone(&route)));
+            }
+        });
+        double
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    pub fn sent(&self) -> u64 {
+        self.body_bytes_sent
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn serve(self, mut socket: tokio::net::TcpStream, route: Arc<Route>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        let target = head
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        let authorization = head
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("authorization")
+                    .then(|| value.trim().to_owned())
+            })
+            .unwrap_or_default();
+        self.requests.lock().unwrap().push(target.clone());
+        let reply = route(&target, &authorization);
+        let mut out = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", reply.status);
+        for (name, value) in &reply.headers {
+            out.push_str(&format!("{name}: {value}\r\n"));
+        }
+        let sent = &self.body_bytes_sent;
+        let count = |n: usize| sent.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        match reply.body {
+            HttpBody::Full(body) => {
+                out.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+                if socket.write_all(out.as_bytes()).await.is_ok()
+                    && socket.write_all(&body).await.is_ok()
+                {
+                    count(body.len());
+                }
+            }
+            HttpBody::Chunked { chunk, count: n } => {
+                out.push_str("Transfer-Encoding: chunked\r\n\r\n");
+                if socket.write_all(out.as_bytes()).await.is_err() {
+                    return;
+                }
+                for _ in 0..n {
+                    let frame = format!("{:x}\r\n", chunk.len());
+                    let written = async {
+                        socket.write_all(frame.as_bytes()).await?;
+                        socket.write_all(&chunk).await?;
+                        socket.write_all(b"\r\n").await
+                    };
+                    if written.await.is_err() {
+                        return;
+                    }
+                    count(chunk.len());
+                }
+                let _ = socket.write_all(b"0\r\n\r\n").await;
+            }
+        }
     }
 }

@@ -40,6 +40,9 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     }
     let mut rest = input;
     let mut total: u128 = 0;
+    // An overflow is reported only once the whole input is known to be a duration: a
+    // value the CRD refuses is a syntax error, however large its numbers.
+    let mut overflowed = false;
     while !rest.is_empty() {
         let digits = rest
             .find(|c: char| !c.is_ascii_digit())
@@ -68,16 +71,30 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             .iter()
             .find(|(name, _)| *name == unit)
             .ok_or_else(syntax)?;
-        let whole: u128 = whole.parse().map_err(|_| overflow())?;
-        let mut nanos = whole.checked_mul(*per_unit).ok_or_else(overflow)?;
+        let Some(mut nanos) = whole
+            .parse::<u128>()
+            .ok()
+            .and_then(|whole| whole.checked_mul(*per_unit))
+        else {
+            overflowed = true;
+            rest = after;
+            continue;
+        };
         // Go's rounding: the fraction is truncated to whole nanoseconds.
         let mut scale = *per_unit;
         for digit in fraction.bytes().map(|b| u128::from(b - b'0')) {
             scale /= 10;
-            nanos += digit * scale;
+            // Below the next whole unit, so it overflows only when that unit would.
+            nanos = nanos.saturating_add(digit * scale);
         }
-        total = total.checked_add(nanos).ok_or_else(overflow)?;
+        total = total.checked_add(nanos).unwrap_or_else(|| {
+            overflowed = true;
+            u128::MAX
+        });
         rest = after;
+    }
+    if overflowed {
+        return Err(overflow());
     }
     let secs = u64::try_from(total / 1_000_000_000).map_err(|_| overflow())?;
     // The remainder of a division by 10^9 always fits.

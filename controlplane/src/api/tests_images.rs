@@ -96,6 +96,30 @@ fn durations_parse_like_go() {
 }
 
 #[test]
+fn a_non_duration_with_huge_numbers_is_a_syntax_error_not_an_overflow() {
+    // Found by the `duration` fuzz target: the parser reported an overflow for input the
+    // CRD's regex refuses (a term without a unit after one too large to represent).
+    let regex = regex::Regex::new(super::duration::DURATION_REGEX).expect("valid regex");
+    for input in [
+        "0h0h0h0h0h0h222222222222227222221111110h0h9",
+        "99999999999999999999999999999999999999999h5",
+        "340282366920938463463374607431768211456h",
+    ] {
+        let result = parse_duration(input);
+        let admitted = regex.is_match(input);
+        match result {
+            Err(DurationError::Syntax { .. }) => assert!(!admitted, "{input:?}"),
+            Err(DurationError::Overflow { .. }) => assert!(admitted, "{input:?}"),
+            Ok(_) => panic!("{input:?} parsed"),
+        }
+    }
+    assert!(matches!(
+        parse_duration("222222222222227222221111110h1s"),
+        Err(DurationError::Overflow { .. })
+    ));
+}
+
+#[test]
 fn the_duration_regex_admits_what_the_parser_reads() {
     let regex = regex::Regex::new(super::duration::DURATION_REGEX).expect("valid regex");
     for input in [

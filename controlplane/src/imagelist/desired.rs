@@ -10,7 +10,7 @@ use stevedore_proto::stevedore::agent::v1::{
     ApplyImageListRequest, BasicAuth, Credentials, DesiredImage, credentials,
 };
 
-use crate::api::ImageListSpec;
+use crate::api::{ImageList, ImageListSpec};
 
 /// The registry host an image reference pulls from, as Docker decides it: the first path
 /// component when it has a `.` or `:` or is `localhost`, else Docker Hub.
@@ -97,17 +97,29 @@ pub fn credentials_from_secret(
     Ok(out)
 }
 
-/// The request for `node`: every image of the spec with its pull settings, and the
+/// The request for `node`: every image of `list`'s spec with its pull settings, and the
 /// credentials of the first of its pull secrets that has any for the image's registry.
 /// `secrets` maps `namespace/name` to the registry credentials read from that secret.
+/// It carries the list's UID with its generation: the agent compares generations only
+/// within one UID, so a recreated ImageList (generation 1 again) is applied.
 pub fn apply_request(
     node: &str,
-    generation: i64,
-    spec: &ImageListSpec,
+    list: &ImageList,
     secrets: &BTreeMap<String, BTreeMap<String, Credentials>>,
 ) -> ApplyImageListRequest {
-    let images = spec
-        .images
+    ApplyImageListRequest {
+        node_name: node.to_owned(),
+        generation: list.metadata.generation.unwrap_or(0),
+        images: desired_images(&list.spec, secrets),
+        list_uid: list.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+fn desired_images(
+    spec: &ImageListSpec,
+    secrets: &BTreeMap<String, BTreeMap<String, Credentials>>,
+) -> std::collections::HashMap<String, DesiredImage> {
+    spec.images
         .iter()
         .map(|(image, entry)| {
             let registry = registry_of(image);
@@ -128,12 +140,7 @@ pub fn apply_request(
             };
             (image.clone(), desired)
         })
-        .collect();
-    ApplyImageListRequest {
-        node_name: node.to_owned(),
-        generation,
-        images,
-    }
+        .collect()
 }
 
 #[cfg(test)]
@@ -231,10 +238,17 @@ mod tests {
             "ns/regcred".to_owned(),
             BTreeMap::from([("127.0.0.1:5001".to_owned(), creds.clone())]),
         )]);
-        let request = apply_request("node-a", 7, &spec, &secrets);
+        let mut list = ImageList::new("node-a", spec);
+        list.metadata.generation = Some(7);
+        list.metadata.uid = Some("list-uid".into());
+        let request = apply_request("node-a", &list, &secrets);
         assert_eq!(
-            (request.node_name.as_str(), request.generation),
-            ("node-a", 7)
+            (
+                request.node_name.as_str(),
+                request.generation,
+                request.list_uid.as_str()
+            ),
+            ("node-a", 7, "list-uid")
         );
         let private = &request.images["127.0.0.1:5001/private:v1"];
         assert_eq!(

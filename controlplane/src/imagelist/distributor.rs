@@ -299,7 +299,7 @@ impl Distributor {
     async fn push(&self, node: &Node, list: &ImageList) -> Result<i64, String> {
         let generation = list.metadata.generation.unwrap_or(0);
         let secrets = self.read_secrets(&list.spec).await;
-        let request = apply_request(&node.name_any(), generation, &list.spec, &secrets);
+        let request = apply_request(&node.name_any(), list, &secrets);
         let images = request.images.len();
         self.agents
             .call(node, "ApplyImageList", move |channel| {

@@ -151,6 +151,7 @@ mod tests {
             attempts: 1,
             message: String::new(),
             generation: 3,
+            list_uid: String::new(),
         };
         let s = image_status(&update);
         assert_eq!(s.phase, ImagePullPhase::Succeeded);
