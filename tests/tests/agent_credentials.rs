@@ -57,7 +57,8 @@ async fn refusal(ctx: &TestContext, node: &str, token: &str) -> Result<tonic::Co
 
 #[tokio::test]
 async fn a_token_for_one_nodes_agent_is_refused_by_another_nodes_agent() -> Result<()> {
-    run_in_namespace("agent-credentials", |ctx| async move {
+    // Short: the sim agents' Unix socket paths include it and must fit in 108 bytes.
+    run_in_namespace("creds", |ctx| async move {
         let prefix = format!("{}-n", ctx.namespace);
         let sim = SimAgents::up(ctx.cluster, &prefix, 2)?;
         let (a, b) = (sim.node(0), sim.node(1));
