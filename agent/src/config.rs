@@ -54,7 +54,9 @@ pub struct Args {
     #[arg(long, env = "STEVEDORE_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Audience that callers' bearer tokens must be bound to.
+    /// Prefix of the audience callers' bearer tokens must be bound to: the agent accepts
+    /// only tokens for `<prefix>:<node name>`, so a token for one node's agent is refused
+    /// by every other node's agent.
     #[arg(
         long,
         env = "STEVEDORE_TOKEN_AUDIENCE",
@@ -101,6 +103,11 @@ pub struct Args {
 }
 
 impl Args {
+    /// The one audience this agent accepts: `<--token-audience>:<node name>`.
+    pub fn node_audience(&self) -> String {
+        crate::auth::node_audience(&self.token_audience, &self.node_name)
+    }
+
     /// The TLS certificate and key paths, when TLS is configured.
     pub fn tls_files(&self) -> Option<(&Path, &Path)> {
         self.tls_cert.as_deref().zip(self.tls_key.as_deref())
@@ -187,6 +194,7 @@ mod tests {
         assert_eq!(args.admin_addr, "0.0.0.0:10351".parse().unwrap());
         assert_eq!(args.tls_files(), None);
         assert_eq!(args.token_audience, "stevedore-agent");
+        assert_eq!(args.node_audience(), "stevedore-agent:n1");
         assert_eq!(args.max_concurrent_pulls.get(), 3);
         assert_eq!(args.pull_timeout, Duration::from_secs(600));
         assert!(args.insecure_registries.is_empty());

@@ -220,7 +220,7 @@ pub async fn run(
     };
     let auth = AuthLayer::new(Gate::new(KubeReviewer::new(
         kube.clone(),
-        args.token_audience.clone(),
+        args.node_audience(),
         args.node_name.clone(),
     )));
 

@@ -34,9 +34,9 @@ pub struct Args {
     #[arg(long, env = "STEVEDORE_AGENT_PORT", default_value_t = 10350)]
     pub agent_port: u16,
 
-    /// Audience of the tokens the control plane presents to agents. The token itself is
-    /// projected into `--agent-token-file` by kubelet with this audience (see the
-    /// Deployment's `serviceAccountToken` volume); agents reject any other audience.
+    /// Prefix of the audience of the tokens presented to agents: each node's agent gets a
+    /// token of its own for `<prefix>:<node>` (TokenRequest on `--service-account`), and
+    /// accepts no other, so a token taken from one node is useless on the others.
     #[arg(
         long,
         env = "STEVEDORE_AGENT_TOKEN_AUDIENCE",
@@ -44,14 +44,19 @@ pub struct Args {
     )]
     pub agent_token_audience: String,
 
-    /// File holding the bearer token presented to agents: a projected service-account
-    /// token that kubelet rotates, so it is re-read every minute.
+    /// The control plane's own service account (in `--namespace`), whose tokens it
+    /// requests for the agents.
     #[arg(
         long,
-        env = "STEVEDORE_AGENT_TOKEN_FILE",
-        default_value = "/var/run/secrets/stevedore.dev/agent-token/token"
+        env = "POD_SERVICE_ACCOUNT",
+        default_value = "stevedore-controlplane"
     )]
-    pub agent_token_file: PathBuf,
+    pub service_account: String,
+
+    /// UID of the control plane's pod (downward API); with `--identity` it binds the
+    /// agent tokens to the pod, so they stop working once the pod is deleted.
+    #[arg(long, env = "POD_UID")]
+    pub pod_uid: Option<String>,
 
     /// CA bundle (PEM) that signed the agents' serving certificates: the cluster CA.
     #[arg(
@@ -162,10 +167,8 @@ mod tests {
         assert_eq!(args.admin_addr, "0.0.0.0:10352".parse().unwrap());
         assert_eq!(args.agent_port, 10350);
         assert_eq!(args.agent_token_audience, "stevedore-agent");
-        assert_eq!(
-            args.agent_token_file,
-            PathBuf::from("/var/run/secrets/stevedore.dev/agent-token/token")
-        );
+        assert_eq!(args.service_account, "stevedore-controlplane");
+        assert_eq!(args.pod_uid, None);
         assert_eq!(
             args.agent_ca_file,
             PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
@@ -185,7 +188,8 @@ mod tests {
             ("STEVEDORE_AGENT_PORT", "20350"),
             ("STEVEDORE_CONCURRENCY_PER_KIND", "8"),
             ("STEVEDORE_LOG_FORMAT", "json"),
-            ("STEVEDORE_AGENT_TOKEN_FILE", "/tmp/token"),
+            ("POD_SERVICE_ACCOUNT", "controlplane"),
+            ("POD_UID", "uid-1"),
             ("STEVEDORE_AGENT_CA_FILE", "/tmp/ca.crt"),
             ("STEVEDORE_AGENT_RPC_TIMEOUT", "3"),
         ];
@@ -195,7 +199,8 @@ mod tests {
         assert_eq!(args.agent_port, 20350);
         assert_eq!(args.concurrency_per_kind.get(), 8);
         assert_eq!(args.log_format, LogFormat::Json);
-        assert_eq!(args.agent_token_file, PathBuf::from("/tmp/token"));
+        assert_eq!(args.service_account, "controlplane");
+        assert_eq!(args.pod_uid.as_deref(), Some("uid-1"));
         assert_eq!(args.agent_ca_file, PathBuf::from("/tmp/ca.crt"));
         assert_eq!(args.agent_rpc_timeout, 3);
     }

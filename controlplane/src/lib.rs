@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod api;
+pub mod certs;
 pub mod cloneset;
 pub mod config;
 pub mod controller;

@@ -1,5 +1,5 @@
-//! Identities for tests of the agent's API: service-account tokens bound to the agent's
-//! audience, and cluster-role bindings that are removed again.
+//! Identities for tests of the agent's API: service-account tokens bound to one node
+//! agent's audience, and cluster-role bindings that are removed again.
 
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -11,18 +11,31 @@ use serde_json::json;
 
 use crate::namespace::TestContext;
 
-/// The audience the agent accepts (its `--token-audience` default).
+/// The prefix of the audience agents accept (their `--token-audience` default).
 pub const AGENT_AUDIENCE: &str = "stevedore-agent";
 
-/// Creates service account `name` in the test namespace and returns a token for it,
-/// bound to the agent's audience.
-pub async fn token_for(ctx: &TestContext, name: &str) -> Result<String> {
+/// The one audience `node`'s agent accepts.
+pub fn agent_audience(node: &str) -> String {
+    format!("{AGENT_AUDIENCE}:{node}")
+}
+
+/// Creates service account `name` in the test namespace (unless it exists) and returns
+/// a token for it, bound to the audience of `node`'s agent.
+pub async fn token_for(ctx: &TestContext, name: &str, node: &str) -> Result<String> {
+    token_with_audience(ctx, name, &agent_audience(node)).await
+}
+
+/// Like [`token_for`], with any audience.
+pub async fn token_with_audience(ctx: &TestContext, name: &str, audience: &str) -> Result<String> {
     let accounts = ctx.api::<ServiceAccount>();
-    let account: ServiceAccount = serde_json::from_value(json!({ "metadata": { "name": name } }))?;
-    accounts.create(&PostParams::default(), &account).await?;
+    if accounts.get_opt(name).await?.is_none() {
+        let account: ServiceAccount =
+            serde_json::from_value(json!({ "metadata": { "name": name } }))?;
+        accounts.create(&PostParams::default(), &account).await?;
+    }
     let request = TokenRequest {
         spec: TokenRequestSpec {
-            audiences: vec![AGENT_AUDIENCE.into()],
+            audiences: vec![audience.into()],
             expiration_seconds: Some(600),
             ..Default::default()
         },

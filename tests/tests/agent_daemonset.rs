@@ -64,7 +64,7 @@ async fn deployed_agent_serves_tls_and_authorizes_callers() -> Result<()> {
             .context("no token")?;
         ensure!(err.code() == tonic::Code::Unauthenticated, "{err:?}");
 
-        let token = token_for(&ctx, "operator").await?;
+        let token = token_for(&ctx, "operator", &ctx.cluster.node_name).await?;
         let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
         let info = node_info_once_allowed(agent_channel(ctx.cluster).await?, &token).await;
         unbind(&ctx, &binding).await;
@@ -98,7 +98,7 @@ async fn deployed_agent_flips_a_readiness_gate_on_its_node() -> Result<()> {
     run_in_namespace("deployed-agent-gate", |ctx| async move {
         agent_pod(&ctx.client, ctx.cluster).await?;
         let pod = web_pod(&ctx, "gated", &ctx.cluster.node_name).await?;
-        let token = token_for(&ctx, "operator").await?;
+        let token = token_for(&ctx, "operator", &ctx.cluster.node_name).await?;
         let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
         let pods = PodServiceClient::new(agent_channel(ctx.cluster).await?);
         let request = SetPodConditionRequest {
@@ -226,7 +226,7 @@ fn grpcurl(cluster: &ClusterInfo, args: &[&str]) -> Result<String> {
 async fn grpcurl_lists_the_agent_services_over_tls_and_the_unix_socket() -> Result<()> {
     run_in_namespace("agent-grpcurl", |ctx| async move {
         agent_pod(&ctx.client, ctx.cluster).await?;
-        let token = token_for(&ctx, "operator").await?;
+        let token = token_for(&ctx, "operator", &ctx.cluster.node_name).await?;
         let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
         let cluster = ctx.cluster;
         let ca = cluster.ca_cert().to_string_lossy().into_owned();

@@ -433,8 +433,8 @@ async fn tcp_calls_need_a_token_with_permission() -> Result<()> {
         let bindings: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
         bindings.create(&PostParams::default(), &binding).await?;
         let result = async {
-            let stranger = token_for(&ctx, "stranger").await?;
-            let operator = token_for(&ctx, "operator").await?;
+            let stranger = token_for(&ctx, "stranger", &ctx.cluster.node_name).await?;
+            let operator = token_for(&ctx, "operator", &ctx.cluster.node_name).await?;
             let mut client = NodeServiceClient::new(agent.tcp_channel().await?);
 
             let err = client

@@ -23,6 +23,14 @@ const DECISION_TTL: Duration = Duration::from_secs(30);
 /// Most decisions remembered.
 const DECISION_CAPACITY: usize = 4096;
 
+/// The audience of tokens for `node`'s agent. Kubelet's model: a credential names the one
+/// node it is for, so root on a node, who can read every token sent to its own agent,
+/// cannot replay one against another node's agent. The prefix is the deployment's
+/// (`--token-audience`), the node name is the agent's own.
+pub fn node_audience(prefix: &str, node: &str) -> String {
+    format!("{prefix}:{node}")
+}
+
 /// The bearer token of an `authorization` header value, if it holds one.
 pub fn bearer_token(header: Option<&str>) -> Option<&str> {
     let (scheme, token) = header?.trim().split_once(' ')?;

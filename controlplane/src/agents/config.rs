@@ -2,7 +2,7 @@
 
 use std::{num::NonZeroUsize, path::PathBuf, time::Duration};
 
-use super::{RetryPolicy, TokenSource};
+use super::{BoundPod, KubeTokenIssuer, RetryPolicy, TokenSource};
 use crate::config::Args;
 
 /// How long to wait for a TCP + TLS connection to an agent. Short, because an agent that
@@ -17,7 +17,7 @@ pub struct AgentPoolConfig {
     pub default_port: u16,
     /// PEM bundle of the CA that signed the agents' serving certificates.
     pub ca_file: PathBuf,
-    /// The bearer token presented to agents.
+    /// The bearer tokens presented to agents.
     pub token: TokenSource,
     /// Limit on connecting (TCP and TLS) to one agent.
     pub connect_timeout: Duration,
@@ -31,12 +31,26 @@ pub struct AgentPoolConfig {
 }
 
 impl AgentPoolConfig {
-    /// The pool settings from the command line.
-    pub fn from_args(args: &Args) -> Self {
+    /// The pool settings from the command line; agent tokens are requested with `client`.
+    pub fn from_args(args: &Args, client: kube::Client) -> Self {
+        let bound_pod = args
+            .identity
+            .clone()
+            .zip(args.pod_uid.clone())
+            .map(|(name, uid)| BoundPod { name, uid });
+        let issuer = KubeTokenIssuer::new(
+            client,
+            &args.namespace,
+            args.service_account.clone(),
+            bound_pod,
+        );
         Self {
             default_port: args.agent_port,
             ca_file: args.agent_ca_file.clone(),
-            token: TokenSource::File(args.agent_token_file.clone()),
+            token: TokenSource::PerNode {
+                audience_prefix: args.agent_token_audience.clone(),
+                issuer,
+            },
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             rpc_timeout: Duration::from_secs(args.agent_rpc_timeout),
             max_concurrent_rpcs: args.max_concurrent_agent_rpcs,
@@ -51,26 +65,34 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn built_from_the_command_line() {
+    #[tokio::test]
+    async fn built_from_the_command_line() {
         let args = Args::try_parse_from([
             "controlplane",
             "--agent-port",
             "20350",
             "--agent-ca-file",
             "/etc/ca.pem",
-            "--agent-token-file",
-            "/etc/token",
+            "--agent-token-audience",
+            "agents",
             "--agent-rpc-timeout",
             "7",
             "--max-concurrent-agent-rpcs",
             "5",
         ])
         .expect("valid arguments");
-        let config = AgentPoolConfig::from_args(&args);
+        let client = kube::Client::try_from(kube::Config::new(
+            "http://127.0.0.1:9".parse().expect("valid URI"),
+        ))
+        .expect("client");
+        let config = AgentPoolConfig::from_args(&args, client);
         assert_eq!(config.default_port, 20350);
         assert_eq!(config.ca_file, PathBuf::from("/etc/ca.pem"));
-        assert_eq!(config.token, TokenSource::File("/etc/token".into()));
+        assert!(
+            matches!(&config.token, TokenSource::PerNode { audience_prefix, .. } if audience_prefix == "agents"),
+            "{:?}",
+            config.token
+        );
         assert_eq!(config.rpc_timeout, Duration::from_secs(7));
         assert_eq!(config.max_concurrent_rpcs.get(), 5);
     }

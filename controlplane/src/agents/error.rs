@@ -55,13 +55,9 @@ pub enum AgentError {
     #[error("agent CA file {path}: {reason}")]
     Ca { path: PathBuf, reason: String },
 
-    /// The bearer token file could not be read.
-    #[error("reading agent token file {path}")]
-    TokenFile {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The apiserver did not issue a token for a node's agent.
+    #[error("requesting a token with audience {audience}: {message}")]
+    TokenRequest { audience: String, message: String },
 
     /// The token is empty or cannot be sent in an HTTP header.
     #[error("the agent bearer token is empty or not a valid header value")]
@@ -82,7 +78,7 @@ impl AgentError {
             | Self::InvalidPortAnnotation { .. }
             | Self::Endpoint { .. }
             | Self::Ca { .. }
-            | Self::TokenFile { .. }
+            | Self::TokenRequest { .. }
             | Self::InvalidToken => false,
         }
     }

@@ -1,8 +1,9 @@
 //! The control plane's clients for the node agents' gRPC API.
 //!
 //! Every node runs an agent serving TLS on `<InternalIP>:<agent port>` (a certificate
-//! from the cluster CA with the node IP as SAN) and demanding a bearer token with the
-//! `stevedore-agent` audience. [`AgentPool`] keeps one lazily opened channel per node and
+//! from the cluster CA with the node IP as SAN) and demanding a bearer token bound to its
+//! own node's audience `stevedore-agent:<node>`, which the pool requests per node with
+//! the TokenRequest API ([`TokenIssuer`]). [`AgentPool`] keeps one lazily opened channel per node and
 //! sends unary calls under a global concurrency cap, with a per-attempt deadline and
 //! retries of transient failures; its errors tell reconcilers whether the agent was
 //! unreachable (wait and retry) or refused the call (report it).
@@ -14,9 +15,11 @@
 mod address;
 mod config;
 mod error;
+mod node_tokens;
 mod pool;
 mod retry;
 mod token;
+mod token_request;
 
 #[cfg(test)]
 mod tests;
@@ -24,10 +27,14 @@ mod tests;
 pub use address::{AGENT_PORT_ANNOTATION, node_agent_address};
 pub use config::{AgentPoolConfig, DEFAULT_CONNECT_TIMEOUT};
 pub use error::AgentError;
+pub use node_tokens::{node_audience, renew_after};
 pub use pool::{AgentChannel, AgentPool};
 pub use retry::{RetryPolicy, backoff, is_retryable, next_retry};
 pub use stevedore_proto::stevedore::agent::v1::PodRef;
-pub use token::{BearerAuth, TOKEN_REREAD_AFTER, TokenSource};
+pub use token::{BearerAuth, TokenSource};
+pub use token_request::{
+    BoundPod, IssueFuture, IssuedToken, KubeTokenIssuer, TOKEN_LIFETIME, TokenIssuer,
+};
 
 mod conditions {
     //! The pool as the reconcilers' way to set pod conditions.

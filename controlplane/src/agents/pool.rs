@@ -31,8 +31,8 @@ use crate::runtime::metrics::Metrics;
 /// A channel to one agent that adds the bearer token to every request.
 pub type AgentChannel = InterceptedService<Channel, BearerAuth>;
 
-/// Clients for every node's agent. Cheap to clone; clones share channels, the token and
-/// the concurrency cap.
+/// Clients for every node's agent. Cheap to clone; clones share channels, the per-node
+/// tokens and the concurrency cap.
 ///
 /// One HTTP/2 connection per node, opened on first use and re-opened by tonic after it
 /// breaks; kept until the node's address changes or [`AgentPool::forget`] drops it.
@@ -235,6 +235,7 @@ impl AgentPool {
     /// keep connections to nodes that are gone.
     pub fn forget(&self, node_name: &str) {
         self.lock_channels().remove(node_name);
+        self.inner.tokens.forget(node_name);
     }
 
     async fn channel_for(&self, node: &Node) -> Result<AgentChannel, AgentError> {
@@ -247,7 +248,7 @@ impl AgentPool {
         name: &str,
         addr: SocketAddr,
     ) -> Result<AgentChannel, AgentError> {
-        let auth = self.inner.tokens.current().await?;
+        let auth = self.inner.tokens.for_node(name).await?;
         Ok(InterceptedService::new(self.channel(name, addr)?, auth))
     }
 

@@ -500,3 +500,57 @@ async fn unusable_ca_file_is_an_error_naming_the_path() {
         );
     }
 }
+
+/// Answers every request with a token that is the audience itself.
+struct AudienceEcho;
+
+impl TokenIssuer for AudienceEcho {
+    fn issue<'a>(&'a self, audience: &'a str) -> IssueFuture<'a> {
+        Box::pin(async move {
+            Ok(IssuedToken {
+                token: audience.to_owned(),
+                valid_for: TOKEN_LIFETIME,
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn each_agent_receives_the_token_for_its_own_node() {
+    let (dir, pki) = (TempDir::new("per-node"), pki());
+    let (agent_a, agent_b) = (
+        start_agent(&pki, Pace::Prompt, &[]).await,
+        start_agent(&pki, Pace::Prompt, &[]).await,
+    );
+    let ca = dir.write("ca.crt", &pki.ca_pem);
+    let config = AgentPoolConfig {
+        token: TokenSource::PerNode {
+            audience_prefix: "stevedore-agent".into(),
+            issuer: Arc::new(AudienceEcho),
+        },
+        ..config(ca, 4)
+    };
+    let pool = AgentPool::new(config, Metrics::new()).expect("pool");
+    let named = |addr, name: &str| {
+        let mut node = node(addr);
+        node.metadata.name = Some(name.to_owned());
+        node
+    };
+
+    set_ready(&pool, &named(agent_a.addr, "node-a"))
+        .await
+        .expect("call to A succeeds");
+    set_ready(&pool, &named(agent_b.addr, "node-b"))
+        .await
+        .expect("call to B succeeds");
+
+    let seen = |agent: &Running| agent.seen.authorizations.lock().expect("lock").clone();
+    assert_eq!(
+        seen(&agent_a),
+        [Some("Bearer stevedore-agent:node-a".to_owned())]
+    );
+    assert_eq!(
+        seen(&agent_b),
+        [Some("Bearer stevedore-agent:node-b".to_owned())]
+    );
+}

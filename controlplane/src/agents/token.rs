@@ -1,10 +1,6 @@
-//! The bearer token presented to agents, and the interceptor that attaches it.
+//! The bearer tokens presented to agents, and the interceptor that attaches them.
 
-use std::{
-    path::PathBuf,
-    sync::Mutex,
-    time::{Duration, Instant},
-};
+use std::sync::Arc;
 
 use tonic::{
     Request, Status,
@@ -12,27 +8,30 @@ use tonic::{
     service::Interceptor,
 };
 
-use super::AgentError;
+use super::{AgentError, TokenIssuer, node_tokens::NodeTokens};
 
-/// How long a token read from a file is used before the file is read again. Kubelet
-/// rewrites a projected token well before it expires (at 80% of its lifetime, which is
-/// at least ten minutes), so a minute-old copy is always still valid.
-pub const TOKEN_REREAD_AFTER: Duration = Duration::from_secs(60);
-
-/// Where the bearer token comes from.
-#[derive(Clone, PartialEq, Eq)]
+/// Where the bearer tokens come from.
+#[derive(Clone)]
 pub enum TokenSource {
-    /// A projected service-account token (audience `stevedore-agent`) that kubelet
-    /// rotates; re-read every [`TOKEN_REREAD_AFTER`].
-    File(PathBuf),
-    /// A fixed token, for tests and tools.
+    /// One token per node, bound to the audience `<audience_prefix>:<node>` and issued
+    /// by `issuer` (the TokenRequest API), so a token is good for one node's agent only.
+    PerNode {
+        audience_prefix: String,
+        issuer: Arc<dyn TokenIssuer>,
+    },
+    /// One fixed token for every node, for tests and tools.
     Static(String),
 }
 
 impl std::fmt::Debug for TokenSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::PerNode {
+                audience_prefix, ..
+            } => f
+                .debug_struct("PerNode")
+                .field("audience_prefix", audience_prefix)
+                .finish_non_exhaustive(),
             Self::Static(_) => f.write_str("Static(<redacted>)"),
         }
     }
@@ -77,59 +76,36 @@ impl Interceptor for BearerAuth {
     }
 }
 
-/// A [`TokenSource`] with the last token read from it.
-pub(crate) struct Tokens {
-    source: TokenSource,
-    cached: Mutex<Option<(Instant, BearerAuth)>>,
+/// The tokens of a [`TokenSource`].
+pub(crate) enum Tokens {
+    PerNode(NodeTokens),
+    Static(String),
 }
 
 impl Tokens {
     pub(crate) fn new(source: TokenSource) -> Self {
-        Self {
-            source,
-            cached: Mutex::new(None),
+        match source {
+            TokenSource::PerNode {
+                audience_prefix,
+                issuer,
+            } => Self::PerNode(NodeTokens::new(audience_prefix, issuer)),
+            TokenSource::Static(token) => Self::Static(token),
         }
     }
 
-    /// The interceptor for the current token.
-    pub(crate) async fn current(&self) -> Result<BearerAuth, AgentError> {
-        self.current_at(Instant::now()).await
-    }
-
-    async fn current_at(&self, now: Instant) -> Result<BearerAuth, AgentError> {
-        let path = match &self.source {
-            TokenSource::Static(token) => return BearerAuth::new(token),
-            TokenSource::File(path) => path,
-        };
-        if let Some(auth) = self.cached_at(now) {
-            return Ok(auth);
+    /// The interceptor for calls to `node`'s agent.
+    pub(crate) async fn for_node(&self, node: &str) -> Result<BearerAuth, AgentError> {
+        match self {
+            Self::PerNode(tokens) => tokens.for_node(node).await,
+            Self::Static(token) => BearerAuth::new(token),
         }
-        // Read outside the lock: concurrent callers may each read once when the copy
-        // goes stale, which is harmless and keeps the lock synchronous.
-        let token =
-            tokio::fs::read_to_string(path)
-                .await
-                .map_err(|source| AgentError::TokenFile {
-                    path: path.clone(),
-                    source,
-                })?;
-        let auth = BearerAuth::new(&token)?;
-        *self.lock() = Some((now, auth.clone()));
-        Ok(auth)
     }
 
-    fn cached_at(&self, now: Instant) -> Option<BearerAuth> {
-        self.lock()
-            .as_ref()
-            .filter(|(read_at, _)| now.saturating_duration_since(*read_at) < TOKEN_REREAD_AFTER)
-            .map(|(_, auth)| auth.clone())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Instant, BearerAuth)>> {
-        // The guarded value is replaced whole, so a panic elsewhere cannot leave it torn.
-        self.cached
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Drops what is kept for `node`.
+    pub(crate) fn forget(&self, node: &str) {
+        if let Self::PerNode(tokens) = self {
+            tokens.forget(node);
+        }
     }
 }
 
@@ -173,47 +149,5 @@ mod tests {
             TokenSource::Static("secret".into())
         );
         assert!(!text.contains("secret"), "{text}");
-    }
-
-    #[tokio::test]
-    async fn file_token_is_reread_once_the_copy_is_a_minute_old() {
-        let dir = std::env::temp_dir().join(format!("stevedore-token-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join("token");
-        std::fs::write(&path, "first\n").expect("write token");
-        let tokens = Tokens::new(TokenSource::File(path.clone()));
-        let start = Instant::now();
-
-        let first = tokens.current_at(start).await.expect("reads token");
-        assert_eq!(header(&first), "Bearer first");
-
-        std::fs::write(&path, "second\n").expect("rotate token");
-        let within = tokens
-            .current_at(start + TOKEN_REREAD_AFTER - Duration::from_secs(1))
-            .await
-            .expect("cached token");
-        assert_eq!(header(&within), "Bearer first");
-
-        let after = tokens
-            .current_at(start + TOKEN_REREAD_AFTER)
-            .await
-            .expect("rereads token");
-        assert_eq!(header(&after), "Bearer second");
-
-        std::fs::remove_dir_all(&dir).expect("clean up");
-    }
-
-    #[tokio::test]
-    async fn missing_token_file_names_the_path() {
-        let path = PathBuf::from("/nonexistent/stevedore/token");
-        let err = Tokens::new(TokenSource::File(path))
-            .current()
-            .await
-            .expect_err("no such file");
-        assert!(
-            err.to_string().contains("/nonexistent/stevedore/token"),
-            "{err}"
-        );
-        assert!(!err.is_unreachable());
     }
 }

@@ -56,7 +56,7 @@ pub async fn run(args: Args) -> Result<(), RuntimeError> {
     let shutdown = CancellationToken::new();
     let signals = shutdown_on_signal(shutdown.clone())?;
     let identity = args.identity();
-    let pool_config = AgentPoolConfig::from_args(&args);
+    let pool_config = AgentPoolConfig::from_args(&args, client.clone());
     let workers_per_kind = args.concurrency_per_kind.get();
     let mut running = Runtime::start(
         client.clone(),
