@@ -120,14 +120,21 @@ async fn one_leader_despite(ctx: TestContext, lease: &str, skewed: Skewed) -> Re
 
     // Every standby round is an observation point; the leader keeps renewing throughout.
     for round in 0..WATCHED_ROUNDS {
-        standby.rounds.changed().await.context("the standby ended")?;
+        standby
+            .rounds
+            .changed()
+            .await
+            .context("the standby ended")?;
         let (a, b) = (*leader.leading.borrow(), *standby.leading.borrow());
         ensure!(!(a && b), "two leaders at standby round {round}");
         ensure!(
             !b,
             "{skewed:?}: the standby took the Lease its holder keeps renewing (round {round})"
         );
-        ensure!(a, "{skewed:?}: the leader lost a Lease nobody took (round {round})");
+        ensure!(
+            a,
+            "{skewed:?}: the leader lost a Lease nobody took (round {round})"
+        );
     }
     ensure!(holder(&ctx, lease).await?.as_deref() == Some(leader.identity));
 
