@@ -250,3 +250,48 @@ async fn a_lease_renewed_with_an_old_renew_time_is_not_taken_until_it_stops_chan
     );
     stop.cancel();
 }
+
+#[tokio::test]
+async fn each_term_is_counted_before_leadership_turns_true() {
+    let fake = Shared::default();
+    let service = {
+        let fake = fake.clone();
+        tower::service_fn(move |request| serve(fake.clone(), request))
+    };
+    let timings = Timings {
+        lease_duration: Duration::from_millis(900),
+        renew_deadline: Duration::from_millis(600),
+        retry_period: Duration::from_millis(100),
+    };
+    let elector = Elector::new(
+        kube::Client::new(service, "default"),
+        "default",
+        "lease",
+        "me",
+        timings,
+    );
+    let mut leading = elector.leadership();
+    let terms = elector.terms();
+    let stop = CancellationToken::new();
+    tokio::spawn(elector.run(stop.clone()));
+    for term in 1..=2 {
+        assert!(
+            becomes(&mut leading, true, Duration::from_secs(2)).await,
+            "never led"
+        );
+        assert_eq!(*terms.borrow(), term, "leading before the term was counted");
+        fake.lock().expect("fake lock").steal_on_next_write = true;
+        assert!(becomes(&mut leading, false, Duration::from_secs(2)).await);
+        // Let the stolen lease lapse: released, so the next term starts at once.
+        if let Some(spec) = fake
+            .lock()
+            .expect("fake lock")
+            .lease
+            .as_mut()
+            .and_then(|l| l.spec.as_mut())
+        {
+            spec.holder_identity = None;
+        }
+    }
+    stop.cancel();
+}
