@@ -6,7 +6,9 @@
 //! A session re-pushes whenever the spec's generation moves and whenever the stream is
 //! reopened (an agent that restarted has lost its list); when the agent does not answer
 //! for `RESPONSE_TIMEOUT`, the entries not yet done say so, and the session keeps retrying
-//! with backoff. Sessions exist only while this replica leads.
+//! with backoff. Sessions exist only while this replica leads: each term has a
+//! cancellation token the sessions are children of, cancelled the moment leadership turns
+//! `false` — even when the supervisor is in the middle of an apiserver call.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -72,38 +74,33 @@ fn next_flush(now: Instant, last_write: Option<Instant>) -> Instant {
 
 impl Distributor {
     /// Runs until `shutdown`, acting only while `leadership` says so.
-    pub async fn run(self, mut leadership: watch::Receiver<bool>, shutdown: CancellationToken) {
-        let mut sessions: HashMap<String, Session> = HashMap::new();
+    pub async fn run(self, leadership: watch::Receiver<bool>, shutdown: CancellationToken) {
+        while_leading(leadership, shutdown, |term| self.clone().lead(term)).await;
+    }
+
+    /// One term: once the caches have listed since it began, supervises until `term` is
+    /// cancelled. Sessions are children of `term`, so they end with it.
+    async fn lead(self, term: CancellationToken) {
         let mut lists = self.stores.changes.imagelists.subscribe();
         let mut nodes = self.stores.changes.nodes.subscribe();
+        tokio::select! {
+            () = term.cancelled() => return,
+            () = self.stores.sync.wait_synced(&["Node", "ImageList"]) => {}
+        }
+        let mut sessions: HashMap<String, Session> = HashMap::new();
         loop {
-            let leading = *leadership.borrow_and_update();
-            if leading {
-                self.supervise(&mut sessions, &shutdown).await;
-            } else {
-                for (_, session) in sessions.drain() {
-                    session.stop.cancel();
-                }
-            }
+            self.supervise(&mut sessions, &term).await;
             tokio::select! {
-                () = shutdown.cancelled() => break,
-                changed = leadership.changed() => if changed.is_err() { break },
+                () = term.cancelled() => return,
                 _ = lists.recv() => {}
                 _ = nodes.recv() => {}
                 () = tokio::time::sleep(SUPERVISE_EVERY) => {}
             }
         }
-        for (_, session) in sessions.drain() {
-            session.stop.cancel();
-        }
     }
 
     /// Creates missing ImageLists, starts and stops sessions, hands sessions new specs.
-    async fn supervise(
-        &self,
-        sessions: &mut HashMap<String, Session>,
-        shutdown: &CancellationToken,
-    ) {
+    async fn supervise(&self, sessions: &mut HashMap<String, Session>, term: &CancellationToken) {
         let lists: Api<ImageList> = Api::all(self.client.clone());
         for node in self.stores.nodes.state() {
             let name = node.name_any();
@@ -165,7 +162,7 @@ impl Distributor {
                 }
                 None => {
                     let (tx, rx) = watch::channel(list);
-                    let stop = shutdown.child_token();
+                    let stop = term.child_token();
                     let span = tracing::info_span!("imagelist_session", node);
                     tokio::spawn(
                         self.clone()
@@ -420,9 +417,91 @@ impl Distributor {
     }
 }
 
+/// Runs `lead` for each leadership term, with a token that is cancelled — together with
+/// every child token handed out from it — the instant leadership turns `false` or
+/// `shutdown` begins; `lead` itself is dropped at that point, wherever it was waiting.
+async fn while_leading<F, Fut>(
+    mut leadership: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+    mut lead: F,
+) where
+    F: FnMut(CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            leading = leadership.wait_for(|leading| *leading) => if leading.is_err() { return },
+        }
+        let term = shutdown.child_token();
+        let lost = async {
+            // An elector that is gone leads no more either.
+            let _ = leadership.wait_for(|leading| !*leading).await;
+        };
+        tokio::select! {
+            () = lead(term.clone()) => {}
+            () = lost => {}
+            () = shutdown.cancelled() => {}
+        }
+        term.cancel();
+        tracing::debug!("leadership term over; image list sessions stopped");
+        if shutdown.is_cancelled() {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn sessions_stop_the_moment_leadership_is_lost_even_mid_supervision() {
+        let sessions: Arc<Mutex<Vec<CancellationToken>>> = Arc::default();
+        let (leading, leadership) = watch::channel(false);
+        let shutdown = CancellationToken::new();
+        let started = sessions.clone();
+        let runner = tokio::spawn(while_leading(leadership, shutdown.clone(), move |term| {
+            let started = started.clone();
+            async move {
+                started.lock().expect("lock").push(term.child_token());
+                // A supervision round waiting on an apiserver that does not answer.
+                std::future::pending::<()>().await;
+            }
+        }));
+        tokio::task::yield_now().await;
+        assert!(
+            sessions.lock().expect("lock").is_empty(),
+            "a standby started sessions"
+        );
+
+        leading.send_replace(true);
+        while sessions.lock().expect("lock").is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let first = sessions.lock().expect("lock")[0].clone();
+        assert!(!first.is_cancelled());
+
+        leading.send_replace(false);
+        // No time passes: only the tasks already woken get to run.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        assert!(first.is_cancelled(), "the session outlived the lost lease");
+
+        // A new term gets new sessions, and shutdown ends them too.
+        leading.send_replace(true);
+        while sessions.lock().expect("lock").len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        let second = sessions.lock().expect("lock")[1].clone();
+        assert!(!second.is_cancelled());
+        shutdown.cancel();
+        runner.await.expect("the distributor loop ends on shutdown");
+        assert!(second.is_cancelled());
+    }
 
     #[test]
     fn status_writes_are_prompt_when_isolated_and_at_most_one_a_second() {

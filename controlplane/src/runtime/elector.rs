@@ -3,18 +3,29 @@
 //! answer 409 and the loop re-reads instead of overwriting. Leadership is published on a
 //! `watch` channel that turns `false` the moment it is lost, the renew deadline passes, or
 //! shutdown begins — before the Lease is released.
+//!
+//! Every decision is timed on the injected [`Clock`]'s monotonic reading (see `leader.rs`
+//! for why the Lease's own timestamps are not compared with it), and each term a replica
+//! starts is counted on [`Elector::terms`] before leadership turns `true`, so the caches
+//! can refuse to serve it until they have listed again.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::leader::{Decision, LeaseRecord, Timings, decide, held_spec, released_spec};
+use super::clock::{Clock, SystemClock};
+use super::leader::{
+    Decision, LeaseRecord, Observation, Timings, decide, held_spec, released_spec,
+    renew_deadline_passed,
+};
 
 /// Why one attempt to read or write the Lease failed; the loop logs it and retries.
 #[derive(Debug, thiserror::Error)]
@@ -40,15 +51,28 @@ pub struct Elector {
     name: String,
     identity: String,
     timings: Timings,
+    clock: Arc<dyn Clock>,
     leading: watch::Sender<bool>,
+    terms: watch::Sender<u64>,
+    rounds: watch::Sender<u64>,
     post_params: PostParams,
 }
 
 /// What the loop remembers between attempts while it leads.
 #[derive(Debug, Clone, Copy)]
 struct Term {
+    /// Wall time, only to write into `acquireTime`.
     acquired: Timestamp,
-    last_renew: Timestamp,
+    /// When the last successful renewal began, on the monotonic clock.
+    last_renew: Instant,
+}
+
+/// What the loop remembers between attempts.
+#[derive(Debug, Default)]
+struct State {
+    term: Option<Term>,
+    /// The Lease as last read or written, and since when it looked so.
+    observed: Option<Observation>,
 }
 
 /// The result of one attempt that reached the apiserver.
@@ -71,15 +95,37 @@ impl Elector {
             name: name.to_owned(),
             identity: identity.to_owned(),
             timings,
+            clock: Arc::new(SystemClock),
             leading: watch::Sender::new(false),
+            terms: watch::Sender::new(0),
+            rounds: watch::Sender::new(0),
             post_params: PostParams::default(),
         }
+    }
+
+    /// Times every decision on `clock` instead of the machine's.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// `true` while this replica leads; it turns `false` before any Lease write that gives
     /// leadership up, so reconcilers stop acting first.
     pub fn leadership(&self) -> watch::Receiver<bool> {
         self.leading.subscribe()
+    }
+
+    /// How many terms this replica has started; it moves before leadership turns `true`,
+    /// so whoever sees `true` also sees the term it belongs to.
+    pub fn terms(&self) -> watch::Receiver<u64> {
+        self.terms.subscribe()
+    }
+
+    /// How many election rounds have finished (read, decide, maybe write), whatever their
+    /// outcome: lets a test count rounds instead of timing them.
+    pub fn rounds(&self) -> watch::Receiver<u64> {
+        self.rounds.subscribe()
     }
 
     /// Campaigns and renews until `shutdown`, then releases the Lease if it holds it.
@@ -90,13 +136,14 @@ impl Elector {
     }
 
     async fn campaign(self, shutdown: CancellationToken) {
-        let mut term: Option<Term> = None;
+        let mut state = State::default();
         loop {
             let outcome = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
-                outcome = self.attempt(&mut term) => outcome,
+                outcome = self.attempt(&mut state) => outcome,
             };
+            self.rounds.send_modify(|rounds| *rounds += 1);
             match outcome {
                 Ok(Step::Conflict) => {
                     tracing::debug!("Lease changed under us; re-reading");
@@ -105,21 +152,17 @@ impl Elector {
                 Ok(Step::Done) => {}
                 Err(err) => tracing::warn!(error = %err, "leader election attempt failed"),
             }
-            if let Some(t) = term
-                && super::leader::renew_deadline_passed(
-                    t.last_renew,
-                    Timestamp::now(),
-                    &self.timings,
-                )
+            if let Some(t) = state.term
+                && renew_deadline_passed(t.last_renew, self.clock.monotonic(), &self.timings)
             {
-                self.lose(&mut term, "renew deadline passed");
+                self.lose(&mut state.term, "renew deadline passed");
             }
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(self.timings.retry_period) => {}
             }
         }
-        if term.take().is_some() {
+        if state.term.take().is_some() {
             self.leading.send_replace(false);
             if let Err(err) = self.release().await {
                 tracing::warn!(error = %err, "could not release the Lease; it expires on its own");
@@ -128,39 +171,81 @@ impl Elector {
     }
 
     /// Reads the Lease once and carries out the decision.
-    async fn attempt(&self, term: &mut Option<Term>) -> Result<Step, ElectorError> {
-        let timeout = self.call_timeout(*term);
-        let observed = self
+    async fn attempt(&self, state: &mut State) -> Result<Step, ElectorError> {
+        // A renewal counts from before its read, so this replica's renew deadline ends no
+        // later than the lease any standby times from seeing the write land.
+        let started = self.clock.monotonic();
+        let timeout = self.call_timeout(state.term);
+        let lease = self
             .call("reading", timeout, self.api.get_opt(&self.name))
             .await?;
-        let now = Timestamp::now();
-        let record = observed
-            .as_ref()
-            .map(|lease| LeaseRecord::from_spec(lease.spec.as_ref()));
+        let now = self.clock.monotonic();
+        state.observed = lease.as_ref().map(|lease| {
+            Observation::next(state.observed.as_ref(), LeaseRecord::from_lease(lease), now)
+        });
         let decision = decide(
-            record.as_ref(),
+            state.observed.as_ref(),
             now,
             &self.identity,
-            term.map(|t| t.last_renew),
+            state.term.map(|t| t.last_renew),
             &self.timings,
         );
-        let (acquired, transitions) = match (&decision, &record) {
-            (Decision::Create, _) => (now, 0),
-            (Decision::Acquire { transitions }, _) => (now, *transitions),
-            (Decision::Renew, Some(record)) => (
-                term.map(|t| t.acquired)
-                    .or_else(|| observed_acquire_time(observed.as_ref()))
-                    .unwrap_or(now),
-                record.transitions,
+        let wall = self.clock.wall();
+        let (acquired, transitions) = match (&decision, &state.observed) {
+            (Decision::Create, _) => (wall, 0),
+            (Decision::Acquire { transitions }, _) => (wall, *transitions),
+            (Decision::Renew, Some(observed)) => (
+                state
+                    .term
+                    .map(|t| t.acquired)
+                    .or(observed.record.acquire_time)
+                    .unwrap_or(wall),
+                observed.record.transitions,
             ),
             (Decision::Lost, _) => {
-                self.lose(term, "another replica holds the Lease");
+                self.lose(&mut state.term, "another replica holds the Lease");
                 return Ok(Step::Done);
             }
             (Decision::Wait | Decision::Renew, _) => return Ok(Step::Done),
         };
-        let spec = held_spec(&self.identity, now, acquired, transitions, &self.timings);
-        let written = match observed {
+        let spec = held_spec(&self.identity, wall, acquired, transitions, &self.timings);
+        let written = self.write(lease, spec, timeout).await;
+        match written {
+            Ok(lease) => {
+                state.observed = Some(Observation {
+                    record: LeaseRecord::from_lease(&lease),
+                    since: self.clock.monotonic(),
+                });
+                if state.term.is_none() {
+                    tracing::info!(transitions, "became leader");
+                    // Before leadership turns true: see `terms`.
+                    self.terms.send_modify(|terms| *terms += 1);
+                }
+                state.term = Some(Term {
+                    acquired,
+                    last_renew: started,
+                });
+                self.leading
+                    .send_if_modified(|leading| !std::mem::replace(leading, true));
+                Ok(Step::Done)
+            }
+            Err(ElectorError::Api {
+                source: kube::Error::Api(status),
+                ..
+            }) if status.code == 409 => Ok(Step::Conflict),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Creates the Lease, or replaces the one read; the replacement carries the read
+    /// `resourceVersion`, so it fails with 409 if anyone wrote in between.
+    async fn write(
+        &self,
+        read: Option<Lease>,
+        spec: k8s_openapi::api::coordination::v1::LeaseSpec,
+        timeout: Duration,
+    ) -> Result<Lease, ElectorError> {
+        match read {
             None => {
                 let lease = Lease {
                     metadata: ObjectMeta {
@@ -173,30 +258,10 @@ impl Elector {
                 self.call("creating", timeout, create).await
             }
             Some(mut lease) => {
-                // metadata still carries the read resourceVersion: the write is conditional.
                 lease.spec = Some(spec);
                 let replace = self.api.replace(&self.name, &self.post_params, &lease);
                 self.call("updating", timeout, replace).await
             }
-        };
-        match written {
-            Ok(_) => {
-                if term.is_none() {
-                    tracing::info!(transitions, "became leader");
-                }
-                *term = Some(Term {
-                    acquired,
-                    last_renew: now,
-                });
-                self.leading
-                    .send_if_modified(|leading| !std::mem::replace(leading, true));
-                Ok(Step::Done)
-            }
-            Err(ElectorError::Api {
-                source: kube::Error::Api(status),
-                ..
-            }) if status.code == 409 => Ok(Step::Conflict),
-            Err(err) => Err(err),
         }
     }
 
@@ -223,7 +288,7 @@ impl Elector {
             return Ok(());
         }
         let previous = lease.spec.take().unwrap_or_default();
-        lease.spec = Some(released_spec(&previous, Timestamp::now()));
+        lease.spec = Some(released_spec(&previous, self.clock.wall()));
         let replace = self.api.replace(&self.name, &self.post_params, &lease);
         self.call("releasing", timeout, replace).await?;
         tracing::info!("released the Lease");
@@ -236,8 +301,10 @@ impl Elector {
         let Some(term) = term else {
             return self.timings.renew_deadline;
         };
-        let spent = Duration::try_from(Timestamp::now().duration_since(term.last_renew))
-            .unwrap_or(Duration::ZERO);
+        let spent = self
+            .clock
+            .monotonic()
+            .saturating_duration_since(term.last_renew);
         self.timings
             .renew_deadline
             .saturating_sub(spent)
@@ -264,10 +331,6 @@ impl Elector {
             }),
         }
     }
-}
-
-fn observed_acquire_time(lease: Option<&Lease>) -> Option<Timestamp> {
-    lease?.spec.as_ref()?.acquire_time.as_ref().map(|t| t.0)
 }
 
 #[cfg(test)]

@@ -105,6 +105,18 @@ fn held_by(holder: &str, version: u64) -> Lease {
 }
 
 fn start(fake: &Shared) -> (watch::Receiver<bool>, CancellationToken) {
+    let (leading, stop, _) = start_observed(fake);
+    (leading, stop)
+}
+
+/// Starts an elector; also returns its finished-rounds counter.
+fn start_observed(
+    fake: &Shared,
+) -> (
+    watch::Receiver<bool>,
+    CancellationToken,
+    watch::Receiver<u64>,
+) {
     let service = {
         let fake = fake.clone();
         tower::service_fn(move |request| serve(fake.clone(), request))
@@ -117,9 +129,10 @@ fn start(fake: &Shared) -> (watch::Receiver<bool>, CancellationToken) {
     };
     let elector = Elector::new(client, "default", "lease", "me", timings);
     let leading = elector.leadership();
+    let rounds = elector.rounds();
     let stop = CancellationToken::new();
     tokio::spawn(elector.run(stop.clone()));
-    (leading, stop)
+    (leading, stop, rounds)
 }
 
 async fn becomes(leading: &mut watch::Receiver<bool>, value: bool, within: Duration) -> bool {
@@ -178,5 +191,107 @@ async fn writes_carry_the_read_resource_version_and_a_conflict_is_reread_not_ove
         assert!(version.is_some(), "a renewal without resourceVersion");
     }
     drop(f);
+    stop.cancel();
+}
+
+/// Another holder renewing every `every`, with a `renewTime` an hour behind the real clock
+/// (its clock is wrong), until `stop`.
+fn renew_as_other_with_a_wrong_clock(fake: &Shared, every: Duration, stop: CancellationToken) {
+    let fake = fake.clone();
+    tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            {
+                let mut f = fake.lock().expect("fake lock");
+                f.resource_version += 1;
+                let mut lease = held_by("other", f.resource_version);
+                if let Some(spec) = lease.spec.as_mut() {
+                    spec.lease_duration_seconds = Some(1);
+                    let behind =
+                        Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_hours(1);
+                    spec.renew_time = Some(
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(behind),
+                    );
+                }
+                f.lease = Some(lease);
+            }
+            tokio::time::sleep(every).await;
+        }
+    });
+}
+
+#[tokio::test]
+async fn a_lease_renewed_with_an_old_renew_time_is_not_taken_until_it_stops_changing() {
+    let fake = Shared::default();
+    let renewing = CancellationToken::new();
+    renew_as_other_with_a_wrong_clock(&fake, Duration::from_millis(200), renewing.clone());
+    let (leading, stop, mut rounds) = start_observed(&fake);
+    // Rounds, not time: enough for several lease durations (1 s) at the 100 ms retry.
+    for _ in 0..40 {
+        rounds.changed().await.expect("elector alive");
+        assert!(
+            !*leading.borrow(),
+            "took over a lease its holder keeps renewing"
+        );
+    }
+    let holder = fake
+        .lock()
+        .expect("fake lock")
+        .lease
+        .as_ref()
+        .and_then(|l| l.spec.as_ref()?.holder_identity.clone());
+    assert_eq!(holder.as_deref(), Some("other"));
+
+    // Once the holder stops renewing, the lease expires on this replica's own clock.
+    renewing.cancel();
+    let mut leading = leading;
+    assert!(
+        becomes(&mut leading, true, Duration::from_secs(5)).await,
+        "never took over the abandoned lease"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn each_term_is_counted_before_leadership_turns_true() {
+    let fake = Shared::default();
+    let service = {
+        let fake = fake.clone();
+        tower::service_fn(move |request| serve(fake.clone(), request))
+    };
+    let timings = Timings {
+        lease_duration: Duration::from_millis(900),
+        renew_deadline: Duration::from_millis(600),
+        retry_period: Duration::from_millis(100),
+    };
+    let elector = Elector::new(
+        kube::Client::new(service, "default"),
+        "default",
+        "lease",
+        "me",
+        timings,
+    );
+    let mut leading = elector.leadership();
+    let terms = elector.terms();
+    let stop = CancellationToken::new();
+    tokio::spawn(elector.run(stop.clone()));
+    for term in 1..=2 {
+        assert!(
+            becomes(&mut leading, true, Duration::from_secs(2)).await,
+            "never led"
+        );
+        assert_eq!(*terms.borrow(), term, "leading before the term was counted");
+        fake.lock().expect("fake lock").steal_on_next_write = true;
+        assert!(becomes(&mut leading, false, Duration::from_secs(2)).await);
+        // Let the stolen lease lapse: released, so the next term starts at once.
+        if let Some(spec) = fake
+            .lock()
+            .expect("fake lock")
+            .lease
+            .as_mut()
+            .and_then(|l| l.spec.as_mut())
+        {
+            spec.holder_identity = None;
+        }
+    }
     stop.cancel();
 }

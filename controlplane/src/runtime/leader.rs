@@ -4,15 +4,20 @@
 //! take over an expired lease, wait for a fresh one, give up past the renew deadline — is
 //! table-tested here without an apiserver.
 //!
-//! Expiry is judged from the Lease's own `renewTime` + `leaseDurationSeconds`, so replicas'
-//! clocks must agree to within `lease_duration - renew_deadline` (5 s by default), the
-//! same assumption every renewTime-based elector makes.
+//! Expiry is judged as client-go judges it: a candidate remembers when, on its own
+//! monotonic clock, it last saw the Lease record change (holder, `renewTime`,
+//! `acquireTime`, transitions, duration or `resourceVersion`), and deems the lease expired
+//! only once `leaseDurationSeconds` have passed on that clock with no change. The holder's
+//! `renewTime` is never compared with the local clock, so replicas' wall clocks may
+//! disagree by any amount; what must hold is only that their clocks run at about the same
+//! rate, within the margin `lease_duration - renew_deadline` leaves.
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::LeaseSpec;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
+use tokio::time::Instant;
 
 /// How long a lease lasts, how long a leader keeps trying to renew, how often to try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,36 +42,66 @@ impl Default for Timings {
     }
 }
 
-/// The parts of a Lease the decision reads.
+/// The parts of a Lease the decision reads; any difference between two reads counts as
+/// the holder being alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
     /// Current holder; `None` (or empty) when the lease was released.
     pub holder: Option<String>,
     pub renew_time: Option<Timestamp>,
+    pub acquire_time: Option<Timestamp>,
     pub lease_duration: Duration,
     pub transitions: i32,
+    pub resource_version: Option<String>,
 }
 
 impl LeaseRecord {
+    /// Reads a Lease, including the `resourceVersion` every write moves.
+    pub fn from_lease(lease: &Lease) -> Self {
+        Self {
+            resource_version: lease.metadata.resource_version.clone(),
+            ..Self::from_spec(lease.spec.as_ref())
+        }
+    }
+
     /// Reads a Lease spec; a missing duration counts as zero, i.e. already expired.
     pub fn from_spec(spec: Option<&LeaseSpec>) -> Self {
         let spec = spec.cloned().unwrap_or_default();
         Self {
             holder: spec.holder_identity.filter(|h| !h.is_empty()),
             renew_time: spec.renew_time.map(|t| t.0),
+            acquire_time: spec.acquire_time.map(|t| t.0),
             lease_duration: Duration::from_secs(
                 u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
             ),
             transitions: spec.lease_transitions.unwrap_or(0),
+            resource_version: None,
+        }
+    }
+}
+
+/// The Lease as this candidate last saw it, and since when (on its own monotonic clock) it
+/// has looked exactly so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub record: LeaseRecord,
+    pub since: Instant,
+}
+
+impl Observation {
+    /// What is known after reading `record` at `now`: the same observation when nothing
+    /// changed, so the lease keeps ageing; a new one, starting now, when anything did.
+    pub fn next(previous: Option<&Self>, record: LeaseRecord, now: Instant) -> Self {
+        match previous {
+            Some(previous) if previous.record == record => previous.clone(),
+            _ => Self { record, since: now },
         }
     }
 
-    /// Whether the holder's claim has lapsed at `now`.
-    pub fn expired(&self, now: Timestamp) -> bool {
-        match self.renew_time {
-            Some(renewed) => elapsed(renewed, now) >= self.lease_duration,
-            None => true,
-        }
+    /// Whether the holder's claim has lapsed at `now`: a whole lease duration with no
+    /// change seen.
+    pub fn expired(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.since) >= self.record.lease_duration
     }
 }
 
@@ -86,14 +121,14 @@ pub enum Decision {
     Lost,
 }
 
-/// Decides the next step from the observed Lease (`None` when it does not exist), the
-/// current time, my identity, and when I last renewed successfully (`None` when I am not
-/// leading).
+/// Decides the next step from what I know of the Lease (`None` when it does not exist),
+/// the current monotonic time, my identity, and when I last renewed successfully (`None`
+/// when I am not leading).
 pub fn decide(
-    observed: Option<&LeaseRecord>,
-    now: Timestamp,
+    observed: Option<&Observation>,
+    now: Instant,
     me: &str,
-    my_last_renew: Option<Timestamp>,
+    my_last_renew: Option<Instant>,
     timings: &Timings,
 ) -> Decision {
     if let Some(renewed) = my_last_renew
@@ -101,23 +136,23 @@ pub fn decide(
     {
         return Decision::Lost;
     }
-    let Some(record) = observed else {
+    let Some(observed) = observed else {
         return Decision::Create;
     };
     // An empty holder is how client-go releases a lease; treat it like none.
-    match record.holder.as_deref().filter(|h| !h.is_empty()) {
+    match observed.record.holder.as_deref().filter(|h| !h.is_empty()) {
         Some(holder) if holder == me => Decision::Renew,
         Some(_) if my_last_renew.is_some() => Decision::Lost,
-        Some(_) if !record.expired(now) => Decision::Wait,
+        Some(_) if !observed.expired(now) => Decision::Wait,
         _ => Decision::Acquire {
-            transitions: record.transitions.saturating_add(1),
+            transitions: observed.record.transitions.saturating_add(1),
         },
     }
 }
 
 /// Whether a leader that last renewed at `renewed` must stop acting at `now`.
-pub fn renew_deadline_passed(renewed: Timestamp, now: Timestamp, timings: &Timings) -> bool {
-    elapsed(renewed, now) >= timings.renew_deadline
+pub fn renew_deadline_passed(renewed: Instant, now: Instant, timings: &Timings) -> bool {
+    now.saturating_duration_since(renewed) >= timings.renew_deadline
 }
 
 /// The Lease spec written when `me` acquires or renews at `now`.
@@ -147,11 +182,6 @@ pub fn released_spec(previous: &LeaseSpec, now: Timestamp) -> LeaseSpec {
         lease_duration_seconds: Some(1),
         ..previous.clone()
     }
-}
-
-/// Time from `from` to `to`; zero when the clock went backwards.
-fn elapsed(from: Timestamp, to: Timestamp) -> Duration {
-    Duration::try_from(to.duration_since(from)).unwrap_or(Duration::ZERO)
 }
 
 /// Whole seconds, rounded up and at least 1, as `leaseDurationSeconds` needs.

@@ -2,6 +2,7 @@
 //! started together by `run` and stopped together by one `CancellationToken`.
 
 pub mod admin;
+pub mod clock;
 pub mod elector;
 pub mod leader;
 pub mod metrics;
@@ -140,7 +141,16 @@ impl Runtime {
     ) -> Result<Self, RuntimeError> {
         let mut tasks = JoinSet::new();
         let metrics = Metrics::new();
-        let stores = Stores::start(&client, &mut tasks, &shutdown);
+        let elector = Elector::new(
+            client.clone(),
+            &config.namespace,
+            &config.lease_name,
+            &config.identity,
+            config.timings,
+        );
+        // Each term this replica starts makes every store list again before controllers
+        // may act on it.
+        let stores = Stores::start(&client, elector.terms(), &mut tasks, &shutdown);
 
         let listener = TcpListener::bind(config.admin_addr)
             .await
@@ -159,13 +169,6 @@ impl Runtime {
         tasks.spawn(admin_task(listener, state, shutdown.clone()));
         tracing::info!(%admin_addr, "admin endpoint listening");
 
-        let elector = Elector::new(
-            client,
-            &config.namespace,
-            &config.lease_name,
-            &config.identity,
-            config.timings,
-        );
         let leadership = elector.leadership();
         tasks.spawn(elector.run(shutdown.clone()));
         tasks.spawn(export_leadership(leadership.clone(), metrics.clone()));
