@@ -6,6 +6,7 @@ mod execute;
 pub mod patch;
 pub mod plan;
 pub mod pods;
+pub mod pods_to_delete;
 pub mod predownload;
 pub mod reconcile;
 pub mod status;

@@ -21,6 +21,8 @@ use super::predownload;
 use super::status::{SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
+use crate::controller::api_error::ApiError;
+use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
 use crate::controller::pod_conditions::PodConditions;
@@ -36,12 +38,8 @@ use crate::workload::revision::{
 /// Why a CloneSet sync failed; it is retried with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("{action}: {source}")]
-    Api {
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] ApiError),
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
@@ -50,10 +48,7 @@ pub enum SyncError {
     Create(String),
 }
 
-pub(super) fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
-    let action = action.into();
-    move |source| SyncError::Api { action, source }
-}
+pub(super) use crate::controller::api_error::api_error;
 
 /// The CloneSet controller's state, shared by its workers.
 pub struct CloneSetController {
@@ -62,6 +57,7 @@ pub struct CloneSetController {
     pub(super) agents: Arc<dyn PodConditions>,
     pub(super) events: EventSink,
     pub(super) expectations: Expectations<ObjectKey>,
+    pub(super) create_backoff: CreateBackoff<ObjectKey>,
 }
 
 impl CloneSetController {
@@ -77,6 +73,7 @@ impl CloneSetController {
             agents,
             events,
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
+            create_backoff: CreateBackoff::default(),
         }
     }
 
@@ -119,6 +116,7 @@ impl Reconciler for CloneSetController {
             .get(&ObjectRef::new(&key.name).within(&key.namespace))
         else {
             self.expectations.forget(key);
+            self.create_backoff.forget(key);
             return Ok(Outcome::Done);
         };
         if cloneset.meta().deletion_timestamp.is_some() {
@@ -265,7 +263,9 @@ async fn sync(
                     }
                 }
                 Err(err) => {
-                    return Err(api_error(format!("creating revision {revision_name}"))(err));
+                    return Err(SyncError::from(api_error(format!(
+                        "creating revision {revision_name}"
+                    ))(err)));
                 }
             }
         }
@@ -364,15 +364,14 @@ async fn sync(
         if let Err(err) = result
             && !is_not_found(&err)
         {
-            return Err(api_error(format!("deleting old revision {}", dead.name))(
-                err,
-            ));
+            return Err(api_error(format!("deleting old revision {}", dead.name))(err).into());
         }
     }
 
-    executed?;
+    let create_retry = executed?;
     let mut outcome = Outcome::Done;
     for requeue in [
+        create_retry,
         planned.requeue_after,
         status_requeue,
         problems_requeue(&problems),
