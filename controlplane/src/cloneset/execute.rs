@@ -437,7 +437,7 @@ impl Executor<'_> {
                         resource_version,
                     },
                 );
-                if change.why.starts_with("in-place update: start") {
+                if change.why == super::patch::WHY_IN_PLACE_START {
                     self.ctl
                         .events
                         .normal(

@@ -3,6 +3,7 @@
 
 pub mod claim;
 mod execute;
+pub mod guards;
 pub mod patch;
 pub mod plan;
 pub mod pods;

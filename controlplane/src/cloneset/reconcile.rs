@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::claim::{Claim, claim};
 use super::execute::Executor;
+use super::guards;
 use super::plan::{self, PlanError, Snapshot};
 use super::pods::{RevisionSpec, new_revision, owner_reference};
 use super::predownload;
@@ -34,6 +35,7 @@ use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{
     self, Revision, RevisionError, UpdateRevisionPlan, current_revision_name, revisions_to_truncate,
 };
+use crate::workload::template_check::TemplateChecks;
 
 /// Why a CloneSet sync failed; it is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +60,7 @@ pub struct CloneSetController {
     pub(super) events: EventSink,
     pub(super) expectations: Expectations<ObjectKey>,
     pub(super) create_backoff: CreateBackoff<ObjectKey>,
+    pub(super) template_checks: TemplateChecks<ObjectKey>,
 }
 
 impl CloneSetController {
@@ -74,6 +77,7 @@ impl CloneSetController {
             events,
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
             create_backoff: CreateBackoff::default(),
+            template_checks: TemplateChecks::default(),
         }
     }
 
@@ -117,6 +121,7 @@ impl Reconciler for CloneSetController {
         else {
             self.expectations.forget(key);
             self.create_backoff.forget(key);
+            self.template_checks.forget(key);
             return Ok(Outcome::Done);
         };
         if cloneset.meta().deletion_timestamp.is_some() {
@@ -153,6 +158,11 @@ async fn sync(
     key: &ObjectKey,
     cloneset: &CloneSet,
 ) -> Result<Outcome, SyncError> {
+    // Before any claim or create: a selector that misses the template would release every
+    // pod, and create pods it cannot own without end.
+    if let Err(mismatch) = guards::check_selector(cloneset) {
+        return guards::refuse_mismatched_selector(ctl, key, cloneset, &mismatch).await;
+    }
     let uid = cloneset.uid().unwrap_or_default();
     let selector = &cloneset.spec.selector;
     let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
@@ -289,18 +299,17 @@ async fn sync(
         revisions: &specs,
         now,
     };
-    let planned = plan::plan(&snapshot)?;
-    tracing::debug!(
-        pods = snapshot.pods.len(),
-        update_revision,
-        current_revision,
-        creates = planned.creates.len(),
-        deletes = ?planned.deletes.iter().map(|d| (&d.pod, d.reason)).collect::<Vec<_>>(),
-        changes = ?planned.pod_changes.iter().map(|c| (&c.pod, c.why)).collect::<Vec<_>>(),
-        refusal = ?planned.refusal,
-        "planned"
-    );
+    let mut planned = plan::plan(&snapshot)?;
     let mut problems = SyncProblems::default();
+    if guards::disrupts_for_update(&planned)
+        && let Some(spec) = specs.get(&update_revision)
+    {
+        let verdict = guards::template_verdict(ctl, key, cloneset, &update_revision, spec).await;
+        if let Some(message) = guards::hold_message(&verdict, &update_revision) {
+            guards::hold_update_disruptions(&mut planned);
+            problems.update = Some(message);
+        }
+    }
     let executor = Executor {
         ctl,
         key,
