@@ -65,6 +65,18 @@ pub const SELECTOR_LABELS_MATCH_MESSAGE: &str = "'spec.selector.matchLabels.' + 
     && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k]))[0] \
     + ' must match spec.template.metadata.labels: the selector must select the pods the template creates'";
 
+/// The first requirement that does not select the template (CRD rules have no
+/// `cel.bind`, so the message repeats it).
+macro_rules! first_unmet {
+    () => {
+        concat!(
+            "self.selector.matchExpressions.filter(r, !",
+            selects!(),
+            ")[0]"
+        )
+    };
+}
+
 /// CEL: every matchExpressions requirement selects the template's labels.
 pub const SELECTOR_EXPRESSIONS_MATCH: &str = concat!(
     "!has(self.selector.matchExpressions) || self.selector.matchExpressions.all(r, ",
@@ -74,11 +86,14 @@ pub const SELECTOR_EXPRESSIONS_MATCH: &str = concat!(
 /// The message of [`SELECTOR_EXPRESSIONS_MATCH`], naming the first requirement that does
 /// not select the template by its index, key and operator.
 pub const SELECTOR_EXPRESSIONS_MATCH_MESSAGE: &str = concat!(
-    "cel.bind(bad, self.selector.matchExpressions.filter(r, !",
-    selects!(),
-    ")[0], 'spec.selector.matchExpressions[' + string(self.selector.matchExpressions.indexOf(bad)) \
-     + '] (' + bad.key + ' ' + bad.operator + ') does not select spec.template.metadata.labels: \
-     the selector must select the pods the template creates')"
+    "'spec.selector.matchExpressions[' + string(self.selector.matchExpressions.indexOf(",
+    first_unmet!(),
+    ")) + '] (' + ",
+    first_unmet!(),
+    ".key + ' ' + ",
+    first_unmet!(),
+    ".operator + ') does not select spec.template.metadata.labels: \
+     the selector must select the pods the template creates'"
 );
 
 /// CEL on one matchExpressions item: In and NotIn have values.
