@@ -12,18 +12,12 @@ use super::common::{
     INT_OR_PERCENT_RULE, InPlaceUpdateStrategy, Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy,
     UpdateScatterTerm, is_default, is_zero,
 };
-use super::schema;
+use super::{schema, workload_rules};
 
 /// The default of `updateStrategy.maxUnavailable`.
 pub const DEFAULT_MAX_UNAVAILABLE: &str = "20%";
 /// The default of `revisionHistoryLimit`.
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
-
-/// Selector labels must appear with the same values in the template (matchLabels only;
-/// matchExpressions are checked by the controller).
-const SELECTOR_MATCHES_TEMPLATE: &str = "!has(self.selector.matchLabels) || \
-    self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) \
-    && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])";
 
 /// Transition rule under InPlaceOnly: the containers (names and order) stay the same, and
 /// a container whose image did not change must not change at all. Not covered by CEL
@@ -113,9 +107,9 @@ const IN_PLACE_ONLY_IMAGES: &str = "!has(self.updateStrategy) || !has(self.updat
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new(SELECTOR_MATCHES_TEMPLATE)
-        .message("spec.selector.matchLabels must match spec.template.metadata.labels")
-        .field_path(".selector"),
+    validation = workload_rules::selector_not_empty(),
+    validation = workload_rules::selector_labels_match(),
+    validation = workload_rules::selector_expressions_match(),
     validation = Rule::new(IN_PLACE_ONLY_IMAGES)
         .message("spec.template: under updateStrategy.type InPlaceOnly only container images (and template metadata) may change")
         .field_path(".template")
@@ -198,6 +192,7 @@ pub struct CloneSetScaleStrategy {
 /// How pods are updated.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(workload_rules::SURGE_OR_UNAVAILABLE).message(workload_rules::SURGE_OR_UNAVAILABLE_MESSAGE))]
 pub struct CloneSetUpdateStrategy {
     /// Type is ReCreate (default), InPlaceIfPossible or InPlaceOnly.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]

@@ -13,6 +13,7 @@ mod schema;
 mod tests;
 #[cfg(test)]
 mod tests_images;
+pub mod workload_rules;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;

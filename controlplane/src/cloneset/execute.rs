@@ -3,16 +3,19 @@
 //! an expectation before the next sync may plan again.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
+use tokio::time::Instant;
 
 use super::patch::PodChange;
 use super::plan::{Create, DeleteReason, Plan};
 use super::pods::{RevisionSpec, fresh_instance_id, new_pod, new_pvcs};
+use super::pods_to_delete;
 use super::reconcile::{CloneSetController, SyncError, api_error, is_not_found, reference};
 use super::status::SyncProblems;
 use crate::api::CloneSet;
@@ -41,38 +44,24 @@ impl Executor<'_> {
     }
 
     /// Runs the plan; the first hard error is returned after the rest that can still run
-    /// has run, and problems for the status conditions are filled in.
-    pub async fn execute(&self, plan: &Plan, problems: &mut SyncProblems) -> Result<(), SyncError> {
+    /// has run, and problems for the status conditions are filled in. `Ok(Some(wait))`:
+    /// creates failed or are backing off, come back after `wait`.
+    pub async fn execute(
+        &self,
+        plan: &Plan,
+        problems: &mut SyncProblems,
+    ) -> Result<Option<Duration>, SyncError> {
         let mut first_error = None;
-        if let Some(list) = &plan.pods_to_delete {
-            let api: Api<CloneSet> = Api::namespaced(self.ctl.client.clone(), &self.key.namespace);
-            let patch = json!({ "spec": { "scaleStrategy": { "podsToDelete": list } } });
-            if let Err(err) = api
-                .patch(
-                    &self.key.name,
-                    &PatchParams::default(),
-                    &Patch::Merge(patch),
-                )
-                .await
-            {
-                first_error.get_or_insert(api_error("cleaning scaleStrategy.podsToDelete")(err));
-            }
-        }
-        if !plan.creates.is_empty()
-            && let Err(err) = self.create_slow_start(plan).await
+        if let Some(list) = &plan.pods_to_delete
+            && let Err(err) = self.clean_pods_to_delete(list).await
         {
-            problems.scale = Some(err.to_string());
-            self.ctl
-                .events
-                .warning(
-                    &reference(self.cloneset),
-                    "FailedCreate",
-                    "Create",
-                    err.to_string(),
-                )
-                .await;
             first_error.get_or_insert(err);
         }
+        let create_retry = if plan.creates.is_empty() {
+            None
+        } else {
+            self.create_with_backoff(plan, problems).await
+        };
         for delete in &plan.deletes {
             if let Err(err) = self.delete_pod(delete).await {
                 first_error.get_or_insert(err);
@@ -100,7 +89,85 @@ impl Executor<'_> {
                 )
                 .await;
         }
-        first_error.map_or(Ok(()), Err)
+        first_error.map_or(Ok(create_retry), Err)
+    }
+
+    /// Writes the plan's clean `podsToDelete` list, conditional on the resourceVersion it
+    /// was computed from; a 409 re-reads the CloneSet and drops the same names again.
+    async fn clean_pods_to_delete(&self, kept: &[String]) -> Result<(), SyncError> {
+        let api: Api<CloneSet> = Api::namespaced(self.ctl.client.clone(), &self.key.namespace);
+        let listed = &self.cloneset.spec.scale_strategy.pods_to_delete;
+        let dropped = pods_to_delete::dropped(listed, kept);
+        let mut resource_version = self.cloneset.metadata.resource_version.clone();
+        let mut current = listed.clone();
+        for _ in 0..pods_to_delete::MAX_ATTEMPTS {
+            let Some(list) = pods_to_delete::without(&current, &dropped) else {
+                return Ok(());
+            };
+            let patch = pods_to_delete::clean_patch(resource_version.as_deref(), &list);
+            match api
+                .patch(
+                    &self.key.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    let fresh = api
+                        .get(&self.key.name)
+                        .await
+                        .map_err(api_error("re-reading the CloneSet to clean podsToDelete"))?;
+                    resource_version = fresh.metadata.resource_version;
+                    current = fresh.spec.scale_strategy.pods_to_delete;
+                }
+                Err(err) => {
+                    return Err(api_error("cleaning scaleStrategy.podsToDelete")(err).into());
+                }
+            }
+        }
+        tracing::debug!("podsToDelete kept changing; the next sync cleans it");
+        Ok(())
+    }
+
+    /// Creates unless the CloneSet is backing off from failed creates (see
+    /// `controller::create_backoff`); a failure is reported once per attempt, with the
+    /// apiserver's message, and not returned as an error so the queue adds no retries.
+    async fn create_with_backoff(
+        &self,
+        plan: &Plan,
+        problems: &mut SyncProblems,
+    ) -> Option<Duration> {
+        let backoff = &self.ctl.create_backoff;
+        let generation = self.cloneset.metadata.generation.unwrap_or(0);
+        let now = Instant::now();
+        if let Some(waiting) = backoff.waiting(self.key, generation, now) {
+            tracing::debug!(remaining = ?waiting.remaining, "creates back off after a failure");
+            problems.scale = Some(waiting.message);
+            return Some(waiting.remaining);
+        }
+        match self.create_slow_start(plan).await {
+            Ok(()) => {
+                backoff.succeeded(self.key);
+                None
+            }
+            Err(err) => {
+                let message = err.to_string();
+                let wait = backoff.failed(self.key, generation, message.clone(), now);
+                self.ctl
+                    .events
+                    .warning(
+                        &reference(self.cloneset),
+                        "FailedCreate",
+                        "Create",
+                        message.clone(),
+                    )
+                    .await;
+                problems.scale = Some(message);
+                Some(wait)
+            }
+        }
     }
 
     /// Kubernetes' `slowStartBatch`: 1, 2, 4, ... pods at once, stopping at the first
@@ -179,7 +246,11 @@ impl Executor<'_> {
                     },
                 ),
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(err) => return Err(api_error(format!("creating claim {name}"))(err)),
+                Err(err) => {
+                    return Err(SyncError::from(
+                        api_error(format!("creating claim {name}"))(err),
+                    ));
+                }
             }
         }
         let pod = new_pod(self.cloneset, &create.revision, spec, &create.instance_id);
@@ -204,7 +275,12 @@ impl Executor<'_> {
             Err(err) if is_not_found(&err) => {}
             // The UID precondition failed: a new pod took the name; nothing to do.
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
-            Err(err) => return Err(api_error(format!("deleting pod {}", delete.pod))(err)),
+            Err(err) => {
+                return Err(SyncError::from(api_error(format!(
+                    "deleting pod {}",
+                    delete.pod
+                ))(err)));
+            }
         }
         self.ctl.expectations.expect(
             self.key,
@@ -252,7 +328,11 @@ impl Executor<'_> {
             Ok(_) => {}
             Err(err) if is_not_found(&err) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
-            Err(err) => return Err(api_error(format!("deleting claim {name}"))(err)),
+            Err(err) => {
+                return Err(SyncError::from(
+                    api_error(format!("deleting claim {name}"))(err),
+                ));
+            }
         }
         self.ctl.expectations.expect(
             self.key,
@@ -357,7 +437,7 @@ impl Executor<'_> {
                         resource_version,
                     },
                 );
-                if change.why.starts_with("in-place update: start") {
+                if change.why == super::patch::WHY_IN_PLACE_START {
                     self.ctl
                         .events
                         .normal(
@@ -371,10 +451,10 @@ impl Executor<'_> {
                 Ok(())
             }
             Err(err) if is_not_found(&err) => Ok(()),
-            Err(err) => Err(api_error(format!(
+            Err(err) => Err(SyncError::from(api_error(format!(
                 "patching pod {} ({})",
                 change.pod, change.why
-            ))(err)),
+            ))(err))),
         }
     }
 }

@@ -3,9 +3,11 @@
 
 pub mod claim;
 mod execute;
+pub mod guards;
 pub mod patch;
 pub mod plan;
 pub mod pods;
+pub mod pods_to_delete;
 pub mod predownload;
 pub mod reconcile;
 pub mod status;

@@ -35,6 +35,11 @@ impl ConditionChange {
     }
 }
 
+/// The `why` of the change that starts a pod's in-place update.
+pub const WHY_IN_PLACE_START: &str = "in-place update: start";
+/// The `why` of the change that takes a pod into its in-place update's PreparingUpdate hook.
+pub const WHY_PREPARING_UPDATE: &str = "lifecycle: PreparingUpdate";
+
 /// Everything one sync changes on one pod, applied in order: conditions, then the patch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodChange {

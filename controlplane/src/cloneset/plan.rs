@@ -660,7 +660,7 @@ fn update_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<bool, P
             match step {
                 Err(_) | Ok(UpdateStep::Wait) => {}
                 Ok(UpdateStep::Prepare(change)) => {
-                    let mut c = PodChange::new(pod, "lifecycle: PreparingUpdate");
+                    let mut c = PodChange::new(pod, super::patch::WHY_PREPARING_UPDATE);
                     c.conditions
                         .extend(change.readiness.map(ConditionChange::from_readiness));
                     c.merge_patch(change.merge_patch(&now_string(snap.now)));
@@ -679,7 +679,7 @@ fn update_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<bool, P
                                 pod: name.clone(),
                                 source,
                             })?;
-                    let mut c = PodChange::new(pod, "in-place update: start");
+                    let mut c = PodChange::new(pod, super::patch::WHY_IN_PLACE_START);
                     if begin.mark_not_ready {
                         c.conditions.push(ConditionChange {
                             condition_type: INPLACE_UPDATE_READY,

@@ -15,12 +15,15 @@ use serde_json::json;
 
 use super::claim::{Claim, claim};
 use super::execute::Executor;
+use super::guards;
 use super::plan::{self, PlanError, Snapshot};
 use super::pods::{RevisionSpec, new_revision, owner_reference};
 use super::predownload;
 use super::status::{SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
+use crate::controller::api_error::ApiError;
+use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
 use crate::controller::pod_conditions::PodConditions;
@@ -32,16 +35,13 @@ use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{
     self, Revision, RevisionError, UpdateRevisionPlan, current_revision_name, revisions_to_truncate,
 };
+use crate::workload::template_check::TemplateChecks;
 
 /// Why a CloneSet sync failed; it is retried with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("{action}: {source}")]
-    Api {
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] ApiError),
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
@@ -50,10 +50,7 @@ pub enum SyncError {
     Create(String),
 }
 
-pub(super) fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
-    let action = action.into();
-    move |source| SyncError::Api { action, source }
-}
+pub(super) use crate::controller::api_error::api_error;
 
 /// The CloneSet controller's state, shared by its workers.
 pub struct CloneSetController {
@@ -62,6 +59,8 @@ pub struct CloneSetController {
     pub(super) agents: Arc<dyn PodConditions>,
     pub(super) events: EventSink,
     pub(super) expectations: Expectations<ObjectKey>,
+    pub(super) create_backoff: CreateBackoff<ObjectKey>,
+    pub(super) template_checks: TemplateChecks<ObjectKey>,
 }
 
 impl CloneSetController {
@@ -77,6 +76,8 @@ impl CloneSetController {
             agents,
             events,
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
+            create_backoff: CreateBackoff::default(),
+            template_checks: TemplateChecks::default(),
         }
     }
 
@@ -119,6 +120,8 @@ impl Reconciler for CloneSetController {
             .get(&ObjectRef::new(&key.name).within(&key.namespace))
         else {
             self.expectations.forget(key);
+            self.create_backoff.forget(key);
+            self.template_checks.forget(key);
             return Ok(Outcome::Done);
         };
         if cloneset.meta().deletion_timestamp.is_some() {
@@ -155,6 +158,11 @@ async fn sync(
     key: &ObjectKey,
     cloneset: &CloneSet,
 ) -> Result<Outcome, SyncError> {
+    // Before any claim or create: a selector that misses the template would release every
+    // pod, and create pods it cannot own without end.
+    if let Err(mismatch) = guards::check_selector(cloneset) {
+        return guards::refuse_mismatched_selector(ctl, key, cloneset, &mismatch).await;
+    }
     let uid = cloneset.uid().unwrap_or_default();
     let selector = &cloneset.spec.selector;
     let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
@@ -265,7 +273,9 @@ async fn sync(
                     }
                 }
                 Err(err) => {
-                    return Err(api_error(format!("creating revision {revision_name}"))(err));
+                    return Err(SyncError::from(api_error(format!(
+                        "creating revision {revision_name}"
+                    ))(err)));
                 }
             }
         }
@@ -289,18 +299,17 @@ async fn sync(
         revisions: &specs,
         now,
     };
-    let planned = plan::plan(&snapshot)?;
-    tracing::debug!(
-        pods = snapshot.pods.len(),
-        update_revision,
-        current_revision,
-        creates = planned.creates.len(),
-        deletes = ?planned.deletes.iter().map(|d| (&d.pod, d.reason)).collect::<Vec<_>>(),
-        changes = ?planned.pod_changes.iter().map(|c| (&c.pod, c.why)).collect::<Vec<_>>(),
-        refusal = ?planned.refusal,
-        "planned"
-    );
+    let mut planned = plan::plan(&snapshot)?;
     let mut problems = SyncProblems::default();
+    if guards::disrupts_for_update(&planned)
+        && let Some(spec) = specs.get(&update_revision)
+    {
+        let verdict = guards::template_verdict(ctl, key, cloneset, &update_revision, spec).await;
+        if let Some(message) = guards::hold_message(&verdict, &update_revision) {
+            guards::hold_update_disruptions(&mut planned);
+            problems.update = Some(message);
+        }
+    }
     let executor = Executor {
         ctl,
         key,
@@ -364,15 +373,14 @@ async fn sync(
         if let Err(err) = result
             && !is_not_found(&err)
         {
-            return Err(api_error(format!("deleting old revision {}", dead.name))(
-                err,
-            ));
+            return Err(api_error(format!("deleting old revision {}", dead.name))(err).into());
         }
     }
 
-    executed?;
+    let create_retry = executed?;
     let mut outcome = Outcome::Done;
     for requeue in [
+        create_retry,
         planned.requeue_after,
         status_requeue,
         problems_requeue(&problems),

@@ -143,6 +143,22 @@ pub fn compute_status(
     (status, requeue)
 }
 
+/// The status of a CloneSet the controller refuses to act on (its selector does not select
+/// its template): the counts stay as they were, `type_` is True with `reason` and
+/// `message`, and the generation counts as observed.
+pub fn refused_status(
+    cloneset: &CloneSet,
+    type_: &str,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> CloneSetStatus {
+    let mut status = cloneset.status.clone().unwrap_or_default();
+    status.observed_generation = cloneset.metadata.generation.unwrap_or(0);
+    set_condition(&mut status.conditions, type_, true, reason, message, now);
+    status
+}
+
 /// The Deployment-style Progressing condition: True (CloneSetProgressing) whenever the
 /// counts move, True (CloneSetAvailable) once every pod is updated and available, False
 /// (ProgressDeadlineExceeded) when nothing moved for `deadline` seconds during a rollout.

@@ -1,6 +1,8 @@
 //! Machinery every workload controller shares: the work queue, expectations, the runner
 //! that ties a reconciler to leadership, and the key type.
 
+pub mod api_error;
+pub mod create_backoff;
 pub mod events;
 pub mod expectations;
 pub mod pod_conditions;

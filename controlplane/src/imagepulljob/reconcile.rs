@@ -19,6 +19,7 @@ use super::entries::{apply_body, field_manager, owned_images};
 use super::plan::{self, NodeImage, Snapshot};
 use crate::api::{ImageList, ImagePullJob};
 use crate::controller::ObjectKey;
+use crate::controller::api_error::{ApiError, api_error};
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{
     EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
@@ -32,17 +33,8 @@ pub const FINALIZER: &str = "apps.kruise.io/imagepulljob-cleanup";
 /// Why an ImagePullJob sync failed; it is retried with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("{action}: {source}")]
-    Api {
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
-}
-
-fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
-    let action = action.into();
-    move |source| SyncError::Api { action, source }
+    #[error(transparent)]
+    Api(#[from] ApiError),
 }
 
 /// The ImagePullJob controller's state, shared by its workers.
@@ -237,7 +229,11 @@ impl ImagePullJobController {
             match self.jobs(&key.namespace).delete(&key.name, &params).await {
                 Ok(_) => {}
                 Err(err) if is_status(&err, 404) || is_status(&err, 409) => {}
-                Err(err) => return Err(api_error("deleting the job after its TTL")(err)),
+                Err(err) => {
+                    return Err(SyncError::from(
+                        api_error("deleting the job after its TTL")(err),
+                    ));
+                }
             }
         }
         Ok(outcome)
@@ -281,9 +277,9 @@ impl ImagePullJobController {
                 tracing::debug!(node = %name, image, verb, "ImageList gone");
                 Ok(false)
             }
-            Err(err) => Err(api_error(format!(
+            Err(err) => Err(SyncError::from(api_error(format!(
                 "{verb} the entry of {image} on ImageList {name}"
-            ))(err)),
+            ))(err))),
         }
     }
 
@@ -323,7 +319,7 @@ impl ImagePullJobController {
         {
             Ok(_) => {}
             Err(err) if is_status(&err, 404) => {}
-            Err(err) => return Err(api_error("removing the finalizer")(err)),
+            Err(err) => return Err(SyncError::from(api_error("removing the finalizer")(err))),
         }
         self.events
             .normal(

@@ -15,6 +15,7 @@ use super::plan::{
     jobs_to_delete,
 };
 use crate::api::ImagePullJob;
+use crate::controller::api_error::api_error;
 use crate::controller::events::EventSink;
 use crate::runtime::stores::Stores;
 use crate::workload::ownership::{delete_params, is_controlled_by};
@@ -63,7 +64,8 @@ pub async fn sync(
             Ok(_) => tracing::info!(job = job.name, "deleted pre-download job"),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(err) => {
-                let message = format!("deleting ImagePullJob {}: {err}", job.name);
+                let message =
+                    api_error(format!("deleting ImagePullJob {}", job.name))(err).to_string();
                 failed(events, workload, message).await;
             }
         }
@@ -131,7 +133,8 @@ async fn create(
             // Created by an earlier sync whose revision label did not land.
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(err) => {
-                let message = format!("creating ImagePullJob {}: {err}", job.name);
+                let message =
+                    api_error(format!("creating ImagePullJob {}", job.name))(err).to_string();
                 failed(events, workload, message).await;
                 return;
             }
@@ -147,10 +150,11 @@ async fn create(
         )
         .await
     {
-        let message = format!(
-            "labelling revision {} {CREATED_LABEL}: {err}",
+        let action = format!(
+            "labelling revision {} {CREATED_LABEL}",
             rollout.update_revision
         );
+        let message = api_error(action)(err).to_string();
         failed(events, workload, message).await;
     }
 }

@@ -9,3 +9,4 @@ pub mod ownership;
 pub mod revision;
 pub mod rollout;
 pub mod selector;
+pub mod template_check;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 /// `metav1.LabelSelectorAsSelector(...).Matches(labels)`: None when the selector is
 /// invalid (OpenKruise then ignores the weight term). An empty selector matches all pods.
@@ -28,6 +28,123 @@ pub fn selector_matches(
         matches &= met;
     }
     Some(matches)
+}
+
+/// Why a workload's selector does not select its own template's labels. Such a workload
+/// must not create pods: it could not claim them, and would create more without end.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorMismatch {
+    #[error("spec.selector is empty, so it would select every pod in the namespace")]
+    Empty,
+    #[error(
+        "spec.selector.matchLabels requires the label {key}={value}, but spec.template.metadata.labels has no {key}"
+    )]
+    LabelMissing { key: String, value: String },
+    #[error(
+        "spec.selector.matchLabels requires the label {key}={want}, but spec.template.metadata.labels has {key}={got}"
+    )]
+    LabelDiffers {
+        key: String,
+        want: String,
+        got: String,
+    },
+    #[error("spec.selector.matchExpressions[{index}] ({key} {operator}) is invalid: {why}")]
+    InvalidRequirement {
+        index: usize,
+        key: String,
+        operator: String,
+        why: &'static str,
+    },
+    #[error(
+        "spec.selector.matchExpressions[{index}] ({key} {operator} [{values}]) does not select spec.template.metadata.labels, where {found}"
+    )]
+    RequirementUnmet {
+        index: usize,
+        key: String,
+        operator: String,
+        values: String,
+        found: String,
+    },
+}
+
+/// Whether `selector` is a valid, non-empty selector that selects a pod with `labels` (the
+/// workload's template labels); the first reason it does not, naming the field.
+pub fn selector_selects_template(
+    selector: &LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> Result<(), SelectorMismatch> {
+    let match_labels = selector.match_labels.as_ref().filter(|m| !m.is_empty());
+    let expressions = selector.match_expressions.as_deref().unwrap_or_default();
+    if match_labels.is_none() && expressions.is_empty() {
+        return Err(SelectorMismatch::Empty);
+    }
+    for (key, want) in match_labels.into_iter().flatten() {
+        match labels.get(key) {
+            None => {
+                return Err(SelectorMismatch::LabelMissing {
+                    key: key.clone(),
+                    value: want.clone(),
+                });
+            }
+            Some(got) if got != want => {
+                return Err(SelectorMismatch::LabelDiffers {
+                    key: key.clone(),
+                    want: want.clone(),
+                    got: got.clone(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    for (index, requirement) in expressions.iter().enumerate() {
+        requirement_selects(index, requirement, labels)?;
+    }
+    Ok(())
+}
+
+fn requirement_selects(
+    index: usize,
+    requirement: &LabelSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> Result<(), SelectorMismatch> {
+    let values = requirement.values.as_deref().unwrap_or_default();
+    let value = labels.get(&requirement.key);
+    let invalid = |why| SelectorMismatch::InvalidRequirement {
+        index,
+        key: requirement.key.clone(),
+        operator: requirement.operator.clone(),
+        why,
+    };
+    let met = match requirement.operator.as_str() {
+        "In" | "NotIn" if values.is_empty() => {
+            return Err(invalid("In and NotIn need at least one value"));
+        }
+        "Exists" | "DoesNotExist" if !values.is_empty() => {
+            return Err(invalid("Exists and DoesNotExist take no values"));
+        }
+        "In" => value.is_some_and(|v| values.contains(v)),
+        "NotIn" => value.is_none_or(|v| !values.contains(v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        _ => {
+            return Err(invalid(
+                "the operator must be In, NotIn, Exists or DoesNotExist",
+            ));
+        }
+    };
+    if met {
+        return Ok(());
+    }
+    Err(SelectorMismatch::RequirementUnmet {
+        index,
+        key: requirement.key.clone(),
+        operator: requirement.operator.clone(),
+        values: values.join(","),
+        found: match value {
+            Some(v) => format!("{}={v}", requirement.key),
+            None => format!("{} is not set", requirement.key),
+        },
+    })
 }
 
 /// `metav1.FormatLabelSelector` for a valid selector: `k=v` and `k in (a,b)` terms joined
@@ -64,9 +181,11 @@ pub fn format_selector(selector: &LabelSelector) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+#[path = "selector_tests.rs"]
+mod selector_tests;
 
+#[cfg(test)]
+mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -1,0 +1,140 @@
+//! Admission rules every workload CRD with a `selector` and a pod `template` in its spec
+//! shares (CloneSet now; Advanced StatefulSet and the other kinds as they come): the
+//! selector is not empty and selects the template's own labels. A workload that admitted
+//! a selector missing its template created a pod, could not claim it, and created another,
+//! without end; the controller refuses such a workload as well (`workload::selector`), the
+//! rules here make the apiserver say why at `kubectl apply`.
+//!
+//! The rules sit on the spec (`self` is the spec). The matchExpressions item rules (values
+//! present for In/NotIn, absent for Exists/DoesNotExist) are in the selector schema
+//! (`schema::label_selector`), where the apiserver names the item's index itself. The
+//! bounds that keep the estimated cost in the apiserver's budget are in that schema too.
+
+use kube::core::{Message, Rule};
+
+/// The template has the requirement's key (`r`) among its labels.
+macro_rules! has_key {
+    () => {
+        "(has(self.template.metadata) && has(self.template.metadata.labels) \
+         && r.key in self.template.metadata.labels)"
+    };
+}
+
+/// The template's value for the requirement's key is one of its values.
+macro_rules! value_in {
+    () => {
+        concat!(
+            "(",
+            has_key!(),
+            " && has(r.values) && self.template.metadata.labels[r.key] in r.values)"
+        )
+    };
+}
+
+/// Requirement `r` selects the template's labels, as `labels.Selector.Matches` would.
+macro_rules! selects {
+    () => {
+        concat!(
+            "((r.operator == 'In' && ",
+            value_in!(),
+            ") || (r.operator == 'NotIn' && !",
+            value_in!(),
+            ") || (r.operator == 'Exists' && ",
+            has_key!(),
+            ") || (r.operator == 'DoesNotExist' && !",
+            has_key!(),
+            "))"
+        )
+    };
+}
+
+/// CEL: the selector has at least one matchLabels entry or matchExpressions requirement.
+pub const SELECTOR_NOT_EMPTY: &str = "(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) \
+    || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)";
+/// The message of [`SELECTOR_NOT_EMPTY`].
+pub const SELECTOR_NOT_EMPTY_MESSAGE: &str = "spec.selector must not be empty: an empty selector selects every pod in the namespace; \
+    set matchLabels or matchExpressions that select spec.template.metadata.labels";
+
+/// CEL: every matchLabels entry is among the template's labels with the same value.
+pub const SELECTOR_LABELS_MATCH: &str = "!has(self.selector.matchLabels) || \
+    self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) \
+    && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])";
+/// The message of [`SELECTOR_LABELS_MATCH`], naming the first label that differs.
+pub const SELECTOR_LABELS_MATCH_MESSAGE: &str = "'spec.selector.matchLabels.' + \
+    self.selector.matchLabels.filter(k, !(has(self.template.metadata) && has(self.template.metadata.labels) \
+    && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k]))[0] \
+    + ' must match spec.template.metadata.labels: the selector must select the pods the template creates'";
+
+/// CEL: every matchExpressions requirement selects the template's labels.
+pub const SELECTOR_EXPRESSIONS_MATCH: &str = concat!(
+    "!has(self.selector.matchExpressions) || self.selector.matchExpressions.all(r, ",
+    selects!(),
+    ")"
+);
+/// The message of [`SELECTOR_EXPRESSIONS_MATCH`]. A message expression naming the first
+/// requirement (by `filter` and `indexOf`) exceeds the apiserver's cost budget more than
+/// 100 times over; the controller's condition names it (`workload::selector`).
+pub const SELECTOR_EXPRESSIONS_MATCH_MESSAGE: &str = "spec.selector.matchExpressions: every requirement must select spec.template.metadata.labels \
+    (In: the template's value is listed; NotIn: it is not; Exists: the template has the key; DoesNotExist: it has not)";
+
+/// CEL on one matchExpressions item: In and NotIn have values.
+pub const REQUIREMENT_VALUES_PRESENT: &str =
+    "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)";
+/// The message of [`REQUIREMENT_VALUES_PRESENT`]; the apiserver prefixes the item's path.
+pub const REQUIREMENT_VALUES_PRESENT_MESSAGE: &str =
+    "values must not be empty when the operator is In or NotIn";
+/// CEL on one matchExpressions item: Exists and DoesNotExist have no values.
+pub const REQUIREMENT_VALUES_ABSENT: &str =
+    "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0";
+/// The message of [`REQUIREMENT_VALUES_ABSENT`].
+pub const REQUIREMENT_VALUES_ABSENT_MESSAGE: &str =
+    "values must be empty when the operator is Exists or DoesNotExist";
+
+/// The spec-level rules of a workload with `selector` and `template`, for `x_kube`.
+pub fn selector_not_empty() -> Rule {
+    Rule::new(SELECTOR_NOT_EMPTY)
+        .message(SELECTOR_NOT_EMPTY_MESSAGE)
+        .field_path(".selector")
+}
+
+/// See [`SELECTOR_LABELS_MATCH`].
+pub fn selector_labels_match() -> Rule {
+    Rule::new(SELECTOR_LABELS_MATCH)
+        .message(Message::Expression(SELECTOR_LABELS_MATCH_MESSAGE.into()))
+        .field_path(".selector.matchLabels")
+}
+
+/// See [`SELECTOR_EXPRESSIONS_MATCH`].
+pub fn selector_expressions_match() -> Rule {
+    Rule::new(SELECTOR_EXPRESSIONS_MATCH)
+        .message(SELECTOR_EXPRESSIONS_MATCH_MESSAGE)
+        .field_path(".selector.matchExpressions")
+}
+
+/// CEL: an int-or-percent value (`x` is a field path) that is zero: `0` or `"0%"`.
+macro_rules! is_zero {
+    ($x:literal) => {
+        concat!(
+            "(type(",
+            $x,
+            ") == int ? int(",
+            $x,
+            ") == 0 : string(",
+            $x,
+            ") == '0%')"
+        )
+    };
+}
+
+/// CEL on an update strategy with `maxSurge` (default 0) and `maxUnavailable` (a default
+/// above 0): they are not both 0, or no pod could ever be updated.
+pub const SURGE_OR_UNAVAILABLE: &str = concat!(
+    "!(has(self.maxUnavailable) && ",
+    is_zero!("self.maxUnavailable"),
+    " && (!has(self.maxSurge) || ",
+    is_zero!("self.maxSurge"),
+    "))"
+);
+/// The message of [`SURGE_OR_UNAVAILABLE`].
+pub const SURGE_OR_UNAVAILABLE_MESSAGE: &str = "spec.updateStrategy: maxSurge and maxUnavailable must not both be 0 \
+    (maxSurge defaults to 0): no pod could ever be updated";
