@@ -23,7 +23,6 @@ use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
 const NAMESPACE: &str = "kube-system";
 const NAME: &str = "stevedore-controlplane";
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:kube-system:stevedore-controlplane";
-const ADMIN_PORT: u16 = 10352;
 /// Where the control plane reads its token for the agents (its default).
 const AGENT_TOKEN_FILE: &str = "/var/run/secrets/stevedore.dev/agent-token/token";
 const AGENT_AUDIENCE: &str = "stevedore-agent";
@@ -61,34 +60,16 @@ fn name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
 }
 
-/// A plain HTTP/1.0 GET of the admin endpoint: the body.
-async fn http_get(addr: &str, path: &str) -> Result<String> {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut stream =
-        tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
-            .await
-            .with_context(|| format!("connecting to {addr}"))??;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    ensure!(
-        response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
-        "GET {addr}{path}: {}",
-        response.lines().next().unwrap_or_default()
-    );
-    Ok(response)
-}
-
-/// The `stevedore_controlplane_leader` gauge of a replica, read from its pod IP.
-async fn leader_gauge(pod: &Pod) -> Result<u8> {
-    let ip = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.pod_ip.as_deref())
-        .context("pod without an IP")?;
-    let metrics = http_get(&format!("{ip}:{ADMIN_PORT}"), "/metrics").await?;
+/// The `stevedore_controlplane_leader` gauge of a replica, read through port-forward
+/// (metrics listen on the pod's localhost only).
+async fn leader_gauge(cluster: &ClusterInfo, pod: &Pod) -> Result<u8> {
+    let metrics = stevedore_tests::metrics::pod_metrics(
+        cluster,
+        NAMESPACE,
+        name(pod),
+        stevedore_tests::metrics::CONTROLPLANE_METRICS_PORT,
+    )
+    .await?;
     metrics
         .lines()
         .find_map(|l| l.strip_prefix("stevedore_controlplane_leader "))
@@ -117,7 +98,7 @@ async fn two_ready_replicas_and_exactly_one_leader() -> Result<()> {
                     return Ok(None);
                 };
                 for pod in &pods {
-                    let gauge = leader_gauge(pod).await?;
+                    let gauge = leader_gauge(ctx.cluster, pod).await?;
                     let expected = u8::from(name(pod) == holder);
                     if gauge != expected {
                         bail!(
@@ -133,7 +114,9 @@ async fn two_ready_replicas_and_exactly_one_leader() -> Result<()> {
         // Two replicas on one node still must not both lead: check a few more times.
         for _ in 0..4 {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let leaders: Vec<&str> = futures::future::try_join_all(pods.iter().map(leader_gauge))
+            let leaders: Vec<&str> = futures::future::try_join_all(
+                pods.iter().map(|pod| leader_gauge(ctx.cluster, pod)),
+            )
                 .await?
                 .into_iter()
                 .zip(&names)
