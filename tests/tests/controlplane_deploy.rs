@@ -223,8 +223,6 @@ async fn rbac_grants_the_reconcilers_needs_and_no_more() -> Result<()> {
             ),
             attrs("create", "stevedore.dev", "imagelists", None, None),
             attrs("update", "stevedore.dev", "imagelists/status", None, node),
-            // Pull secrets a pod names.
-            attrs("get", "", "secrets", ns, Some("pull")),
             // Its own Lease.
             attrs(
                 "create",
@@ -242,7 +240,10 @@ async fn rbac_grants_the_reconcilers_needs_and_no_more() -> Result<()> {
             ),
         ];
         let must_not = [
-            // Secrets only by name: no discovering or changing them.
+            // No Secrets without a namespace's grant (least_privilege.rs checks one that
+            // grants it), and never discovering or changing them.
+            attrs("get", "", "secrets", ns, Some("pull")),
+            attrs("get", "", "secrets", None, Some("pull")),
             attrs("list", "", "secrets", ns, None),
             attrs("watch", "", "secrets", None, None),
             attrs("update", "", "secrets", ns, Some("pull")),
