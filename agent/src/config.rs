@@ -50,7 +50,11 @@ pub struct Args {
     /// Address of the metrics endpoint (`/metrics`). Localhost by default: the metrics
     /// name the node's images and callers. The same address as --health-addr serves all
     /// three paths on one listener.
-    #[arg(long, env = "STEVEDORE_METRICS_ADDR", default_value = "127.0.0.1:10353")]
+    #[arg(
+        long,
+        env = "STEVEDORE_METRICS_ADDR",
+        default_value = "127.0.0.1:10353"
+    )]
     pub metrics_addr: SocketAddr,
 
     /// PEM certificate (chain) for serving the gRPC API over TLS; needs --tls-key.
@@ -193,7 +197,10 @@ mod tests {
         assert_eq!(args.unix_socket, PathBuf::from("/run/stevedore/agent.sock"));
         assert_eq!(args.health_addr, "0.0.0.0:10351".parse().unwrap());
         assert_eq!(args.metrics_addr, "127.0.0.1:10353".parse().unwrap());
-        assert!(args.metrics_addr.ip().is_loopback(), "metrics on localhost by default");
+        assert!(
+            args.metrics_addr.ip().is_loopback(),
+            "metrics on localhost by default"
+        );
         assert_eq!(args.tls_files(), None);
         assert_eq!(args.token_audience, "stevedore-agent");
         assert_eq!(args.max_concurrent_pulls.get(), 3);

@@ -33,7 +33,11 @@ pub struct Args {
 
     /// Address of the metrics endpoint (`/metrics`). Localhost by default: the metrics
     /// name namespaces, workloads and nodes (`kubectl port-forward` reaches it).
-    #[arg(long, env = "STEVEDORE_METRICS_ADDR", default_value = "127.0.0.1:10354")]
+    #[arg(
+        long,
+        env = "STEVEDORE_METRICS_ADDR",
+        default_value = "127.0.0.1:10354"
+    )]
     pub metrics_addr: SocketAddr,
 
     /// Port of the agents' gRPC API on each node's InternalIP.
@@ -167,7 +171,10 @@ mod tests {
         assert_eq!(args.identity, None);
         assert_eq!(args.health_addr, "0.0.0.0:10352".parse().unwrap());
         assert_eq!(args.metrics_addr, "127.0.0.1:10354".parse().unwrap());
-        assert!(args.metrics_addr.ip().is_loopback(), "metrics on localhost by default");
+        assert!(
+            args.metrics_addr.ip().is_loopback(),
+            "metrics on localhost by default"
+        );
         assert_eq!(args.agent_port, 10350);
         assert_eq!(args.agent_token_audience, "stevedore-agent");
         assert_eq!(

@@ -117,12 +117,12 @@ async fn two_ready_replicas_and_exactly_one_leader() -> Result<()> {
             let leaders: Vec<&str> = futures::future::try_join_all(
                 pods.iter().map(|pod| leader_gauge(ctx.cluster, pod)),
             )
-                .await?
-                .into_iter()
-                .zip(&names)
-                .filter(|(gauge, _)| *gauge == 1)
-                .map(|(_, n)| *n)
-                .collect();
+            .await?
+            .into_iter()
+            .zip(&names)
+            .filter(|(gauge, _)| *gauge == 1)
+            .map(|(_, n)| *n)
+            .collect();
             ensure!(
                 leaders == [holder.as_str()],
                 "leaders {leaders:?}, Lease holder {holder}"

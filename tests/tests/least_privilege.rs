@@ -213,7 +213,10 @@ async fn the_agent_may_change_only_its_two_conditions() -> Result<()> {
             match patch(body).await {
                 Ok(_) => bail!("the agent's token changed {what}"),
                 Err(kube::Error::Api(status)) => {
-                    ensure!(status.code == 403 || status.code == 422, "{what}: {status:?}");
+                    ensure!(
+                        status.code == 403 || status.code == 422,
+                        "{what}: {status:?}"
+                    );
                     ensure!(
                         status.message.contains("the Stevedore agent may"),
                         "{what}: {}",
@@ -226,9 +229,7 @@ async fn the_agent_may_change_only_its_two_conditions() -> Result<()> {
         let stored = ctx.api::<Pod>().get("here").await?;
         let status = stored.status.unwrap_or_default();
         ensure!(status.phase.as_deref() != Some("Failed"), "{status:?}");
-        ensure!(
-            stored.metadata.labels.unwrap_or_default().get("app") == Some(&"web".to_owned())
-        );
+        ensure!(stored.metadata.labels.unwrap_or_default().get("app") == Some(&"web".to_owned()));
         Ok(())
     })
     .await
@@ -317,12 +318,9 @@ async fn a_pull_secret_in_a_namespace_without_the_grant_is_refused() -> Result<(
         grant_pull_secrets(&ctx).await?;
         let web = ctx.cluster.image("web:v1");
         create_job(&ctx, "granted", &web).await?;
-        wait_image_status(
-            &ctx,
-            &web,
-            "the granted job's image pulled",
-            |phase, _| phase == ImagePullPhase::Succeeded,
-        )
+        wait_image_status(&ctx, &web, "the granted job's image pulled", |phase, _| {
+            phase == ImagePullPhase::Succeeded
+        })
         .await?;
         for job in ["refused", "granted"] {
             ctx.api::<ImagePullJob>()
@@ -337,8 +335,7 @@ async fn a_pull_secret_in_a_namespace_without_the_grant_is_refused() -> Result<(
 /// The control plane's replicas prefer control-plane nodes and tolerate their taint (the
 /// kubelet node is labelled one), and their pod address serves health but no metrics.
 #[tokio::test]
-async fn the_control_plane_runs_on_control_plane_nodes_and_exposes_only_health() -> Result<()>
-{
+async fn the_control_plane_runs_on_control_plane_nodes_and_exposes_only_health() -> Result<()> {
     run_in_namespace("least-privilege-placement", |ctx| async move {
         let deployment = Api::<Deployment>::namespaced(ctx.client.clone(), "kube-system")
             .get("stevedore-controlplane")
@@ -362,8 +359,10 @@ async fn the_control_plane_runs_on_control_plane_nodes_and_exposes_only_health()
             "no preference for control-plane nodes: {preferred:?}"
         );
         ensure!(
-            spec.tolerations.iter().flatten().any(|t| t.key.as_deref()
-                == Some("node-role.kubernetes.io/control-plane")),
+            spec.tolerations
+                .iter()
+                .flatten()
+                .any(|t| t.key.as_deref() == Some("node-role.kubernetes.io/control-plane")),
             "no toleration of the control-plane taint"
         );
 

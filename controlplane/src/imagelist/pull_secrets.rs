@@ -13,9 +13,9 @@ use kube::api::Api;
 use stevedore_proto::stevedore::agent::v1::Credentials;
 
 use super::desired::credentials_from_secret;
-use crate::api::imagelist::{ImagePullPhase, ImageStatus};
 use crate::api::ImageListSpec;
 use crate::api::imagelist::PullSecretReference;
+use crate::api::imagelist::{ImagePullPhase, ImageStatus};
 
 /// The ClusterRole a namespace binds to let the control plane read its pull secrets.
 pub const READER_ROLE: &str = "stevedore-pull-secret-reader";
@@ -131,8 +131,7 @@ mod tests {
     #[test]
     fn images_naming_a_refused_secret_fail_with_its_message_and_are_not_sent() {
         let mut spec = ImageListSpec::default();
-        spec.images
-            .insert("public:v1".into(), entry(&[]));
+        spec.images.insert("public:v1".into(), entry(&[]));
         spec.images
             .insert("granted:v1".into(), entry(&[secret("team-a", "regcred")]));
         spec.images.insert(
@@ -149,7 +148,10 @@ mod tests {
         assert_eq!(failed.len(), 1);
         assert_eq!(failed["refused:v1"].phase, ImagePullPhase::Failed);
         assert_eq!(failed["refused:v1"].message, message);
-        assert!(message.contains("pull secret regcred in namespace other"), "{message}");
+        assert!(
+            message.contains("pull secret regcred in namespace other"),
+            "{message}"
+        );
         assert!(message.contains(READER_ROLE), "{message}");
     }
 
