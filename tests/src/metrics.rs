@@ -57,13 +57,13 @@ pub async fn pod_metrics(
         .context("starting kubectl port-forward")?;
     let stdout = child.stdout.take().context("port-forward stdout")?;
     // "Forwarding from 127.0.0.1:41234 -> 10354"
-    let first = tokio::time::timeout(
-        Duration::from_secs(20),
-        BufReader::new(stdout).lines().next_line(),
-    )
-    .await
-    .context("kubectl port-forward did not start in 20 s")??
-    .context("kubectl port-forward exited")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .context("kubectl port-forward did not start in 20 s")??
+        .context("kubectl port-forward exited")?;
+    // Keep reading: kubectl writes a line per connection and dies on a closed pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let local = first
         .strip_prefix("Forwarding from ")
         .and_then(|rest| rest.split_whitespace().next())

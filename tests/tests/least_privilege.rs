@@ -282,7 +282,8 @@ async fn wait_image_status(
     done: impl Fn(ImagePullPhase, &str) -> bool,
 ) -> Result<(ImagePullPhase, String)> {
     let lists: Api<ImageList> = Api::all(ctx.client.clone());
-    poll_until(what, Duration::from_secs(90), || async {
+    // Long enough for a session in backoff (an agent just redeployed) to push again.
+    poll_until(what, Duration::from_secs(180), || async {
         let list = lists.get(&ctx.cluster.node_name).await?;
         let status = list.status.unwrap_or_default();
         Ok(status
