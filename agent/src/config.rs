@@ -42,9 +42,20 @@ pub struct Args {
     )]
     pub unix_socket: PathBuf,
 
-    /// Address of the admin HTTP endpoint (`/healthz`, `/readyz`, `/metrics`).
-    #[arg(long, env = "STEVEDORE_ADMIN_ADDR", default_value = "0.0.0.0:10351")]
-    pub admin_addr: SocketAddr,
+    /// Address of the health endpoint (`/healthz`, `/readyz`), which kubelet probes
+    /// reach; it tells only whether the agent works.
+    #[arg(long, env = "STEVEDORE_HEALTH_ADDR", default_value = "0.0.0.0:10351")]
+    pub health_addr: SocketAddr,
+
+    /// Address of the metrics endpoint (`/metrics`). Localhost by default: the metrics
+    /// name the node's images and callers. The same address as --health-addr serves all
+    /// three paths on one listener.
+    #[arg(
+        long,
+        env = "STEVEDORE_METRICS_ADDR",
+        default_value = "127.0.0.1:10353"
+    )]
+    pub metrics_addr: SocketAddr,
 
     /// PEM certificate (chain) for serving the gRPC API over TLS; needs --tls-key.
     #[arg(long, env = "STEVEDORE_TLS_CERT", requires = "tls_key")]
@@ -191,7 +202,12 @@ mod tests {
         assert_eq!(args.containerd_namespace, "k8s.io");
         assert_eq!(args.grpc_addr, "0.0.0.0:10350".parse().unwrap());
         assert_eq!(args.unix_socket, PathBuf::from("/run/stevedore/agent.sock"));
-        assert_eq!(args.admin_addr, "0.0.0.0:10351".parse().unwrap());
+        assert_eq!(args.health_addr, "0.0.0.0:10351".parse().unwrap());
+        assert_eq!(args.metrics_addr, "127.0.0.1:10353".parse().unwrap());
+        assert!(
+            args.metrics_addr.ip().is_loopback(),
+            "metrics on localhost by default"
+        );
         assert_eq!(args.tls_files(), None);
         assert_eq!(args.token_audience, "stevedore-agent");
         assert_eq!(args.node_audience(), "stevedore-agent:n1");

@@ -14,7 +14,7 @@ async fn main() -> anyhow::Result<()> {
     let listeners = server::Listeners::bind(&args).await?;
     let shutdown = CancellationToken::new();
     shutdown::cancel_on_signal(shutdown.clone()).context("installing signal handlers")?;
-    tracing::info!(node = %args.node_name, grpc = %args.grpc_addr, unix = %args.unix_socket.display(), admin = %args.admin_addr, "serving");
+    tracing::info!(node = %args.node_name, grpc = %args.grpc_addr, unix = %args.unix_socket.display(), health = %args.health_addr, metrics = %args.metrics_addr, "serving");
     server::run(&args, listeners, tls, kube, shutdown).await?;
     tracing::info!("stopped");
     Ok(())

@@ -20,7 +20,9 @@ use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::{ServingStatus, pb::health_server};
 use tonic_reflection::pb::{v1, v1alpha};
 
-use crate::admin::{self, AdminState, Metrics, RpcMetricsLayer};
+use crate::admin::{
+    self, AdminListeners, CachedReadiness, LiveChecks, Metrics, READINESS_TTL, RpcMetricsLayer,
+};
 use crate::auth::{AuthLayer, Gate, KubeReviewer, tls::TlsError, tls::TlsMaterial};
 use crate::config::Args;
 use crate::containers::{ContainerGrpc, Containerd, Restarts, RuntimeError};
@@ -67,7 +69,7 @@ pub enum ServeError {
 pub struct Listeners {
     pub grpc: TcpListener,
     pub unix: UnixListener,
-    pub admin: TcpListener,
+    pub admin: AdminListeners,
 }
 
 impl Listeners {
@@ -84,7 +86,14 @@ impl Listeners {
         Ok(Self {
             grpc: tcp("the gRPC address", args.grpc_addr).await?,
             unix: bind_unix(&args.unix_socket)?,
-            admin: tcp("the admin address", args.admin_addr).await?,
+            admin: if args.health_addr == args.metrics_addr {
+                AdminListeners::Shared(tcp("the health address", args.health_addr).await?)
+            } else {
+                AdminListeners::Split {
+                    health: tcp("the health address", args.health_addr).await?,
+                    metrics: tcp("the metrics address", args.metrics_addr).await?,
+                }
+            },
         })
     }
 }
@@ -239,12 +248,11 @@ pub async fn run(
             UnixListenerStream::new(listeners.unix),
             shutdown.clone().cancelled_owned(),
         );
-    let admin_state = AdminState {
-        metrics,
-        containerd,
-        kube,
-    };
-    let admin = admin::serve(listeners.admin, admin_state, shutdown.clone());
+    let readiness = std::sync::Arc::new(CachedReadiness::new(
+        LiveChecks { containerd, kube },
+        READINESS_TTL,
+    ));
+    let admin = admin::serve(listeners.admin, readiness, metrics, shutdown.clone());
 
     // If one part fails, stop the others too.
     let stop_all = |result: Result<(), ServeError>| {

@@ -14,7 +14,7 @@ use std::{
 };
 
 use clap::Parser as _;
-use stevedore_agent::{auth::tls::TlsMaterial, config::Args, server};
+use stevedore_agent::{admin::AdminListeners, auth::tls::TlsMaterial, config::Args, server};
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
@@ -61,7 +61,7 @@ async fn start() -> Running {
     let listeners = server::Listeners {
         grpc: TcpListener::bind("127.0.0.1:0").await.unwrap(),
         unix: server::bind_unix(&socket).unwrap(),
-        admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        admin: AdminListeners::Shared(TcpListener::bind("127.0.0.1:0").await.unwrap()),
     };
     let addr = listeners.grpc.local_addr().unwrap();
     let tls = TlsMaterial::self_signed(vec!["localhost".into()]).unwrap();

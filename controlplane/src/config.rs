@@ -26,9 +26,19 @@ pub struct Args {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
 
-    /// Address of the admin HTTP endpoint (`/healthz`, `/readyz`, `/metrics`).
-    #[arg(long, env = "STEVEDORE_ADMIN_ADDR", default_value = "0.0.0.0:10352")]
-    pub admin_addr: SocketAddr,
+    /// Address of the health endpoint (`/healthz`, `/readyz`), which kubelet probes
+    /// reach; it tells only whether the replica works.
+    #[arg(long, env = "STEVEDORE_HEALTH_ADDR", default_value = "0.0.0.0:10352")]
+    pub health_addr: SocketAddr,
+
+    /// Address of the metrics endpoint (`/metrics`). Localhost by default: the metrics
+    /// name namespaces, workloads and nodes (`kubectl port-forward` reaches it).
+    #[arg(
+        long,
+        env = "STEVEDORE_METRICS_ADDR",
+        default_value = "127.0.0.1:10354"
+    )]
+    pub metrics_addr: SocketAddr,
 
     /// Port of the agents' gRPC API on each node's InternalIP.
     #[arg(long, env = "STEVEDORE_AGENT_PORT", default_value_t = 10350)]
@@ -164,7 +174,12 @@ mod tests {
         assert_eq!(args.namespace, "kube-system");
         assert_eq!(args.lease_name, "stevedore-controlplane");
         assert_eq!(args.identity, None);
-        assert_eq!(args.admin_addr, "0.0.0.0:10352".parse().unwrap());
+        assert_eq!(args.health_addr, "0.0.0.0:10352".parse().unwrap());
+        assert_eq!(args.metrics_addr, "127.0.0.1:10354".parse().unwrap());
+        assert!(
+            args.metrics_addr.ip().is_loopback(),
+            "metrics on localhost by default"
+        );
         assert_eq!(args.agent_port, 10350);
         assert_eq!(args.agent_token_audience, "stevedore-agent");
         assert_eq!(args.service_account, "stevedore-controlplane");
@@ -219,7 +234,8 @@ mod tests {
             ["controlplane", "--concurrency-per-kind", "0"],
             ["controlplane", "--max-concurrent-agent-rpcs", "0"],
             ["controlplane", "--agent-port", "70000"],
-            ["controlplane", "--admin-addr", "nowhere"],
+            ["controlplane", "--health-addr", "nowhere"],
+            ["controlplane", "--metrics-addr", "nowhere"],
             ["controlplane", "--agent-rpc-timeout", "0"],
         ] {
             let result = with_env(&[], || Args::try_parse_from(argv));

@@ -15,7 +15,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source <("$HERE/cluster.sh" env)
 STATE_DIR=$STEVEDORE_STATE_DIR
 BASE_PORT=${STEVEDORE_SIM_AGENT_BASE_PORT:-21000}
-ADMIN_OFFSET=5000 # admin endpoint port = gRPC port + this
+ADMIN_OFFSET=5000 # health and metrics endpoint (one listener on loopback) = gRPC port + this
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
 
 die() { printf 'sim-agents: %s\n' "$*" >&2; exit 1; }
@@ -95,7 +95,8 @@ YAML
     running "$dir/$name.pid" && continue
     setsid "$dir/stevedore-agent" --node-name "$name" \
       --containerd-socket "$STEVEDORE_CONTAINERD_SOCK" \
-      --grpc-addr "$kwok_ip:$port" --admin-addr "127.0.0.1:$((port + ADMIN_OFFSET))" \
+      --grpc-addr "$kwok_ip:$port" \
+      --health-addr "127.0.0.1:$((port + ADMIN_OFFSET))" --metrics-addr "127.0.0.1:$((port + ADMIN_OFFSET))" \
       --unix-socket "$dir/$name.sock" \
       --tls-cert "$STATE_DIR/pki/simulated-agent-serving.crt" \
       --tls-key "$STATE_DIR/pki/simulated-agent-serving.key" \

@@ -20,7 +20,7 @@ G=$STEVEDORE_GRPCURL
 cargo build --release --locked -q -p stevedore-agent
 "$CARGO_TARGET_DIR/release/stevedore-agent" --node-name "$STEVEDORE_NODE_NAME" \
   --containerd-socket "$STEVEDORE_CONTAINERD_SOCK" --grpc-addr 127.0.0.1:11350 \
-  --admin-addr 127.0.0.1:11351 --unix-socket "$SOCK" --insecure-registry "$STEVEDORE_REGISTRY" \
+  --health-addr 127.0.0.1:11351 --metrics-addr 127.0.0.1:11351 --unix-socket "$SOCK" --insecure-registry "$STEVEDORE_REGISTRY" \
   --max-concurrent-pulls 10 >"$WORK/agent.log" 2>&1 &
 AGENT=$!
 trap 'kill $AGENT 2>/dev/null; rm -rf "$WORK"' EXIT

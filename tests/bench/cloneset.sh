@@ -16,6 +16,8 @@ PREFIX=bench
 NS=stevedore-bench
 # shellcheck source=/dev/null
 source <(deploy/local/cluster.sh env)
+# shellcheck source=controlplane-metrics.sh
+source tests/bench/controlplane-metrics.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
 V1=$STEVEDORE_REGISTRY/stevedore/web:v1
 V2=$STEVEDORE_REGISTRY/stevedore/web:v2
@@ -70,8 +72,7 @@ for pid in $(pgrep -f '(^|/)stevedore-controlplane( |$)'); do
   rss+="$(awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } END { printf "%d/%d MiB", r / 1024, h / 1024 }' "/proc/$pid/status") "
 done
 leader=$(kubectl -n kube-system get lease stevedore-controlplane -o jsonpath='{.spec.holderIdentity}')
-leader_ip=$(kubectl -n kube-system get pod "$leader" -o jsonpath='{.status.podIP}')
-metrics=$(curl -sf "http://$leader_ip:10352/metrics" || true)
+metrics=$(controlplane_metrics "$leader" || true)
 reconciles=$(awk '/^stevedore_controlplane_reconciles_total\{kind="CloneSet"\}/ { print $2 }' <<<"$metrics")
 agent_ok=$(awk '/^stevedore_controlplane_agent_rpcs_total\{.*SetPodCondition.*Ok/ { s += $2 } END { print s + 0 }' <<<"$metrics")
 

@@ -29,6 +29,8 @@ NS=stevedore-bench-imagelist
 LABEL=stevedore.dev/simulated=$PREFIX
 # shellcheck source=/dev/null
 source <(deploy/local/cluster.sh env)
+# shellcheck source=controlplane-metrics.sh
+source tests/bench/controlplane-metrics.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target-bench}
 FANOUT_IMAGE=$STEVEDORE_REGISTRY/stevedore/pause:3.10
 JOB_IMAGE=$STEVEDORE_REGISTRY/stevedore/web:v1
@@ -50,11 +52,7 @@ per_s() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.1f", (s > 0 ? n / s : 0) }'
 
 # The leader's pod, its /metrics, and its process (the container's init process).
 leader_pod() { kubectl -n kube-system get lease stevedore-controlplane -o jsonpath='{.spec.holderIdentity}'; }
-leader_metrics() {
-  local ip
-  ip=$(kubectl -n kube-system get pod "$1" -o jsonpath='{.status.podIP}')
-  curl -sf "http://$ip:10352/metrics"
-}
+leader_metrics() { controlplane_metrics "$1"; }
 leader_pid() {
   local id
   id=$(kubectl -n kube-system get pod "$1" -o jsonpath='{.status.containerStatuses[0].containerID}')

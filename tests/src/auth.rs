@@ -4,7 +4,7 @@
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
@@ -103,4 +103,28 @@ pub async fn node_info_once_allowed(
         },
     )
     .await
+}
+
+/// Lets the control plane read pull secrets in the test namespace, as an operator does
+/// for a namespace whose ImagePullJobs pull with secrets (README, "Pull secrets"): a
+/// RoleBinding of the ClusterRole `stevedore-pull-secret-reader` to the control plane's
+/// service account. It goes with the namespace.
+pub async fn grant_pull_secrets(ctx: &TestContext) -> Result<()> {
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "stevedore-pull-secret-reader" },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "stevedore-pull-secret-reader",
+        },
+        "subjects": [{
+            "kind": "ServiceAccount",
+            "name": "stevedore-controlplane",
+            "namespace": "kube-system",
+        }],
+    }))?;
+    ctx.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await?;
+    Ok(())
 }

@@ -300,7 +300,18 @@ async fn grpcurl_lists_the_agent_services_over_tls_and_the_unix_socket() -> Resu
             ],
         )?;
         ensure!(pulled.contains("PULL_PHASE_DONE"), "{pulled}");
-        let metrics = http_get(&format!("{}:10351", cluster.node_ip), "/metrics").await?;
+        // Metrics on the node's localhost only (the agent shares the host network); the
+        // health port on the node's address serves none.
+        let metrics = http_get(
+            &format!("127.0.0.1:{}", stevedore_tests::metrics::AGENT_METRICS_PORT),
+            "/metrics",
+        )
+        .await?;
+        let health = http_get(&format!("{}:10351", cluster.node_ip), "/metrics").await?;
+        ensure!(
+            health.lines().next().is_some_and(|l| l.contains(" 404 ")),
+            "/metrics on the health port: {health}"
+        );
         ensure!(
             metrics.contains(r#"stevedore_agent_images_pulled_total{result="succeeded"}"#),
             "{metrics}"

@@ -66,13 +66,14 @@ async fn start_agent(ctx: &TestContext) -> Result<Agent> {
         "--unix-socket",
         unix.to_str().context("socket path")?,
     ])?;
+    let admin = TcpListener::bind("127.0.0.1:0").await?;
+    let admin_addr = admin.local_addr()?;
     let listeners = server::Listeners {
         grpc: TcpListener::bind("127.0.0.1:0").await?,
         unix: server::bind_unix(&unix)?,
-        admin: TcpListener::bind("127.0.0.1:0").await?,
+        admin: stevedore_agent::admin::AdminListeners::Shared(admin),
     };
     let grpc = listeners.grpc.local_addr()?;
-    let admin = listeners.admin.local_addr()?;
     let tls = TlsMaterial::self_signed(vec!["localhost".into()])?;
     let ca = tls.cert_pem.clone();
     let shutdown = CancellationToken::new();
@@ -85,7 +86,7 @@ async fn start_agent(ctx: &TestContext) -> Result<Agent> {
     });
     Ok(Agent {
         grpc,
-        admin,
+        admin: admin_addr,
         unix,
         ca,
         shutdown,

@@ -202,8 +202,11 @@ async fn readyz_turns_ok_once_the_caches_sync() -> Result<()> {
             admin_addr: "127.0.0.1:0".parse()?,
             timings: fast(),
         };
-        let runtime = Runtime::start(ctx.client.clone(), config, shutdown.clone()).await?;
+        let mut runtime = Runtime::start(ctx.client.clone(), config, shutdown.clone()).await?;
         let addr = runtime.admin_addr;
+        let metrics_addr = runtime
+            .serve_metrics("127.0.0.1:0".parse()?, &shutdown)
+            .await?;
 
         let (status, body) = get(addr, "/healthz").await?;
         ensure!(status == 200, "/healthz {status}: {body}");
@@ -232,7 +235,7 @@ async fn readyz_turns_ok_once_the_caches_sync() -> Result<()> {
             "the leader gauge to read 1",
             Duration::from_secs(20),
             || async {
-                let (_, metrics) = get(addr, "/metrics").await?;
+                let (_, metrics) = get(metrics_addr, "/metrics").await?;
                 Ok(metrics
                     .lines()
                     .any(|l| l == "stevedore_controlplane_leader 1")

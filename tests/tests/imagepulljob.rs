@@ -373,6 +373,8 @@ async fn events_of(ctx: &TestContext, name: &str) -> Result<Vec<String>> {
 async fn a_persons_entries_and_the_jobs_coexist_and_deleting_the_job_removes_only_its_own()
 -> Result<()> {
     run_in_namespace("ipj-owners", |ctx| async move {
+        // The job names a pull secret: the namespace grants the control plane its reading.
+        stevedore_tests::auth::grant_pull_secrets(&ctx).await?;
         with_nodes(ctx, 1, |ctx, mut nodes| async move {
             // A person pulls two images on node-0, one of them the job's image.
             let person = json!({

@@ -19,6 +19,21 @@ pub use service::PodGrpc;
 pub const KRUISE_POD_READY: &str = "KruisePodReady";
 /// Condition that gates a pod's readiness during an in-place update.
 pub const IN_PLACE_UPDATE_READY: &str = "InPlaceUpdateReady";
+/// The only conditions the agent sets. The admission policy lets the agent's service
+/// account change nothing else in a pod's status, so refusing others here gives the
+/// caller a clear answer instead of the apiserver's denial.
+pub const OWNED_CONDITIONS: [&str; 2] = [IN_PLACE_UPDATE_READY, KRUISE_POD_READY];
+
+/// Refuses a condition type the agent does not own.
+pub fn check_owned_condition(type_: &str) -> Result<(), PodError> {
+    if OWNED_CONDITIONS.contains(&type_) {
+        Ok(())
+    } else {
+        Err(PodError::NotOwned {
+            type_: type_.to_owned(),
+        })
+    }
+}
 
 /// Identifies one pod, as `PodRef` in the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +71,10 @@ impl PodKey {
 pub enum PodError {
     #[error("invalid request: {0}")]
     Invalid(&'static str),
+    #[error(
+        "invalid request: the agent sets only the conditions InPlaceUpdateReady and KruisePodReady, not {type_:?}"
+    )]
+    NotOwned { type_: String },
     #[error("pod {namespace}/{name} not found")]
     NotFound { namespace: String, name: String },
     #[error("pod {namespace}/{name} is bound to node {bound:?}, not to this agent's node {node}")]
@@ -80,7 +99,7 @@ impl From<PodError> for Status {
     fn from(err: PodError) -> Self {
         let message = err.to_string();
         match err {
-            PodError::Invalid(_) => Status::invalid_argument(message),
+            PodError::Invalid(_) | PodError::NotOwned { .. } => Status::invalid_argument(message),
             PodError::NotFound { .. } => Status::not_found(message),
             PodError::OtherNode { .. } => Status::permission_denied(message),
             PodError::UidMismatch { .. } => Status::failed_precondition(message),
@@ -153,6 +172,7 @@ impl<P: PodApi> NodePods<P> {
         key: &PodKey,
         desired: &DesiredCondition,
     ) -> Result<bool, PodError> {
+        check_owned_condition(&desired.type_)?;
         let pod = self.get(key).await?;
         let current = pod.status.and_then(|s| s.conditions).unwrap_or_default();
         let Some(next) = set_condition(&current, desired, Time(Timestamp::now())) else {

@@ -29,17 +29,6 @@ fn status_name(status: i32) -> Result<&'static str, PodError> {
     }
 }
 
-/// A condition type is a qualified name: `[prefix/]Name`, at most 316 characters.
-fn valid_condition_type(type_: &str) -> bool {
-    let name = type_.rsplit('/').next().unwrap_or_default();
-    !name.is_empty()
-        && name.len() <= 63
-        && type_.len() <= 316
-        && type_
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
-
 #[tonic::async_trait]
 impl<P: PodApi> PodService for PodGrpc<P> {
     async fn set_pod_condition(
@@ -48,9 +37,8 @@ impl<P: PodApi> PodService for PodGrpc<P> {
     ) -> Result<Response<SetPodConditionResponse>, Status> {
         let request = request.into_inner();
         let key = PodKey::from_proto(request.pod)?;
-        if !valid_condition_type(&request.condition_type) {
-            return Err(PodError::Invalid("condition_type is not a valid condition type").into());
-        }
+        // Checked before the pod is read: a type the agent does not own costs no API call.
+        super::check_owned_condition(&request.condition_type)?;
         let desired = DesiredCondition {
             type_: request.condition_type,
             status: status_name(request.status)?.to_owned(),
@@ -64,19 +52,83 @@ impl<P: PodApi> PodService for PodGrpc<P> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use k8s_openapi::api::core::v1::Pod;
+    use stevedore_proto::stevedore::agent::v1::PodRef;
+
     use super::*;
 
-    #[test]
-    fn condition_types() {
-        for (type_, ok) in [
+    /// One pod on node `n1`; records every status patch.
+    #[derive(Clone, Default)]
+    struct OnePod {
+        patches: Arc<Mutex<Vec<serde_json::Value>>>,
+    }
+
+    impl PodApi for OnePod {
+        async fn get(&self, _: &str, name: &str) -> Result<Option<Pod>, kube::Error> {
+            let pod = serde_json::from_value(serde_json::json!({
+                "metadata": { "name": name, "namespace": "ns", "uid": "u1" },
+                "spec": { "nodeName": "n1", "containers": [] },
+            }))
+            .expect("valid pod");
+            Ok(Some(pod))
+        }
+
+        async fn patch_status(
+            &self,
+            _: &str,
+            _: &str,
+            patch: serde_json::Value,
+        ) -> Result<(), kube::Error> {
+            self.patches.lock().expect("not poisoned").push(patch);
+            Ok(())
+        }
+    }
+
+    fn request(type_: &str) -> Request<SetPodConditionRequest> {
+        Request::new(SetPodConditionRequest {
+            pod: Some(PodRef {
+                namespace: "ns".into(),
+                name: "web".into(),
+                uid: "u1".into(),
+            }),
+            condition_type: type_.into(),
+            status: ConditionStatus::False.into(),
+            reason: "Test".into(),
+            message: String::new(),
+        })
+    }
+
+    #[tokio::test]
+    async fn only_the_two_owned_conditions_are_set() {
+        for (type_, allowed) in [
             ("InPlaceUpdateReady", true),
-            ("apps.kruise.io/KruisePodReady", true),
+            ("KruisePodReady", true),
+            ("Ready", false),
+            ("ContainersReady", false),
+            ("PodScheduled", false),
+            ("apps.kruise.io/KruisePodReady", false),
+            ("inplaceupdateready", false),
             ("", false),
-            ("a/", false),
-            ("has space", false),
-            ("x;rm", false),
         ] {
-            assert_eq!(valid_condition_type(type_), ok, "{type_:?}");
+            let api = OnePod::default();
+            let service = PodGrpc::new(NodePods::new(api.clone(), "n1"));
+            let result = service.set_pod_condition(request(type_)).await;
+            let patches = api.patches.lock().expect("not poisoned").len();
+            if allowed {
+                assert!(result.is_ok(), "{type_:?}: {result:?}");
+                assert_eq!(patches, 1, "{type_:?}");
+            } else {
+                let status = result.expect_err(type_);
+                assert_eq!(status.code(), tonic::Code::InvalidArgument, "{type_:?}");
+                assert!(
+                    status.message().contains(&format!("{type_:?}")),
+                    "{type_:?}: {}",
+                    status.message()
+                );
+                assert_eq!(patches, 0, "{type_:?}");
+            }
         }
     }
 

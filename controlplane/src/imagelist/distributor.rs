@@ -14,18 +14,19 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
-use stevedore_proto::stevedore::agent::v1::{Credentials, WatchImageListRequest};
+use stevedore_proto::stevedore::agent::v1::{ApplyImageListRequest, WatchImageListRequest};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::desired::{apply_request, credentials_from_secret};
+use super::desired::apply_request;
+use super::pull_secrets;
 use super::status::{image_status, merged, status_patch, unreachable};
 use crate::agents::AgentPool;
 use crate::api::imagelist::ImageStatus;
@@ -224,7 +225,13 @@ impl Distributor {
             .get(&ObjectRef::new(node))
             .ok_or_else(|| format!("node {node} is gone"))?;
         let first = list.borrow_and_update().clone();
-        let mut pushed = self.push(&node_object, &first).await?;
+        let (request, refused) = self.prepare(&node_object, &first).await;
+        // Written before the push, so a refused secret shows even while the agent is
+        // unreachable; observedGeneration waits for the agent's acknowledgement.
+        if !refused.is_empty() {
+            self.write_status(node, &refused, None, true).await;
+        }
+        let mut pushed = self.push(&node_object, request).await?;
         let mut pushed_images: BTreeSet<String> = first.spec.images.keys().cloned().collect();
         let mut client = self
             .agents
@@ -257,7 +264,8 @@ impl Distributor {
                     }
                     let current = list.borrow_and_update().clone();
                     if current.metadata.generation != Some(pushed) {
-                        pushed = self.push(&node_object, &current).await?;
+                        let (request, refused) = self.prepare(&node_object, &current).await;
+                        pushed = self.push(&node_object, request).await?;
                         // Entries taken out of spec leave status now, not at the next update;
                         // entries (re)added start from Waiting, not from a stale old status.
                         for image in current.spec.images.keys() {
@@ -265,6 +273,8 @@ impl Distributor {
                                 pending.insert(image.clone(), ImageStatus::default());
                             }
                         }
+                        // After the reset above: a refused image is Failed, not Waiting.
+                        pending.extend(refused);
                         pushed_images = current.spec.images.keys().cloned().collect();
                         // The acknowledgement of a new spec is written at once and does not
                         // count against the stream's once a second: spec changes are rare, and
@@ -292,11 +302,27 @@ impl Distributor {
         }
     }
 
-    /// Sends the list (with credentials from its pull secrets); returns the generation.
-    async fn push(&self, node: &Node, list: &ImageList) -> Result<i64, String> {
-        let generation = list.metadata.generation.unwrap_or(0);
-        let secrets = self.read_secrets(&list.spec).await;
-        let request = apply_request(&node.name_any(), list, &secrets);
+    /// The request for `list` (credentials from its pull secrets, without the images
+    /// whose pull secret is refused) and the Failed statuses of the refused images, for
+    /// the caller to write.
+    async fn prepare(
+        &self,
+        node: &Node,
+        list: &ImageList,
+    ) -> (ApplyImageListRequest, BTreeMap<String, ImageStatus>) {
+        let secrets = pull_secrets::read(&self.client, &list.spec).await;
+        let (allowed, refused) = pull_secrets::without_refused(&list.spec, &secrets.refused);
+        let allowed = ImageList {
+            spec: allowed,
+            ..list.clone()
+        };
+        let request = apply_request(&node.name_any(), &allowed, &secrets.credentials);
+        (request, refused)
+    }
+
+    /// Sends a prepared list to the node's agent; returns its generation.
+    async fn push(&self, node: &Node, request: ApplyImageListRequest) -> Result<i64, String> {
+        let generation = request.generation;
         let images = request.images.len();
         self.agents
             .call(node, "ApplyImageList", move |channel| {
@@ -316,43 +342,6 @@ impl Distributor {
             "pushed the image list"
         );
         Ok(generation)
-    }
-
-    /// `namespace/name` → registry credentials of every pull secret the spec names; a
-    /// secret that cannot be read is logged and pulls go without it (the agent then
-    /// reports the registry's refusal on that image).
-    async fn read_secrets(
-        &self,
-        spec: &ImageListSpec,
-    ) -> BTreeMap<String, BTreeMap<String, Credentials>> {
-        let mut out = BTreeMap::new();
-        for secret in spec.images.values().flat_map(|e| &e.pull_secrets) {
-            let key = format!("{}/{}", secret.namespace, secret.name);
-            if out.contains_key(&key) {
-                continue;
-            }
-            let api: Api<Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
-            match api.get(&secret.name).await {
-                Ok(object) => {
-                    let data: BTreeMap<String, Vec<u8>> = object
-                        .data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, v.0))
-                        .collect();
-                    match credentials_from_secret(&data) {
-                        Ok(creds) => {
-                            out.insert(key, creds);
-                        }
-                        Err(err) => {
-                            tracing::warn!(secret = key, error = err, "unusable pull secret");
-                        }
-                    }
-                }
-                Err(err) => tracing::warn!(secret = key, error = %err, "cannot read pull secret"),
-            }
-        }
-        out
     }
 
     /// Lands `pending` on the node's status. The patch is conditional on the

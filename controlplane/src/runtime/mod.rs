@@ -26,7 +26,6 @@ use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
 use crate::controller::runner::{self, Reconciler, RunnerConfig};
 use crate::imagelist::Distributor;
-use admin::AdminState;
 use elector::Elector;
 use leader::Timings;
 use metrics::Metrics;
@@ -65,12 +64,17 @@ pub async fn run(args: Args) -> Result<(), RuntimeError> {
             namespace: args.namespace,
             lease_name: args.lease_name,
             identity: identity.clone(),
-            admin_addr: args.admin_addr,
+            admin_addr: args.health_addr,
             timings: Timings::default(),
         },
         shutdown.clone(),
     )
     .await?;
+    if let Err(err) = running.serve_metrics(args.metrics_addr, &shutdown).await {
+        shutdown.cancel();
+        running.wait().await;
+        return Err(err);
+    }
     let agents = match AgentPool::new(pool_config, running.metrics.clone()) {
         Ok(pool) => pool,
         Err(err) => {
@@ -119,6 +123,8 @@ pub struct RuntimeConfig {
     pub namespace: String,
     pub lease_name: String,
     pub identity: String,
+    /// The health endpoint (`/healthz`, `/readyz`); metrics are served apart, by
+    /// [`Runtime::serve_metrics`].
     pub admin_addr: SocketAddr,
     pub timings: Timings,
 }
@@ -162,12 +168,9 @@ impl Runtime {
             addr: config.admin_addr,
             source,
         })?;
-        let state = AdminState {
-            metrics: metrics.clone(),
-            sync: stores.sync.clone(),
-        };
-        tasks.spawn(admin_task(listener, state, shutdown.clone()));
-        tracing::info!(%admin_addr, "admin endpoint listening");
+        let router = admin::health_router(stores.sync.clone());
+        tasks.spawn(admin_task(listener, router, shutdown.clone()));
+        tracing::info!(%admin_addr, "health endpoint listening");
 
         let leadership = elector.leadership();
         tasks.spawn(elector.run(shutdown.clone()));
@@ -180,6 +183,22 @@ impl Runtime {
             leadership,
             tasks,
         })
+    }
+
+    /// Serves `/metrics` on `addr` until `shutdown`; returns the bound address.
+    pub async fn serve_metrics(
+        &mut self,
+        addr: SocketAddr,
+        shutdown: &CancellationToken,
+    ) -> Result<SocketAddr, RuntimeError> {
+        let bind_error = |source| RuntimeError::Bind { addr, source };
+        let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+        let bound = listener.local_addr().map_err(bind_error)?;
+        let router = admin::metrics_router(self.metrics.clone());
+        self.tasks
+            .spawn(admin_task(listener, router, shutdown.clone()));
+        tracing::info!(metrics_addr = %bound, "metrics endpoint listening");
+        Ok(bound)
     }
 
     /// Starts the workload controllers on this runtime's caches; they act only while this
@@ -256,8 +275,8 @@ impl Runtime {
     }
 }
 
-async fn admin_task(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
-    if let Err(err) = admin::serve(listener, state, shutdown).await {
+async fn admin_task(listener: TcpListener, router: axum::Router, shutdown: CancellationToken) {
+    if let Err(err) = admin::serve(listener, router, shutdown).await {
         tracing::error!(error = %err, "admin endpoint failed");
     }
 }

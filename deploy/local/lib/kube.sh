@@ -133,6 +133,15 @@ start_kubelet() {
   wait_for kubelet 90 "$LOG_DIR/kubelet.log" -- curl -sf http://127.0.0.1:10248/healthz
   wait_for "node $NODE_NAME Ready" 120 "$LOG_DIR/kubelet.log" -- \
     kubectl_admin wait --for=condition=Ready "node/$NODE_NAME" --timeout=5s
+  label_control_plane_node
+}
+
+# label_control_plane_node: the kubelet node is this machine, which runs the apiserver,
+# so it carries the control-plane role label (the Stevedore control plane prefers such
+# nodes). No taint: the tests' pods run there too.
+label_control_plane_node() {
+  kubectl_admin label --overwrite node "$NODE_NAME" node-role.kubernetes.io/control-plane= \
+    >>"$LOG_DIR/objects.log" 2>&1 || die "labelling node $NODE_NAME failed (log: $LOG_DIR/objects.log)"
 }
 
 start_kube_proxy() {

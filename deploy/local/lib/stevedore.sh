@@ -133,6 +133,8 @@ deploy_controlplane() {
   local image holder
   image=$(build_image controlplane 65532:65532)
   deploy_crds
+  # A cluster brought up before the kubelet node got its control-plane label gets it here.
+  label_control_plane_node
   log "deploying the control plane ($image)"
   apply_overlay "$REPO_ROOT/deploy/local/controlplane" controlplane "$image"
   kubectl_admin -n kube-system rollout status deploy/stevedore-controlplane --timeout=180s \
