@@ -280,8 +280,13 @@ async fn if_not_present_makes_no_registry_request_for_a_present_image() -> Resul
     Ok(())
 }
 
+/// Held by the tests that pull or remove `large:v1`: they run in parallel otherwise, and
+/// one test's download (or removal) would change what the other counts or finds.
+static LARGE_IMAGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn concurrent_pulls_of_one_image_share_one_download() -> Result<()> {
+    let _large = LARGE_IMAGE.lock().await;
     let agent = start_agent().await?;
     let image = agent.cluster.image("large:v1");
     agent.remove(&image).await?;
@@ -389,6 +394,7 @@ fn pull_leases(cluster: &ClusterInfo) -> Result<Vec<String>> {
 
 #[tokio::test]
 async fn a_pull_cut_short_by_shutdown_leaves_nothing_and_the_next_pull_completes() -> Result<()> {
+    let _large = LARGE_IMAGE.lock().await;
     let agent = start_agent().await?;
     let image = agent.cluster.image("large:v1");
     agent.remove(&image).await?;
