@@ -265,6 +265,9 @@ async fn create_job(ctx: &TestContext, name: &str, image: &str) -> Result<()> {
             "selector": { "matchLabels": { "kubernetes.io/hostname": ctx.cluster.node_name } },
             "pullSecrets": ["regcred"],
             "parallelism": 1,
+            // Never: a finished job releases its ImageList entry, and the image's status
+            // with it, often before a poll of the list can see the Failed phase.
+            "completionPolicy": { "type": "Never" },
         },
     }))?;
     ctx.api::<ImagePullJob>()
