@@ -27,7 +27,6 @@ use stevedore_proto::stevedore::agent::v1::{
 use stevedore_tests::auth::{node_info_once_allowed, token_for, with_token};
 use stevedore_tests::pods::condition;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
@@ -123,18 +122,7 @@ impl Agent {
 
     /// `GET path` on the admin port: (status code, body).
     async fn admin_get(&self, path: &str) -> Result<(u16, String)> {
-        let mut stream = tokio::net::TcpStream::connect(self.admin).await?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await?;
-        let code = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .context("HTTP status line")?;
-        Ok((code, response))
+        stevedore_tests::metrics::http_get(&self.admin.to_string(), path).await
     }
 }
 
