@@ -128,3 +128,42 @@ pub async fn grant_pull_secrets(ctx: &TestContext) -> Result<()> {
         .await?;
     Ok(())
 }
+
+/// A client with a token of the agent's service account bound to `agent_pod`, so the
+/// apiserver puts that pod's node into the token's user info, as for the agent itself.
+pub async fn client_as_agent_pod(
+    ctx: &TestContext,
+    agent_pod: &k8s_openapi::api::core::v1::Pod,
+) -> Result<kube::Client> {
+    use k8s_openapi::api::authentication::v1::BoundObjectReference;
+    use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(600),
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: agent_pod.metadata.name.clone(),
+                uid: agent_pod.metadata.uid.clone(),
+            }),
+        },
+        ..Default::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(ctx.client.clone(), "kube-system")
+        .create_token_request("stevedore-agent", &PostParams::default(), &request)
+        .await?
+        .status
+        .context("no token")?
+        .token;
+    let mut kubeconfig = Kubeconfig::read_from(&ctx.cluster.kubeconfig)?;
+    for user in &mut kubeconfig.auth_infos {
+        user.auth_info = Some(AuthInfo {
+            token: Some(token.clone().into()),
+            ..Default::default()
+        });
+    }
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}

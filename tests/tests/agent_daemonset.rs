@@ -5,18 +5,16 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use stevedore_proto::stevedore::agent::v1::{
     ConditionStatus, GetNodeInfoRequest, PodRef, SetPodConditionRequest,
     node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
 };
 use stevedore_tests::auth::{
-    bind_cluster_role, node_info_once_allowed, token_for, unbind, with_token,
+    bind_cluster_role, client_as_agent_pod, node_info_once_allowed, token_for, unbind, with_token,
 };
 use stevedore_tests::pods::{condition, is_ready};
 use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
@@ -147,36 +145,7 @@ async fn deployed_agent_flips_a_readiness_gate_on_its_node() -> Result<()> {
 async fn admission_policy_fences_the_agent_to_its_node() -> Result<()> {
     run_in_namespace("agent-admission-fence", |ctx| async move {
         let agent = agent_pod(&ctx.client, ctx.cluster).await?;
-        let accounts: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), "kube-system");
-        let request = TokenRequest {
-            spec: TokenRequestSpec {
-                audiences: vec![],
-                expiration_seconds: Some(600),
-                bound_object_ref: Some(BoundObjectReference {
-                    api_version: Some("v1".into()),
-                    kind: Some("Pod".into()),
-                    name: agent.metadata.name.clone(),
-                    uid: agent.metadata.uid.clone(),
-                }),
-            },
-            ..Default::default()
-        };
-        let token = accounts
-            .create_token_request("stevedore-agent", &PostParams::default(), &request)
-            .await?
-            .status
-            .context("no token")?
-            .token;
-        let mut kubeconfig = Kubeconfig::read_from(&ctx.cluster.kubeconfig)?;
-        for user in &mut kubeconfig.auth_infos {
-            user.auth_info = Some(AuthInfo {
-                token: Some(token.clone().into()),
-                ..Default::default()
-            });
-        }
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        let as_agent = kube::Client::try_from(config)?;
+        let as_agent = client_as_agent_pod(&ctx, &agent).await?;
 
         web_pod(&ctx, "here", &ctx.cluster.node_name).await?;
         web_pod(&ctx, "elsewhere", &ctx.cluster.fake_node(0)).await?;

@@ -13,18 +13,16 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::imagelist::ImagePullPhase;
 use stevedore_controlplane::api::{ImageList, ImagePullJob};
-use stevedore_tests::auth::grant_pull_secrets;
+use stevedore_tests::auth::{client_as_agent_pod, grant_pull_secrets};
 use stevedore_tests::metrics::http_get;
 use stevedore_tests::pods::is_ready;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
@@ -130,35 +128,7 @@ async fn as_agent(ctx: &TestContext) -> Result<kube::Client> {
         Ok(pods.list(&lp).await?.items.into_iter().next())
     })
     .await?;
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(600),
-            bound_object_ref: Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: agent.metadata.name.clone(),
-                uid: agent.metadata.uid.clone(),
-            }),
-        },
-        ..Default::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(ctx.client.clone(), "kube-system")
-        .create_token_request("stevedore-agent", &PostParams::default(), &request)
-        .await?
-        .status
-        .context("no token")?
-        .token;
-    let mut kubeconfig = Kubeconfig::read_from(&ctx.cluster.kubeconfig)?;
-    for user in &mut kubeconfig.auth_infos {
-        user.auth_info = Some(AuthInfo {
-            token: Some(token.clone().into()),
-            ..Default::default()
-        });
-    }
-    let config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    client_as_agent_pod(ctx, &agent).await
 }
 
 /// The agent's token may flip InPlaceUpdateReady on a pod of its node, and nothing else:
