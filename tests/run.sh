@@ -7,6 +7,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Cargo's registry and build output live in the home directory, never in the clone.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/cargo-target}
 export CARGO_TERM_COLOR=never
+# The cluster's images and simulated agents are debug builds here (faster to build; tests
+# assert behaviour, not speed). `deploy/local/run.sh` on its own builds release images.
+export STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-dev}
 
 step() { printf '\n==> %s\n' "$*"; }
 

@@ -17,6 +17,8 @@ STATE_DIR=$STEVEDORE_STATE_DIR
 BASE_PORT=${STEVEDORE_SIM_AGENT_BASE_PORT:-21000}
 ADMIN_OFFSET=5000 # health and metrics endpoint (one listener on loopback) = gRPC port + this
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
+# The agents are release builds unless asked otherwise (tests/run.sh asks for dev).
+STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-release}
 
 die() { printf 'sim-agents: %s\n' "$*" >&2; exit 1; }
 
@@ -65,10 +67,12 @@ up() {
     die "no simulated-agent certificate: run deploy/local/cluster.sh up again"
   kwok_ip=$(kubectl get node kwok-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}' 2>/dev/null) ||
     die "kwok is not running (run deploy/local/run.sh --fake-nodes 1 first)"
-  cargo build -q --locked -p stevedore-agent
+  cargo build -q --locked --profile "$STEVEDORE_PROFILE" -p stevedore-agent
   mkdir -p "$dir"
   # Replace, not overwrite: the running agents keep their (now unlinked) binary.
-  cp "$CARGO_TARGET_DIR/debug/stevedore-agent" "$dir/stevedore-agent.new"
+  local built=$CARGO_TARGET_DIR/debug/stevedore-agent
+  [[ $STEVEDORE_PROFILE == dev ]] || built=$CARGO_TARGET_DIR/$STEVEDORE_PROFILE/stevedore-agent
+  cp "$built" "$dir/stevedore-agent.new"
   mv -f "$dir/stevedore-agent.new" "$dir/stevedore-agent"
   for ((i = 0; i < count; i++)); do
     name=$(printf '%s-%03d' "$prefix" "$i")

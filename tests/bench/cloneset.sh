@@ -32,8 +32,8 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # wait_for_status EXPR: polls the CloneSet until the jq-free jsonpath test in EXPR holds.
 status() { kubectl -n "$NS" get cloneset bench -o jsonpath="$1"; }
 
-cargo build -q --locked -p stevedore-tests --bin api_floor
-FLOOR=$CARGO_TARGET_DIR/debug/api_floor
+cargo build -q --release --locked -p stevedore-tests --bin api_floor
+FLOOR=$CARGO_TARGET_DIR/release/api_floor
 deploy/local/sim-agents.sh up "$NODES" "$PREFIX"
 kubectl create namespace "$NS" >/dev/null
 

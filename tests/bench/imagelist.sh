@@ -132,8 +132,8 @@ agents_rss() {
       n, a / 1024, (n ? a / n / 1024 : 0), m / 1024, (n ? r / n / 1024 : 0), f / 1024 }'
 }
 
-cargo build -q --locked -p stevedore-tests --bin imagelist_bench
-BENCH=$CARGO_TARGET_DIR/debug/imagelist_bench
+cargo build -q --release --locked -p stevedore-tests --bin imagelist_bench
+BENCH=$CARGO_TARGET_DIR/release/imagelist_bench
 # The fan-out measures distribution, not a pull: the image is in containerd beforehand
 # (kubelet's image GC may have removed it).
 "${CTR[@]}" images ls -q | grep -x "$FANOUT_IMAGE" >/dev/null ||

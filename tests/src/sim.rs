@@ -20,7 +20,13 @@ pub struct SimAgents {
 }
 
 fn script(args: &[&str]) -> Result<()> {
-    let output = Command::new(repo_root().join("deploy/local/sim-agents.sh"))
+    let mut command = Command::new(repo_root().join("deploy/local/sim-agents.sh"));
+    // Tests run debug agents unless the caller chose a profile (the script's own default,
+    // release, is for benchmarks and people).
+    if std::env::var_os("STEVEDORE_PROFILE").is_none() {
+        command.env("STEVEDORE_PROFILE", "dev");
+    }
+    let output = command
         .args(args)
         .output()
         .context("running deploy/local/sim-agents.sh")?;

@@ -5,6 +5,15 @@
 
 REPO_ROOT=$(cd "$HERE/../.." && pwd)
 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$STEVEDORE_CACHE/cargo-target}
+# Images are release builds unless asked otherwise: what a person runs and what benchmarks
+# measure is the optimised binary. tests/run.sh asks for `dev` (debug) to keep CI short.
+STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-release}
+
+# profile_dir PROFILE: the directory under the target dir where cargo puts that profile's
+# binaries (the dev profile's is called debug).
+profile_dir() {
+  if [[ $1 == dev ]]; then echo debug; else echo "$1"; fi
+}
 
 ensure_cargo() {
   command -v cargo >/dev/null 2>&1 && return 0
@@ -29,8 +38,8 @@ must() {
   ((rc == 0)) || die "$what failed (log: $logfile)"
 }
 
-# compile NAME BIN: builds binary NAME (crate of the same name) and copies it, without
-# debug info, to BIN. The target directory may be shared by several checkouts and cargo
+# compile NAME BIN: builds binary NAME (crate of the same name) with STEVEDORE_PROFILE and
+# copies it, without debug info, to BIN. The target directory may be shared by several checkouts and cargo
 # copies each build's binary to the same debug/NAME: a lock held from the build until the
 # copy keeps a deploy from another checkout from swapping it in between.
 compile() {
@@ -38,8 +47,9 @@ compile() {
   mkdir -p "$CARGO_TARGET_DIR"
   exec 9>"$CARGO_TARGET_DIR/.stevedore-image-build.lock"
   flock 9
-  (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked -p "$name" --bin "$name")
-  objcopy --strip-debug "$CARGO_TARGET_DIR/debug/$name" "$bin"
+  (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked \
+    --profile "$STEVEDORE_PROFILE" -p "$name" --bin "$name")
+  objcopy --strip-debug "$CARGO_TARGET_DIR/$(profile_dir "$STEVEDORE_PROFILE")/$name" "$bin"
 }
 
 # package BIN USER LAYOUT:TAG REF: an image of the binary BIN at /usr/local/bin (its
