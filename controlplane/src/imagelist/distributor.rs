@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::desired::apply_request;
+use super::freshest::freshest;
 use super::pull_secrets;
 use super::status::{image_status, merged, status_patch, unreachable};
 use crate::agents::AgentPool;
@@ -185,17 +186,20 @@ impl Distributor {
     ) {
         let mut backoff = Duration::from_secs(1);
         let mut last_ok = Instant::now();
+        // What this session's last status write returned: newer than the cache for a
+        // moment after each write (see `freshest`).
+        let mut written: Option<ImageList> = None;
         loop {
             let result = tokio::select! {
                 () = stop.cancelled() => return,
-                result = self.serve(&node, &mut list, &stop, &mut last_ok) => result,
+                result = self.serve(&node, &mut list, &stop, &mut last_ok, &mut written) => result,
             };
             match result {
                 Ok(()) => return,
                 Err(err) => {
                     if last_ok.elapsed() >= RESPONSE_TIMEOUT {
                         let message = format!("the agent on node {node} is not answering: {err}");
-                        self.mark_unreachable(&node, &message).await;
+                        self.mark_unreachable(&node, &message, &mut written).await;
                         // Look again after another timeout, not on every retry.
                         last_ok = Instant::now();
                     }
@@ -218,6 +222,7 @@ impl Distributor {
         list: &mut watch::Receiver<Arc<ImageList>>,
         stop: &CancellationToken,
         last_ok: &mut Instant,
+        written: &mut Option<ImageList>,
     ) -> Result<(), String> {
         let node_object = self
             .stores
@@ -229,7 +234,7 @@ impl Distributor {
         // Written before the push, so a refused secret shows even while the agent is
         // unreachable; observedGeneration waits for the agent's acknowledgement.
         if !refused.is_empty() {
-            self.write_status(node, &refused, None, true).await;
+            self.write_status(node, &refused, None, true, written).await;
         }
         let mut pushed = self.push(&node_object, request).await?;
         let mut pushed_images: BTreeSet<String> = first.spec.images.keys().cloned().collect();
@@ -279,8 +284,8 @@ impl Distributor {
                         // The acknowledgement of a new spec is written at once and does not
                         // count against the stream's once a second: spec changes are rare, and
                         // the pull's first result should not wait behind it.
-                        self.write_status(node, &std::mem::take(&mut pending), Some(pushed), true)
-                        .await;
+                        let pending = std::mem::take(&mut pending);
+                        self.write_status(node, &pending, Some(pushed), true, written).await;
                     }
                 }
                 message = stream.message() => match message {
@@ -294,8 +299,8 @@ impl Distributor {
                 },
                 () = flush => {
                     flush_at = None;
-                    self.write_status(node, &std::mem::take(&mut pending), Some(pushed), true)
-                        .await;
+                    let pending = std::mem::take(&mut pending);
+                    self.write_status(node, &pending, Some(pushed), true, written).await;
                     last_write = Some(Instant::now());
                 }
             }
@@ -347,17 +352,20 @@ impl Distributor {
     /// Lands `pending` on the node's status. The patch is conditional on the
     /// resourceVersion it was computed from, so a stale cache never writes an old phase
     /// over a newer one; on a conflict the list is read again and the patch recomputed.
+    /// It starts from the newer of the cache and `written` (this session's last write),
+    /// and leaves in `written` what the apiserver returned.
     async fn write_status(
         &self,
         node: &str,
         pending: &BTreeMap<String, ImageStatus>,
         generation: Option<i64>,
         retry_on_conflict: bool,
+        written: &mut Option<ImageList>,
     ) {
         let api: Api<ImageList> = Api::all(self.client.clone());
-        let mut list = match self.stores.imagelists.get(&ObjectRef::new(node)) {
-            Some(list) => list.as_ref().clone(),
-            None => return,
+        let cached = self.stores.imagelists.get(&ObjectRef::new(node));
+        let Some(mut list) = freshest(cached.as_deref(), written.as_ref()) else {
+            return;
         };
         for _ in 0..3 {
             let current = list.status.clone().unwrap_or_default();
@@ -372,7 +380,10 @@ impl Distributor {
                 .patch_status(node, &PatchParams::default(), &Patch::Merge(patch))
                 .await
             {
-                Ok(_) => return,
+                Ok(landed) => {
+                    *written = Some(landed);
+                    return;
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 && !retry_on_conflict => return,
                 Err(kube::Error::Api(s)) if s.code == 409 => match api.get(node).await {
                     Ok(fresh) => list = fresh,
@@ -393,15 +404,16 @@ impl Distributor {
         );
     }
 
-    async fn mark_unreachable(&self, node: &str, message: &str) {
-        let Some(list) = self.stores.imagelists.get(&ObjectRef::new(node)) else {
+    async fn mark_unreachable(&self, node: &str, message: &str, written: &mut Option<ImageList>) {
+        let cached = self.stores.imagelists.get(&ObjectRef::new(node));
+        let Some(list) = freshest(cached.as_deref(), written.as_ref()) else {
             return;
         };
         let current: ImageListStatus = list.status.clone().unwrap_or_default();
         let marked = unreachable(&list.spec, &current, message);
         if !marked.is_empty() {
-            // Computed from the cache: on a conflict, the next timeout marks again.
-            self.write_status(node, &marked, None, false).await;
+            // On a conflict, the next timeout marks again.
+            self.write_status(node, &marked, None, false, written).await;
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod desired;
 pub mod distributor;
+pub mod freshest;
 pub mod pull_secrets;
 pub mod status;
 
