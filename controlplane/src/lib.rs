@@ -1,6 +1,7 @@
 //! Stevedore's control plane: OpenKruise-compatible workload reconcilers, ImageList
 //! distribution to the node agents, and the agent client pool.
 
+pub mod advancedcronjob;
 pub mod agents;
 pub mod api;
 pub mod certs;
