@@ -33,6 +33,7 @@ use crate::agents::AgentPool;
 use crate::api::imagelist::ImageStatus;
 use crate::api::{ImageList, ImageListSpec, ImageListStatus};
 use crate::runtime::stores::Stores;
+use crate::workload::node::is_ready;
 
 /// At most one status write per node per this long for updates from the agent's stream.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -57,13 +58,6 @@ pub struct Distributor {
 struct Session {
     list: watch::Sender<Arc<ImageList>>,
     stop: CancellationToken,
-}
-
-fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// When to write a status update that arrives at `now`: after [`GATHER`], and never within

@@ -22,6 +22,7 @@ use crate::api::ImagePullJob;
 use crate::api::common::CompletionPolicyType;
 use crate::api::imagelist::{ImageListEntry, ImagePullPhase, ImageStatus, PullSecretReference};
 use crate::api::imagepulljob::{ImagePullJobStatus, ImagePullPolicy};
+use crate::workload::node::is_ready;
 use crate::workload::selector::selector_matches;
 
 /// How often a node that has the image pulls it again under completion policy Never.
@@ -430,15 +431,6 @@ pub fn parallelism(value: &IntOrString, desired: usize) -> usize {
             (desired * percent).div_ceil(100)
         }
     }
-}
-
-fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 fn until(now: Timestamp, then: Timestamp) -> Option<Duration> {

@@ -18,6 +18,7 @@ use crate::api::{ImageList, ImagePullJob};
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
 use crate::runtime::stores::Changes;
+use crate::workload::node::is_ready;
 use crate::workload::selector::selector_matches;
 
 /// The jobs pulling one of the images an ImageList names.
@@ -85,14 +86,7 @@ type PodFacts = Option<(BTreeMap<String, String>, Option<String>, bool)>;
 
 fn node_facts(nodes: &Store<Node>, name: &str) -> NodeFacts {
     let node = nodes.get(&ObjectRef::new(name))?;
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    Some((node.labels().clone(), ready))
+    Some((node.labels().clone(), is_ready(&node)))
 }
 
 fn pod_facts(pod: &Pod) -> PodFacts {

@@ -4,6 +4,7 @@
 pub mod deletion;
 pub mod inplace;
 pub mod lifecycle;
+pub mod node;
 pub mod ordering;
 pub mod ownership;
 pub mod revision;
