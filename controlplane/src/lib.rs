@@ -4,6 +4,8 @@
 pub mod advancedcronjob;
 pub mod agents;
 pub mod api;
+pub mod app;
+pub mod caches;
 pub mod certs;
 pub mod cloneset;
 pub mod config;

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
+use stevedore_controlplane::caches::Stores;
 use stevedore_controlplane::runtime::elector::Elector;
 use stevedore_controlplane::runtime::leader::Timings;
 use stevedore_controlplane::runtime::{Runtime, RuntimeConfig};
@@ -202,7 +203,8 @@ async fn readyz_turns_ok_once_the_caches_sync() -> Result<()> {
             admin_addr: "127.0.0.1:0".parse()?,
             timings: fast(),
         };
-        let mut runtime = Runtime::start(ctx.client.clone(), config, shutdown.clone()).await?;
+        let mut runtime =
+            Runtime::<Stores>::start(ctx.client.clone(), config, shutdown.clone()).await?;
         let addr = runtime.admin_addr;
         let metrics_addr = runtime
             .serve_metrics("127.0.0.1:0".parse()?, &shutdown)

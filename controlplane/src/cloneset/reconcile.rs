@@ -21,6 +21,7 @@ use super::pods::{RevisionSpec, new_revision, owner_reference};
 use super::predownload;
 use super::status::{SyncProblems, compute_status};
 use crate::api::CloneSet;
+use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::ApiError;
 use crate::controller::create_backoff::CreateBackoff;
@@ -29,7 +30,6 @@ use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::runner::{Outcome, Reconciler};
 use crate::predownload::jobs;
-use crate::runtime::stores::Stores;
 use crate::workload::deletion::REVISION_LABEL;
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{
@@ -102,15 +102,16 @@ impl Reconciler for CloneSetController {
     type Key = ObjectKey;
     type Error = SyncError;
     const KIND: &'static str = "CloneSet";
+    const READS: &'static [&'static str] = &[
+        "Pod",
+        "Node",
+        "PersistentVolumeClaim",
+        "ControllerRevision",
+        "CloneSet",
+    ];
 
     fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(&[
-            "Pod",
-            "Node",
-            "PersistentVolumeClaim",
-            "ControllerRevision",
-            "CloneSet",
-        ])
+        self.stores.sync.synced(Self::READS)
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {

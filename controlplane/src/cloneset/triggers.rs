@@ -10,9 +10,9 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::CloneSet;
+use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::runtime::stores::Changes;
 use crate::workload::ownership::controller_of;
 use crate::workload::selector::selector_matches;
 

@@ -45,6 +45,10 @@ pub trait Reconciler: Send + Sync + 'static {
     /// The kind, for metrics, spans and logs.
     const KIND: &'static str;
 
+    /// The kinds of the shared caches the reconcile reads (what `caches_synced` asks
+    /// about); the wiring refuses to start a reconciler that names a kind no store caches.
+    const READS: &'static [&'static str] = &[];
+
     /// Makes the object named by `key` right, once.
     fn reconcile(
         &self,

@@ -32,7 +32,7 @@ use super::status::{image_status, merged, status_patch, unreachable};
 use crate::agents::AgentPool;
 use crate::api::imagelist::ImageStatus;
 use crate::api::{ImageList, ImageListSpec, ImageListStatus};
-use crate::runtime::stores::Stores;
+use crate::caches::Stores;
 use crate::workload::node::is_ready;
 
 /// At most one status write per node per this long for updates from the agent's stream.
@@ -69,6 +69,9 @@ fn next_flush(now: Instant, last_write: Option<Instant>) -> Instant {
 }
 
 impl Distributor {
+    /// The kinds of the shared caches the distributor reads.
+    pub const READS: &'static [&'static str] = &["Node", "ImageList"];
+
     /// Runs until `shutdown`, acting only while `leadership` says so.
     pub async fn run(self, leadership: watch::Receiver<bool>, shutdown: CancellationToken) {
         while_leading(leadership, shutdown, |term| self.clone().lead(term)).await;
@@ -81,7 +84,7 @@ impl Distributor {
         let mut nodes = self.stores.changes.nodes.subscribe();
         tokio::select! {
             () = term.cancelled() => return,
-            () = self.stores.sync.wait_synced(&["Node", "ImageList"]) => {}
+            () = self.stores.sync.wait_synced(Self::READS) => {}
         }
         let mut sessions: HashMap<String, Session> = HashMap::new();
         loop {

@@ -18,6 +18,7 @@ use serde_json::json;
 use super::entries::{apply_body, field_manager, owned_images};
 use super::plan::{self, NodeImage, Snapshot};
 use crate::api::{ImageList, ImagePullJob};
+use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error};
 use crate::controller::events::EventSink;
@@ -25,7 +26,6 @@ use crate::controller::expectations::{
     EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
 };
 use crate::controller::runner::{Outcome, Reconciler};
-use crate::runtime::stores::Stores;
 
 /// Holds a deleted job until its entries are released from every ImageList.
 pub const FINALIZER: &str = "apps.kruise.io/imagepulljob-cleanup";
@@ -79,11 +79,10 @@ impl Reconciler for ImagePullJobController {
     type Key = ObjectKey;
     type Error = SyncError;
     const KIND: &'static str = "ImagePullJob";
+    const READS: &'static [&'static str] = &["Node", "Pod", "ImageList", "ImagePullJob"];
 
     fn caches_synced(&self) -> bool {
-        self.stores
-            .sync
-            .synced(&["Node", "Pod", "ImageList", "ImagePullJob"])
+        self.stores.sync.synced(Self::READS)
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {

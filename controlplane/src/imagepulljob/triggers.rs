@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::common::CompletionPolicyType;
 use crate::api::{ImageList, ImagePullJob};
+use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::runtime::stores::Changes;
 use crate::workload::node::is_ready;
 use crate::workload::selector::selector_matches;
 

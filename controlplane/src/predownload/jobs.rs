@@ -15,9 +15,9 @@ use super::plan::{
     jobs_to_delete,
 };
 use crate::api::ImagePullJob;
+use crate::caches::Stores;
 use crate::controller::api_error::api_error;
 use crate::controller::events::EventSink;
-use crate::runtime::stores::Stores;
 use crate::workload::ownership::{delete_params, is_controlled_by};
 
 /// The workload whose rollout pre-downloads.

@@ -1,5 +1,7 @@
 //! The control plane's runtime: shared caches, the admin endpoint and leader election,
-//! started together by `run` and stopped together by one `CancellationToken`.
+//! started together by [`Runtime::start`] and stopped together by one `CancellationToken`.
+//! It knows no workload: which kinds are cached is the [`StoreSet`] the wiring gives it,
+//! and what runs on it is spawned by the wiring (`crate::app`).
 
 pub mod admin;
 pub mod clock;
@@ -8,28 +10,18 @@ pub mod leader;
 pub mod metrics;
 pub mod stores;
 
+use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::agents::{AgentPool, AgentPoolConfig};
-use crate::cloneset::CloneSetController;
-use crate::cloneset::triggers::run as cloneset_triggers;
-use crate::config::Args;
-use crate::controller::events::EventSink;
-use crate::controller::pod_conditions::PodConditions;
-use crate::controller::queue::{Backoff, WorkQueue};
-use crate::controller::runner::{self, Reconciler, RunnerConfig};
-use crate::imagelist::Distributor;
 use elector::Elector;
 use leader::Timings;
 use metrics::Metrics;
-use stores::Stores;
+use stores::{StoreRegistry, StoreSet};
 
 /// Why the runtime could not start.
 #[derive(Debug, Error)]
@@ -42,78 +34,8 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
-    #[error("setting up the agent client pool: {0}")]
-    Agents(#[source] crate::agents::AgentError),
     #[error("installing the signal handler: {0}")]
     Signal(#[source] std::io::Error),
-}
-
-/// Runs the control plane until SIGTERM or SIGINT, then shuts down gracefully.
-pub async fn run(args: Args) -> Result<(), RuntimeError> {
-    let client = kube::Client::try_default()
-        .await
-        .map_err(RuntimeError::Client)?;
-    let shutdown = CancellationToken::new();
-    let signals = shutdown_on_signal(shutdown.clone())?;
-    let identity = args.identity();
-    let pool_config = AgentPoolConfig::from_args(&args, client.clone());
-    let workers_per_kind = args.concurrency_per_kind.get();
-    let mut running = Runtime::start(
-        client.clone(),
-        RuntimeConfig {
-            namespace: args.namespace,
-            lease_name: args.lease_name,
-            identity: identity.clone(),
-            admin_addr: args.health_addr,
-            timings: Timings::default(),
-        },
-        shutdown.clone(),
-    )
-    .await?;
-    if let Err(err) = running.serve_metrics(args.metrics_addr, &shutdown).await {
-        shutdown.cancel();
-        running.wait().await;
-        return Err(err);
-    }
-    let agents = match AgentPool::new(pool_config, running.metrics.clone()) {
-        Ok(pool) => pool,
-        Err(err) => {
-            shutdown.cancel();
-            running.wait().await;
-            return Err(RuntimeError::Agents(err));
-        }
-    };
-    running.start_distributor(
-        Distributor {
-            client: client.clone(),
-            stores: running.stores.clone(),
-            agents: agents.clone(),
-        },
-        &shutdown,
-    );
-    running.start_controllers(
-        Controllers {
-            client: client.clone(),
-            agents: Arc::new(agents),
-            events: EventSink::new(client, &identity),
-            workers_per_kind,
-        },
-        &shutdown,
-    );
-    running.wait().await;
-    signals.abort();
-    Ok(())
-}
-
-/// Every workload is queued again this often, in case an event was missed.
-const RESYNC_PERIOD: Duration = Duration::from_secs(600);
-
-/// What the workload controllers need besides the runtime's caches.
-pub struct Controllers {
-    pub client: kube::Client,
-    pub agents: Arc<dyn PodConditions>,
-    pub events: EventSink,
-    pub workers_per_kind: usize,
 }
 
 /// What `Runtime::start` needs, separate from `Args` so tests can pick the timings and an
@@ -130,16 +52,17 @@ pub struct RuntimeConfig {
 }
 
 /// The started runtime pieces.
-pub struct Runtime {
-    pub stores: Stores,
+pub struct Runtime<S> {
+    pub stores: S,
     pub metrics: Metrics,
     pub admin_addr: SocketAddr,
     pub leadership: tokio::sync::watch::Receiver<bool>,
     tasks: JoinSet<()>,
 }
 
-impl Runtime {
-    /// Starts the stores, the admin endpoint and leader election; all stop on `shutdown`.
+impl<S: StoreSet> Runtime<S> {
+    /// Starts the stores of `S`, the admin endpoint and leader election; all stop on
+    /// `shutdown`.
     pub async fn start(
         client: kube::Client,
         config: RuntimeConfig,
@@ -156,7 +79,12 @@ impl Runtime {
         );
         // Each term this replica starts makes every store list again before controllers
         // may act on it.
-        let stores = Stores::start(&client, elector.terms(), &mut tasks, &shutdown);
+        let stores = S::start(StoreRegistry::new(
+            &client,
+            elector.terms(),
+            &mut tasks,
+            &shutdown,
+        ));
 
         let listener = TcpListener::bind(config.admin_addr)
             .await
@@ -168,7 +96,7 @@ impl Runtime {
             addr: config.admin_addr,
             source,
         })?;
-        let router = admin::health_router(stores.sync.clone());
+        let router = admin::health_router(stores.sync().clone());
         tasks.spawn(admin_task(listener, router, shutdown.clone()));
         tracing::info!(%admin_addr, "health endpoint listening");
 
@@ -201,67 +129,9 @@ impl Runtime {
         Ok(bound)
     }
 
-    /// Starts the workload controllers on this runtime's caches; they act only while this
-    /// replica leads.
-    pub fn start_controllers(&mut self, controllers: Controllers, shutdown: &CancellationToken) {
-        let queue = WorkQueue::new(Backoff::default());
-        let cloneset = Arc::new(CloneSetController::new(
-            controllers.client.clone(),
-            self.stores.clone(),
-            controllers.agents,
-            controllers.events.clone(),
-        ));
-        self.tasks.spawn(cloneset_triggers(
-            self.stores.changes.clone(),
-            self.stores.clonesets.clone(),
-            queue.clone(),
-            shutdown.clone(),
-        ));
-        self.spawn_runner(cloneset, queue, controllers.workers_per_kind, shutdown);
-
-        // ImagePullJob: writes its entries into the ImageLists the distributor creates.
-        let queue = WorkQueue::new(Backoff::default());
-        self.tasks.spawn(crate::imagepulljob::triggers::run(
-            self.stores.changes.clone(),
-            self.stores.imagepulljobs.clone(),
-            self.stores.nodes.clone(),
-            self.stores.pods.clone(),
-            queue.clone(),
-            shutdown.clone(),
-        ));
-        let imagepulljobs = Arc::new(crate::imagepulljob::ImagePullJobController::new(
-            controllers.client,
-            self.stores.clone(),
-            controllers.events,
-        ));
-        self.spawn_runner(imagepulljobs, queue, controllers.workers_per_kind, shutdown);
-    }
-
-    /// Runs `reconciler`'s workers on `queue`, gated by this replica's leadership.
-    fn spawn_runner<R: Reconciler>(
-        &mut self,
-        reconciler: Arc<R>,
-        queue: WorkQueue<R::Key>,
-        workers: usize,
-        shutdown: &CancellationToken,
-    ) {
-        self.tasks.spawn(runner::run(
-            reconciler,
-            queue,
-            RunnerConfig {
-                workers,
-                resync: RESYNC_PERIOD,
-            },
-            self.leadership.clone(),
-            self.metrics.clone(),
-            shutdown.clone(),
-        ));
-    }
-
-    /// Starts the ImageList distributor; it acts only while this replica leads.
-    pub fn start_distributor(&mut self, distributor: Distributor, shutdown: &CancellationToken) {
-        self.tasks
-            .spawn(distributor.run(self.leadership.clone(), shutdown.clone()));
+    /// Runs `task` until it ends; [`Runtime::wait`] waits for it too.
+    pub fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.spawn(task);
     }
 
     /// Waits for every task to finish (they finish on shutdown; the Lease is released
@@ -293,7 +163,7 @@ async fn export_leadership(mut leadership: tokio::sync::watch::Receiver<bool>, m
 }
 
 /// Cancels `shutdown` on the first SIGTERM or SIGINT.
-fn shutdown_on_signal(
+pub fn shutdown_on_signal(
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, RuntimeError> {
     use tokio::signal::unix::{SignalKind, signal};

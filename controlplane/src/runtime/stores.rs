@@ -1,71 +1,86 @@
-//! One reflector store per kind, shared by every reconciler: a single watch of all Pods
-//! (not one per controller), Nodes, PVCs, ControllerRevisions, CloneSets, ImageLists and
-//! ImagePullJobs. Each watch
-//! retries with backoff forever, so a kind whose CRD is not installed yet simply stays
-//! not-synced (and `/readyz` says so) until it appears.
+//! The shared caches, one reflector store per kind, shared by every reconciler: a single
+//! watch of all Pods (not one per controller), and so on for every kind the wiring
+//! registers (see [`StoreSet`]; the runtime itself names no kind). Each watch retries with
+//! backoff forever, so a kind whose CRD is not installed yet simply stays not-synced (and
+//! `/readyz` says so) until it appears.
 //!
-//! Every change a watch sees is also broadcast (see [`Changes`]) so controllers can map it
-//! to the keys they reconcile, without a watch of their own.
+//! Every change a watch sees is also broadcast (see [`Cache::changes`]) so controllers can
+//! map it to the keys they reconcile, without a watch of their own.
 //!
 //! A cache filled while another replica led may lag behind what that leader wrote, so each
 //! time this replica starts a term, every watch lists again (a quorum read, made after the
 //! Lease was won), and [`SyncState::synced`] stays `false` until the lists of the kinds a
-//! controller reads have completed for the current term.
+//! controller reads have completed for the current term. A kind no store was started for
+//! never counts as synced, and [`SyncState::require`] lets the wiring refuse, at start, a
+//! controller that names one.
 
+use std::borrow::Cow;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt as _;
-use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
+use thiserror::Error;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::api::{CloneSet, ImageList, ImagePullJob};
+/// The set of stores a binary starts, chosen by its wiring and given to
+/// [`crate::runtime::Runtime::start`]: each field a [`Cache`] from
+/// [`StoreRegistry::watch`], plus the [`SyncState`] they report to.
+pub trait StoreSet: Clone + Send + Sync + 'static {
+    /// Registers every kind of the set; ends with [`StoreRegistry::finish`].
+    fn start(registry: StoreRegistry<'_>) -> Self;
 
-/// The shared caches. Cloning is cheap; every clone reads the same stores.
-#[derive(Clone)]
-pub struct Stores {
-    pub pods: Store<Pod>,
-    pub nodes: Store<Node>,
-    pub pvcs: Store<PersistentVolumeClaim>,
-    pub revisions: Store<ControllerRevision>,
-    pub clonesets: Store<CloneSet>,
-    pub imagelists: Store<ImageList>,
-    pub imagepulljobs: Store<ImagePullJob>,
-    pub sync: SyncState,
-    pub changes: Changes,
+    /// The sync state every store of the set reports to (what `/readyz` shows).
+    fn sync(&self) -> &SyncState;
 }
 
-/// Objects as they change (applied, deleted, or listed again after a relist), per kind.
-/// A receiver that falls behind gets `RecvError::Lagged` and must resync everything.
-#[derive(Clone)]
-pub struct Changes {
-    pub pods: broadcast::Sender<Arc<Pod>>,
-    pub nodes: broadcast::Sender<Arc<Node>>,
-    pub pvcs: broadcast::Sender<Arc<PersistentVolumeClaim>>,
-    pub revisions: broadcast::Sender<Arc<ControllerRevision>>,
-    pub clonesets: broadcast::Sender<Arc<CloneSet>>,
-    pub imagelists: broadcast::Sender<Arc<ImageList>>,
-    pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
+/// One kind's cache: the store reconcilers read and the broadcast of its changes.
+pub struct Cache<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    pub store: Store<K>,
+    /// Objects as they change (applied, deleted, or listed again after a relist). A
+    /// receiver that falls behind gets `RecvError::Lagged` and must resync everything.
+    pub changes: broadcast::Sender<Arc<K>>,
+}
+
+/// How one kind is watched.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WatchOptions {
+    /// managedFields are a large part of each object and reconcilers rarely read them;
+    /// keep them only for a kind whose field ownership a reconciler reads.
+    pub keep_managed_fields: bool,
 }
 
 /// Enough for a burst of a few thousand pod events between two polls of a controller.
 const CHANGES_CAPACITY: usize = 8192;
 
+/// A controller names a store that this binary does not start.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("no store for the kind {kind} is started (the stores started are {started})")]
+pub struct UnknownStore {
+    pub kind: String,
+    pub started: String,
+}
+
+/// One kind's list progress: one more than the last term a list completed in (0: never
+/// listed).
+type KindProgress = (Cow<'static, str>, Arc<AtomicU64>);
+
 /// Which stores have finished a list, and for which leadership term.
 #[derive(Clone)]
 pub struct SyncState {
-    /// Per kind: one more than the last term a list completed in (0: never listed).
-    kinds: Arc<Vec<(&'static str, Arc<AtomicU64>)>>,
+    /// Per kind started, in the order they were registered.
+    kinds: Arc<Vec<KindProgress>>,
     /// The term this replica is in (0 before it first leads).
     term: watch::Receiver<u64>,
     /// Moves whenever any list completes, to wake [`SyncState::wait_synced`].
@@ -79,7 +94,7 @@ impl Default for SyncState {
 }
 
 impl SyncState {
-    fn new(kinds: Vec<(&'static str, Arc<AtomicU64>)>, term: watch::Receiver<u64>) -> Self {
+    fn new(kinds: Vec<KindProgress>, term: watch::Receiver<u64>) -> Self {
         Self {
             kinds: Arc::new(kinds),
             term,
@@ -88,21 +103,44 @@ impl SyncState {
     }
 
     /// Each kind and whether its store has listed at least once (what `/readyz` shows).
-    pub fn report(&self) -> Vec<(&'static str, bool)> {
+    pub fn report(&self) -> Vec<(&str, bool)> {
         self.kinds
             .iter()
-            .map(|(kind, listed)| (*kind, listed.load(Ordering::Acquire) > 0))
+            .map(|(kind, listed)| (kind.as_ref(), listed.load(Ordering::Acquire) > 0))
             .collect()
     }
 
     /// Whether the stores of `kinds` have listed since the current term began, so what they
-    /// hold is at least as new as the moment this replica won the Lease.
+    /// hold is at least as new as the moment this replica won the Lease. A kind without a
+    /// store is never synced: planning from a cache nobody fills would create what exists.
     pub fn synced(&self, kinds: &[&str]) -> bool {
         let required = self.term.borrow().saturating_add(1);
-        self.kinds
+        kinds.iter().all(|wanted| {
+            self.kinds
+                .iter()
+                .find(|(kind, _)| kind == wanted)
+                .is_some_and(|(_, listed)| listed.load(Ordering::Acquire) >= required)
+        })
+    }
+
+    /// Refuses the first of `kinds` that no store was started for; the wiring calls it
+    /// before it starts a controller that reads `kinds`.
+    pub fn require(&self, kinds: &[&str]) -> Result<(), UnknownStore> {
+        let Some(missing) = kinds
             .iter()
-            .filter(|(kind, _)| kinds.contains(kind))
-            .all(|(_, listed)| listed.load(Ordering::Acquire) >= required)
+            .find(|wanted| !self.kinds.iter().any(|(kind, _)| kind == *wanted))
+        else {
+            return Ok(());
+        };
+        let started: Vec<&str> = self.kinds.iter().map(|(kind, _)| kind.as_ref()).collect();
+        Err(UnknownStore {
+            kind: (*missing).to_owned(),
+            started: if started.is_empty() {
+                "none".to_owned()
+            } else {
+                started.join(", ")
+            },
+        })
     }
 
     /// Whether every store has listed at least once.
@@ -128,55 +166,62 @@ impl SyncState {
     }
 }
 
-impl Stores {
-    /// Starts one watch per kind on `tasks`; they run until `shutdown`, and list again
-    /// whenever `terms` moves (see [`crate::runtime::elector::Elector::terms`]).
-    pub fn start(
-        client: &kube::Client,
+/// Starts one watch per kind a [`StoreSet`] registers; they run until `shutdown`, and list
+/// again whenever `terms` moves (see [`crate::runtime::elector::Elector::terms`]).
+pub struct StoreRegistry<'a> {
+    client: &'a kube::Client,
+    tasks: &'a mut JoinSet<()>,
+    shutdown: &'a CancellationToken,
+    /// Shared by every store; `kinds` joins it in [`StoreRegistry::finish`].
+    sync: SyncState,
+    kinds: Vec<KindProgress>,
+}
+
+impl<'a> StoreRegistry<'a> {
+    pub(super) fn new(
+        client: &'a kube::Client,
         terms: watch::Receiver<u64>,
-        tasks: &mut JoinSet<()>,
-        shutdown: &CancellationToken,
+        tasks: &'a mut JoinSet<()>,
+        shutdown: &'a CancellationToken,
     ) -> Self {
-        let mut start = StoreStarter {
+        Self {
             client,
             tasks,
             shutdown,
             sync: SyncState::new(Vec::new(), terms),
             kinds: Vec::new(),
+        }
+    }
+
+    /// Starts the cluster-wide watch of `K`, known to [`SyncState`] by its kind.
+    pub fn watch<K>(&mut self, options: WatchOptions) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    {
+        let kind = K::kind(&());
+        let (store, writer) = reflector::store();
+        let changes = broadcast::channel(CHANGES_CAPACITY).0;
+        let listed = Arc::new(AtomicU64::new(0));
+        let follower = Follower {
+            api: Api::all(self.client.clone()),
+            keep_managed_fields: options.keep_managed_fields,
+            writer,
+            changes: changes.clone(),
+            sync: self.sync.clone(),
+            listed: listed.clone(),
         };
-        let changes = Changes {
-            pods: broadcast::channel(CHANGES_CAPACITY).0,
-            nodes: broadcast::channel(CHANGES_CAPACITY).0,
-            pvcs: broadcast::channel(CHANGES_CAPACITY).0,
-            revisions: broadcast::channel(CHANGES_CAPACITY).0,
-            clonesets: broadcast::channel(CHANGES_CAPACITY).0,
-            imagelists: broadcast::channel(CHANGES_CAPACITY).0,
-            imagepulljobs: broadcast::channel(CHANGES_CAPACITY).0,
-        };
-        let pods = start.kind::<Pod>("Pod", changes.pods.clone());
-        let nodes = start.kind::<Node>("Node", changes.nodes.clone());
-        let pvcs =
-            start.kind::<PersistentVolumeClaim>("PersistentVolumeClaim", changes.pvcs.clone());
-        let revisions =
-            start.kind::<ControllerRevision>("ControllerRevision", changes.revisions.clone());
-        let clonesets = start.kind::<CloneSet>("CloneSet", changes.clonesets.clone());
-        let imagelists = start.kind::<ImageList>("ImageList", changes.imagelists.clone());
-        let imagepulljobs =
-            start.kind::<ImagePullJob>("ImagePullJob", changes.imagepulljobs.clone());
-        let sync = SyncState {
-            kinds: Arc::new(start.kinds),
-            ..start.sync
-        };
-        Self {
-            pods,
-            nodes,
-            pvcs,
-            revisions,
-            clonesets,
-            imagelists,
-            imagepulljobs,
-            sync,
-            changes,
+        let span = tracing::info_span!("store", kind = kind.as_ref());
+        self.tasks
+            .spawn(follower.run(self.shutdown.clone()).instrument(span));
+        self.kinds.push((kind, listed));
+        Cache { store, changes }
+    }
+
+    /// The sync state of every kind registered.
+    pub fn finish(self) -> SyncState {
+        SyncState {
+            kinds: Arc::new(self.kinds),
+            ..self.sync
         }
     }
 }
@@ -194,41 +239,6 @@ fn broadcast_change<K>(changes: &broadcast::Sender<Arc<K>>, event: watcher::Even
             let _ = changes.send(Arc::new(object));
         }
         watcher::Event::Init | watcher::Event::InitDone => {}
-    }
-}
-
-struct StoreStarter<'a> {
-    client: &'a kube::Client,
-    tasks: &'a mut JoinSet<()>,
-    shutdown: &'a CancellationToken,
-    /// Shared by every store; `kinds` joins it once all are started.
-    sync: SyncState,
-    kinds: Vec<(&'static str, Arc<AtomicU64>)>,
-}
-
-impl StoreStarter<'_> {
-    fn kind<K>(&mut self, kind: &'static str, changes: broadcast::Sender<Arc<K>>) -> Store<K>
-    where
-        K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-    {
-        let (reader, writer) = reflector::store();
-        let listed = Arc::new(AtomicU64::new(0));
-        let follower = Follower {
-            api: Api::all(self.client.clone()),
-            // managedFields are a large part of each object and reconcilers do not read
-            // them, except an ImageList's: they say which entries each ImagePullJob holds.
-            keep_managed_fields: kind == "ImageList",
-            writer,
-            changes,
-            sync: self.sync.clone(),
-            listed: listed.clone(),
-        };
-        let span = tracing::info_span!("store", kind);
-        self.tasks
-            .spawn(follower.run(self.shutdown.clone()).instrument(span));
-        self.kinds.push((kind, listed));
-        reader
     }
 }
 

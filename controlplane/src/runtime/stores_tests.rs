@@ -1,6 +1,7 @@
 //! A store against an in-process fake apiserver that can hold a list back: a new term
 //! makes the store list again, and until that list lands the store does not count as
-//! synced, although it still holds what the previous term listed.
+//! synced, although it still holds what the previous term listed. And a kind no store was
+//! started for: never synced, and refused by `require`, by name.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -68,7 +69,7 @@ async fn a_new_term_is_not_synced_until_a_list_made_in_it_lands() {
     };
     let (terms, term) = watch::channel(0);
     let listed = Arc::new(AtomicU64::new(0));
-    let sync = SyncState::new(vec![("ConfigMap", listed.clone())], term);
+    let sync = SyncState::new(vec![("ConfigMap".into(), listed.clone())], term);
     let (reader, writer) = reflector::store();
     let follower = Follower {
         api: Api::<ConfigMap>::all(client),
@@ -119,4 +120,58 @@ async fn a_new_term_is_not_synced_until_a_list_made_in_it_lands() {
 
     shutdown.cancel();
     task.await.expect("the store task ends");
+}
+
+/// A sync state whose Pod store has listed in term 0 and whose Node store never listed.
+fn pods_listed_nodes_not() -> SyncState {
+    let pods = Arc::new(AtomicU64::new(0));
+    let nodes = Arc::new(AtomicU64::new(0));
+    let sync = SyncState::new(
+        vec![("Pod".into(), pods.clone()), ("Node".into(), nodes)],
+        watch::channel(0).1,
+    );
+    sync.mark_listed(&pods, 0);
+    sync
+}
+
+#[test]
+fn a_kind_no_store_was_started_for_is_never_synced() {
+    let sync = pods_listed_nodes_not();
+    let cases: [(&[&str], bool); 6] = [
+        (&[], true),
+        (&["Pod"], true),
+        (&["Node"], false),
+        (&["Widget"], false),
+        (&["Pod", "Widget"], false),
+        (&["Widget", "Pod"], false),
+    ];
+    for (kinds, synced) in cases {
+        assert_eq!(sync.synced(kinds), synced, "synced({kinds:?})");
+    }
+}
+
+#[test]
+fn require_refuses_the_first_kind_no_store_was_started_for_by_name() {
+    let sync = pods_listed_nodes_not();
+    assert_eq!(sync.require(&["Pod", "Node"]), Ok(()));
+    let refused = sync.require(&["Pod", "Widget", "Gizmo"]);
+    assert_eq!(
+        refused,
+        Err(UnknownStore {
+            kind: "Widget".to_owned(),
+            started: "Pod, Node".to_owned(),
+        })
+    );
+    assert_eq!(
+        refused.map_err(|e| e.to_string()),
+        Err(
+            "no store for the kind Widget is started (the stores started are Pod, Node)".to_owned()
+        )
+    );
+    assert_eq!(
+        SyncState::default()
+            .require(&["Pod"])
+            .map_err(|e| e.started),
+        Err("none".to_owned())
+    );
 }

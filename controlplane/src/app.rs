@@ -1,0 +1,196 @@
+//! The wiring: the one place that knows both the runtime (caches, admin, elector, metrics)
+//! and the workloads. It picks the kinds cached ([`Stores`]), starts the runtime on them,
+//! and starts every controller and the ImageList distributor on its caches — each refused
+//! at start if it reads a kind no store caches.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
+use crate::caches::Stores;
+use crate::cloneset::CloneSetController;
+use crate::config::Args;
+use crate::controller::events::EventSink;
+use crate::controller::pod_conditions::PodConditions;
+use crate::controller::queue::{Backoff, WorkQueue};
+use crate::controller::runner::{self, Reconciler, RunnerConfig};
+use crate::imagelist::Distributor;
+use crate::imagepulljob::ImagePullJobController;
+use crate::runtime::leader::Timings;
+use crate::runtime::stores::{StoreSet, UnknownStore};
+use crate::runtime::{Runtime, RuntimeConfig, RuntimeError, shutdown_on_signal};
+
+/// Why the control plane could not start.
+#[derive(Debug, Error)]
+pub enum AppError {
+    #[error("connecting to the Kubernetes API: {0}")]
+    Client(#[source] kube::Error),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("setting up the agent client pool: {0}")]
+    Agents(#[source] AgentError),
+    #[error("the {component} cannot start: {source}")]
+    UnknownStore {
+        component: String,
+        #[source]
+        source: UnknownStore,
+    },
+}
+
+/// Every workload is queued again this often, in case an event was missed.
+const RESYNC_PERIOD: Duration = Duration::from_secs(600);
+
+/// Runs the control plane until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn run(args: Args) -> Result<(), AppError> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(AppError::Client)?;
+    let shutdown = CancellationToken::new();
+    let signals = shutdown_on_signal(shutdown.clone())?;
+    let identity = args.identity();
+    let pool_config = AgentPoolConfig::from_args(&args, client.clone());
+    let workers_per_kind = args.concurrency_per_kind.get();
+    let metrics_addr = args.metrics_addr;
+    let mut running = Runtime::<Stores>::start(
+        client.clone(),
+        RuntimeConfig {
+            namespace: args.namespace,
+            lease_name: args.lease_name,
+            identity: identity.clone(),
+            admin_addr: args.health_addr,
+            timings: Timings::default(),
+        },
+        shutdown.clone(),
+    )
+    .await?;
+    let started = start_workloads(
+        &mut running,
+        Workloads {
+            client,
+            identity,
+            pool_config,
+            workers_per_kind,
+            metrics_addr,
+        },
+        &shutdown,
+    )
+    .await;
+    if let Err(err) = started {
+        shutdown.cancel();
+        running.wait().await;
+        return Err(err);
+    }
+    running.wait().await;
+    signals.abort();
+    Ok(())
+}
+
+/// What the workloads need besides the runtime.
+struct Workloads {
+    client: kube::Client,
+    identity: String,
+    pool_config: AgentPoolConfig,
+    workers_per_kind: usize,
+    metrics_addr: SocketAddr,
+}
+
+/// Serves metrics, then starts the ImageList distributor and the controllers; each acts
+/// only while this replica leads.
+async fn start_workloads(
+    running: &mut Runtime<Stores>,
+    workloads: Workloads,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    running
+        .serve_metrics(workloads.metrics_addr, shutdown)
+        .await?;
+    let agents =
+        AgentPool::new(workloads.pool_config, running.metrics.clone()).map_err(AppError::Agents)?;
+    let client = workloads.client;
+    let workers = workloads.workers_per_kind;
+    let stores = running.stores.clone();
+
+    require_stores(
+        running,
+        "ImageList distributor".to_owned(),
+        Distributor::READS,
+    )?;
+    running.spawn(
+        Distributor {
+            client: client.clone(),
+            stores: stores.clone(),
+            agents: agents.clone(),
+        }
+        .run(running.leadership.clone(), shutdown.clone()),
+    );
+
+    let events = EventSink::new(client.clone(), &workloads.identity);
+    let agents: Arc<dyn PodConditions> = Arc::new(agents);
+    let cloneset = CloneSetController::new(client.clone(), stores.clone(), agents, events.clone());
+    let queue = start_reconciler(running, Arc::new(cloneset), workers, shutdown)?;
+    running.spawn(crate::cloneset::triggers::run(
+        stores.changes.clone(),
+        stores.clonesets.clone(),
+        queue,
+        shutdown.clone(),
+    ));
+
+    // ImagePullJob: writes its entries into the ImageLists the distributor creates.
+    let imagepulljobs = ImagePullJobController::new(client, stores.clone(), events);
+    let queue = start_reconciler(running, Arc::new(imagepulljobs), workers, shutdown)?;
+    running.spawn(crate::imagepulljob::triggers::run(
+        stores.changes.clone(),
+        stores.imagepulljobs.clone(),
+        stores.nodes.clone(),
+        stores.pods.clone(),
+        queue,
+        shutdown.clone(),
+    ));
+    Ok(())
+}
+
+/// Refuses `component` if it reads a kind the runtime caches no store for.
+fn require_stores<S: StoreSet>(
+    running: &Runtime<S>,
+    component: String,
+    reads: &[&str],
+) -> Result<(), AppError> {
+    running
+        .stores
+        .sync()
+        .require(reads)
+        .map_err(|source| AppError::UnknownStore { component, source })
+}
+
+/// Runs `reconciler`'s workers on a new queue, gated by this replica's leadership, and
+/// returns the queue for its triggers to feed. Refuses a reconciler that reads a kind no
+/// store caches: it would wait for that cache forever.
+fn start_reconciler<S: StoreSet, R: Reconciler>(
+    running: &mut Runtime<S>,
+    reconciler: Arc<R>,
+    workers: usize,
+    shutdown: &CancellationToken,
+) -> Result<WorkQueue<R::Key>, AppError> {
+    require_stores(running, format!("{} controller", R::KIND), R::READS)?;
+    let queue = WorkQueue::new(Backoff::default());
+    running.spawn(runner::run(
+        reconciler,
+        queue.clone(),
+        RunnerConfig {
+            workers,
+            resync: RESYNC_PERIOD,
+        },
+        running.leadership.clone(),
+        running.metrics.clone(),
+        shutdown.clone(),
+    ));
+    Ok(queue)
+}
+
+#[cfg(test)]
+#[path = "app_tests.rs"]
+mod tests;

@@ -1,0 +1,107 @@
+//! The wiring refuses, before it starts anything, a controller that reads a kind the
+//! runtime caches no store for; a controller whose kinds are all cached starts.
+
+use std::convert::Infallible;
+
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::Pod;
+use kube::client::Body;
+use kube::runtime::reflector::Store;
+
+use super::*;
+use crate::controller::ObjectKey;
+use crate::controller::runner::Outcome;
+use crate::runtime::stores::{Cache, StoreRegistry, SyncState, WatchOptions};
+
+/// A binary that caches Pods only.
+#[derive(Clone)]
+struct PodsOnly {
+    #[allow(dead_code)]
+    pods: Store<Pod>,
+    sync: SyncState,
+}
+
+impl StoreSet for PodsOnly {
+    fn start(mut registry: StoreRegistry<'_>) -> Self {
+        let pods: Cache<Pod> = registry.watch(WatchOptions::default());
+        Self {
+            pods: pods.store,
+            sync: registry.finish(),
+        }
+    }
+
+    fn sync(&self) -> &SyncState {
+        &self.sync
+    }
+}
+
+/// A reconciler that reads what its type parameter says.
+struct Reads<const WIDGETS: bool>;
+
+impl<const WIDGETS: bool> Reconciler for Reads<WIDGETS> {
+    type Key = ObjectKey;
+    type Error = Infallible;
+    const KIND: &'static str = "Gadget";
+    const READS: &'static [&'static str] = if WIDGETS {
+        &["Pod", "Widget"]
+    } else {
+        &["Pod"]
+    };
+
+    async fn reconcile(&self, _: &ObjectKey) -> Result<Outcome, Infallible> {
+        Ok(Outcome::Done)
+    }
+
+    fn all_keys(&self) -> Vec<ObjectKey> {
+        Vec::new()
+    }
+}
+
+/// A runtime over an apiserver that never answers: nothing here needs it to.
+async fn runtime(shutdown: &CancellationToken) -> Runtime<PodsOnly> {
+    let client = kube::Client::new(
+        tower::service_fn(|_: Request<Body>| async {
+            std::future::pending::<Result<Response<Body>, Infallible>>().await
+        }),
+        "default",
+    );
+    let config = RuntimeConfig {
+        namespace: "default".to_owned(),
+        lease_name: "wiring-test".to_owned(),
+        identity: "replica-a".to_owned(),
+        admin_addr: "127.0.0.1:0".parse().expect("address"),
+        timings: Timings::default(),
+    };
+    Runtime::start(client, config, shutdown.clone())
+        .await
+        .expect("the runtime starts")
+}
+
+#[tokio::test]
+async fn a_controller_reading_a_kind_no_store_caches_is_refused() {
+    let shutdown = CancellationToken::new();
+    let mut running = runtime(&shutdown).await;
+
+    let refused = start_reconciler(&mut running, Arc::new(Reads::<true>), 1, &shutdown);
+
+    let Err(err) = refused else {
+        panic!("a controller reading Widgets started on a runtime that caches only Pods");
+    };
+    assert_eq!(
+        err.to_string(),
+        "the Gadget controller cannot start: no store for the kind Widget is started \
+         (the stores started are Pod)"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_controller_reading_only_cached_kinds_starts() {
+    let shutdown = CancellationToken::new();
+    let mut running = runtime(&shutdown).await;
+
+    let started = start_reconciler(&mut running, Arc::new(Reads::<false>), 1, &shutdown);
+
+    assert!(started.is_ok(), "{:?}", started.err());
+    shutdown.cancel();
+}

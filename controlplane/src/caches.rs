@@ -1,0 +1,81 @@
+//! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
+//! ControllerRevisions, CloneSets, ImageLists, ImagePullJobs), read by every reconciler.
+//! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
+//! a kind a new controller reads is one field here and one line in [`Stores::start`].
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use kube::runtime::reflector::Store;
+use tokio::sync::broadcast;
+
+use crate::api::{CloneSet, ImageList, ImagePullJob};
+use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
+
+/// The shared caches. Cloning is cheap; every clone reads the same stores.
+#[derive(Clone)]
+pub struct Stores {
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub pvcs: Store<PersistentVolumeClaim>,
+    pub revisions: Store<ControllerRevision>,
+    pub clonesets: Store<CloneSet>,
+    pub imagelists: Store<ImageList>,
+    pub imagepulljobs: Store<ImagePullJob>,
+    pub sync: SyncState,
+    pub changes: Changes,
+}
+
+/// Objects as they change (applied, deleted, or listed again after a relist), per kind.
+/// A receiver that falls behind gets `RecvError::Lagged` and must resync everything.
+#[derive(Clone)]
+pub struct Changes {
+    pub pods: broadcast::Sender<Arc<Pod>>,
+    pub nodes: broadcast::Sender<Arc<Node>>,
+    pub pvcs: broadcast::Sender<Arc<PersistentVolumeClaim>>,
+    pub revisions: broadcast::Sender<Arc<ControllerRevision>>,
+    pub clonesets: broadcast::Sender<Arc<CloneSet>>,
+    pub imagelists: broadcast::Sender<Arc<ImageList>>,
+    pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
+}
+
+impl StoreSet for Stores {
+    fn start(mut registry: StoreRegistry<'_>) -> Self {
+        let plain = WatchOptions::default();
+        // `/readyz` lists the kinds in this order.
+        let pods: Cache<Pod> = registry.watch(plain);
+        let nodes: Cache<Node> = registry.watch(plain);
+        let pvcs: Cache<PersistentVolumeClaim> = registry.watch(plain);
+        let revisions: Cache<ControllerRevision> = registry.watch(plain);
+        let clonesets: Cache<CloneSet> = registry.watch(plain);
+        // An ImageList's managedFields say which entries each ImagePullJob holds.
+        let imagelists: Cache<ImageList> = registry.watch(WatchOptions {
+            keep_managed_fields: true,
+        });
+        let imagepulljobs: Cache<ImagePullJob> = registry.watch(plain);
+        Self {
+            changes: Changes {
+                pods: pods.changes,
+                nodes: nodes.changes,
+                pvcs: pvcs.changes,
+                revisions: revisions.changes,
+                clonesets: clonesets.changes,
+                imagelists: imagelists.changes,
+                imagepulljobs: imagepulljobs.changes,
+            },
+            pods: pods.store,
+            nodes: nodes.store,
+            pvcs: pvcs.store,
+            revisions: revisions.store,
+            clonesets: clonesets.store,
+            imagelists: imagelists.store,
+            imagepulljobs: imagepulljobs.store,
+            sync: registry.finish(),
+        }
+    }
+
+    fn sync(&self) -> &SyncState {
+        &self.sync
+    }
+}
