@@ -7,6 +7,7 @@ pub mod config;
 pub mod containerd_channel;
 pub mod containers;
 pub mod images;
+pub mod metrics;
 pub mod node;
 pub mod pods;
 pub mod reference;

@@ -20,13 +20,12 @@ use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::{ServingStatus, pb::health_server};
 use tonic_reflection::pb::{v1, v1alpha};
 
-use crate::admin::{
-    self, AdminListeners, CachedReadiness, LiveChecks, Metrics, READINESS_TTL, RpcMetricsLayer,
-};
+use crate::admin::{self, AdminListeners, CachedReadiness, LiveChecks, READINESS_TTL};
 use crate::auth::{AuthLayer, Gate, KubeReviewer, tls::TlsError, tls::TlsMaterial};
 use crate::config::Args;
 use crate::containers::{ContainerGrpc, Containerd, Restarts, RuntimeError};
 use crate::images::{AgentImageService, ConnectError};
+use crate::metrics::{Metrics, RpcMetricsLayer};
 use crate::node::NodeGrpc;
 use crate::pods::{KubePods, NodePods, PodGrpc};
 

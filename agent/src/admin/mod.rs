@@ -5,9 +5,7 @@
 //! since the metrics describe the node's workloads (images, pods, callers). Given one
 //! address for both, one listener serves all three.
 
-mod metrics;
 mod readiness;
-mod rpc_metrics;
 
 use std::sync::Arc;
 
@@ -17,9 +15,9 @@ use axum::{
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use metrics::{Metrics, ResultLabel, RpcLabels};
 pub use readiness::{CachedReadiness, LiveChecks, READINESS_TTL, Readiness, ReadinessChecks};
-pub use rpc_metrics::RpcMetricsLayer;
+
+use crate::metrics::Metrics;
 
 /// `/healthz` and `/readyz`.
 pub fn health_router<C: ReadinessChecks>(readiness: Arc<CachedReadiness<C>>) -> Router {

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::operation::{Action, ContainerObservation, Observation, Operation};
 use super::runtime::ContainerRuntime;
-use crate::admin::Metrics;
+use crate::metrics::Metrics;
 use crate::pods::{DesiredCondition, KRUISE_POD_READY, NodePods, PodApi, PodError, PodKey};
 
 /// How often the executor looks at containerd while an operation runs.

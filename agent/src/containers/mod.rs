@@ -23,7 +23,7 @@ pub use plan::{PlanError, plan_restart};
 pub use runtime::{ContainerRuntime, Containerd, RuntimeError, Signal, container_filter};
 pub use service::ContainerGrpc;
 
-use crate::admin::Metrics;
+use crate::metrics::Metrics;
 use crate::pods::{NodePods, PodApi, PodError, PodKey};
 use executor::Executor;
 

@@ -111,7 +111,7 @@ struct Inner<R, S> {
     retry: RetryPolicy,
     shutdown: CancellationToken,
     /// Where finished pulls are counted; set once by the server wiring.
-    metrics: std::sync::OnceLock<crate::admin::Metrics>,
+    metrics: std::sync::OnceLock<crate::metrics::Metrics>,
 }
 
 impl<R: Registry, S: ImageStore> PullManager<R, S> {
@@ -138,7 +138,7 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
     }
 
     /// Counts every finished pull (by result) and its bytes in `metrics`.
-    pub fn report_to(&self, metrics: crate::admin::Metrics) {
+    pub fn report_to(&self, metrics: crate::metrics::Metrics) {
         let _ = self.inner.metrics.set(metrics);
     }
 

@@ -79,7 +79,7 @@ impl<R: Registry, S: ImageStore> ImageServiceImpl<R, S> {
     }
 
     /// Counts finished pulls in the agent's metrics.
-    pub fn report_to(&self, metrics: crate::admin::Metrics) {
+    pub fn report_to(&self, metrics: crate::metrics::Metrics) {
         self.manager.report_to(metrics);
     }
 

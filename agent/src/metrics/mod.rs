@@ -1,4 +1,10 @@
-//! The agent's Prometheus metrics, shared by every module that counts something.
+//! The agent's Prometheus metrics, shared by every module that counts something. A module
+//! of its own, below everything that counts (images, containers, the RPC layer) and the
+//! admin endpoint that serves them, so none of those depends on another for its counters.
+
+mod rpc_layer;
+
+pub use rpc_layer::RpcMetricsLayer;
 
 use std::sync::Arc;
 
