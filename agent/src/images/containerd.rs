@@ -15,7 +15,6 @@ use containerd_client::{
         AddResourceRequest, ApplyRequest, CreateImageRequest, CreateRequest, DeleteImageRequest,
         DeleteRequest, GetImageRequest, Image, Info, InfoRequest, ListImagesRequest,
         ReadContentRequest, UpdateImageRequest, UpdateRequest,
-        content_client::ContentClient,
         diff_client::DiffClient,
         images_client::ImagesClient,
         leases_client::LeasesClient,
@@ -27,9 +26,10 @@ use containerd_client::{
     types,
 };
 use futures::StreamExt as _;
-use tonic::{Code, Request, Status, metadata::MetadataValue, transport::Channel};
+use tonic::{Code, transport::Channel};
 
 use super::{
+    containerd_conn::{Connection, err},
     content_writer::ContainerdWriter,
     oci::Descriptor,
     orphan_leases,
@@ -55,34 +55,27 @@ fn unique() -> String {
 /// containerd in one namespace.
 #[derive(Debug, Clone)]
 pub struct ContainerdStore {
-    channel: Channel,
-    namespace: MetadataValue<tonic::metadata::Ascii>,
+    conn: Connection,
 }
 
 impl ContainerdStore {
     /// Connects to containerd's socket; works in `namespace`.
     /// A store over a lazily connected channel: nothing is dialled until the first call.
     pub fn connect(socket: &Path, namespace: &str) -> Result<Self, StoreError> {
-        let fail = |message: String| StoreError {
-            operation: format!("connect to {}", socket.display()),
-            code: Code::Unavailable,
-            message,
-        };
-        let namespace = MetadataValue::try_from(namespace)
-            .map_err(|err| fail(format!("namespace {namespace:?}: {err}")))?;
-        let channel = crate::containerd_channel::lazy_channel(socket.to_path_buf());
-        Ok(Self { channel, namespace })
+        Ok(Self {
+            conn: Connection::connect(socket, namespace)?,
+        })
     }
 
     /// Deletes the pull leases of agent processes that died mid-pull; returns their IDs.
     pub async fn release_orphaned_leases(&self) -> Result<Vec<String>, StoreError> {
-        let request = self.request(
+        let request = self.conn.request(
             containerd_client::services::v1::ListRequest {
                 filters: Vec::new(),
             },
             None,
         )?;
-        let leases = LeasesClient::new(self.channel.clone())
+        let leases = LeasesClient::new(self.conn.channel())
             .list(request)
             .await
             .map_err(err("list leases"))?
@@ -98,41 +91,13 @@ impl ContainerdStore {
         Ok(orphans)
     }
 
-    pub(super) fn request<T>(
-        &self,
-        message: T,
-        lease: Option<&LeaseId>,
-    ) -> Result<Request<T>, StoreError> {
-        let mut request = Request::new(message);
-        let metadata = request.metadata_mut();
-        metadata.insert("containerd-namespace", self.namespace.clone());
-        if let Some(lease) = lease {
-            let value = MetadataValue::try_from(lease.0.as_str()).map_err(|err| StoreError {
-                operation: "lease metadata".to_owned(),
-                code: Code::InvalidArgument,
-                message: err.to_string(),
-            })?;
-            metadata.insert("containerd-lease", value);
-        }
-        Ok(request)
-    }
-
-    pub(super) fn content(&self) -> ContentClient<Channel> {
-        ContentClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
-    }
-
     fn snapshots(&self) -> SnapshotsClient<Channel> {
-        SnapshotsClient::new(self.channel.clone())
+        SnapshotsClient::new(self.conn.channel())
     }
 
     fn images(&self) -> ImagesClient<Channel> {
-        ImagesClient::new(self.channel.clone())
+        ImagesClient::new(self.conn.channel())
     }
-}
-
-pub(super) fn err(operation: impl Into<String>) -> impl FnOnce(Status) -> StoreError {
-    let operation = operation.into();
-    move |status| StoreError::new(operation, &status)
 }
 
 fn to_descriptor(d: &Descriptor) -> types::Descriptor {
@@ -173,14 +138,14 @@ impl ImageStore for ContainerdStore {
         if let Some(owner) = orphan_leases::this_process() {
             labels.insert(orphan_leases::OWNER_LABEL.to_owned(), owner);
         }
-        let request = self.request(
+        let request = self.conn.request(
             CreateRequest {
                 id: format!("stevedore-pull-{}", unique()),
                 labels,
             },
             None,
         )?;
-        let response = LeasesClient::new(self.channel.clone())
+        let response = LeasesClient::new(self.conn.channel())
             .create(request)
             .await
             .map_err(err("create lease"))?;
@@ -196,17 +161,14 @@ impl ImageStore for ContainerdStore {
     }
 
     async fn delete_lease(&self, lease: &LeaseId) -> Result<(), StoreError> {
-        let request = self.request(
+        let request = self.conn.request(
             DeleteRequest {
                 id: lease.0.clone(),
                 sync: false,
             },
             None,
         )?;
-        match LeasesClient::new(self.channel.clone())
-            .delete(request)
-            .await
-        {
+        match LeasesClient::new(self.conn.channel()).delete(request).await {
             Ok(_) => Ok(()),
             Err(status) if status.code() == Code::NotFound => Ok(()),
             Err(status) => Err(StoreError::new(
@@ -217,18 +179,18 @@ impl ImageStore for ContainerdStore {
     }
 
     async fn has_blob(&self, lease: &LeaseId, digest: &str) -> Result<bool, StoreError> {
-        let info = self.request(
+        let info = self.conn.request(
             InfoRequest {
                 digest: digest.to_owned(),
             },
             None,
         )?;
-        match self.content().info(info).await {
+        match self.conn.content().info(info).await {
             Ok(_) => {}
             Err(status) if status.code() == Code::NotFound => return Ok(false),
             Err(status) => return Err(StoreError::new(format!("info {digest}"), &status)),
         }
-        let add = self.request(
+        let add = self.conn.request(
             AddResourceRequest {
                 id: lease.0.clone(),
                 resource: Some(containerd_client::services::v1::Resource {
@@ -238,7 +200,7 @@ impl ImageStore for ContainerdStore {
             },
             None,
         )?;
-        LeasesClient::new(self.channel.clone())
+        LeasesClient::new(self.conn.channel())
             .add_resource(add)
             .await
             .map_err(err(format!("lease {digest}")))?;
@@ -250,11 +212,11 @@ impl ImageStore for ContainerdStore {
         lease: &LeaseId,
         blob: &Descriptor,
     ) -> Result<ContainerdWriter, StoreError> {
-        ContainerdWriter::open(self, lease, blob).await
+        ContainerdWriter::open(&self.conn, lease, blob).await
     }
 
     async fn read_blob(&self, digest: &str, limit: u64) -> Result<Bytes, StoreError> {
-        let request = self.request(
+        let request = self.conn.request(
             ReadContentRequest {
                 digest: digest.to_owned(),
                 offset: 0,
@@ -264,6 +226,7 @@ impl ImageStore for ContainerdStore {
         )?;
         let operation = format!("read {digest}");
         let mut stream = self
+            .conn
             .content()
             .read(request)
             .await
@@ -291,7 +254,7 @@ impl ImageStore for ContainerdStore {
         labels: HashMap<String, String>,
     ) -> Result<(), StoreError> {
         let paths = labels.keys().map(|k| format!("labels.{k}")).collect();
-        let request = self.request(
+        let request = self.conn.request(
             UpdateRequest {
                 info: Some(Info {
                     digest: digest.to_owned(),
@@ -302,7 +265,8 @@ impl ImageStore for ContainerdStore {
             },
             None,
         )?;
-        self.content()
+        self.conn
+            .content()
             .update(request)
             .await
             .map_err(err(format!("label {digest}")))?;
@@ -310,7 +274,7 @@ impl ImageStore for ContainerdStore {
     }
 
     async fn has_snapshot(&self, chain_id: &str) -> Result<bool, StoreError> {
-        let request = self.request(
+        let request = self.conn.request(
             StatSnapshotRequest {
                 snapshotter: SNAPSHOTTER.to_owned(),
                 key: chain_id.to_owned(),
@@ -337,7 +301,7 @@ impl ImageStore for ContainerdStore {
     ) -> Result<(), StoreError> {
         // containerd's unpack key format, so its tools recognise an interrupted unpack.
         let key = format!("extract-{} {chain_id}", unique());
-        let prepare = self.request(
+        let prepare = self.conn.request(
             PrepareSnapshotRequest {
                 snapshotter: SNAPSHOTTER.to_owned(),
                 key: key.clone(),
@@ -357,7 +321,7 @@ impl ImageStore for ContainerdStore {
             .apply_and_commit(lease, layer, diff_id, mounts, &key, chain_id)
             .await;
         if let Err(error) = &result {
-            let remove = self.request(
+            let remove = self.conn.request(
                 RemoveSnapshotRequest {
                     snapshotter: SNAPSHOTTER.to_owned(),
                     key,
@@ -376,7 +340,7 @@ impl ImageStore for ContainerdStore {
     }
 
     async fn get_image(&self, name: &str) -> Result<Option<ImageRecord>, StoreError> {
-        let request = self.request(
+        let request = self.conn.request(
             GetImageRequest {
                 name: name.to_owned(),
             },
@@ -390,7 +354,9 @@ impl ImageStore for ContainerdStore {
     }
 
     async fn list_images(&self) -> Result<Vec<ImageRecord>, StoreError> {
-        let request = self.request(ListImagesRequest { filters: vec![] }, None)?;
+        let request = self
+            .conn
+            .request(ListImagesRequest { filters: vec![] }, None)?;
         let images = self
             .images()
             .list(request)
@@ -411,7 +377,7 @@ impl ImageStore for ContainerdStore {
             created_at: None,
             updated_at: None,
         };
-        let create = self.request(
+        let create = self.conn.request(
             CreateImageRequest {
                 image: Some(message.clone()),
                 source_date_epoch: None,
@@ -426,7 +392,7 @@ impl ImageStore for ContainerdStore {
         // As CRI does: repoint an existing name at the new target.
         let mut paths = vec!["target".to_owned()];
         paths.extend(label_paths);
-        let update = self.request(
+        let update = self.conn.request(
             UpdateImageRequest {
                 image: Some(message),
                 update_mask: Some(prost_types::FieldMask { paths }),
@@ -439,7 +405,7 @@ impl ImageStore for ContainerdStore {
     }
 
     async fn delete_image(&self, name: &str, sync: bool) -> Result<(), StoreError> {
-        let request = self.request(
+        let request = self.conn.request(
             DeleteImageRequest {
                 name: name.to_owned(),
                 sync,
@@ -465,7 +431,7 @@ impl ContainerdStore {
         key: &str,
         chain_id: &str,
     ) -> Result<(), StoreError> {
-        let apply = self.request(
+        let apply = self.conn.request(
             ApplyRequest {
                 diff: Some(to_descriptor(layer)),
                 mounts,
@@ -475,7 +441,7 @@ impl ContainerdStore {
             Some(lease),
         )?;
         let operation = format!("apply layer {}", layer.digest);
-        let applied = DiffClient::new(self.channel.clone())
+        let applied = DiffClient::new(self.conn.channel())
             .apply(apply)
             .await
             .map_err(err(operation.clone()))?
@@ -490,7 +456,7 @@ impl ContainerdStore {
                 message: format!("uncompressed digest {applied} does not match diff ID {diff_id}"),
             });
         }
-        let commit = self.request(
+        let commit = self.conn.request(
             CommitSnapshotRequest {
                 snapshotter: SNAPSHOTTER.to_owned(),
                 name: chain_id.to_owned(),

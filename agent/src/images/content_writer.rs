@@ -12,7 +12,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Streaming};
 
 use super::{
-    containerd::{ContainerdStore, err},
+    containerd_conn::{Connection, err},
     oci::Descriptor,
     store::{BlobWriter, LeaseId, StoreError},
 };
@@ -22,7 +22,7 @@ const WRITE_CHUNK: usize = 1 << 20;
 
 impl ContainerdWriter {
     pub(super) async fn open(
-        store: &ContainerdStore,
+        conn: &Connection,
         lease: &LeaseId,
         blob: &Descriptor,
     ) -> Result<Self, StoreError> {
@@ -44,8 +44,8 @@ impl ContainerdWriter {
             code: Code::Internal,
             message: "write stream closed".to_owned(),
         })?;
-        let request = store.request(ReceiverStream::new(rx), Some(lease))?;
-        let mut responses = store
+        let request = conn.request(ReceiverStream::new(rx), Some(lease))?;
+        let mut responses = conn
             .content()
             .write(request)
             .await

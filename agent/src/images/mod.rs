@@ -6,7 +6,8 @@
 //! - [`registry`]: the distribution API ([`registry::Registry`], [`registry::HttpRegistry`]);
 //!   [`body`]: bounded reads and size/digest checks of what registries send;
 //!   [`digest`]: the OCI digest algorithms
-//! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`])
+//! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`]);
+//!   `containerd_conn`: the namespaced channel the store and its content writer share
 //! - [`pull`]: one pull; [`progress`]: what watchers see of it
 //! - [`manager`]: concurrency cap, shared in-flight pulls, timeout, retries;
 //!   [`failure`]: how failed pulls map to gRPC codes
@@ -16,6 +17,7 @@
 
 pub mod body;
 pub mod containerd;
+mod containerd_conn;
 mod content_writer;
 pub mod digest;
 pub mod failure;
