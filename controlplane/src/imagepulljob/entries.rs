@@ -4,9 +4,15 @@
 //! person's entries and other jobs' entries alone; applying a body without `spec` releases
 //! every field the manager held, so a key nobody else applies disappears, and the
 //! manager's `managedFields` record goes with it.
+//!
+//! A job over many nodes writes many entries; [`write_bounded`] keeps a few of those
+//! writes in flight at once instead of making them one round trip after another.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
@@ -67,6 +73,46 @@ pub fn apply_body(name: &str, uid: &str, image: &str, entry: Option<&ImageListEn
         body["spec"] = json!({ "images": { image: entry } });
     }
     body
+}
+
+/// How many entry writes one reconcile keeps in flight: a job over 500 nodes waits for 32
+/// round trips instead of 500, and one reconcile holds at most this many requests open
+/// (kube-rs has no client-side rate limit; the apiserver's priority and fairness is the
+/// brake).
+pub const CONCURRENT_WRITES: usize = 16;
+
+/// Runs `write` for every item, at most `limit` at once (at least one). `write` answers
+/// whether its ImageList was still there; the result is whether every one was, or the
+/// first error. After an error no further write starts, as in a loop that stops at the
+/// first failure, but writes already in flight finish, so each that landed has been
+/// recorded by its caller.
+pub async fn write_bounded<T, E, F, W>(
+    items: impl IntoIterator<Item = T>,
+    limit: usize,
+    mut write: F,
+) -> Result<bool, E>
+where
+    F: FnMut(T) -> W,
+    W: Future<Output = Result<bool, E>>,
+{
+    let mut items = items.into_iter();
+    let mut in_flight = FuturesUnordered::new();
+    let mut all_present = true;
+    let mut first_error = None;
+    loop {
+        while first_error.is_none() && in_flight.len() < limit.max(1) {
+            let Some(item) = items.next() else { break };
+            in_flight.push(write(item));
+        }
+        match in_flight.next().await {
+            None => break,
+            Some(Ok(present)) => all_present &= present,
+            Some(Err(err)) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    first_error.map_or(Ok(all_present), Err)
 }
 
 #[cfg(test)]
@@ -153,5 +199,110 @@ mod tests {
                 "metadata": {"name": "node-0", "uid": "u1"},
             })
         );
+    }
+}
+
+#[cfg(test)]
+mod write_bounded_tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A double for the apiserver side of entry writes: counts writes in flight and
+    /// records which started and which finished.
+    #[derive(Default)]
+    struct Writes {
+        in_flight: Mutex<usize>,
+        max_in_flight: Mutex<usize>,
+        started: Mutex<Vec<usize>>,
+        finished: Mutex<Vec<usize>>,
+    }
+
+    impl Writes {
+        /// Writes entry `item`, taking `took`; answers `outcome`.
+        async fn write(
+            &self,
+            item: usize,
+            took: Duration,
+            outcome: Result<bool, String>,
+        ) -> Result<bool, String> {
+            self.started.lock().expect("lock").push(item);
+            {
+                let mut in_flight = self.in_flight.lock().expect("lock");
+                *in_flight += 1;
+                let mut max = self.max_in_flight.lock().expect("lock");
+                *max = (*max).max(*in_flight);
+            }
+            tokio::time::sleep(took).await;
+            *self.in_flight.lock().expect("lock") -= 1;
+            self.finished.lock().expect("lock").push(item);
+            outcome
+        }
+
+        fn max_in_flight(&self) -> usize {
+            *self.max_in_flight.lock().expect("lock")
+        }
+
+        fn sorted(list: &Mutex<Vec<usize>>) -> Vec<usize> {
+            let mut items = list.lock().expect("lock").clone();
+            items.sort_unstable();
+            items
+        }
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_run_concurrently_up_to_the_limit_and_all_run() {
+        for (items, limit, expected_max) in [(50, 4, 4), (3, 16, 3), (5, 1, 1), (5, 0, 1)] {
+            let writes = Writes::default();
+            let present =
+                write_bounded(0..items, limit, |i| writes.write(i, 10 * MS, Ok(true))).await;
+            assert_eq!(present, Ok(true), "{items} items, limit {limit}");
+            assert_eq!(
+                writes.max_in_flight(),
+                expected_max,
+                "{items} items, limit {limit}"
+            );
+            assert_eq!(
+                Writes::sorted(&writes.finished),
+                (0..items).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gone_list_is_reported_and_the_other_writes_still_run() {
+        let writes = Writes::default();
+        let present = write_bounded(0..10, 3, |i| writes.write(i, MS, Ok(i != 7))).await;
+        assert_eq!(present, Ok(false));
+        assert_eq!(
+            Writes::sorted(&writes.finished),
+            (0..10).collect::<Vec<_>>()
+        );
+
+        let nothing: Result<bool, String> = write_bounded(std::iter::empty::<usize>(), 3, |i| {
+            writes.write(i, MS, Ok(false))
+        })
+        .await;
+        assert_eq!(nothing, Ok(true), "no writes: nothing was gone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_an_error_no_write_starts_and_those_in_flight_finish() {
+        let writes = Writes::default();
+        let result = write_bounded(0..20, 3, |i| {
+            let (took, outcome) = if i == 2 {
+                (MS, Err(format!("write {i} refused")))
+            } else {
+                (10 * MS, Ok(true))
+            };
+            writes.write(i, took, outcome)
+        })
+        .await;
+        assert_eq!(result, Err("write 2 refused".to_owned()));
+        assert_eq!(Writes::sorted(&writes.started), [0, 1, 2]);
+        assert_eq!(Writes::sorted(&writes.finished), [0, 1, 2]);
     }
 }

@@ -15,7 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
-use super::entries::{apply_body, field_manager, owned_images};
+use super::entries::{CONCURRENT_WRITES, apply_body, field_manager, owned_images, write_bounded};
 use super::plan::{self, NodeImage, Snapshot};
 use crate::api::{ImageList, ImagePullJob};
 use crate::caches::Stores;
@@ -175,15 +175,17 @@ impl ImagePullJobController {
             .apply
             .iter()
             .map(|(node, entry)| (node, Some(entry)))
-            .chain(planned.release.iter().map(|node| (node, None)));
-        for (node, entry) in writes {
-            let Some(list) = by_node.get(node) else {
-                continue;
-            };
-            if !self.write_entry(key, list, image, entry, manager).await? {
-                // The ImageList went away under us: look again once the cache shows it.
-                outcome = outcome.min(Outcome::RequeueAfter(plan::MISSING_LIST_REQUEUE));
-            }
+            .chain(planned.release.iter().map(|node| (node, None)))
+            .filter_map(|(node, entry)| Some((*by_node.get(node)?, entry)))
+            // Collected: an iterator of closures held across the writes' awaits would
+            // make the reconcile future not provably `Send`.
+            .collect::<Vec<_>>();
+        let present = write_bounded(writes, CONCURRENT_WRITES, |(list, entry)| {
+            self.write_entry(key, list, image, entry, manager)
+        });
+        if !present.await? {
+            // An ImageList went away under us: look again once the cache shows it.
+            outcome = outcome.min(Outcome::RequeueAfter(plan::MISSING_LIST_REQUEUE));
         }
 
         let reference = job.object_ref(&());
@@ -292,16 +294,19 @@ impl ImagePullJobController {
         if !job.finalizers().iter().any(|f| f == FINALIZER) {
             return Ok(Outcome::Done);
         }
-        let mut released = 0;
-        for list in self.stores.imagelists.state() {
-            if owned_images(&list.metadata, manager).is_empty() {
-                continue;
-            }
-            // A gone ImageList took the entry with it.
-            self.write_entry(key, &list, &job.spec.image, None, manager)
-                .await?;
-            released += 1;
-        }
+        let held: Vec<Arc<ImageList>> = self
+            .stores
+            .imagelists
+            .state()
+            .into_iter()
+            .filter(|list| !owned_images(&list.metadata, manager).is_empty())
+            .collect();
+        // A gone ImageList took the entry with it.
+        write_bounded(&held, CONCURRENT_WRITES, |list| {
+            self.write_entry(key, list, &job.spec.image, None, manager)
+        })
+        .await?;
+        let released = held.len();
         let finalizers: Vec<&String> = job
             .finalizers()
             .iter()
