@@ -1,31 +1,27 @@
 //! The wiring refuses, before it starts anything, a controller that reads a kind the
-//! runtime caches no store for; a controller whose kinds are all cached starts.
+//! runtime caches no store for; a controller whose kinds are all cached starts; and every
+//! component this binary wires reads only kinds its `Stores` cache.
 
 use std::convert::Infallible;
 
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
-use kube::runtime::reflector::Store;
 
 use super::*;
 use crate::controller::ObjectKey;
 use crate::controller::runner::Outcome;
 use crate::runtime::stores::{Cache, StoreRegistry, SyncState, WatchOptions};
 
-/// A binary that caches Pods only.
-#[derive(Clone)]
+/// A binary that caches Pods only (and reads none: only what is cached matters here).
 struct PodsOnly {
-    #[allow(dead_code)]
-    pods: Store<Pod>,
     sync: SyncState,
 }
 
 impl StoreSet for PodsOnly {
     fn start(mut registry: StoreRegistry<'_>) -> Self {
-        let pods: Cache<Pod> = registry.watch(WatchOptions::default());
+        let _pods: Cache<Pod> = registry.watch(WatchOptions::default());
         Self {
-            pods: pods.store,
             sync: registry.finish(),
         }
     }
@@ -58,7 +54,7 @@ impl<const WIDGETS: bool> Reconciler for Reads<WIDGETS> {
 }
 
 /// A runtime over an apiserver that never answers: nothing here needs it to.
-async fn runtime(shutdown: &CancellationToken) -> Runtime<PodsOnly> {
+async fn runtime<S: StoreSet>(shutdown: &CancellationToken) -> Runtime<S> {
     let client = kube::Client::new(
         tower::service_fn(|_: Request<Body>| async {
             std::future::pending::<Result<Response<Body>, Infallible>>().await
@@ -80,7 +76,7 @@ async fn runtime(shutdown: &CancellationToken) -> Runtime<PodsOnly> {
 #[tokio::test]
 async fn a_controller_reading_a_kind_no_store_caches_is_refused() {
     let shutdown = CancellationToken::new();
-    let mut running = runtime(&shutdown).await;
+    let mut running = runtime::<PodsOnly>(&shutdown).await;
 
     let refused = start_reconciler(&mut running, Arc::new(Reads::<true>), 1, &shutdown);
 
@@ -98,10 +94,47 @@ async fn a_controller_reading_a_kind_no_store_caches_is_refused() {
 #[tokio::test]
 async fn a_controller_reading_only_cached_kinds_starts() {
     let shutdown = CancellationToken::new();
-    let mut running = runtime(&shutdown).await;
+    let mut running = runtime::<PodsOnly>(&shutdown).await;
 
     let started = start_reconciler(&mut running, Arc::new(Reads::<false>), 1, &shutdown);
 
     assert!(started.is_ok(), "{:?}", started.err());
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn every_component_wired_reads_only_kinds_the_stores_cache() {
+    let shutdown = CancellationToken::new();
+    let running = runtime::<Stores>(&shutdown).await;
+
+    let components: [(&str, &[&str]); 3] = [
+        ("ImageList distributor", Distributor::READS),
+        ("CloneSet", CloneSetController::READS),
+        ("ImagePullJob", ImagePullJobController::READS),
+    ];
+    for (component, reads) in components {
+        assert!(!reads.is_empty(), "{component} names no kind it reads");
+        assert_eq!(running.stores.sync.require(reads), Ok(()), "{component}");
+    }
+    let cached: Vec<&str> = running
+        .stores
+        .sync
+        .report()
+        .into_iter()
+        .map(|(kind, _)| kind)
+        .collect();
+    assert_eq!(
+        cached,
+        [
+            "Pod",
+            "Node",
+            "PersistentVolumeClaim",
+            "ControllerRevision",
+            "CloneSet",
+            "ImageList",
+            "ImagePullJob"
+        ],
+        "the kinds /readyz reports, in its order"
+    );
     shutdown.cancel();
 }

@@ -34,7 +34,7 @@ use tracing::Instrument as _;
 /// The set of stores a binary starts, chosen by its wiring and given to
 /// [`crate::runtime::Runtime::start`]: each field a [`Cache`] from
 /// [`StoreRegistry::watch`], plus the [`SyncState`] they report to.
-pub trait StoreSet: Clone + Send + Sync + 'static {
+pub trait StoreSet {
     /// Registers every kind of the set; ends with [`StoreRegistry::finish`].
     fn start(registry: StoreRegistry<'_>) -> Self;
 
