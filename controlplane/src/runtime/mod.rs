@@ -1,7 +1,7 @@
 //! The control plane's runtime: shared caches, the admin endpoint and leader election,
 //! started together by [`Runtime::start`] and stopped together by one `CancellationToken`.
 //! It knows no workload: which kinds are cached is the [`StoreSet`] the wiring gives it,
-//! and what runs on it is spawned by the wiring (`crate::app`).
+//! and what runs on it is spawned by the wiring (`app.rs`).
 
 pub mod admin;
 pub mod clock;
