@@ -262,6 +262,59 @@ async fn a_template_read_back_with_defaults_names_the_same_revision() -> Result<
     .await
 }
 
+/// Reads `name`, changes it with `edit` and writes it back with `replace`.
+async fn edit(
+    ctx: &TestContext,
+    resource: &ApiResource,
+    name: &str,
+    edit: impl FnOnce(&mut Value),
+) -> Result<Value> {
+    let mut object = read(ctx, resource, name).await?;
+    edit(&mut object);
+    let object: DynamicObject = serde_json::from_value(object)?;
+    let replaced = api(ctx, resource)
+        .replace(name, &PostParams::default(), &object)
+        .await?;
+    Ok(serde_json::to_value(replaced)?)
+}
+
+#[tokio::test]
+async fn in_place_only_judges_defaulted_templates() -> Result<()> {
+    run_in_namespace("crd-defaults-inplace-only", |ctx| async move {
+        setup(&ctx).await?;
+        let clonesets = resource("CloneSet", "clonesets", "v1alpha1");
+        let mut object = minimal_cloneset("strict");
+        object["spec"]["updateStrategy"] = json!({ "type": "InPlaceOnly" });
+        object["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array_mut()
+            .context("env")?
+            .push(json!({ "name": "MODE", "value": "a" }));
+        create(&ctx, &clonesets, object).await?;
+
+        edit(&ctx, &clonesets, "strict", |o| {
+            let app = &mut o["spec"]["template"]["spec"]["containers"][0];
+            app["terminationMessagePolicy"] = json!("File");
+            app["image"] = json!("nginx:1.28");
+        })
+        .await
+        .context("an image change, with a default spelled out, is allowed")?;
+
+        let refused = edit(&ctx, &clonesets, "strict", |o| {
+            o["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"] = json!("b");
+        })
+        .await;
+        match refused {
+            Ok(_) => bail!("InPlaceOnly accepted an env change of a container whose image stayed"),
+            Err(e) => ensure!(
+                e.to_string().contains("InPlaceOnly"),
+                "refusal {e} does not name InPlaceOnly"
+            ),
+        }
+        Ok(())
+    })
+    .await
+}
+
 fn minimal_imagepulljob(name: &str, version: &str) -> Value {
     json!({
         "apiVersion": format!("{GROUP}/{version}"),
