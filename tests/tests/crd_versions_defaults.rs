@@ -411,20 +411,71 @@ async fn an_imagepulljob_round_trips_between_v1alpha1_and_v1beta1() -> Result<()
 }
 
 #[tokio::test]
-async fn a_field_of_the_wrong_type_is_refused_naming_it() -> Result<()> {
-    run_in_namespace("crd-defaults-bad-type", |ctx| async move {
+async fn a_declared_template_field_with_a_bad_value_is_refused_naming_it() -> Result<()> {
+    run_in_namespace("crd-defaults-bad-input", |ctx| async move {
         setup(&ctx).await?;
         let clonesets = resource("CloneSet", "clonesets", "v1alpha1");
-        let mut object = minimal_cloneset("bad");
-        object["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!("thirty");
-        match create(&ctx, &clonesets, object).await {
-            Ok(_) => bail!("the apiserver accepted a string terminationGracePeriodSeconds"),
-            Err(e) => {
-                let message = e.to_string();
-                ensure!(
-                    message.contains("spec.template.spec.terminationGracePeriodSeconds"),
-                    "refusal {message:?} does not name the field"
-                );
+        let pod = "/spec/template/spec";
+        let cases = [
+            (
+                format!("{pod}/terminationGracePeriodSeconds"),
+                json!("thirty"),
+            ),
+            (format!("{pod}/restartPolicy"), json!("Sometimes")),
+            (format!("{pod}/dnsPolicy"), json!("ClusterLast")),
+            (
+                format!("{pod}/containers/0/imagePullPolicy"),
+                json!("Sometimes"),
+            ),
+            (
+                format!("{pod}/initContainers/0/imagePullPolicy"),
+                json!("Sometimes"),
+            ),
+            (
+                format!("{pod}/containers/0/terminationMessagePolicy"),
+                json!("Logs"),
+            ),
+            (
+                format!("{pod}/containers/0/ports/0/protocol"),
+                json!("QUIC"),
+            ),
+            (
+                format!("{pod}/containers/0/livenessProbe/httpGet/scheme"),
+                json!("FTP"),
+            ),
+            (format!("{pod}/volumes/0/secret/defaultMode"), json!(1000)),
+            (
+                format!(
+                    "{pod}/volumes/3/projected/sources/0/serviceAccountToken/expirationSeconds"
+                ),
+                json!(60),
+            ),
+            (format!("{pod}/volumes/4/hostPath/type"), json!("Pipe")),
+            (
+                "/spec/volumeClaimTemplates/0/status".to_owned(),
+                json!({ "phase": "Gone" }),
+            ),
+        ];
+        for (index, (pointer, value)) in cases.into_iter().enumerate() {
+            let mut object = minimal_cloneset(&format!("bad-{index}"));
+            let (parent, key) = pointer.rsplit_once('/').context("pointer has a parent")?;
+            object.pointer_mut(parent).context("parent exists")?[key] = value.clone();
+            // `/a/0/b` is named `a[0].b` by the apiserver.
+            let field = pointer
+                .trim_start_matches('/')
+                .split('/')
+                .map(|part| {
+                    part.parse::<usize>()
+                        .map_or_else(|_| format!(".{part}"), |i| format!("[{i}]"))
+                })
+                .collect::<String>();
+            let field = field.trim_start_matches('.');
+            match create(&ctx, &clonesets, object).await {
+                Ok(_) => bail!("the apiserver accepted {pointer} = {value}"),
+                Err(e) => ensure!(
+                    e.to_string().contains(field),
+                    "refusal of {pointer} = {value} does not name {field}: {e}"
+                ),
             }
         }
         Ok(())

@@ -6,7 +6,10 @@
 //! `restartPolicy: Always`, `terminationMessagePath` and so on. Stevedore has no webhook:
 //! the same values are structural `default:`s here, which the apiserver applies on every
 //! write and read. Each object that holds a default is declared with
-//! `x-kubernetes-preserve-unknown-fields`, so declaring it prunes nothing.
+//! `x-kubernetes-preserve-unknown-fields`, so declaring it prunes nothing. A declared
+//! field takes the values the Pod's own validation allows (an enum, a range), so a template
+//! whose pods would be refused is refused at admission, naming the field, as OpenKruise's
+//! validating webhook refuses it.
 //!
 //! Not expressible as a static default, and so left to the Pod defaulter when a pod is
 //! created: an init container's `imagePullPolicy` (Always for `:latest` or no tag, else
@@ -27,6 +30,17 @@ const NAME_MAX: u32 = 63;
 const MAX_CONTAINERS: u32 = 64;
 /// `v1.SecretVolumeSourceDefaultMode` and its ConfigMap, DownwardAPI and Projected twins: 0644.
 const VOLUME_DEFAULT_MODE: i64 = 0o644;
+const PULL_POLICIES: [&str; 3] = ["Always", "IfNotPresent", "Never"];
+const HOST_PATH_TYPES: [&str; 8] = [
+    "",
+    "DirectoryOrCreate",
+    "Directory",
+    "FileOrCreate",
+    "File",
+    "Socket",
+    "CharDevice",
+    "BlockDevice",
+];
 const IMAGE_GRAMMAR_MESSAGE: &str = "must be an image reference [registry[:port]/]path[:tag][@sha256:<64 hex>], with a lowercase path";
 const IMAGE_HEX_NAME_MESSAGE: &str =
     "must not have a 64-character hexadecimal name, which reads as an image ID";
@@ -43,7 +57,7 @@ enum PullPolicyDefault {
 }
 
 /// An object that keeps the fields it does not declare.
-pub(crate) fn open_object(description: &str, properties: Value) -> Value {
+fn open_object(description: &str, properties: Value) -> Value {
     json!({
         "type": "object",
         "description": description,
@@ -63,8 +77,18 @@ fn list_of(description: &str, item: Value) -> Value {
     json!({ "type": "array", "description": description, "items": item })
 }
 
-pub(crate) fn string_default(description: &str, default: &str) -> Value {
+fn string_default(description: &str, default: &str) -> Value {
     json!({ "type": "string", "description": description, "default": default })
+}
+
+/// A string that is one of `values` (the Pod's own validation, so a template the Pod would
+/// refuse is refused at admission, naming the field), defaulting to `default`.
+fn one_of(description: &str, values: &[&str], default: Option<&str>) -> Value {
+    let mut schema = json!({ "type": "string", "description": description, "enum": values });
+    if let Some(default) = default {
+        schema["default"] = json!(default);
+    }
+    schema
 }
 
 fn integer_default(description: &str, format: &str, default: i64) -> Value {
@@ -85,7 +109,7 @@ fn http_get() -> Value {
         "An HTTP GET request (core/v1 HTTPGetAction).",
         json!({
             "path": string_default("Path to access on the HTTP server. Defaults to /.", "/"),
-            "scheme": string_default("Scheme to connect with, HTTP or HTTPS. Defaults to HTTP.", "HTTP")
+            "scheme": one_of("Scheme to connect with, HTTP or HTTPS. Defaults to HTTP.", &["HTTP", "HTTPS"], Some("HTTP"))
         }),
     )
 }
@@ -133,12 +157,12 @@ fn container_properties(pull_policy: PullPolicyDefault) -> Value {
         "name": { "type": "string", "minLength": 1, "maxLength": NAME_MAX, "description": "Name of the container, unique in the pod." },
         "image": image(),
         "terminationMessagePath": string_default("File the container's termination message is written to. Defaults to /dev/termination-log.", "/dev/termination-log"),
-        "terminationMessagePolicy": string_default("How the termination message is filled: File, or FallbackToLogsOnError. Defaults to File.", "File"),
+        "terminationMessagePolicy": one_of("How the termination message is filled: File, or FallbackToLogsOnError. Defaults to File.", &["File", "FallbackToLogsOnError"], Some("File")),
         "resources": defaulted_object("Compute resources of the container (core/v1 ResourceRequirements). Defaults to {}.", json!({})),
         "ports": list_of(
             "Ports the container exposes.",
             open_object("A port of the container (core/v1 ContainerPort).", json!({
-                "protocol": string_default("Protocol of the port: TCP, UDP or SCTP. Defaults to TCP.", "TCP")
+                "protocol": one_of("Protocol of the port: TCP, UDP or SCTP. Defaults to TCP.", &["TCP", "UDP", "SCTP"], Some("TCP"))
             })),
         ),
         "env": list_of(
@@ -152,12 +176,18 @@ fn container_properties(pull_policy: PullPolicyDefault) -> Value {
         "startupProbe": probe("Probe of the container's start (core/v1 Probe)."),
         "lifecycle": lifecycle_handlers()
     });
-    if let PullPolicyDefault::Always = pull_policy {
-        properties["imagePullPolicy"] = string_default(
+    properties["imagePullPolicy"] = match pull_policy {
+        PullPolicyDefault::Always => one_of(
             "When the image is pulled: Always, IfNotPresent or Never. Defaults to Always (OpenKruise's default for in-place update).",
-            "Always",
-        );
-    }
+            &PULL_POLICIES,
+            Some("Always"),
+        ),
+        PullPolicyDefault::LeftToThePod => one_of(
+            "When the image is pulled: Always, IfNotPresent or Never. Unset, the pod gets Always for a :latest or untagged image and IfNotPresent otherwise.",
+            &PULL_POLICIES,
+            None,
+        ),
+    };
     properties
 }
 
@@ -180,11 +210,25 @@ fn containers(description: &str, min_items: u32, pull_policy: PullPolicyDefault)
 }
 
 fn mode_default(description: &str) -> Value {
-    integer_default(
-        &format!("{description} Defaults to 420 (0644)."),
+    let mut mode = integer_default(
+        &format!("{description} Between 0 and 0777 (511). Defaults to 420 (0644)."),
         "int32",
         VOLUME_DEFAULT_MODE,
-    )
+    );
+    mode["minimum"] = json!(0);
+    mode["maximum"] = json!(0o777);
+    mode
+}
+
+/// `expirationSeconds`: at least 10 minutes (the Pod's validation), 3600 by default.
+fn token_lifetime() -> Value {
+    let mut lifetime = integer_default(
+        "Requested lifetime of the token in seconds, at least 600. Defaults to 3600.",
+        "int64",
+        3600,
+    );
+    lifetime["minimum"] = json!(600);
+    lifetime
 }
 
 fn volume() -> Value {
@@ -200,7 +244,7 @@ fn volume() -> Value {
         json!({
             "downwardAPI": open_object("Downward API projection.", json!({ "items": field_ref_items.clone() })),
             "serviceAccountToken": open_object("A service account token projection.", json!({
-                "expirationSeconds": integer_default("Requested lifetime of the token in seconds. Defaults to 3600.", "int64", 3600)
+                "expirationSeconds": token_lifetime()
             }))
         }),
     );
@@ -218,7 +262,7 @@ fn volume() -> Value {
                 "sources": list_of("The projected sources.", projection)
             })),
             "hostPath": open_object("A directory of the node.", json!({
-                "type": string_default("Type of the host path; empty means no check. Defaults to \"\".", "")
+                "type": one_of("Type of the host path; empty means no check. Defaults to \"\".", &HOST_PATH_TYPES, Some(""))
             }))
         }),
     )
@@ -229,8 +273,8 @@ pub(crate) fn pod_spec() -> Value {
     let properties = json!({
         "containers": containers("Containers of the pod (core/v1 Container). At least one.", 1, PullPolicyDefault::Always),
         "initContainers": containers("Init containers of the pod (core/v1 Container), run in order before the containers.", 0, PullPolicyDefault::LeftToThePod),
-        "restartPolicy": string_default("Restart policy of the containers: Always, OnFailure or Never. Defaults to Always.", "Always"),
-        "dnsPolicy": string_default("DNS policy of the pod. Defaults to ClusterFirst.", "ClusterFirst"),
+        "restartPolicy": one_of("Restart policy of the containers: Always, OnFailure or Never. Defaults to Always.", &["Always", "OnFailure", "Never"], Some("Always")),
+        "dnsPolicy": one_of("DNS policy of the pod: ClusterFirstWithHostNet, ClusterFirst, Default or None. Defaults to ClusterFirst.", &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], Some("ClusterFirst")),
         "schedulerName": string_default("The scheduler that places the pod. Defaults to default-scheduler.", "default-scheduler"),
         "securityContext": defaulted_object("Pod-level security attributes (core/v1 PodSecurityContext). Defaults to {}.", json!({})),
         "terminationGracePeriodSeconds": integer_default("Seconds the pod is given to stop gracefully. Defaults to 30.", "int64", 30),
@@ -249,7 +293,7 @@ pub(crate) fn pod_spec() -> Value {
 pub(crate) fn claim_template_status() -> Value {
     defaulted_object(
         "Status of the claim template; the created claims get their own. Defaults to {phase: Pending}.",
-        json!({ "phase": string_default("Phase of the claim. Defaults to Pending.", "Pending") }),
+        json!({ "phase": one_of("Phase of the claim: Pending, Bound or Lost. Defaults to Pending.", &["Pending", "Bound", "Lost"], Some("Pending")) }),
     )
 }
 
