@@ -296,26 +296,3 @@ pub(crate) fn claim_template_status() -> Value {
         json!({ "phase": one_of("Phase of the claim: Pending, Bound or Lost. Defaults to Pending.", &["Pending", "Bound", "Lost"], Some("Pending")) }),
     )
 }
-
-/// Every property of `schema` (recursively, through properties and items) that carries a
-/// `default`, as (JSON path, default) pairs; for tests and the defaults table.
-pub fn defaults_in(schema: &Value) -> Vec<(String, Value)> {
-    let mut found = Vec::new();
-    collect_defaults(schema, "", &mut found);
-    found
-}
-
-fn collect_defaults(schema: &Value, path: &str, found: &mut Vec<(String, Value)>) {
-    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-        for (name, property) in properties {
-            let child = format!("{path}.{name}");
-            if let Some(default) = property.get("default") {
-                found.push((child.clone(), default.clone()));
-            }
-            collect_defaults(property, &child, found);
-        }
-    }
-    if let Some(items) = schema.get("items") {
-        collect_defaults(items, &format!("{path}[*]"), found);
-    }
-}
