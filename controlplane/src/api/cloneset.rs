@@ -117,7 +117,7 @@ const IN_PLACE_ONLY_IMAGES: &str = "!has(self.updateStrategy) || !has(self.updat
 pub struct CloneSetSpec {
     /// Replicas is the desired number of pods. Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0), extend("default" = 1))]
     pub replicas: Option<i32>,
 
     /// Selector is a label query over pods that should match the replica count. It must
@@ -134,17 +134,20 @@ pub struct CloneSetSpec {
     #[schemars(schema_with = "schema::pvc_templates")]
     pub volume_claim_templates: Vec<PersistentVolumeClaim>,
 
-    /// ScaleStrategy says how pods are created and deleted.
+    /// ScaleStrategy says how pods are created and deleted. Defaults to {}.
     #[serde(default, skip_serializing_if = "is_default")]
+    #[schemars(extend("default" = {}))]
     pub scale_strategy: CloneSetScaleStrategy,
 
     /// UpdateStrategy says how pods are updated to a new revision of the template.
+    /// Defaults to type ReCreate, partition 0, maxUnavailable 20%, maxSurge 0.
     #[serde(default, skip_serializing_if = "is_default")]
+    #[schemars(extend("default" = {}))]
     pub update_strategy: CloneSetUpdateStrategy,
 
     /// RevisionHistoryLimit is the number of old ControllerRevisions kept. Defaults to 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0), extend("default" = 10))]
     pub revision_history_limit: Option<i32>,
 
     /// Minimum number of seconds a new pod must be ready, without any container crashing,
@@ -196,20 +199,24 @@ pub struct CloneSetScaleStrategy {
 pub struct CloneSetUpdateStrategy {
     /// Type is ReCreate (default), InPlaceIfPossible or InPlaceOnly.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "ReCreate"))]
     pub type_: Option<PodUpdatePolicy>,
 
     /// The number or percentage of pods kept on old revisions. Defaults to 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = 0))]
     #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.partition must be an integer >= 0 or a percentage from 0% to 100%"))]
     pub partition: Option<IntOrString>,
 
     /// The maximum number or percentage of unavailable pods during an update. Defaults to 20%.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = DEFAULT_MAX_UNAVAILABLE))]
     #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.maxUnavailable must be an integer >= 0 or a percentage from 0% to 100%"))]
     pub max_unavailable: Option<IntOrString>,
 
     /// The maximum number or percentage of pods above replicas during an update. Defaults to 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = 0))]
     #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.maxSurge must be an integer >= 0 or a percentage from 0% to 100%"))]
     pub max_surge: Option<IntOrString>,
 

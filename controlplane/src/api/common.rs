@@ -139,6 +139,7 @@ pub enum CompletionPolicyType {
 pub struct CompletionPolicy {
     /// Type is Always (default) or Never.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Always"))]
     pub type_: Option<CompletionPolicyType>,
     /// Seconds after the start time after which an unfinished job is stopped and counted
     /// as failed; at least 1. Only for type Always.

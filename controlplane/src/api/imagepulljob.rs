@@ -116,15 +116,18 @@ pub struct ImagePullJobSpec {
 
     /// Timeout and retries of each node's pull. Defaults: 600 seconds, 3 retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = {}))]
     pub pull_policy: Option<PullPolicy>,
 
     /// When the job counts as finished. Defaults to type Always.
     #[serde(default, skip_serializing_if = "is_default")]
+    #[schemars(extend("default" = {}))]
     pub completion_policy: CompletionPolicy,
 
     /// Always pulls even when the image is present on the node; IfNotPresent (default)
     /// pulls only when it is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "IfNotPresent"))]
     pub image_pull_policy: Option<ImagePullPolicy>,
 }
 
@@ -151,11 +154,11 @@ pub struct ImagePullJobNodeSelector {
 pub struct PullPolicy {
     /// Seconds one pull attempt may take; at least 1. Defaults to 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), extend("default" = DEFAULT_TIMEOUT_SECONDS))]
     pub timeout_seconds: Option<i32>,
     /// Retries before a node's pull counts as failed; at least 0. Defaults to 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0), extend("default" = DEFAULT_BACKOFF_LIMIT))]
     pub backoff_limit: Option<i32>,
 }
 

@@ -8,11 +8,13 @@ pub mod duration;
 pub mod image_reference;
 pub mod imagelist;
 pub mod imagepulljob;
+pub mod pod_schema;
 mod schema;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_images;
+pub mod versions;
 pub mod workload_rules;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -22,9 +24,14 @@ pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
 
-/// Every CRD Stevedore serves, in the order they are written to `deploy/crds/`.
+/// Every CRD Stevedore serves, in the order they are written to `deploy/crds/`, each in
+/// the versions OpenKruise 1.9 serves it in (`versions`).
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![CloneSet::crd(), ImagePullJob::crd(), ImageList::crd()]
+    vec![
+        CloneSet::crd(),
+        versions::also_served(ImagePullJob::crd(), &["v1beta1"]),
+        ImageList::crd(),
+    ]
 }
 
 /// The file name a CRD is written to: `<group>_<plural>.yaml`, as kubebuilder names them.

@@ -2,26 +2,22 @@
 //!
 //! Like OpenKruise, the templates are not validated against the full Pod schema here
 //! (the Pod is validated when it is created), so unknown fields are preserved. Unlike
-//! OpenKruise, the fields the CEL rules read are declared: template labels, container
-//! names and images. CEL cannot see preserved-but-undeclared fields, and the full
+//! OpenKruise, the fields the CEL rules read are declared (template labels, container
+//! names and images), and so are the fields that hold OpenKruise's template defaults
+//! (`pod_schema`). CEL cannot see preserved-but-undeclared fields, and the full
 //! k8s-openapi Pod schema would make the CRD large and the rules' estimated cost exceed
 //! the apiserver's budget.
 
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::image_reference as reference;
+use super::pod_schema;
 use super::workload_rules as rules;
 
 /// Kubernetes' limit on a label value; declared so the CEL cost estimate stays in budget.
 const LABEL_VALUE_MAX: u32 = 63;
 /// Kubernetes' limit on a label key: a 253-character DNS prefix, '/', a 63-character name.
 const LABEL_KEY_MAX: u32 = 317;
-const IMAGE_GRAMMAR_MESSAGE: &str = "must be an image reference [registry[:port]/]path[:tag][@sha256:<64 hex>], with a lowercase path";
-const IMAGE_HEX_NAME_MESSAGE: &str =
-    "must not have a 64-character hexadecimal name, which reads as an image ID";
-const IMAGE_NAME_LENGTH_MESSAGE: &str =
-    "must have a name (registry and path) of at most 255 characters";
-/// A bound on selector terms and containers, far above real use, for the CEL cost estimate.
+/// A bound on selector terms, far above real use, for the CEL cost estimate.
 const MAX_TERMS: u32 = 64;
 
 fn string_map(description: &str) -> serde_json::Value {
@@ -89,36 +85,6 @@ fn object_meta() -> serde_json::Value {
     })
 }
 
-/// A list of `v1.Container`s, each with a name and an image reference in the agent's
-/// grammar (the apiserver requires the image in a Pod; refusing it here means a template
-/// without one never starts a rollout).
-fn containers(description: &str, min_items: u32) -> serde_json::Value {
-    serde_json::json!({
-        "type": "array",
-        "description": description,
-        "minItems": min_items,
-        "maxItems": MAX_TERMS,
-        "items": {
-            "type": "object",
-            "x-kubernetes-preserve-unknown-fields": true,
-            "required": ["name", "image"],
-            "properties": {
-                "name": { "type": "string", "minLength": 1, "maxLength": LABEL_VALUE_MAX, "description": "Name of the container, unique in the pod." },
-                "image": {
-                    "type": "string",
-                    "maxLength": reference::REFERENCE_MAX_LENGTH,
-                    "description": "Container image reference: [registry[:port]/]path[:tag][@digest].",
-                    "x-kubernetes-validations": [
-                        { "rule": reference::FIELD_GRAMMAR_RULE, "message": IMAGE_GRAMMAR_MESSAGE },
-                        { "rule": reference::FIELD_HEX_NAME_RULE, "message": IMAGE_HEX_NAME_MESSAGE },
-                        { "rule": reference::FIELD_NAME_LENGTH_RULE, "message": IMAGE_NAME_LENGTH_MESSAGE }
-                    ]
-                }
-            }
-        }
-    })
-}
-
 /// A `v1.PodTemplateSpec`: metadata with labels, and a pod spec with named containers.
 pub(crate) fn pod_template(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
@@ -128,16 +94,7 @@ pub(crate) fn pod_template(_: &mut SchemaGenerator) -> Schema {
         "required": ["spec"],
         "properties": {
             "metadata": object_meta(),
-            "spec": {
-                "type": "object",
-                "description": "Specification of the desired behavior of the pod (a core/v1 PodSpec).",
-                "x-kubernetes-preserve-unknown-fields": true,
-                "required": ["containers"],
-                "properties": {
-                    "containers": containers("Containers of the pod (core/v1 Container). At least one.", 1),
-                    "initContainers": containers("Init containers of the pod (core/v1 Container), run in order before the containers.", 0)
-                }
-            }
+            "spec": pod_schema::pod_spec()
         }
     })
 }
@@ -156,7 +113,8 @@ pub(crate) fn pvc_templates(_: &mut SchemaGenerator) -> Schema {
                     "type": "object",
                     "description": "Spec of the claims (a core/v1 PersistentVolumeClaimSpec).",
                     "x-kubernetes-preserve-unknown-fields": true
-                }
+                },
+                "status": pod_schema::claim_template_status()
             }
         }
     })

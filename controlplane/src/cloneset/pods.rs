@@ -22,6 +22,7 @@ use crate::workload::revision::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL, RevisionError,
     short_hash,
 };
+use crate::workload::template_defaults;
 
 /// Label shared by a pod and its PVCs.
 pub const INSTANCE_ID_LABEL: &str = "apps.kruise.io/cloneset-instance-id";
@@ -51,7 +52,8 @@ impl RevisionSpec {
     }
 
     /// The ControllerRevision `data`: a patch replacing `spec.template` wholesale (as
-    /// OpenKruise stores it), plus the claim templates when there are any.
+    /// OpenKruise stores it), plus the claim templates when there are any; without the
+    /// fields equal to the CRD's defaults, so defaulting never names a new revision.
     pub fn to_data(&self) -> Result<Vec<u8>, RevisionError> {
         let mut template = serde_json::to_value(&self.template)
             .map_err(|source| RevisionError::Serialize { source })?;
@@ -63,6 +65,7 @@ impl RevisionSpec {
             spec["volumeClaimTemplates"] = serde_json::to_value(&self.volume_claim_templates)
                 .map_err(|source| RevisionError::Serialize { source })?;
         }
+        template_defaults::strip_revision_spec(&mut spec);
         serde_json::to_vec(&serde_json::json!({ "spec": spec }))
             .map_err(|source| RevisionError::Serialize { source })
     }

@@ -16,6 +16,7 @@ use serde_json::{Map, Value, json};
 use crate::api::common::PodUpdatePolicy;
 
 use super::deletion::REVISION_LABEL;
+use super::template_defaults;
 
 #[path = "inplace_state.rs"]
 pub mod state;
@@ -110,8 +111,11 @@ pub fn template_diff(
         &mut changed,
     );
 
-    let old_spec = serde_json::to_value(&old.spec).map_err(InPlaceError::Compare)?;
-    let new_spec = serde_json::to_value(&new.spec).map_err(InPlaceError::Compare)?;
+    let mut old_spec = serde_json::to_value(&old.spec).map_err(InPlaceError::Compare)?;
+    let mut new_spec = serde_json::to_value(&new.spec).map_err(InPlaceError::Compare)?;
+    // A default spelled out on one side only (a revision from before the CRD had it) is no change.
+    template_defaults::strip_pod_spec(&mut old_spec);
+    template_defaults::strip_pod_spec(&mut new_spec);
     match (old_spec.as_object(), new_spec.as_object()) {
         (Some(o), Some(n)) => {
             for key in o.keys().chain(n.keys()).collect::<BTreeSet<_>>() {

@@ -11,3 +11,4 @@ pub mod revision;
 pub mod rollout;
 pub mod selector;
 pub mod template_check;
+pub mod template_defaults;

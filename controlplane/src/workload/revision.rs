@@ -165,7 +165,8 @@ pub fn next_revision_number(revisions: &[Revision]) -> i64 {
         .map_or(1, |newest| newest.saturating_add(1))
 }
 
-/// `EqualRevision`: equal data, unless both carry hash labels that already differ.
+/// `EqualRevision`: equal data (once the schema's template defaults are stripped), unless
+/// both carry hash labels that already differ.
 pub fn equal_revision(a: &Revision, b: &Revision) -> bool {
     let parse = |label: &Option<String>| label.as_deref().and_then(|h| h.parse::<u32>().ok());
     if let (Some(ha), Some(hb)) = (parse(&a.hash_label), parse(&b.hash_label))
@@ -173,7 +174,7 @@ pub fn equal_revision(a: &Revision, b: &Revision) -> bool {
     {
         return false;
     }
-    a.data == b.data
+    super::template_defaults::same_revision_data(&a.data, &b.data)
 }
 
 /// Where the update revision for the current template comes from.

@@ -1,0 +1,342 @@
+//! The served versions and OpenKruise's defaults against the real apiserver: minimal
+//! objects read back with every default OpenKruise 1.9's webhook would have stored, in each
+//! served version; an ImagePullJob written in one version reads and updates in the other;
+//! every served version describes its fields (what `kubectl explain` prints); and a
+//! template read back with its defaults names the same revision as the template written.
+
+use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::CloneSet;
+use stevedore_controlplane::cloneset::pods::RevisionSpec;
+use stevedore_tests::run_in_namespace;
+
+mod crd_versions_support;
+
+use crd_versions_support::*;
+
+#[tokio::test]
+async fn a_minimal_cloneset_reads_back_with_openkruise_defaults() -> Result<()> {
+    run_in_namespace("crd-defaults-cloneset", |ctx| async move {
+        setup(&ctx).await?;
+        let clonesets = resource("CloneSet", "clonesets", "v1alpha1");
+        let mut object = minimal_cloneset("minimal");
+        object["spec"]
+            .as_object_mut()
+            .context("spec")?
+            .remove("replicas");
+        let stored = create(&ctx, &clonesets, object).await?;
+        let mut expected = cloneset_defaults();
+        expected.push(("/spec/replicas".to_owned(), json!(1)));
+        expect_values(&stored, &expected)?;
+        expect_values(&read(&ctx, &clonesets, "minimal").await?, &expected)?;
+
+        // Values other than the defaults are kept.
+        let mut object = minimal_cloneset("explicit");
+        object["spec"]["updateStrategy"] =
+            json!({ "type": "InPlaceIfPossible", "maxSurge": "10%" });
+        object["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(5);
+        object["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
+            json!("IfNotPresent");
+        let stored = create(&ctx, &clonesets, object).await?;
+        expect_values(
+            &stored,
+            &[
+                ("/spec/replicas", json!(0)),
+                ("/spec/updateStrategy/type", json!("InPlaceIfPossible")),
+                ("/spec/updateStrategy/maxSurge", json!("10%")),
+                ("/spec/updateStrategy/maxUnavailable", json!("20%")),
+                (
+                    "/spec/template/spec/terminationGracePeriodSeconds",
+                    json!(5),
+                ),
+                (
+                    "/spec/template/spec/containers/0/imagePullPolicy",
+                    json!("IfNotPresent"),
+                ),
+            ],
+        )
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_template_read_back_with_defaults_names_the_same_revision() -> Result<()> {
+    run_in_namespace("crd-defaults-revision", |ctx| async move {
+        setup(&ctx).await?;
+        let written: CloneSet = serde_json::from_value(minimal_cloneset("hashed"))?;
+        let stored = ctx
+            .api::<CloneSet>()
+            .create(&PostParams::default(), &written)
+            .await?;
+        let (written, stored) = (RevisionSpec::of(&written), RevisionSpec::of(&stored));
+        ensure!(
+            written != stored,
+            "the apiserver added no defaults to the template"
+        );
+        ensure!(
+            written.to_data()? == stored.to_data()?,
+            "the defaulted template names another revision:\nwritten {}\nstored  {}",
+            String::from_utf8_lossy(&written.to_data()?),
+            String::from_utf8_lossy(&stored.to_data()?)
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn in_place_only_judges_defaulted_templates() -> Result<()> {
+    run_in_namespace("crd-defaults-inplace-only", |ctx| async move {
+        setup(&ctx).await?;
+        let clonesets = resource("CloneSet", "clonesets", "v1alpha1");
+        let mut object = minimal_cloneset("strict");
+        object["spec"]["updateStrategy"] = json!({ "type": "InPlaceOnly" });
+        object["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array_mut()
+            .context("env")?
+            .push(json!({ "name": "MODE", "value": "a" }));
+        create(&ctx, &clonesets, object).await?;
+
+        edit(&ctx, &clonesets, "strict", |o| {
+            let app = &mut o["spec"]["template"]["spec"]["containers"][0];
+            app["terminationMessagePolicy"] = json!("File");
+            app["image"] = json!("nginx:1.28");
+        })
+        .await
+        .context("an image change, with a default spelled out, is allowed")?;
+
+        let refused = edit(&ctx, &clonesets, "strict", |o| {
+            o["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"] = json!("b");
+        })
+        .await;
+        match refused {
+            Ok(_) => bail!("InPlaceOnly accepted an env change of a container whose image stayed"),
+            Err(e) => ensure!(
+                e.to_string().contains("InPlaceOnly"),
+                "refusal {e} does not name InPlaceOnly"
+            ),
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_minimal_imagepulljob_reads_back_with_defaults_in_both_versions() -> Result<()> {
+    run_in_namespace("crd-defaults-imagepulljob", |ctx| async move {
+        setup(&ctx).await?;
+        let versions = ["v1alpha1", "v1beta1"];
+        for written in versions {
+            let name = format!("minimal-{written}");
+            let resource = resource("ImagePullJob", "imagepulljobs", written);
+            create(&ctx, &resource, minimal_imagepulljob(&name, written)).await?;
+            for read_as in versions {
+                let object = read(
+                    &ctx,
+                    &self::resource("ImagePullJob", "imagepulljobs", read_as),
+                    &name,
+                )
+                .await?;
+                ensure!(
+                    object["apiVersion"] == json!(format!("{GROUP}/{read_as}")),
+                    "{name} read as {read_as} came back as {}",
+                    object["apiVersion"]
+                );
+                expect_values(&object, &imagepulljob_defaults())?;
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_imagepulljob_round_trips_between_v1alpha1_and_v1beta1() -> Result<()> {
+    run_in_namespace("crd-versions-round-trip", |ctx| async move {
+        setup(&ctx).await?;
+        let (alpha, beta) = (
+            resource("ImagePullJob", "imagepulljobs", "v1alpha1"),
+            resource("ImagePullJob", "imagepulljobs", "v1beta1"),
+        );
+        let mut object = minimal_imagepulljob("trip", "v1beta1");
+        object["spec"] = json!({
+            "image": "nginx:1.27",
+            "pullSecrets": ["registry"],
+            "selector": { "names": ["node-a", "node-b"] },
+            "parallelism": "50%",
+            "pullPolicy": { "timeoutSeconds": 120, "backoffLimit": 1 },
+            "completionPolicy": { "type": "Always", "activeDeadlineSeconds": 900, "ttlSecondsAfterFinished": 60 },
+            "imagePullPolicy": "Always"
+        });
+        let written = create(&ctx, &beta, object.clone()).await?;
+        ensure!(written["spec"] == object["spec"], "v1beta1 kept the spec: {}", written["spec"]);
+
+        let mut as_alpha = read(&ctx, &alpha, "trip").await?;
+        ensure!(as_alpha["spec"] == object["spec"], "v1alpha1 reads the same spec: {}", as_alpha["spec"]);
+        as_alpha["spec"]["parallelism"] = json!(3);
+        let as_alpha: DynamicObject = serde_json::from_value(as_alpha)?;
+        api(&ctx, &alpha).replace("trip", &PostParams::default(), &as_alpha).await?;
+
+        let as_beta = read(&ctx, &beta, "trip").await?;
+        ensure!(as_beta["spec"]["parallelism"] == json!(3), "the v1alpha1 update reads back in v1beta1");
+        ensure!(as_beta["spec"]["selector"] == object["spec"]["selector"], "the rest is unchanged");
+        for version in [&alpha, &beta] {
+            let names: Vec<String> = api(&ctx, version)
+                .list(&Default::default())
+                .await?
+                .items
+                .iter()
+                .filter_map(|o| o.metadata.name.clone())
+                .collect();
+            ensure!(names == ["trip"], "listing {} shows {names:?}", version.version);
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_declared_template_field_with_a_bad_value_is_refused_naming_it() -> Result<()> {
+    run_in_namespace("crd-defaults-bad-input", |ctx| async move {
+        setup(&ctx).await?;
+        let clonesets = resource("CloneSet", "clonesets", "v1alpha1");
+        let pod = "/spec/template/spec";
+        let cases = [
+            (
+                format!("{pod}/terminationGracePeriodSeconds"),
+                json!("thirty"),
+            ),
+            (format!("{pod}/restartPolicy"), json!("Sometimes")),
+            (format!("{pod}/dnsPolicy"), json!("ClusterLast")),
+            (
+                format!("{pod}/containers/0/imagePullPolicy"),
+                json!("Sometimes"),
+            ),
+            (
+                format!("{pod}/initContainers/0/imagePullPolicy"),
+                json!("Sometimes"),
+            ),
+            (
+                format!("{pod}/containers/0/terminationMessagePolicy"),
+                json!("Logs"),
+            ),
+            (
+                format!("{pod}/containers/0/ports/0/protocol"),
+                json!("QUIC"),
+            ),
+            (
+                format!("{pod}/containers/0/livenessProbe/httpGet/scheme"),
+                json!("FTP"),
+            ),
+            (format!("{pod}/volumes/0/secret/defaultMode"), json!(1000)),
+            (
+                format!(
+                    "{pod}/volumes/3/projected/sources/0/serviceAccountToken/expirationSeconds"
+                ),
+                json!(60),
+            ),
+            (format!("{pod}/volumes/4/hostPath/type"), json!("Pipe")),
+            (
+                "/spec/volumeClaimTemplates/0/status".to_owned(),
+                json!({ "phase": "Gone" }),
+            ),
+        ];
+        for (index, (pointer, value)) in cases.into_iter().enumerate() {
+            let mut object = minimal_cloneset(&format!("bad-{index}"));
+            let (parent, key) = pointer.rsplit_once('/').context("pointer has a parent")?;
+            object.pointer_mut(parent).context("parent exists")?[key] = value.clone();
+            // `/a/0/b` is named `a[0].b` by the apiserver.
+            let field = pointer
+                .trim_start_matches('/')
+                .split('/')
+                .map(|part| {
+                    part.parse::<usize>()
+                        .map_or_else(|_| format!(".{part}"), |i| format!("[{i}]"))
+                })
+                .collect::<String>();
+            let field = field.trim_start_matches('.');
+            match create(&ctx, &clonesets, object).await {
+                Ok(_) => bail!("the apiserver accepted {pointer} = {value}"),
+                Err(e) => ensure!(
+                    e.to_string().contains(field),
+                    "refusal of {pointer} = {value} does not name {field}: {e}"
+                ),
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Properties without a description in `schema`, as JSON paths.
+fn undescribed(schema: &Value, path: &str, found: &mut Vec<String>) {
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, property) in properties {
+            let child = format!("{path}.{name}");
+            let described = property
+                .get("description")
+                .and_then(Value::as_str)
+                .is_some_and(|d| !d.trim().is_empty());
+            let root_meta =
+                path.is_empty() && ["apiVersion", "kind", "metadata"].contains(&name.as_str());
+            if !described && !root_meta {
+                found.push(child.clone());
+            }
+            undescribed(property, &child, found);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        undescribed(items, &format!("{path}[*]"), found);
+    }
+}
+
+#[tokio::test]
+async fn every_served_version_describes_its_fields() -> Result<()> {
+    run_in_namespace("crd-versions-explain", |ctx| async move {
+        setup(&ctx).await?;
+        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+        let expected = [
+            ("clonesets.apps.kruise.io", vec!["v1alpha1"]),
+            ("imagepulljobs.apps.kruise.io", vec!["v1alpha1", "v1beta1"]),
+        ];
+        for (name, served) in expected {
+            let crd = crds.get(name).await?;
+            let versions: Vec<&str> = crd
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.as_str())
+                .collect();
+            ensure!(versions == served, "{name} is served in {versions:?}");
+            let storage: Vec<&str> = crd
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.storage)
+                .map(|v| v.name.as_str())
+                .collect();
+            ensure!(storage == ["v1alpha1"], "{name} stores {storage:?}");
+            for version in &crd.spec.versions {
+                let schema = serde_json::to_value(
+                    &version
+                        .schema
+                        .as_ref()
+                        .context("a schema")?
+                        .open_api_v3_schema,
+                )?;
+                let mut missing = Vec::new();
+                undescribed(&schema, "", &mut missing);
+                ensure!(
+                    missing.is_empty(),
+                    "{name} {}: no description for {missing:?}",
+                    version.name
+                );
+            }
+        }
+        Ok(())
+    })
+    .await
+}
