@@ -12,8 +12,6 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::patch::PodChange;
-use super::plan::{Create, DeleteReason, Plan};
 use super::pods::{RevisionSpec, fresh_instance_id, new_pod, new_pvcs};
 use super::pods_to_delete;
 use super::reconcile::{CloneSetController, SyncError, api_error, is_not_found, reference};
@@ -22,6 +20,7 @@ use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::expectations::{Expectation, resource_version};
 use crate::controller::pod_conditions::{ConditionRequest, PodTarget};
+use crate::workload::actions::{Create, Delete, Plan, PodChange, deep_merge};
 use crate::workload::ownership::delete_params;
 
 /// Most pods created in one sync; the rest come with the next (a burst cap per sync).
@@ -265,7 +264,7 @@ impl Executor<'_> {
         Ok(())
     }
 
-    async fn delete_pod(&self, delete: &super::plan::Delete) -> Result<(), SyncError> {
+    async fn delete_pod(&self, delete: &Delete) -> Result<(), SyncError> {
         match self
             .pods()
             .delete(&delete.pod, &delete_params(&delete.uid))
@@ -290,11 +289,7 @@ impl Executor<'_> {
                 uid: delete.uid.clone(),
             },
         );
-        let why = match delete.reason {
-            DeleteReason::ScaleDown => "scale down",
-            DeleteReason::Specified => "specified for deletion",
-            DeleteReason::RecreateUpdate => "recreate update",
-        };
+        let why = delete.reason.describe();
         self.ctl
             .events
             .normal(
@@ -389,7 +384,7 @@ impl Executor<'_> {
                 if let Err(err) = result {
                     let message = format!(
                         "pod {} ({}): cannot set {} through the agent on node {node_name}: {}",
-                        change.pod, change.why, condition.condition_type, err.message
+                        change.pod, change.reason, condition.condition_type, err.message
                     );
                     let reason = if err.unreachable {
                         "AgentUnreachable"
@@ -416,7 +411,7 @@ impl Executor<'_> {
             .as_ref()
             .filter(|_| change.conditions.is_empty())
         {
-            super::patch::deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
+            deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
         }
         let patched = self
             .pods()
@@ -437,15 +432,10 @@ impl Executor<'_> {
                         resource_version,
                     },
                 );
-                if change.why == super::patch::WHY_IN_PLACE_START {
+                if let Some((reason, action, message)) = change.reason.patched_event(&change.pod) {
                     self.ctl
                         .events
-                        .normal(
-                            &reference(self.cloneset),
-                            "SuccessfulUpdatePodInPlace",
-                            "Update",
-                            format!("updating pod {} in place", change.pod),
-                        )
+                        .normal(&reference(self.cloneset), reason, action, message)
                         .await;
                 }
                 Ok(())
@@ -453,7 +443,7 @@ impl Executor<'_> {
             Err(err) if is_not_found(&err) => Ok(()),
             Err(err) => Err(SyncError::from(api_error(format!(
                 "patching pod {} ({})",
-                change.pod, change.why
+                change.pod, change.reason
             ))(err))),
         }
     }

@@ -1,10 +1,9 @@
-//! The CloneSet controller: pure planning (`plan`, `status`, `pods`, `patch`) and the thin
+//! The CloneSet controller: pure planning (`plan`, `status`, `pods`) and the thin
 //! layer that reads the shared caches and carries the plan out (`reconcile`).
 
 pub mod claim;
 mod execute;
 pub mod guards;
-pub mod patch;
 pub mod plan;
 pub mod pods;
 pub mod pods_to_delete;

@@ -1,6 +1,7 @@
 //! Machinery shared by every workload kind, as pure planners: observed state in, decisions
 //! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
 
+pub mod actions;
 pub mod deletion;
 pub mod inplace;
 pub mod lifecycle;

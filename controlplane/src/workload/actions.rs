@@ -1,5 +1,11 @@
-//! Pod changes as data: readiness conditions set through the pod's agent, then one
-//! strategic-merge patch. Pure, so the plan can be compared in tests.
+//! What a pod-set sync decides, as data: pods to create, pods to delete (with their
+//! claims), and pod changes (readiness conditions set through the pod's agent, then one
+//! strategic-merge patch). Pure, so a plan can be compared in tests; the shared executor
+//! carries it out.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
@@ -35,10 +41,128 @@ impl ConditionChange {
     }
 }
 
-/// The `why` of the change that starts a pod's in-place update.
-pub const WHY_IN_PLACE_START: &str = "in-place update: start";
-/// The `why` of the change that takes a pod into its in-place update's PreparingUpdate hook.
-pub const WHY_PREPARING_UPDATE: &str = "lifecycle: PreparingUpdate";
+/// A pod to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Create {
+    pub instance_id: String,
+    pub revision: String,
+}
+
+/// Why a pod is deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteReason {
+    ScaleDown,
+    Specified,
+    RecreateUpdate,
+}
+
+impl DeleteReason {
+    /// How the deletion is described in events and logs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::ScaleDown => "scale down",
+            Self::Specified => "specified for deletion",
+            Self::RecreateUpdate => "recreate update",
+        }
+    }
+}
+
+/// A pod to delete, with the claims that go with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delete {
+    pub pod: String,
+    pub uid: String,
+    pub pvcs: Vec<String>,
+    pub reason: DeleteReason,
+    /// For a recreate update: the fields that could not change in place.
+    pub detail: String,
+}
+
+/// The decision of one sync.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// In slow-start order.
+    pub creates: Vec<Create>,
+    /// Instance ids taken by the set's pods and claims, so fresh ones never collide.
+    pub taken_ids: BTreeSet<String>,
+    pub deletes: Vec<Delete>,
+    pub pod_changes: Vec<PodChange>,
+    /// Claims no pod uses, to delete (`disablePVCReuse`).
+    pub delete_pvcs: Vec<String>,
+    /// `scaleStrategy.podsToDelete` without the names of pods that are gone.
+    pub pods_to_delete: Option<Vec<String>>,
+    /// InPlaceOnly refused the template change: the message for the FailedUpdate
+    /// condition.
+    pub refusal: Option<String>,
+    /// Look again after this long (grace periods, minReadySeconds).
+    pub requeue_after: Option<Duration>,
+}
+
+impl Plan {
+    /// Look again after `after` at the latest (the sooner of two asks wins).
+    pub fn requeue(&mut self, after: Duration) {
+        self.requeue_after = Some(self.requeue_after.map_or(after, |d| d.min(after)));
+    }
+}
+
+/// What a pod change is for: chooses its event and whether it disrupts the pod for an
+/// update; its description is what logs and error messages say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeReason {
+    /// Routine upkeep: new pods' readiness conditions, lifecycle state moves.
+    Refresh,
+    /// The in-place update's grace period is over: the held patch lands.
+    InPlaceGraceOver,
+    /// The in-place update finished: its state is cleaned up, the pod is ready again.
+    InPlaceDone,
+    /// Starts a pod's in-place update.
+    InPlaceStart,
+    /// Takes a pod into its in-place update's PreparingUpdate hook.
+    PreparingUpdate,
+    /// Takes a pod into its PreparingDelete hook.
+    PreparingDelete,
+    /// Holds a pod waiting in PreparingDelete not ready.
+    HoldNotReady,
+}
+
+impl ChangeReason {
+    /// How the change is described in logs and error messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Refresh => "refresh",
+            Self::InPlaceGraceOver => "in-place update: grace period over",
+            Self::InPlaceDone => "in-place update done",
+            Self::InPlaceStart => "in-place update: start",
+            Self::PreparingUpdate => "lifecycle: PreparingUpdate",
+            Self::PreparingDelete => "lifecycle: PreparingDelete",
+            Self::HoldNotReady => "lifecycle: hold not ready",
+        }
+    }
+
+    /// Whether the change begins disrupting a pod for an update (what a template the
+    /// apiserver refuses must hold back).
+    pub fn starts_update(self) -> bool {
+        matches!(self, Self::InPlaceStart | Self::PreparingUpdate)
+    }
+
+    /// The Normal event (reason, action, message) a successful patch of `pod` publishes.
+    pub fn patched_event(self, pod: &str) -> Option<(&'static str, &'static str, String)> {
+        match self {
+            Self::InPlaceStart => Some((
+                "SuccessfulUpdatePodInPlace",
+                "Update",
+                format!("updating pod {pod} in place"),
+            )),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ChangeReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
 
 /// Everything one sync changes on one pod, applied in order: conditions, then the patch.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,12 +177,12 @@ pub struct PodChange {
     /// Make the patch conditional on the resourceVersion the plan was made from, for
     /// changes that must not land on a pod that changed meanwhile (starting an update).
     pub resource_version: Option<String>,
-    /// What the change is for, in logs and events.
-    pub why: &'static str,
+    /// What the change is for: its event and its description in logs.
+    pub reason: ChangeReason,
 }
 
 impl PodChange {
-    pub fn new(pod: &k8s_openapi::api::core::v1::Pod, why: &'static str) -> Self {
+    pub fn new(pod: &k8s_openapi::api::core::v1::Pod, reason: ChangeReason) -> Self {
         Self {
             pod: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
@@ -66,7 +190,7 @@ impl PodChange {
             conditions: Vec::new(),
             patch: None,
             resource_version: None,
-            why,
+            reason,
         }
     }
 
