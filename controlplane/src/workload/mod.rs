@@ -2,7 +2,10 @@
 //! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
 
 pub mod actions;
+pub mod claim;
 pub mod deletion;
+pub mod execute;
+pub mod history;
 pub mod inplace;
 pub mod lifecycle;
 pub mod ordering;
