@@ -94,3 +94,143 @@ impl<R: ObjectReconciler> Reconciler for R {
         ObjectReconciler::caches_synced(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use k8s_openapi::jiff::Timestamp;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+
+    use super::*;
+    use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectation};
+
+    /// Records what the preamble let through to `sync` and `forget`.
+    struct Toy {
+        store: Store<ConfigMap>,
+        expectations: Expectations<ObjectKey>,
+        /// Names the cache shows, for expectations.
+        cached_pods: Vec<&'static str>,
+        synced: Mutex<Vec<String>>,
+        forgotten: Mutex<Vec<ObjectKey>>,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("never")]
+    struct Never;
+
+    impl ObjectReconciler for Toy {
+        type Object = ConfigMap;
+        type Error = Never;
+        const KIND: &'static str = "Toy";
+        const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(3);
+
+        fn objects(&self) -> &Store<ConfigMap> {
+            &self.store
+        }
+
+        fn expectations(&self) -> &Expectations<ObjectKey> {
+            &self.expectations
+        }
+
+        fn seen(&self, _namespace: &str, _kind: &str, name: &str) -> Option<Seen> {
+            self.cached_pods
+                .contains(&name)
+                .then(|| Seen::of(&ObjectMeta::default()))
+        }
+
+        fn caches_synced(&self) -> bool {
+            true
+        }
+
+        fn forget(&self, key: &ObjectKey) {
+            self.forgotten.lock().expect("lock").push(key.clone());
+        }
+
+        fn needs_no_sync(&self, object: &ConfigMap) -> bool {
+            object.metadata.deletion_timestamp.is_some()
+        }
+
+        async fn sync(&self, key: &ObjectKey, _: Arc<ConfigMap>) -> Result<Outcome, Never> {
+            self.synced.lock().expect("lock").push(key.name.clone());
+            Ok(Outcome::Done)
+        }
+    }
+
+    fn toy(objects: &[(&str, bool)], cached_pods: Vec<&'static str>) -> Toy {
+        let mut writer = Writer::<ConfigMap>::default();
+        for (name, deleting) in objects {
+            let object = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some((*name).to_owned()),
+                    namespace: Some("ns".to_owned()),
+                    deletion_timestamp: deleting.then_some(Time(Timestamp::UNIX_EPOCH)),
+                    ..ObjectMeta::default()
+                },
+                ..ConfigMap::default()
+            };
+            writer.apply_watcher_event(&watcher::Event::Apply(object));
+        }
+        Toy {
+            store: writer.as_reader(),
+            expectations: Expectations::new(EXPECTATION_TIMEOUT),
+            cached_pods,
+            synced: Mutex::new(Vec::new()),
+            forgotten: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn created(name: &str) -> Expectation {
+        Expectation::Create {
+            kind: "Pod",
+            name: name.to_owned(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gone_object_is_forgotten_and_not_synced() {
+        let r = toy(&[], Vec::new());
+        let key = ObjectKey::new("ns", "gone");
+        r.expectations.expect(&key, created("p"));
+        assert_eq!(r.reconcile(&key).await.expect("ok"), Outcome::Done);
+        assert_eq!(*r.forgotten.lock().expect("lock"), [key.clone()]);
+        assert!(r.expectations.pending(&key).is_empty());
+        assert!(r.synced.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sync_waits_until_the_cache_shows_earlier_writes() {
+        let r = toy(&[("a", false)], vec!["seen"]);
+        let key = ObjectKey::new("ns", "a");
+        r.expectations.expect(&key, created("seen"));
+        r.expectations.expect(&key, created("missing"));
+        assert_eq!(
+            r.reconcile(&key).await.expect("ok"),
+            Outcome::RequeueAfter(Duration::from_secs(3))
+        );
+        assert!(
+            r.synced.lock().expect("lock").is_empty(),
+            "synced too early"
+        );
+
+        let r = toy(&[("a", false)], vec!["seen", "missing"]);
+        r.expectations.expect(&key, created("missing"));
+        assert_eq!(r.reconcile(&key).await.expect("ok"), Outcome::Done);
+        assert_eq!(*r.synced.lock().expect("lock"), ["a"]);
+        assert!(r.forgotten.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_that_needs_no_sync_is_skipped_and_every_key_is_listed() {
+        let r = toy(&[("a", true), ("b", false)], Vec::new());
+        let key = ObjectKey::new("ns", "a");
+        assert_eq!(r.reconcile(&key).await.expect("ok"), Outcome::Done);
+        assert!(r.synced.lock().expect("lock").is_empty());
+        let mut keys = r.all_keys();
+        keys.sort();
+        assert_eq!(keys, [key, ObjectKey::new("ns", "b")]);
+    }
+}
