@@ -10,6 +10,7 @@ pub mod object;
 pub mod pod_conditions;
 pub mod queue;
 pub mod runner;
+pub mod triggers;
 
 use std::fmt;
 

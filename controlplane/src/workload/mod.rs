@@ -14,3 +14,4 @@ pub mod revision;
 pub mod rollout;
 pub mod selector;
 pub mod template_check;
+pub mod triggers;
