@@ -12,6 +12,8 @@ pub mod ordering;
 pub mod ownership;
 pub mod revision;
 pub mod rollout;
+#[cfg(test)]
+mod scripted_api;
 pub mod selector;
 pub mod template_check;
 pub mod triggers;
