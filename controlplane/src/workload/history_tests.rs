@@ -146,3 +146,30 @@ async fn truncation_deletes_unused_revisions_beyond_the_limit() {
         sent[0].uri
     );
 }
+
+#[tokio::test]
+async fn a_rollback_to_an_older_template_renumbers_its_revision() {
+    let older = revision("web-a", 1, &json!({ "a": 1 }));
+    let newer = revision("web-b", 2, &json!({ "a": 2 }));
+    let api = ScriptedApi::new(vec![(200, json!(older))]);
+    let cached = vec![Arc::new(older.clone()), Arc::new(newer)];
+    let step = writer(&api)
+        .sync_update_revision(cached, DATA, 0, "web-b", build)
+        .await
+        .expect("renumbered");
+    let HistoryStep::Ready(history) = step else {
+        panic!("no collision expected");
+    };
+    assert_eq!(history.update_revision, "web-a");
+    assert_eq!(history.current_revision, "web-b");
+    let sent = api.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].method, "PATCH");
+    assert!(
+        sent[0].uri.ends_with("/controllerrevisions/web-a?"),
+        "{}",
+        sent[0].uri
+    );
+    assert_eq!(sent[0].content_type, "application/merge-patch+json");
+    assert_eq!(sent[0].body, json!({ "revision": 3 }));
+}
