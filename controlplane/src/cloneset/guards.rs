@@ -10,15 +10,14 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::patch::{PodChange, WHY_IN_PLACE_START, WHY_PREPARING_UPDATE};
-use super::plan::{DeleteReason, Plan};
+use super::controller::{CloneSetController, SyncError, reference};
 use super::pods::{RevisionSpec, fresh_instance_id, new_pod};
-use super::reconcile::{CloneSetController, SyncError, api_error, reference};
 use super::status::{FAILED_SCALE, FAILED_UPDATE, refused_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::{api_message, status_code};
+use crate::controller::api_error::{api_error, api_message, status_code};
 use crate::controller::runner::Outcome;
+use crate::workload::actions::{DeleteReason, Plan, PodChange};
 use crate::workload::selector::{SelectorMismatch, selector_selects_template};
 use crate::workload::template_check::Verdict;
 
@@ -104,7 +103,7 @@ pub fn hold_update_disruptions(plan: &mut Plan) {
 }
 
 fn is_update_start(change: &PodChange) -> bool {
-    change.why == WHY_IN_PLACE_START || change.why == WHY_PREPARING_UPDATE
+    change.reason.starts_update()
 }
 
 /// The apiserver's verdict on the update revision's pod, from the cache or a dry-run create.
@@ -169,7 +168,7 @@ fn refused_message(revision: &str, apiserver: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cloneset::plan::{Create, Delete};
+    use crate::workload::actions::{ChangeReason, Create, Delete};
 
     fn delete(pod: &str, reason: DeleteReason) -> Delete {
         Delete {
@@ -181,7 +180,7 @@ mod tests {
         }
     }
 
-    fn change(pod: &str, why: &'static str) -> PodChange {
+    fn change(pod: &str, reason: ChangeReason) -> PodChange {
         PodChange {
             pod: pod.to_owned(),
             uid: String::new(),
@@ -189,7 +188,7 @@ mod tests {
             conditions: Vec::new(),
             patch: None,
             resource_version: None,
-            why,
+            reason,
         }
     }
 
@@ -206,9 +205,9 @@ mod tests {
                 delete("s", DeleteReason::Specified),
             ],
             pod_changes: vec![
-                change("d", WHY_IN_PLACE_START),
-                change("e", WHY_PREPARING_UPDATE),
-                change("f", "in-place update done"),
+                change("d", ChangeReason::InPlaceStart),
+                change("e", ChangeReason::PreparingUpdate),
+                change("f", ChangeReason::InPlaceDone),
             ],
             ..Plan::default()
         };

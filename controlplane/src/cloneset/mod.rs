@@ -1,10 +1,9 @@
-//! The CloneSet controller: pure planning (`plan`, `status`, `pods`, `patch`) and the thin
+//! The CloneSet controller: pure planning (`plan`, `status`, `pods`) and the thin
 //! layer that reads the shared caches and carries the plan out (`reconcile`).
 
-pub mod claim;
+mod controller;
 mod execute;
 pub mod guards;
-pub mod patch;
 pub mod plan;
 pub mod pods;
 pub mod pods_to_delete;
@@ -13,4 +12,4 @@ pub mod reconcile;
 pub mod status;
 pub mod triggers;
 
-pub use reconcile::CloneSetController;
+pub use controller::{CloneSetController, SyncError};

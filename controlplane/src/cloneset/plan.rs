@@ -13,10 +13,12 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 
-use super::patch::{ConditionChange, PodChange, pod_patch_json};
 use super::pods::{RevisionSpec, instance_id};
 use crate::api::CloneSet;
 use crate::api::common::PodUpdatePolicy;
+use crate::workload::actions::{
+    ChangeReason, ConditionChange, Create, Delete, DeleteReason, Plan, PodChange, pod_patch_json,
+};
 use crate::workload::deletion::{self, PodFacts, SPECIFIED_DELETE_LABEL, ScaleDown};
 use crate::workload::inplace::{
     self, GRACE_ANNOTATION, GraceStep, INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateSpec,
@@ -41,58 +43,6 @@ pub struct Snapshot<'a> {
     /// Revision name → what it records.
     pub revisions: &'a BTreeMap<String, RevisionSpec>,
     pub now: Timestamp,
-}
-
-/// A pod to create.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Create {
-    pub instance_id: String,
-    pub revision: String,
-}
-
-/// Why a pod is deleted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeleteReason {
-    ScaleDown,
-    Specified,
-    RecreateUpdate,
-}
-
-/// A pod to delete, with the claims that go with it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delete {
-    pub pod: String,
-    pub uid: String,
-    pub pvcs: Vec<String>,
-    pub reason: DeleteReason,
-    /// For a recreate update: the fields that could not change in place.
-    pub detail: String,
-}
-
-/// The decision of one sync.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Plan {
-    /// In slow-start order.
-    pub creates: Vec<Create>,
-    /// Instance ids taken by the set's pods and claims, so fresh ones never collide.
-    pub taken_ids: BTreeSet<String>,
-    pub deletes: Vec<Delete>,
-    pub pod_changes: Vec<PodChange>,
-    /// Claims no pod uses, to delete (`disablePVCReuse`).
-    pub delete_pvcs: Vec<String>,
-    /// `scaleStrategy.podsToDelete` without the names of pods that are gone.
-    pub pods_to_delete: Option<Vec<String>>,
-    /// InPlaceOnly refused the template change: the message for the FailedUpdate
-    /// condition.
-    pub refusal: Option<String>,
-    /// Look again after this long (grace periods, minReadySeconds).
-    pub requeue_after: Option<Duration>,
-}
-
-impl Plan {
-    fn requeue(&mut self, after: Duration) {
-        self.requeue_after = Some(self.requeue_after.map_or(after, |d| d.min(after)));
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -500,7 +450,7 @@ fn plan_delete(
             detail,
         }),
         DeleteStep::Prepare(change) => {
-            let mut c = PodChange::new(pod, "lifecycle: PreparingDelete");
+            let mut c = PodChange::new(pod, ChangeReason::PreparingDelete);
             c.conditions
                 .extend(change.readiness.map(ConditionChange::from_readiness));
             c.merge_patch(change.merge_patch(&now_string(snap.now)));
@@ -512,7 +462,7 @@ fn plan_delete(
                     != Some(if change.status { "True" } else { "False" })
                 && has_gate(pod, KRUISE_POD_READY)
             {
-                let mut c = PodChange::new(pod, "lifecycle: hold not ready");
+                let mut c = PodChange::new(pod, ChangeReason::HoldNotReady);
                 c.conditions.push(change);
                 plan.pod_changes.push(c);
             }
@@ -524,7 +474,7 @@ fn plan_delete(
 /// readiness conditions of new pods to True.
 fn refresh_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<(), PlanError> {
     let name = pod.name_any();
-    let mut change = PodChange::new(pod, "refresh");
+    let mut change = PodChange::new(pod, ChangeReason::Refresh);
     let step = inplace::plan_refresh(pod, snap.now).map_err(|source| PlanError::InPlace {
         pod: name.clone(),
         source,
@@ -532,7 +482,7 @@ fn refresh_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<(), Pl
     let mut completed = false;
     match step {
         RefreshStep::Grace(GraceStep::PatchNow(patch)) => {
-            change.why = "in-place update: grace period over";
+            change.reason = ChangeReason::InPlaceGraceOver;
             change.merge_patch(pod_patch_json(&patch));
             change.resource_version = pod.metadata.resource_version.clone();
         }
@@ -547,7 +497,7 @@ fn refresh_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<(), Pl
         RefreshStep::Grace(GraceStep::NotInGrace) | RefreshStep::Wait(_) => {}
         RefreshStep::Finish { set_ready, cleanup } => {
             completed = true;
-            change.why = "in-place update done";
+            change.reason = ChangeReason::InPlaceDone;
             if set_ready {
                 change.conditions.push(ConditionChange {
                     condition_type: INPLACE_UPDATE_READY,
@@ -660,7 +610,7 @@ fn update_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<bool, P
             match step {
                 Err(_) | Ok(UpdateStep::Wait) => {}
                 Ok(UpdateStep::Prepare(change)) => {
-                    let mut c = PodChange::new(pod, super::patch::WHY_PREPARING_UPDATE);
+                    let mut c = PodChange::new(pod, ChangeReason::PreparingUpdate);
                     c.conditions
                         .extend(change.readiness.map(ConditionChange::from_readiness));
                     c.merge_patch(change.merge_patch(&now_string(snap.now)));
@@ -679,7 +629,7 @@ fn update_pod(snap: &Snapshot<'_>, pod: &Pod, plan: &mut Plan) -> Result<bool, P
                                 pod: name.clone(),
                                 source,
                             })?;
-                    let mut c = PodChange::new(pod, super::patch::WHY_IN_PLACE_START);
+                    let mut c = PodChange::new(pod, ChangeReason::InPlaceStart);
                     if begin.mark_not_ready {
                         c.conditions.push(ConditionChange {
                             condition_type: INPLACE_UPDATE_READY,

@@ -2,12 +2,16 @@
 //! that ties a reconciler to leadership, and the key type.
 
 pub mod api_error;
+pub mod conditions;
 pub mod create_backoff;
 pub mod events;
 pub mod expectations;
+pub mod finalizer;
+pub mod object;
 pub mod pod_conditions;
 pub mod queue;
 pub mod runner;
+pub mod triggers;
 
 use std::fmt;
 

@@ -1,7 +1,9 @@
 //! The ImagePullJob reconciler: reads the shared caches into a `plan::Snapshot`, applies
 //! or releases the job's ImageList entries with server-side apply under the job's own
 //! field manager, writes status and Events, and deletes the job when its TTL runs out. A
-//! finalizer makes sure a deleted job's entries are released first.
+//! finalizer (`controller::finalizer`) makes sure a deleted job's entries are released
+//! first. The runner's shared preamble (`controller::object`) has already found the job
+//! in the cache and waited out the writes of earlier syncs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,8 +12,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::reflector::ObjectRef;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
@@ -25,7 +27,10 @@ use crate::controller::events::EventSink;
 use crate::controller::expectations::{
     EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
 };
-use crate::controller::runner::{Outcome, Reconciler};
+use crate::controller::finalizer::{self, FinalizerState};
+use crate::controller::object::ObjectReconciler;
+use crate::controller::runner::Outcome;
+use crate::workload::ownership::delete_params;
 
 /// Holds a deleted job until its entries are released from every ImageList.
 pub const FINALIZER: &str = "apps.kruise.io/imagepulljob-cleanup";
@@ -75,51 +80,48 @@ impl ImagePullJobController {
     }
 }
 
-impl Reconciler for ImagePullJobController {
-    type Key = ObjectKey;
+impl ObjectReconciler for ImagePullJobController {
+    type Object = ImagePullJob;
     type Error = SyncError;
     const KIND: &'static str = "ImagePullJob";
     const READS: &'static [&'static str] = &["Node", "Pod", "ImageList", "ImagePullJob"];
+    const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(1);
+
+    fn objects(&self) -> &Store<ImagePullJob> {
+        &self.stores.imagepulljobs
+    }
+
+    fn expectations(&self) -> &Expectations<ObjectKey> {
+        &self.expectations
+    }
+
+    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
+        ImagePullJobController::seen(self, namespace, kind, name)
+    }
 
     fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(Self::READS)
+        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
     }
 
-    async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
-        let Some(job) = self
-            .stores
-            .imagepulljobs
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
-        else {
-            self.expectations.forget(key);
-            return Ok(Outcome::Done);
-        };
-        if let Err(pending) = self
-            .expectations
-            .satisfied(key, &|kind, name| self.seen(&key.namespace, kind, name))
-        {
-            tracing::debug!(?pending, "waiting for the cache to show earlier writes");
-            return Ok(Outcome::RequeueAfter(Duration::from_secs(1)));
-        }
+    async fn sync(&self, key: &ObjectKey, job: Arc<ImagePullJob>) -> Result<Outcome, SyncError> {
         let manager = field_manager(&key.namespace, &key.name);
-        if job.metadata.deletion_timestamp.is_some() {
-            return self.clean_up(key, &job, &manager).await;
+        match FinalizerState::of(&job.metadata, FINALIZER) {
+            FinalizerState::Cleanup => self.clean_up(key, &job, &manager).await,
+            FinalizerState::Released => Ok(Outcome::Done),
+            FinalizerState::Add => {
+                let written = finalizer::add(
+                    &self.jobs(&key.namespace),
+                    &key.name,
+                    &job.metadata,
+                    FINALIZER,
+                )
+                .await?;
+                self.expect_job_update(key, &written);
+                // The update triggers the next reconcile.
+                Ok(Outcome::Done)
+            }
+            FinalizerState::Apply => self.sync_live(key, &job, &manager).await,
         }
-        if !job.finalizers().iter().any(|f| f == FINALIZER) {
-            self.add_finalizer(key, &job).await?;
-            // The update triggers the next reconcile.
-            return Ok(Outcome::Done);
-        }
-        self.sync(key, &job, &manager).await
-    }
-
-    fn all_keys(&self) -> Vec<ObjectKey> {
-        self.stores
-            .imagepulljobs
-            .state()
-            .iter()
-            .map(|job| ObjectKey::of(job.as_ref()))
-            .collect()
     }
 }
 
@@ -128,19 +130,45 @@ impl ImagePullJobController {
         Api::namespaced(self.client.clone(), namespace)
     }
 
-    async fn sync(
+    /// A live job: plan from the caches, then write entries, events, status, and delete
+    /// the job once its TTL ran out.
+    async fn sync_live(
         &self,
         key: &ObjectKey,
         job: &ImagePullJob,
         manager: &str,
     ) -> Result<Outcome, SyncError> {
-        let image = &job.spec.image;
         let lists = self.stores.imagelists.state();
         let by_node: BTreeMap<String, &Arc<ImageList>> =
             lists.iter().map(|l| (l.name_any(), l)).collect();
+        let planned = self.plan(key, job, manager, &by_node);
+        tracing::debug!(
+            apply = ?planned.apply.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            release = ?planned.release,
+            delete = planned.delete_job,
+            "planned"
+        );
+        let outcome = self
+            .write_entries(key, job, manager, &by_node, &planned)
+            .await?;
+        self.publish_events(job, &planned.events).await;
+        self.write_status(key, job, &planned.status).await?;
+        if planned.delete_job {
+            self.delete_after_ttl(key, job).await?;
+        }
+        Ok(outcome)
+    }
+
+    fn plan(
+        &self,
+        key: &ObjectKey,
+        job: &ImagePullJob,
+        manager: &str,
+        by_node: &BTreeMap<String, &Arc<ImageList>>,
+    ) -> plan::Plan {
         let node_images = by_node
             .iter()
-            .map(|(name, list)| (name.clone(), node_image(list, image, manager)))
+            .map(|(name, list)| (name.clone(), node_image(list, &job.spec.image, manager)))
             .collect();
         let nodes: Vec<Arc<Node>> = self.stores.nodes.state();
         let pods: Vec<Arc<Pod>> = if job.spec.pod_selector.is_some() {
@@ -153,21 +181,25 @@ impl ImagePullJobController {
         } else {
             Vec::new()
         };
-        let snapshot = Snapshot {
+        plan::plan(&Snapshot {
             job,
             nodes: nodes.iter().map(AsRef::as_ref).collect(),
             pods: pods.iter().map(AsRef::as_ref).collect(),
             lists: node_images,
             now: Timestamp::now(),
-        };
-        let planned = plan::plan(&snapshot);
-        tracing::debug!(
-            apply = ?planned.apply.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            release = ?planned.release,
-            delete = planned.delete_job,
-            "planned"
-        );
+        })
+    }
 
+    /// Applies and releases the planned entries; the outcome asks to look again soon when
+    /// an ImageList went away under us.
+    async fn write_entries(
+        &self,
+        key: &ObjectKey,
+        job: &ImagePullJob,
+        manager: &str,
+        by_node: &BTreeMap<String, &Arc<ImageList>>,
+        planned: &plan::Plan,
+    ) -> Result<Outcome, SyncError> {
         let mut outcome = planned
             .requeue_after
             .map_or(Outcome::Done, Outcome::RequeueAfter);
@@ -181,15 +213,18 @@ impl ImagePullJobController {
             // make the reconcile future not provably `Send`.
             .collect::<Vec<_>>();
         let present = write_bounded(writes, CONCURRENT_WRITES, |(list, entry)| {
-            self.write_entry(key, list, image, entry, manager)
+            self.write_entry(key, list, &job.spec.image, entry, manager)
         });
         if !present.await? {
             // An ImageList went away under us: look again once the cache shows it.
             outcome = outcome.min(Outcome::RequeueAfter(plan::MISSING_LIST_REQUEUE));
         }
+        Ok(outcome)
+    }
 
+    async fn publish_events(&self, job: &ImagePullJob, events: &[plan::JobEvent]) {
         let reference = job.object_ref(&());
-        for event in &planned.events {
+        for event in events {
             let action = "ImagePull";
             if event.warning {
                 self.events
@@ -201,43 +236,43 @@ impl ImagePullJobController {
                     .await;
             }
         }
+    }
 
-        if job.status.as_ref() != Some(&planned.status) {
-            // A merge patch leaves out what serializes to nothing; an emptied list must
-            // still replace the old one.
-            let mut status = json!(planned.status);
-            status["failedNodes"] = json!(planned.status.failed_nodes);
-            let written = self
-                .jobs(&key.namespace)
-                .patch_status(
-                    &key.name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": status })),
-                )
-                .await
-                .map_err(api_error("writing status"))?;
-            self.expect_job_update(key, &written);
+    /// Writes the status when it changed.
+    async fn write_status(
+        &self,
+        key: &ObjectKey,
+        job: &ImagePullJob,
+        status: &crate::api::imagepulljob::ImagePullJobStatus,
+    ) -> Result<(), SyncError> {
+        if job.status.as_ref() == Some(status) {
+            return Ok(());
         }
+        // A merge patch leaves out what serializes to nothing; an emptied list must
+        // still replace the old one.
+        let mut body = json!(status);
+        body["failedNodes"] = json!(status.failed_nodes);
+        let written = self
+            .jobs(&key.namespace)
+            .patch_status(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": body })),
+            )
+            .await
+            .map_err(api_error("writing status"))?;
+        self.expect_job_update(key, &written);
+        Ok(())
+    }
 
-        if planned.delete_job {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: job.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match self.jobs(&key.namespace).delete(&key.name, &params).await {
-                Ok(_) => {}
-                Err(err) if is_status(&err, 404) || is_status(&err, 409) => {}
-                Err(err) => {
-                    return Err(SyncError::from(
-                        api_error("deleting the job after its TTL")(err),
-                    ));
-                }
-            }
+    /// Deletes the job (only the one with its UID) once its TTL after finishing ran out.
+    async fn delete_after_ttl(&self, key: &ObjectKey, job: &ImagePullJob) -> Result<(), SyncError> {
+        let params = delete_params(job.metadata.uid.as_deref().unwrap_or_default());
+        match self.jobs(&key.namespace).delete(&key.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(err) if is_status(&err, 404) || is_status(&err, 409) => Ok(()),
+            Err(err) => Err(api_error("deleting the job after its TTL")(err).into()),
         }
-        Ok(outcome)
     }
 
     /// Applies (or with `None` releases) the job's entry on one ImageList; `false` when
@@ -291,9 +326,6 @@ impl ImagePullJobController {
         job: &ImagePullJob,
         manager: &str,
     ) -> Result<Outcome, SyncError> {
-        if !job.finalizers().iter().any(|f| f == FINALIZER) {
-            return Ok(Outcome::Done);
-        }
         let held: Vec<Arc<ImageList>> = self
             .stores
             .imagelists
@@ -307,24 +339,13 @@ impl ImagePullJobController {
         })
         .await?;
         let released = held.len();
-        let finalizers: Vec<&String> = job
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .collect();
-        let patch = json!({ "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": job.metadata.resource_version,
-        } });
-        match self
-            .jobs(&key.namespace)
-            .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(err) if is_status(&err, 404) => {}
-            Err(err) => return Err(SyncError::from(api_error("removing the finalizer")(err))),
-        }
+        finalizer::remove(
+            &self.jobs(&key.namespace),
+            &key.name,
+            &job.metadata,
+            FINALIZER,
+        )
+        .await?;
         self.events
             .normal(
                 &job.object_ref(&()),
@@ -338,22 +359,6 @@ impl ImagePullJobController {
             .await;
         self.expectations.forget(key);
         Ok(Outcome::Done)
-    }
-
-    async fn add_finalizer(&self, key: &ObjectKey, job: &ImagePullJob) -> Result<(), SyncError> {
-        let mut finalizers = job.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_owned());
-        let patch = json!({ "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": job.metadata.resource_version,
-        } });
-        let written = self
-            .jobs(&key.namespace)
-            .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map_err(api_error("adding the finalizer"))?;
-        self.expect_job_update(key, &written);
-        Ok(())
     }
 
     /// Holds the next reconcile of `key` until the cache shows the job as `written`.

@@ -1,7 +1,11 @@
 //! Machinery shared by every workload kind, as pure planners: observed state in, decisions
 //! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
 
+pub mod actions;
+pub mod claim;
 pub mod deletion;
+pub mod execute;
+pub mod history;
 pub mod inplace;
 pub mod lifecycle;
 pub mod node;
@@ -9,6 +13,9 @@ pub mod ordering;
 pub mod ownership;
 pub mod revision;
 pub mod rollout;
+#[cfg(test)]
+mod scripted_api;
 pub mod selector;
 pub mod template_check;
 pub mod template_defaults;
+pub mod triggers;
