@@ -181,7 +181,7 @@ impl Executor<'_> {
             .map(|c| {
                 let mut c = c.clone();
                 if c.instance_id.is_empty() {
-                    c.instance_id = fresh_instance_id(&taken);
+                    c.instance_id = fresh_instance_id(&taken, &mut super::random::random_u64);
                 }
                 taken.insert(c.instance_id.clone());
                 c

@@ -7,6 +7,8 @@
     reason = "case tables are tuples read in one place"
 )]
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStatus, EnvVar,
     PersistentVolumeClaimSpec, PodCondition, PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
@@ -19,9 +21,15 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::cloneset::CloneSetSpec;
-use crate::api::common::{InPlaceUpdateStrategy, Lifecycle, LifecycleHook};
-use crate::workload::deletion::REVISION_LABEL;
-use crate::workload::inplace::{GraceSpec, InPlaceUpdateContainerStatus, InPlaceUpdateState};
+use crate::api::common::{InPlaceUpdateStrategy, Lifecycle, LifecycleHook, PodUpdatePolicy};
+use crate::workload::actions::{Delete, DeleteReason, PodChange};
+use crate::workload::deletion::{self, REVISION_LABEL, SPECIFIED_DELETE_LABEL};
+use crate::workload::inplace::{
+    GRACE_ANNOTATION, GraceSpec, INPLACE_UPDATE_READY, InPlaceUpdateContainerStatus,
+    InPlaceUpdateState, REASON_DONE, REASON_START, STATE_ANNOTATION,
+};
+use crate::workload::lifecycle::{self, KRUISE_POD_READY, LifecycleState};
+use crate::workload::revision::POD_TEMPLATE_HASH_LABEL;
 
 const SET: &str = "web";
 const OLD: &str = "web-oldhash1";

@@ -1,17 +1,16 @@
 //! The CloneSet status, computed purely from the pods, the revisions and what the sync
 //! ran into; conditions keep their transition time while their status holds.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::plan::is_active;
 use crate::api::cloneset::CloneSetCondition;
 use crate::api::{CloneSet, CloneSetStatus};
-use crate::workload::deletion::{PodFacts, REVISION_LABEL};
-use crate::workload::revision::label_matches_revision;
+use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::{MAX_UNAVAILABLE_FIELD, partition_replicas, scaled_share};
 use crate::workload::selector::format_selector;
 
@@ -42,7 +41,14 @@ pub fn compute_status(
 ) -> (CloneSetStatus, Option<Duration>) {
     let spec = &cloneset.spec;
     let old = cloneset.status.clone().unwrap_or_default();
-    let active: Vec<&Pod> = pods.iter().copied().filter(|p| is_active(p)).collect();
+    let named_for_deletion = BTreeSet::new();
+    let ctx = ViewContext {
+        update_revision,
+        min_ready_seconds: spec.min_ready_seconds,
+        now,
+        named_for_deletion: &named_for_deletion,
+    };
+    let active = pods.iter().filter(|p| is_active(p));
     let mut status = CloneSetStatus {
         observed_generation: cloneset.metadata.generation.unwrap_or(0),
         update_revision: update_revision.to_owned(),
@@ -52,16 +58,9 @@ pub fn compute_status(
     };
     let mut requeue: Option<Duration> = None;
     let mut updated_available = 0;
-    for pod in &active {
-        let facts = PodFacts::from_pod(pod, update_revision, spec.min_ready_seconds, now);
-        let updated = label_matches_revision(
-            pod.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(REVISION_LABEL))
-                .map(String::as_str),
-            update_revision,
-        );
+    for pod in active {
+        let facts = PodView::of(pod, &ctx);
+        let updated = facts.updated;
         status.replicas += 1;
         status.ready_replicas += i32::from(facts.ready);
         status.available_replicas += i32::from(facts.available);

@@ -2,12 +2,16 @@
 //! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
 
 pub mod actions;
+pub mod adapter;
 pub mod deletion;
 pub mod inplace;
 pub mod lifecycle;
 pub mod ordering;
 pub mod ownership;
+pub mod plan;
+pub mod pod_view;
 pub mod revision;
+pub mod revision_adapter;
 pub mod rollout;
 pub mod selector;
 pub mod template_check;

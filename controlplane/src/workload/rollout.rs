@@ -8,7 +8,8 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::cloneset::{CloneSetSpec, DEFAULT_MAX_UNAVAILABLE};
+use super::pod_view::PodView;
+use crate::api::cloneset::DEFAULT_MAX_UNAVAILABLE;
 
 #[cfg(test)]
 #[path = "rollout_tests.rs"]
@@ -174,26 +175,8 @@ pub fn partition_replicas(
     Ok(kept.clamp(0, replicas.max(0)))
 }
 
-/// What the diff calculation needs to know about one active pod of the set.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RolloutPod {
-    /// On the update revision (OpenKruise's `isPodUpdate`; with the PreparingUpdateAsUpdate
-    /// gate a pod in PreparingUpdate counts as updated when scaling — the caller decides).
-    pub updated: bool,
-    /// Available: lifecycle state Normal (or none), ready, in-place update done, and ready
-    /// for `minReadySeconds`.
-    pub available: bool,
-    /// In lifecycle state PreparingDelete: already on its way out, counted unavailable.
-    pub preparing_delete: bool,
-    /// Marked `apps.kruise.io/specified-delete` or named in `scaleStrategy.podsToDelete`.
-    pub specified_delete: bool,
-    /// Has a deletionTimestamp. OpenKruise passes only active pods to this calculation, so
-    /// terminating pods are ignored here rather than trusted to the caller's filtering.
-    pub terminating: bool,
-}
-
-/// The CloneSet settings the calculation depends on, decoupled from the API type so tests
-/// and other workloads can fill it directly.
+/// The workload settings the calculation depends on, as plain values: each workload's
+/// adapter fills them from its own spec (CloneSet: `cloneset::adapter`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RolloutParams {
     /// `spec.replicas`.
@@ -214,24 +197,6 @@ pub struct RolloutParams {
     pub partition_rollback: bool,
     /// Count scale without pods in PreparingDelete (`scaleStrategy.excludePreparingDelete`).
     pub exclude_preparing_delete: bool,
-}
-
-impl RolloutParams {
-    /// Parameters from a CloneSet spec and its current/update revision names.
-    pub fn from_spec(spec: &CloneSetSpec, current_revision: &str, update_revision: &str) -> Self {
-        let update = &spec.update_strategy;
-        Self {
-            replicas: spec.desired_replicas(),
-            partition: update.partition.clone(),
-            max_unavailable: update.max_unavailable.clone(),
-            max_surge: update.max_surge.clone(),
-            scale_max_unavailable: spec.scale_strategy.max_unavailable.clone(),
-            paused: update.paused,
-            revisions_consistent: current_revision == update_revision,
-            partition_rollback: false,
-            exclude_preparing_delete: false,
-        }
-    }
 }
 
 /// OpenKruise's `expectationDiffs`: what this reconcile may do.
@@ -273,7 +238,7 @@ struct Counts {
     preparing_delete_old: i64,
 }
 
-fn count(pods: &[RolloutPod]) -> Counts {
+fn count(pods: &[PodView]) -> Counts {
     let mut c = Counts::default();
     for pod in pods.iter().filter(|pod| !pod.terminating) {
         c.total += 1;
@@ -293,13 +258,13 @@ fn count(pods: &[RolloutPod]) -> Counts {
             )
         };
         *all += 1;
-        if pod.preparing_delete {
+        if pod.preparing_delete() {
             *preparing += 1;
         } else {
             *active += 1;
             if pod.specified_delete {
                 *to_delete += 1;
-            } else if !pod.available {
+            } else if !pod.serving() {
                 c.unavailable += 1;
             }
         }
@@ -319,7 +284,7 @@ fn count(pods: &[RolloutPod]) -> Counts {
 /// * `scaleStrategy.maxUnavailable` caps creations while too many pods are unavailable.
 pub fn calculate_diffs(
     params: &RolloutParams,
-    pods: &[RolloutPod],
+    pods: &[PodView],
 ) -> Result<RolloutDiffs, IntOrPercentError> {
     let replicas = i64::from(params.replicas);
     let partition = i64::from(partition_replicas(
