@@ -41,14 +41,6 @@ pub fn compute_status(
 ) -> (CloneSetStatus, Option<Duration>) {
     let spec = &cloneset.spec;
     let old = cloneset.status.clone().unwrap_or_default();
-    let named_for_deletion = BTreeSet::new();
-    let ctx = ViewContext {
-        update_revision,
-        min_ready_seconds: spec.min_ready_seconds,
-        now,
-        named_for_deletion: &named_for_deletion,
-    };
-    let active = pods.iter().filter(|p| is_active(p));
     let mut status = CloneSetStatus {
         observed_generation: cloneset.metadata.generation.unwrap_or(0),
         update_revision: update_revision.to_owned(),
@@ -56,28 +48,14 @@ pub fn compute_status(
         label_selector: format_selector(&spec.selector),
         ..CloneSetStatus::default()
     };
-    let mut requeue: Option<Duration> = None;
-    let mut updated_available = 0;
-    for pod in active {
-        let facts = PodView::of(pod, &ctx);
-        let updated = facts.updated;
-        status.replicas += 1;
-        status.ready_replicas += i32::from(facts.ready);
-        status.available_replicas += i32::from(facts.available);
-        status.updated_replicas += i32::from(updated);
-        status.updated_ready_replicas += i32::from(updated && facts.ready);
-        updated_available += i32::from(updated && facts.available);
-        if facts.ready
-            && !facts.available
-            && let Some(since) = facts.ready_since
-        {
-            let due = since + SignedDuration::from_secs(i64::from(spec.min_ready_seconds));
-            let wait = Duration::try_from(due.duration_since(now)).unwrap_or_default();
-            let wait = wait + Duration::from_secs(1);
-            requeue = Some(requeue.map_or(wait, |r| r.min(wait)));
-        }
-    }
-    status.updated_available_replicas = Some(updated_available);
+    let named_for_deletion = BTreeSet::new();
+    let ctx = ViewContext {
+        update_revision,
+        min_ready_seconds: spec.min_ready_seconds,
+        now,
+        named_for_deletion: &named_for_deletion,
+    };
+    let mut requeue = count_pods(&mut status, pods, &ctx);
     let desired = spec.desired_replicas();
     let partition =
         partition_replicas(spec.update_strategy.partition.as_ref(), desired).unwrap_or(0);
@@ -103,33 +81,7 @@ pub fn compute_status(
         now,
     );
 
-    let max_unavailable = scaled_share(
-        MAX_UNAVAILABLE_FIELD,
-        &spec.update_strategy.max_unavailable_or_default(),
-        desired,
-        true,
-    )
-    .unwrap_or(0);
-    let available = status.available_replicas >= desired - max_unavailable;
-    set_condition(
-        &mut conditions,
-        AVAILABLE,
-        available,
-        if available {
-            "MinimumReplicasAvailable"
-        } else {
-            "MinimumReplicasUnavailable"
-        },
-        if available {
-            "the CloneSet has minimum availability".to_owned()
-        } else {
-            format!(
-                "{} of {desired} pods available, fewer than replicas - maxUnavailable",
-                status.available_replicas
-            )
-        },
-        now,
-    );
+    set_available(&mut conditions, cloneset, status.available_replicas, now);
     if let Some(deadline) = spec.progress_deadline_seconds {
         let wait = progress(&mut conditions, &old, &status, desired, deadline, now);
         if let Some(wait) = wait {
@@ -140,6 +92,70 @@ pub fn compute_status(
     }
     status.conditions = conditions;
     (status, requeue)
+}
+
+/// Counts the active pods into `status`; when a ready pod becomes available after
+/// `minReadySeconds`, how long until the first does (plus a second).
+fn count_pods(
+    status: &mut CloneSetStatus,
+    pods: &[&Pod],
+    ctx: &ViewContext<'_>,
+) -> Option<Duration> {
+    let mut requeue: Option<Duration> = None;
+    let mut updated_available = 0;
+    for pod in pods.iter().filter(|p| is_active(p)) {
+        let view = PodView::of(pod, ctx);
+        let updated = view.updated;
+        status.replicas += 1;
+        status.ready_replicas += i32::from(view.ready);
+        status.available_replicas += i32::from(view.available);
+        status.updated_replicas += i32::from(updated);
+        status.updated_ready_replicas += i32::from(updated && view.ready);
+        updated_available += i32::from(updated && view.available);
+        if view.ready
+            && !view.available
+            && let Some(since) = view.ready_since
+        {
+            let due = since + SignedDuration::from_secs(i64::from(ctx.min_ready_seconds));
+            let wait = Duration::try_from(due.duration_since(ctx.now)).unwrap_or_default();
+            let wait = wait + Duration::from_secs(1);
+            requeue = Some(requeue.map_or(wait, |r| r.min(wait)));
+        }
+    }
+    status.updated_available_replicas = Some(updated_available);
+    requeue
+}
+
+/// Available: at least `replicas - maxUnavailable` pods available.
+fn set_available(
+    conditions: &mut Vec<CloneSetCondition>,
+    cloneset: &CloneSet,
+    available_replicas: i32,
+    now: Timestamp,
+) {
+    let desired = cloneset.spec.desired_replicas();
+    let max_unavailable = scaled_share(
+        MAX_UNAVAILABLE_FIELD,
+        &cloneset.spec.update_strategy.max_unavailable_or_default(),
+        desired,
+        true,
+    )
+    .unwrap_or(0);
+    let available = available_replicas >= desired - max_unavailable;
+    let (reason, message) = if available {
+        (
+            "MinimumReplicasAvailable",
+            "the CloneSet has minimum availability".to_owned(),
+        )
+    } else {
+        (
+            "MinimumReplicasUnavailable",
+            format!(
+                "{available_replicas} of {desired} pods available, fewer than replicas - maxUnavailable"
+            ),
+        )
+    };
+    set_condition(conditions, AVAILABLE, available, reason, message, now);
 }
 
 /// The status of a CloneSet the controller refuses to act on (its selector does not select

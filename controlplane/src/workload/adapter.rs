@@ -5,6 +5,8 @@
 //!
 //! Everything here is read from the workload's spec; nothing does I/O.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 
@@ -95,6 +97,20 @@ pub trait PodSetWorkload {
         let _ = (pod, claims);
         Vec::new()
     }
+}
+
+/// The pod and claims to create for `create`, from the revision it names; `None` when that
+/// revision is not known. What the shared executor asks for when it creates pods.
+pub fn new_pod_and_claims<W: PodSetWorkload>(
+    workload: &W,
+    revisions: &BTreeMap<String, W::Revision>,
+    create: &Create,
+) -> Option<(Pod, Vec<PersistentVolumeClaim>)> {
+    let revision = revisions.get(&create.revision)?;
+    Some((
+        workload.new_pod(create, revision),
+        workload.new_claims(create, revision),
+    ))
 }
 
 /// The readiness gates OpenKruise injects: `InPlaceUpdateReady` unless every update

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::{PodSet, PodSetSnapshot};
 use crate::api::common::{Lifecycle, PodUpdatePolicy};
 use crate::workload::actions::{ChangeReason, Create, DeleteReason, Plan};
-use crate::workload::adapter::PodSetWorkload;
+use crate::workload::adapter::{PodSetWorkload, new_pod_and_claims};
 use crate::workload::inplace::{INPLACE_UPDATE_READY, REASON_DONE, STATE_ANNOTATION};
 use crate::workload::revision_adapter::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, RevisionAdapter,
@@ -240,7 +240,13 @@ fn toy_creates_missing_pods_on_the_update_revision_with_its_short_hash() {
     assert_eq!(created, [("new-0", V2), ("new-1", V2)]);
     assert!(plan.deletes.is_empty() && plan.pod_changes.is_empty());
 
-    let pod = toy.new_pod(&plan.creates[0], &revisions[V2]);
+    let (pod, claims) = new_pod_and_claims(&toy, &revisions, &plan.creates[0]).unwrap();
+    assert!(claims.is_empty());
+    let unknown = Create {
+        instance_id: "x".to_owned(),
+        revision: "toy-gone".to_owned(),
+    };
+    assert!(new_pod_and_claims(&toy, &revisions, &unknown).is_none());
     let labels = pod.metadata.labels.unwrap();
     assert_eq!(labels[CONTROLLER_REVISION_HASH_LABEL], "bbb222");
     assert_eq!(labels[POD_TEMPLATE_HASH_LABEL], "bbb222");
