@@ -23,7 +23,7 @@ use super::actions::Plan;
 use super::adapter::PodSetWorkload;
 use super::inplace::InPlaceError;
 use super::pod_view::{PodView, ViewContext, is_active};
-use super::rollout::{self, IntOrPercentError, RolloutDiffs};
+use super::rollout::{self, IntOrPercentError, RolloutDiffs, RolloutParams};
 
 pub use delete::plan_delete;
 
@@ -75,6 +75,7 @@ pub struct ScaleUp {
 /// The active pods of a snapshot with their views, in the snapshot's order.
 pub struct PodSet<'s, 'a, W: PodSetWorkload> {
     snap: &'s PodSetSnapshot<'a, W>,
+    params: RolloutParams,
     active: Vec<&'a Pod>,
     views: Vec<PodView>,
 }
@@ -89,8 +90,12 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
         };
         let active: Vec<&Pod> = snap.pods.iter().copied().filter(|p| is_active(p)).collect();
         let views = active.iter().map(|p| PodView::of(p, &ctx)).collect();
+        let params = snap
+            .workload
+            .rollout_params(snap.current_revision, snap.update_revision);
         Self {
             snap,
+            params,
             active,
             views,
         }
@@ -103,11 +108,7 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
 
     /// OpenKruise's `calculateDiffsWithExpectation` over the active pods.
     pub fn diffs(&self) -> Result<RolloutDiffs, PlanError> {
-        let params = self
-            .snap
-            .workload
-            .rollout_params(self.snap.current_revision, self.snap.update_revision);
-        Ok(rollout::calculate_diffs(&params, &self.views)?)
+        Ok(rollout::calculate_diffs(&self.params, &self.views)?)
     }
 
     /// The revision of each pod to create, in creation order: the first

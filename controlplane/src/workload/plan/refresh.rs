@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 
 use super::delete::{hook_view, now_string};
 use super::{PlanError, PodSet, PodSetWorkload};
@@ -75,7 +76,7 @@ fn in_place_step(
     pod: &Pod,
     change: &mut PodChange,
     plan: &mut Plan,
-    now: k8s_openapi::jiff::Timestamp,
+    now: Timestamp,
 ) -> Result<bool, PlanError> {
     let step = inplace::plan_refresh(pod, now).map_err(PlanError::in_place(pod))?;
     match step {

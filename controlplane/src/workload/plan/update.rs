@@ -27,8 +27,7 @@ impl<W: PodSetWorkload> PodSet<'_, '_, W> {
     /// within maxUnavailable.
     pub(super) fn update(&self, diffs: &RolloutDiffs, plan: &mut Plan) -> Result<(), PlanError> {
         let workload = self.snap.workload;
-        let params = workload.rollout_params(self.snap.current_revision, self.snap.update_revision);
-        if params.paused || diffs.update <= 0 {
+        if self.params.paused || diffs.update <= 0 {
             return Ok(());
         }
         let views = &self.views;
