@@ -10,12 +10,12 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::controller::{CloneSetController, SyncError, reference};
 use super::pods::{RevisionSpec, fresh_instance_id, new_pod};
-use super::reconcile::{CloneSetController, SyncError, api_error, reference};
 use super::status::{FAILED_SCALE, FAILED_UPDATE, refused_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::{api_message, status_code};
+use crate::controller::api_error::{api_error, api_message, status_code};
 use crate::controller::runner::Outcome;
 use crate::workload::actions::{DeleteReason, Plan, PodChange};
 use crate::workload::selector::{SelectorMismatch, selector_selects_template};

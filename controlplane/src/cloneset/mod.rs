@@ -2,7 +2,7 @@
 //! layer that reads the shared caches and carries the plan out (`reconcile`).
 
 pub mod adapter;
-pub mod claim;
+mod controller;
 mod execute;
 pub mod guards;
 pub mod plan;
@@ -14,4 +14,4 @@ pub mod reconcile;
 pub mod status;
 pub mod triggers;
 
-pub use reconcile::CloneSetController;
+pub use controller::{CloneSetController, SyncError};

@@ -1,107 +1,57 @@
-//! The CloneSet reconciler: reads the shared caches, claims pods, keeps the revision
-//! history, asks `plan` what to do and carries it out (`execute`), then writes status.
+//! The CloneSet reconciler: claims pods, keeps the revision history, asks `plan` what to
+//! do and carries it out (`execute`), then writes status. The runner's shared preamble
+//! (`controller::object`) has already found the CloneSet in the cache and waited out the
+//! writes of earlier syncs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::ObjectRef;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
-use super::claim::{Claim, claim};
-use super::execute::Executor;
+use super::controller::{CloneSetController, SyncError, reference};
+use super::execute::{CloneSetPods, execute};
 use super::guards;
-use super::plan::{self, PlanError, Snapshot};
+use super::plan::{self, Snapshot};
 use super::pods::{RevisionSpec, new_revision, owner_reference};
 use super::predownload;
 use super::status::{SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::ApiError;
-use crate::controller::create_backoff::CreateBackoff;
-use crate::controller::events::EventSink;
-use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
-use crate::controller::pod_conditions::PodConditions;
-use crate::controller::runner::{Outcome, Reconciler};
+use crate::controller::api_error::api_error;
+use crate::controller::expectations::{Expectations, Seen};
+use crate::controller::object::ObjectReconciler;
+use crate::controller::runner::Outcome;
 use crate::predownload::jobs;
-use crate::runtime::stores::Stores;
+use crate::workload::actions::Plan;
+use crate::workload::claim::claim_objects;
 use crate::workload::deletion::REVISION_LABEL;
+use crate::workload::history::{History, HistoryStep, HistoryWriter};
 use crate::workload::ownership::is_controlled_by;
-use crate::workload::revision::{
-    self, Revision, RevisionError, UpdateRevisionPlan, current_revision_name, revisions_to_truncate,
-};
-use crate::workload::template_check::TemplateChecks;
 
-/// Why a CloneSet sync failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error(transparent)]
-    Api(#[from] ApiError),
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error(transparent)]
-    Revision(#[from] RevisionError),
-    #[error("creating pods: {0}")]
-    Create(String),
-}
+impl ObjectReconciler for CloneSetController {
+    type Object = CloneSet;
+    type Error = SyncError;
+    const KIND: &'static str = "CloneSet";
+    const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
-pub(super) use crate::controller::api_error::api_error;
+    fn objects(&self) -> &Store<CloneSet> {
+        &self.stores.clonesets
+    }
 
-/// The CloneSet controller's state, shared by its workers.
-pub struct CloneSetController {
-    pub(super) client: kube::Client,
-    pub(super) stores: Stores,
-    pub(super) agents: Arc<dyn PodConditions>,
-    pub(super) events: EventSink,
-    pub(super) expectations: Expectations<ObjectKey>,
-    pub(super) create_backoff: CreateBackoff<ObjectKey>,
-    pub(super) template_checks: TemplateChecks<ObjectKey>,
-}
-
-impl CloneSetController {
-    pub fn new(
-        client: kube::Client,
-        stores: Stores,
-        agents: Arc<dyn PodConditions>,
-        events: EventSink,
-    ) -> Self {
-        Self {
-            client,
-            stores,
-            agents,
-            events,
-            expectations: Expectations::new(EXPECTATION_TIMEOUT),
-            create_backoff: CreateBackoff::default(),
-            template_checks: TemplateChecks::default(),
-        }
+    fn expectations(&self) -> &Expectations<ObjectKey> {
+        &self.expectations
     }
 
     fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        match kind {
-            "Pod" => self
-                .stores
-                .pods
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|p| Seen::of(&p.metadata)),
-            "PersistentVolumeClaim" => self
-                .stores
-                .pvcs
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|p| Seen::of(&p.metadata)),
-            _ => None,
-        }
+        CloneSetController::seen(self, namespace, kind, name)
     }
-}
-
-impl Reconciler for CloneSetController {
-    type Key = ObjectKey;
-    type Error = SyncError;
-    const KIND: &'static str = "CloneSet";
 
     fn caches_synced(&self) -> bool {
         self.stores.sync.synced(&[
@@ -113,44 +63,28 @@ impl Reconciler for CloneSetController {
         ])
     }
 
-    async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
-        let Some(cloneset) = self
-            .stores
-            .clonesets
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
-        else {
-            self.expectations.forget(key);
-            self.create_backoff.forget(key);
-            self.template_checks.forget(key);
-            return Ok(Outcome::Done);
-        };
-        if cloneset.meta().deletion_timestamp.is_some() {
-            // Garbage collection removes the pods, claims and revisions it owns.
-            return Ok(Outcome::Done);
-        }
-        if let Err(pending) = self
-            .expectations
-            .satisfied(key, &|kind, name| self.seen(&key.namespace, kind, name))
-        {
-            tracing::debug!(?pending, "waiting for the cache to show earlier writes");
-            return Ok(Outcome::RequeueAfter(Duration::from_secs(5)));
-        }
-        sync(self, key, &cloneset).await
+    fn forget(&self, key: &ObjectKey) {
+        self.create_backoff.forget(key);
+        self.template_checks.forget(key);
     }
 
-    fn all_keys(&self) -> Vec<ObjectKey> {
-        self.stores
-            .clonesets
-            .state()
-            .iter()
-            .map(|cs| ObjectKey::of(cs.as_ref()))
-            .collect()
+    /// Garbage collection removes the pods, claims and revisions a deleted set owns.
+    fn needs_no_sync(&self, cloneset: &CloneSet) -> bool {
+        cloneset.meta().deletion_timestamp.is_some()
+    }
+
+    async fn sync(&self, key: &ObjectKey, cloneset: Arc<CloneSet>) -> Result<Outcome, SyncError> {
+        sync(self, key, &cloneset).await
     }
 }
 
-/// The reference Events are attached to.
-pub(super) fn reference(cloneset: &CloneSet) -> ObjectReference {
-    cloneset.object_ref(&())
+/// What one sync read: the pods and claims the set controls, and its revisions.
+struct Owned {
+    pods: Vec<Arc<Pod>>,
+    pvcs: Vec<Arc<PersistentVolumeClaim>>,
+    history: History,
+    /// Revision name → what it records.
+    specs: BTreeMap<String, RevisionSpec>,
 }
 
 async fn sync(
@@ -163,257 +97,221 @@ async fn sync(
     if let Err(mismatch) = guards::check_selector(cloneset) {
         return guards::refuse_mismatched_selector(ctl, key, cloneset, &mismatch).await;
     }
-    let uid = cloneset.uid().unwrap_or_default();
-    let selector = &cloneset.spec.selector;
-    let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
-
-    let mut pods: Vec<Arc<Pod>> = Vec::new();
-    for pod in ctl.stores.pods.state() {
-        if pod.metadata.namespace.as_deref() != Some(&key.namespace) {
-            continue;
-        }
-        match claim(&pod.metadata, &uid, selector, false) {
-            Claim::Owned => pods.push(pod),
-            Claim::Ignore => {}
-            Claim::Adopt => {
-                let patch = json!({ "metadata": {
-                    "ownerReferences": [super::pods::owner_reference(cloneset)],
-                    "uid": pod.metadata.uid,
-                } });
-                let adopted = pods_api
-                    .patch(
-                        &pod.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Strategic(patch),
-                    )
-                    .await
-                    .map_err(api_error(format!("adopting pod {}", pod.name_any())))?;
-                pods.push(Arc::new(adopted));
-            }
-            Claim::Release => {
-                let patch = json!({ "metadata": {
-                    "ownerReferences": [{ "$patch": "delete", "uid": uid }],
-                    "uid": pod.metadata.uid,
-                } });
-                pods_api
-                    .patch(
-                        &pod.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Strategic(patch),
-                    )
-                    .await
-                    .map_err(api_error(format!("releasing pod {}", pod.name_any())))?;
-            }
-        }
-    }
-    let pvcs: Vec<Arc<PersistentVolumeClaim>> = ctl
-        .stores
-        .pvcs
-        .state()
-        .into_iter()
-        .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(&key.namespace)
-                && is_controlled_by(&p.metadata, &uid)
-        })
-        .collect();
-
-    // Revisions.
-    let history: Vec<Arc<ControllerRevision>> = ctl
-        .stores
-        .revisions
-        .state()
-        .into_iter()
-        .filter(|r| {
-            r.metadata.namespace.as_deref() == Some(&key.namespace)
-                && is_controlled_by(&r.metadata, &uid)
-        })
-        .collect();
-    let revisions: Vec<Revision> = history.iter().map(|r| to_revision(r)).collect();
-    let spec = RevisionSpec::of(cloneset);
-    let data = spec.to_data()?;
-    let status = cloneset.status.clone().unwrap_or_default();
-    let mut collision_count = status.collision_count.unwrap_or(0);
-    let name = cloneset.name_any();
-    let revisions_api: Api<ControllerRevision> =
-        Api::namespaced(ctl.client.clone(), &key.namespace);
-    let update_plan = revision::plan_update_revision(&name, &revisions, &data, collision_count);
-    match &update_plan {
-        UpdateRevisionPlan::Unchanged { .. } => {}
-        UpdateRevisionPlan::Renumber { name, number } => {
-            revisions_api
-                .patch(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "revision": number })),
-                )
-                .await
-                .map_err(api_error(format!("renumbering revision {name}")))?;
-        }
-        UpdateRevisionPlan::Create {
-            name: revision_name,
-            hash,
-            number,
-            collision_count: count,
-        } => {
-            collision_count = *count;
-            let object = new_revision(cloneset, revision_name, hash, *number, data.clone())?;
-            match revisions_api.create(&PostParams::default(), &object).await {
-                Ok(_) => {}
-                // Already there (our own earlier write not yet in the cache): same data is
-                // fine; other data is a hash collision, counted so the next name differs.
-                Err(kube::Error::Api(status)) if status.code == 409 => {
-                    let existing = revisions_api
-                        .get(revision_name)
-                        .await
-                        .map_err(api_error(format!("reading revision {revision_name}")))?;
-                    if to_revision(&existing).data != data {
-                        collision_count += 1;
-                        write_collision_count(ctl, key, collision_count).await?;
-                        return Ok(Outcome::RequeueAfter(Duration::ZERO));
-                    }
-                }
-                Err(err) => {
-                    return Err(SyncError::from(api_error(format!(
-                        "creating revision {revision_name}"
-                    ))(err)));
-                }
-            }
-        }
-    }
-    let update_revision = update_plan.name().to_owned();
-    let current_revision =
-        current_revision_name(&revisions, &status.current_revision, &update_revision).to_owned();
-    let mut specs: BTreeMap<String, RevisionSpec> = revisions
-        .iter()
-        .filter_map(|r| Some((r.name.clone(), RevisionSpec::from_data(&r.data)?)))
-        .collect();
-    specs.insert(update_revision.clone(), spec);
-
+    let Some(owned) = read_owned(ctl, key, cloneset).await? else {
+        return Ok(Outcome::RequeueAfter(Duration::ZERO));
+    };
     let now = Timestamp::now();
+    let history = &owned.history;
     let snapshot = Snapshot {
         cloneset,
-        pods: pods.iter().map(AsRef::as_ref).collect(),
-        pvcs: pvcs.iter().map(AsRef::as_ref).collect(),
-        update_revision: &update_revision,
-        current_revision: &current_revision,
-        revisions: &specs,
+        pods: owned.pods.iter().map(AsRef::as_ref).collect(),
+        pvcs: owned.pvcs.iter().map(AsRef::as_ref).collect(),
+        update_revision: &history.update_revision,
+        current_revision: &history.current_revision,
+        revisions: &owned.specs,
         now,
     };
     let mut planned = plan::plan(&snapshot)?;
     let mut problems = SyncProblems::default();
-    if guards::disrupts_for_update(&planned)
-        && let Some(spec) = specs.get(&update_revision)
-    {
-        let verdict = guards::template_verdict(ctl, key, cloneset, &update_revision, spec).await;
-        if let Some(message) = guards::hold_message(&verdict, &update_revision) {
-            guards::hold_update_disruptions(&mut planned);
-            problems.update = Some(message);
-        }
-    }
-    let executor = Executor {
-        ctl,
-        key,
+    hold_refused_update(ctl, key, cloneset, &owned, &mut planned, &mut problems).await;
+    let new_pods = CloneSetPods {
         cloneset,
-        specs: &specs,
+        specs: &owned.specs,
     };
-    let executed = executor.execute(&planned, &mut problems).await;
+    let executed = execute(ctl, key, &new_pods, &planned, &mut problems).await;
 
     let (new_status, status_requeue) = compute_status(
         cloneset,
         &snapshot.pods,
-        &update_revision,
-        &current_revision,
-        collision_count,
+        &history.update_revision,
+        &history.current_revision,
+        history.collision_count,
         &problems,
         now,
     );
-    if cloneset.status.as_ref() != Some(&new_status) {
-        let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": new_status })),
-        )
-        .await
-        .map_err(api_error("writing status"))?;
-    }
-
+    write_status(ctl, key, cloneset, &new_status).await?;
     pre_download(
         ctl,
         key,
         cloneset,
-        &history,
-        &specs,
-        &current_revision,
-        &update_revision,
+        &owned,
         new_status.updated_ready_replicas,
     )
     .await;
-
-    let pod_labels: Vec<Option<&str>> = pods
-        .iter()
-        .map(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(REVISION_LABEL))
-                .map(String::as_str)
-        })
-        .collect();
-    for dead in revisions_to_truncate(
-        &revisions,
-        &current_revision,
-        &update_revision,
-        &pod_labels,
-        cloneset.spec.history_limit(),
-    ) {
-        let result = revisions_api
-            .delete(&dead.name, &DeleteParams::default())
-            .await;
-        if let Err(err) = result
-            && !is_not_found(&err)
-        {
-            return Err(api_error(format!("deleting old revision {}", dead.name))(err).into());
-        }
-    }
+    truncate_history(ctl, key, cloneset, &owned).await?;
 
     let create_retry = executed?;
-    let mut outcome = Outcome::Done;
-    for requeue in [
+    let requeues = [
         create_retry,
         planned.requeue_after,
         status_requeue,
         problems_requeue(&problems),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        outcome = outcome.min(Outcome::RequeueAfter(requeue));
+    ];
+    Ok(requeues
+        .into_iter()
+        .flatten()
+        .fold(Outcome::Done, |outcome, after| {
+            outcome.min(Outcome::RequeueAfter(after))
+        }))
+}
+
+/// Claims the set's pods, lists its claims, and makes sure a revision holds its current
+/// template; `None` when a hash collision was counted and the sync must start over.
+async fn read_owned(
+    ctl: &CloneSetController,
+    key: &ObjectKey,
+    cloneset: &CloneSet,
+) -> Result<Option<Owned>, SyncError> {
+    let uid = cloneset.uid().unwrap_or_default();
+    let in_namespace = |namespace: Option<&str>| namespace == Some(key.namespace.as_str());
+    let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    let candidates = ctl
+        .stores
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| in_namespace(p.metadata.namespace.as_deref()));
+    let owner = owner_reference(cloneset);
+    let pods = claim_objects(&pods_api, candidates, &owner, &cloneset.spec.selector).await?;
+    let controlled = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        in_namespace(meta.namespace.as_deref()) && is_controlled_by(meta, &uid)
+    };
+    let pvcs: Vec<Arc<PersistentVolumeClaim>> = (ctl.stores.pvcs.state().into_iter())
+        .filter(|p| controlled(&p.metadata))
+        .collect();
+    let cached: Vec<Arc<ControllerRevision>> = (ctl.stores.revisions.state().into_iter())
+        .filter(|r| controlled(&r.metadata))
+        .collect();
+
+    let spec = RevisionSpec::of(cloneset);
+    let data = spec.to_data()?;
+    let status = cloneset.status.clone().unwrap_or_default();
+    let name = cloneset.name_any();
+    let step = history_writer(ctl, key, &name)
+        .sync_update_revision(
+            cached,
+            &data,
+            status.collision_count.unwrap_or(0),
+            &status.current_revision,
+            |name, hash, number, data| new_revision(cloneset, name, hash, number, data),
+        )
+        .await?;
+    let HistoryStep::Ready(history) = step else {
+        return Ok(None);
+    };
+    let mut specs: BTreeMap<String, RevisionSpec> = (history.revisions.iter())
+        .filter_map(|r| Some((r.name.clone(), RevisionSpec::from_data(&r.data)?)))
+        .collect();
+    specs.insert(history.update_revision.clone(), spec);
+    Ok(Some(Owned {
+        pods,
+        pvcs,
+        history,
+        specs,
+    }))
+}
+
+fn history_writer<'a>(
+    ctl: &CloneSetController,
+    key: &ObjectKey,
+    name: &'a str,
+) -> HistoryWriter<'a, CloneSet> {
+    HistoryWriter {
+        revisions: Api::namespaced(ctl.client.clone(), &key.namespace),
+        owner: Api::namespaced(ctl.client.clone(), &key.namespace),
+        owner_name: name,
     }
-    Ok(outcome)
+}
+
+/// Before a rollout disrupts its first pod: if the apiserver refuses (or could not be
+/// asked about) the update revision's pod, hold every update disruption of the plan.
+async fn hold_refused_update(
+    ctl: &CloneSetController,
+    key: &ObjectKey,
+    cloneset: &CloneSet,
+    owned: &Owned,
+    planned: &mut Plan,
+    problems: &mut SyncProblems,
+) {
+    let update_revision = &owned.history.update_revision;
+    if !guards::disrupts_for_update(planned) {
+        return;
+    }
+    let Some(spec) = owned.specs.get(update_revision) else {
+        return;
+    };
+    let verdict = guards::template_verdict(ctl, key, cloneset, update_revision, spec).await;
+    if let Some(message) = guards::hold_message(&verdict, update_revision) {
+        guards::hold_update_disruptions(planned);
+        problems.update = Some(message);
+    }
+}
+
+/// Writes the status when it changed.
+async fn write_status(
+    ctl: &CloneSetController,
+    key: &ObjectKey,
+    cloneset: &CloneSet,
+    new_status: &crate::api::cloneset::CloneSetStatus,
+) -> Result<(), SyncError> {
+    if cloneset.status.as_ref() == Some(new_status) {
+        return Ok(());
+    }
+    let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    api.patch_status(
+        &key.name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": new_status })),
+    )
+    .await
+    .map_err(api_error("writing status"))?;
+    Ok(())
+}
+
+/// Deletes revisions beyond the history limit that no pod uses.
+async fn truncate_history(
+    ctl: &CloneSetController,
+    key: &ObjectKey,
+    cloneset: &CloneSet,
+    owned: &Owned,
+) -> Result<(), SyncError> {
+    let pod_labels: Vec<Option<&str>> = owned
+        .pods
+        .iter()
+        .map(|p| {
+            (p.metadata.labels.as_ref())
+                .and_then(|l| l.get(REVISION_LABEL))
+                .map(String::as_str)
+        })
+        .collect();
+    let name = cloneset.name_any();
+    history_writer(ctl, key, &name)
+        .truncate(&owned.history, &pod_labels, cloneset.spec.history_limit())
+        .await?;
+    Ok(())
 }
 
 /// Pre-pulls the update revision's new images on the nodes of pods still to update (see
 /// `crate::predownload`), and removes the pre-download jobs once they are not needed.
-#[allow(clippy::too_many_arguments)]
 async fn pre_download(
     ctl: &CloneSetController,
     key: &ObjectKey,
     cloneset: &CloneSet,
-    history: &[Arc<ControllerRevision>],
-    specs: &BTreeMap<String, RevisionSpec>,
-    current_revision: &str,
-    update_revision: &str,
+    owned: &Owned,
     updated_ready: i32,
 ) {
+    let (current_revision, update_revision) = (
+        owned.history.current_revision.as_str(),
+        owned.history.update_revision.as_str(),
+    );
     // A revision created in this sync is not cached yet; the next sync sees it.
-    let Some(update) = history
-        .iter()
+    let Some(update) = (owned.history.objects.iter())
         .find(|r| r.metadata.name.as_deref() == Some(update_revision))
     else {
         return;
     };
     // A converged rollout only cleans up: no template diff on every steady-state sync.
+    let specs = &owned.specs;
     let images = match (specs.get(current_revision), specs.get(update_revision)) {
         _ if current_revision == update_revision => None,
         (Some(old), Some(new)) => {
@@ -448,45 +346,4 @@ async fn pre_download(
 /// growing: nothing is wrong with the CloneSet itself.
 fn problems_requeue(problems: &SyncProblems) -> Option<Duration> {
     problems.update.as_ref().map(|_| Duration::from_secs(15))
-}
-
-async fn write_collision_count(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    count: i32,
-) -> Result<(), SyncError> {
-    let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
-    api.patch_status(
-        &key.name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": { "collisionCount": count } })),
-    )
-    .await
-    .map_err(api_error("writing status.collisionCount"))?;
-    Ok(())
-}
-
-pub(super) fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 404)
-}
-
-fn to_revision(r: &ControllerRevision) -> Revision {
-    Revision {
-        name: r.name_any(),
-        number: r.revision,
-        hash_label: r
-            .labels()
-            .get(crate::workload::revision::REVISION_HASH_LABEL)
-            .cloned(),
-        data: r
-            .data
-            .as_ref()
-            .and_then(|d| serde_json::to_vec(&d.0).ok())
-            .unwrap_or_default(),
-        created: r
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.as_second()),
-    }
 }

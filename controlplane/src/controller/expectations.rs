@@ -147,6 +147,14 @@ impl<K: Clone + Eq + Hash> Expectations<K> {
         Err(pending.writes[0].clone())
     }
 
+    /// The writes of `key` the cache has not been checked against yet, oldest first.
+    pub fn pending(&self, key: &K) -> Vec<Expectation> {
+        self.lock()
+            .get(key)
+            .map(|pending| pending.writes.clone())
+            .unwrap_or_default()
+    }
+
     /// Forgets everything about `key` (the workload is gone).
     pub fn forget(&self, key: &K) {
         self.lock().remove(key);

@@ -5,9 +5,12 @@ pub mod api_error;
 pub mod create_backoff;
 pub mod events;
 pub mod expectations;
+pub mod finalizer;
+pub mod object;
 pub mod pod_conditions;
 pub mod queue;
 pub mod runner;
+pub mod triggers;
 
 use std::fmt;
 

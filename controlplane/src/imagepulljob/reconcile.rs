@@ -1,7 +1,9 @@
 //! The ImagePullJob reconciler: reads the shared caches into a `plan::Snapshot`, applies
 //! or releases the job's ImageList entries with server-side apply under the job's own
 //! field manager, writes status and Events, and deletes the job when its TTL runs out. A
-//! finalizer makes sure a deleted job's entries are released first.
+//! finalizer (`controller::finalizer`) makes sure a deleted job's entries are released
+//! first. The runner's shared preamble (`controller::object`) has already found the job
+//! in the cache and waited out the writes of earlier syncs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,8 +12,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::reflector::ObjectRef;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
@@ -24,8 +26,11 @@ use crate::controller::events::EventSink;
 use crate::controller::expectations::{
     EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
 };
-use crate::controller::runner::{Outcome, Reconciler};
+use crate::controller::finalizer::{self, FinalizerState};
+use crate::controller::object::ObjectReconciler;
+use crate::controller::runner::Outcome;
 use crate::runtime::stores::Stores;
+use crate::workload::ownership::delete_params;
 
 /// Holds a deleted job until its entries are released from every ImageList.
 pub const FINALIZER: &str = "apps.kruise.io/imagepulljob-cleanup";
@@ -75,10 +80,23 @@ impl ImagePullJobController {
     }
 }
 
-impl Reconciler for ImagePullJobController {
-    type Key = ObjectKey;
+impl ObjectReconciler for ImagePullJobController {
+    type Object = ImagePullJob;
     type Error = SyncError;
     const KIND: &'static str = "ImagePullJob";
+    const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(1);
+
+    fn objects(&self) -> &Store<ImagePullJob> {
+        &self.stores.imagepulljobs
+    }
+
+    fn expectations(&self) -> &Expectations<ObjectKey> {
+        &self.expectations
+    }
+
+    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
+        ImagePullJobController::seen(self, namespace, kind, name)
+    }
 
     fn caches_synced(&self) -> bool {
         self.stores
@@ -86,41 +104,25 @@ impl Reconciler for ImagePullJobController {
             .synced(&["Node", "Pod", "ImageList", "ImagePullJob"])
     }
 
-    async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
-        let Some(job) = self
-            .stores
-            .imagepulljobs
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
-        else {
-            self.expectations.forget(key);
-            return Ok(Outcome::Done);
-        };
-        if let Err(pending) = self
-            .expectations
-            .satisfied(key, &|kind, name| self.seen(&key.namespace, kind, name))
-        {
-            tracing::debug!(?pending, "waiting for the cache to show earlier writes");
-            return Ok(Outcome::RequeueAfter(Duration::from_secs(1)));
-        }
+    async fn sync(&self, key: &ObjectKey, job: Arc<ImagePullJob>) -> Result<Outcome, SyncError> {
         let manager = field_manager(&key.namespace, &key.name);
-        if job.metadata.deletion_timestamp.is_some() {
-            return self.clean_up(key, &job, &manager).await;
+        match FinalizerState::of(&job.metadata, FINALIZER) {
+            FinalizerState::Cleanup => self.clean_up(key, &job, &manager).await,
+            FinalizerState::Released => Ok(Outcome::Done),
+            FinalizerState::Add => {
+                let written = finalizer::add(
+                    &self.jobs(&key.namespace),
+                    &key.name,
+                    &job.metadata,
+                    FINALIZER,
+                )
+                .await?;
+                self.expect_job_update(key, &written);
+                // The update triggers the next reconcile.
+                Ok(Outcome::Done)
+            }
+            FinalizerState::Apply => self.sync_live(key, &job, &manager).await,
         }
-        if !job.finalizers().iter().any(|f| f == FINALIZER) {
-            self.add_finalizer(key, &job).await?;
-            // The update triggers the next reconcile.
-            return Ok(Outcome::Done);
-        }
-        self.sync(key, &job, &manager).await
-    }
-
-    fn all_keys(&self) -> Vec<ObjectKey> {
-        self.stores
-            .imagepulljobs
-            .state()
-            .iter()
-            .map(|job| ObjectKey::of(job.as_ref()))
-            .collect()
     }
 }
 
@@ -129,7 +131,7 @@ impl ImagePullJobController {
         Api::namespaced(self.client.clone(), namespace)
     }
 
-    async fn sync(
+    async fn sync_live(
         &self,
         key: &ObjectKey,
         job: &ImagePullJob,
@@ -219,13 +221,7 @@ impl ImagePullJobController {
         }
 
         if planned.delete_job {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: job.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
+            let params = delete_params(job.metadata.uid.as_deref().unwrap_or_default());
             match self.jobs(&key.namespace).delete(&key.name, &params).await {
                 Ok(_) => {}
                 Err(err) if is_status(&err, 404) || is_status(&err, 409) => {}
@@ -290,9 +286,6 @@ impl ImagePullJobController {
         job: &ImagePullJob,
         manager: &str,
     ) -> Result<Outcome, SyncError> {
-        if !job.finalizers().iter().any(|f| f == FINALIZER) {
-            return Ok(Outcome::Done);
-        }
         let mut released = 0;
         for list in self.stores.imagelists.state() {
             if owned_images(&list.metadata, manager).is_empty() {
@@ -303,24 +296,13 @@ impl ImagePullJobController {
                 .await?;
             released += 1;
         }
-        let finalizers: Vec<&String> = job
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .collect();
-        let patch = json!({ "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": job.metadata.resource_version,
-        } });
-        match self
-            .jobs(&key.namespace)
-            .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(err) if is_status(&err, 404) => {}
-            Err(err) => return Err(SyncError::from(api_error("removing the finalizer")(err))),
-        }
+        finalizer::remove(
+            &self.jobs(&key.namespace),
+            &key.name,
+            &job.metadata,
+            FINALIZER,
+        )
+        .await?;
         self.events
             .normal(
                 &job.object_ref(&()),
@@ -334,22 +316,6 @@ impl ImagePullJobController {
             .await;
         self.expectations.forget(key);
         Ok(Outcome::Done)
-    }
-
-    async fn add_finalizer(&self, key: &ObjectKey, job: &ImagePullJob) -> Result<(), SyncError> {
-        let mut finalizers = job.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_owned());
-        let patch = json!({ "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": job.metadata.resource_version,
-        } });
-        let written = self
-            .jobs(&key.namespace)
-            .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map_err(api_error("adding the finalizer"))?;
-        self.expect_job_update(key, &written);
-        Ok(())
     }
 
     /// Holds the next reconcile of `key` until the cache shows the job as `written`.

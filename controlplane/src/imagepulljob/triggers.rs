@@ -10,13 +10,13 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt as _;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::common::CompletionPolicyType;
 use crate::api::{ImageList, ImagePullJob};
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
+use crate::controller::triggers::received;
 use crate::runtime::stores::Changes;
 use crate::workload::selector::selector_matches;
 
@@ -121,12 +121,17 @@ pub async fn run(
     let mut pod_rx = changes.pods.subscribe();
     let mut seen_nodes: HashMap<String, NodeFacts> = HashMap::new();
     let mut seen_pods: HashMap<(String, String), PodFacts> = HashMap::new();
+    let all = || {
+        (jobs.state().iter())
+            .map(|job| ObjectKey::of(job.as_ref()))
+            .collect()
+    };
     loop {
-        let step = tokio::select! {
+        let keys = tokio::select! {
             () = shutdown.cancelled() => return,
-            r = job_rx.recv() => step(r, |job| vec![ObjectKey::of(job)]),
-            r = list_rx.recv() => step(r, |list| keys_for_imagelist(list, &jobs.state())),
-            r = node_rx.recv() => step(r, |node| {
+            r = job_rx.recv() => received(r, |job| vec![ObjectKey::of(job.as_ref())]),
+            r = list_rx.recv() => received(r, |list| keys_for_imagelist(list, &jobs.state())),
+            r = node_rx.recv() => received(r, |node| {
                 let name = node.name_any();
                 // The store already holds the event's outcome; a deleted node is absent.
                 let facts = node_facts(&nodes, &name);
@@ -140,7 +145,7 @@ pub async fn run(
                 };
                 keys
             }),
-            r = pod_rx.recv() => step(r, |pod| {
+            r = pod_rx.recv() => received(r, |pod| {
                 let namespace = pod.namespace().unwrap_or_default();
                 let id = (namespace.clone(), pod.name_any());
                 let gone = pods.get(&ObjectRef::new(&id.1).within(&id.0)).is_none();
@@ -156,29 +161,8 @@ pub async fn run(
                 keys
             }),
         };
-        match step {
-            Step::Keys(keys) => keys.into_iter().for_each(|k| queue.add(k)),
-            Step::Lagged => {
-                tracing::warn!("fell behind the watch events; queueing every ImagePullJob");
-                for job in jobs.state() {
-                    queue.add(ObjectKey::of(job.as_ref()));
-                }
-            }
-            Step::Closed => return,
+        if !keys.queue(&queue, "ImagePullJob", &all) {
+            return;
         }
-    }
-}
-
-enum Step {
-    Keys(Vec<ObjectKey>),
-    Lagged,
-    Closed,
-}
-
-fn step<T>(received: Result<Arc<T>, RecvError>, map: impl FnOnce(&T) -> Vec<ObjectKey>) -> Step {
-    match received {
-        Ok(object) => Step::Keys(map(&object)),
-        Err(RecvError::Lagged(_)) => Step::Lagged,
-        Err(RecvError::Closed) => Step::Closed,
     }
 }

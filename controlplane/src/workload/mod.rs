@@ -3,7 +3,10 @@
 
 pub mod actions;
 pub mod adapter;
+pub mod claim;
 pub mod deletion;
+pub mod execute;
+pub mod history;
 pub mod inplace;
 pub mod lifecycle;
 pub mod ordering;
@@ -15,3 +18,4 @@ pub mod revision_adapter;
 pub mod rollout;
 pub mod selector;
 pub mod template_check;
+pub mod triggers;

@@ -1,8 +1,18 @@
-//! Adoption and release (Kubernetes' `ControllerRefManager`): a set owns the pods it
-//! controls; it adopts orphans its selector matches and releases pods that stop matching.
+//! Adoption and release (Kubernetes' `ControllerRefManager`), for any workload kind and
+//! any kind it owns: a set owns the objects it controls; it adopts orphans its selector
+//! matches and releases objects that stop matching. `claim` decides, `claim_objects`
+//! writes the owner references.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use std::fmt::Debug;
+use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt as _};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::controller::api_error::{ApiError, api_error};
 use crate::workload::ownership::{controller_of, is_controlled_by};
 use crate::workload::selector::selector_matches;
 
@@ -43,6 +53,62 @@ pub fn claim(meta: &ObjectMeta, uid: &str, selector: &LabelSelector, set_deletin
     }
 }
 
+/// The strategic-merge patch that adopts an object: `owner` becomes its controller, and
+/// the patch only applies to the object with `uid` (not one recreated under its name).
+pub fn adopt_patch(owner: &OwnerReference, uid: Option<&str>) -> Value {
+    json!({ "metadata": { "ownerReferences": [owner], "uid": uid } })
+}
+
+/// The strategic-merge patch that releases an object from the owner with `owner_uid`.
+pub fn release_patch(owner_uid: &str, uid: Option<&str>) -> Value {
+    json!({ "metadata": {
+        "ownerReferences": [{ "$patch": "delete", "uid": owner_uid }],
+        "uid": uid,
+    } })
+}
+
+/// Claims `candidates` (objects in the workload's namespace) for the workload `owner`
+/// with `selector`: returns those it controls, adopting matching orphans on the way and
+/// releasing the ones it no longer selects.
+pub async fn claim_objects<K>(
+    api: &Api<K>,
+    candidates: impl IntoIterator<Item = Arc<K>>,
+    owner: &OwnerReference,
+    selector: &LabelSelector,
+) -> Result<Vec<Arc<K>>, ApiError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let noun = K::kind(&()).to_lowercase();
+    let mut owned = Vec::new();
+    for object in candidates {
+        let name = object.name_any();
+        let uid = object.meta().uid.as_deref();
+        let adopt = match claim(object.meta(), &owner.uid, selector, false) {
+            Claim::Owned => {
+                owned.push(object);
+                continue;
+            }
+            Claim::Ignore => continue,
+            Claim::Adopt => true,
+            Claim::Release => false,
+        };
+        let (patch, action) = if adopt {
+            (adopt_patch(owner, uid), "adopting")
+        } else {
+            (release_patch(&owner.uid, uid), "releasing")
+        };
+        let written = api
+            .patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map_err(api_error(format!("{action} {noun} {name}")))?;
+        if adopt {
+            owned.push(Arc::new(written));
+        }
+    }
+    Ok(owned)
+}
+
 /// Kubernetes refuses to let an empty selector match everything in a workload.
 fn selector_is_empty(selector: &LabelSelector) -> bool {
     selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
@@ -74,6 +140,35 @@ mod tests {
             deletion_timestamp: deleting.then_some(Time(Timestamp::UNIX_EPOCH)),
             ..ObjectMeta::default()
         }
+    }
+
+    #[test]
+    fn adoption_and_release_patches_are_bound_to_the_objects_uid() {
+        let owner = OwnerReference {
+            api_version: "apps.kruise.io/v1alpha1".into(),
+            kind: "CloneSet".into(),
+            name: "web".into(),
+            uid: "set-uid".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        assert_eq!(
+            adopt_patch(&owner, Some("pod-uid")),
+            serde_json::json!({ "metadata": {
+                "ownerReferences": [{
+                    "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web",
+                    "uid": "set-uid", "controller": true, "blockOwnerDeletion": true,
+                }],
+                "uid": "pod-uid",
+            } })
+        );
+        assert_eq!(
+            release_patch("set-uid", Some("pod-uid")),
+            serde_json::json!({ "metadata": {
+                "ownerReferences": [{ "$patch": "delete", "uid": "set-uid" }],
+                "uid": "pod-uid",
+            } })
+        );
     }
 
     #[test]

@@ -1,0 +1,108 @@
+//! One pod change: readiness conditions through the pod's agent first (so the pod leaves
+//! endpoints before its containers restart), then one strategic-merge patch.
+
+use std::hash::Hash;
+
+use serde_json::json;
+
+use super::writes::{ConditionWriteError, NewPods, PodWrites, WorkloadEvent};
+use super::{ExecuteError, Executor, Problems, is_not_found};
+use crate::controller::api_error::api_error;
+use crate::controller::expectations::Expectation;
+use crate::controller::pod_conditions::ConditionRequest;
+use crate::workload::actions::{PodChange, deep_merge};
+
+impl<K, W, N> Executor<'_, K, W, N>
+where
+    K: Clone + Eq + Hash + Send + Sync,
+    W: PodWrites,
+    N: NewPods,
+{
+    /// Conditions, then the patch; an unreachable agent leaves the pod as it is and is
+    /// reported in `problems`, not as an error.
+    pub(super) async fn apply_change(
+        &self,
+        change: &PodChange,
+        problems: &mut Problems,
+    ) -> Result<(), ExecuteError> {
+        if !change.conditions.is_empty() {
+            let Some(node) = change.node.as_deref() else {
+                // Not scheduled yet: the conditions wait for a node.
+                return Ok(());
+            };
+            if let Err(message) = self.set_conditions(change, node).await {
+                problems.update = Some(message);
+                return Ok(());
+            }
+        }
+        let Some(patch) = &change.patch else {
+            return Ok(());
+        };
+        let mut body = patch.clone();
+        // A condition just set through the agent moved the pod's resourceVersion, so the
+        // precondition only guards changes that set none.
+        if let Some(rv) = change
+            .resource_version
+            .as_ref()
+            .filter(|_| change.conditions.is_empty())
+        {
+            deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
+        }
+        match self.writes.patch_pod(&change.pod, body).await {
+            Ok(resource_version) => {
+                self.expect(Expectation::Update {
+                    kind: "Pod",
+                    name: change.pod.clone(),
+                    resource_version,
+                });
+                if let Some((reason, action, note)) = change.reason.patched_event(&change.pod) {
+                    let event = WorkloadEvent::normal(reason, action, note);
+                    self.writes.publish(event).await;
+                }
+                Ok(())
+            }
+            Err(err) if is_not_found(&err) => Ok(()),
+            Err(err) => Err(
+                api_error(format!("patching pod {} ({})", change.pod, change.reason))(err).into(),
+            ),
+        }
+    }
+
+    /// Sets the change's conditions on `node`'s agent, in order; at the first that cannot
+    /// be set, the message for the FailedUpdate condition (an agent's failure also gets a
+    /// Warning event).
+    async fn set_conditions(&self, change: &PodChange, node: &str) -> Result<(), String> {
+        for condition in &change.conditions {
+            let request = ConditionRequest {
+                condition_type: condition.condition_type,
+                status: condition.status,
+                reason: condition.reason,
+                message: &condition.message,
+            };
+            let result = self
+                .writes
+                .set_condition(node, &change.pod, &change.uid, request)
+                .await;
+            let err = match result {
+                Ok(()) => continue,
+                Err(ConditionWriteError::UnknownNode) => {
+                    return Err(format!("pod {}: node {node} is not known", change.pod));
+                }
+                Err(ConditionWriteError::Agent(err)) => err,
+            };
+            let message = format!(
+                "pod {} ({}): cannot set {} through the agent on node {node}: {}",
+                change.pod, change.reason, condition.condition_type, err.message
+            );
+            let reason = if err.unreachable {
+                "AgentUnreachable"
+            } else {
+                "AgentRefused"
+            };
+            let event = WorkloadEvent::warning(reason, "Update", message.clone());
+            self.writes.publish(event).await;
+            return Err(message);
+        }
+        Ok(())
+    }
+}

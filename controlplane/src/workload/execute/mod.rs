@@ -1,0 +1,273 @@
+//! Carries out a pod-set plan for any workload kind: creates in slow-start batches (with
+//! the workload's create backoff), deletes with UID preconditions, pod changes as agent
+//! conditions then one patch, claim deletes. Every write is recorded as an expectation
+//! before the next sync may plan again. All I/O goes through `PodWrites`, so the rules
+//! here are unit-tested against a recording double (`tests.rs`).
+
+mod changes;
+pub mod kube_writes;
+#[cfg(test)]
+mod recording;
+#[cfg(test)]
+mod tests;
+pub mod writes;
+
+use std::hash::Hash;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::time::Instant;
+
+pub use self::kube_writes::KubePodWrites;
+pub use self::writes::{ConditionWriteError, NewPod, NewPods, PodWrites, WorkloadEvent};
+use crate::controller::api_error::{ApiError, api_error};
+use crate::controller::create_backoff::CreateBackoff;
+use crate::controller::expectations::{Expectation, Expectations};
+use crate::workload::actions::{Create, Delete, Plan};
+
+/// Most pods created in one sync; the rest come with the next (a burst cap per sync).
+pub const MAX_CREATES_PER_SYNC: usize = 500;
+
+/// The reason of the Warning event when InPlaceOnly refuses a template change.
+pub const IN_PLACE_ONLY_REFUSED: &str = "InPlaceOnlyRefused";
+
+/// What the sync ran into, for the workload's FailedScale / FailedUpdate conditions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Problems {
+    /// Creating pods failed (or is backing off): the error.
+    pub scale: Option<String>,
+    /// Updating pods failed or was refused (InPlaceOnly, an unreachable agent).
+    pub update: Option<String>,
+}
+
+/// Why carrying out a plan failed; the sync is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("creating pods: {0}")]
+    Create(String),
+}
+
+/// Carries out plans of the workload object `key` (at `generation`, for the create
+/// backoff) through `writes`, building pods with `new_pods`.
+pub struct Executor<'a, K, W, N> {
+    pub key: &'a K,
+    pub generation: i64,
+    pub writes: &'a W,
+    pub new_pods: &'a N,
+    pub expectations: &'a Expectations<K>,
+    pub create_backoff: &'a CreateBackoff<K>,
+}
+
+impl<K, W, N> Executor<'_, K, W, N>
+where
+    K: Clone + Eq + Hash + Send + Sync,
+    W: PodWrites,
+    N: NewPods,
+{
+    /// Runs the plan; the first hard error is returned after the rest that can still run
+    /// has run, and `problems` is filled in for the status conditions. `Ok(Some(wait))`:
+    /// creates failed or are backing off, come back after `wait`.
+    pub async fn execute(
+        &self,
+        plan: &Plan,
+        problems: &mut Problems,
+    ) -> Result<Option<Duration>, ExecuteError> {
+        let mut first_error = None;
+        let create_retry = if plan.creates.is_empty() {
+            None
+        } else {
+            self.create_with_backoff(plan, problems).await
+        };
+        for delete in &plan.deletes {
+            if let Err(err) = self.delete_pod(delete).await {
+                first_error.get_or_insert(err);
+            }
+        }
+        for name in &plan.delete_pvcs {
+            if let Err(err) = self.delete_claim(name, None).await {
+                first_error.get_or_insert(err);
+            }
+        }
+        for change in &plan.pod_changes {
+            if let Err(err) = self.apply_change(change, problems).await {
+                first_error.get_or_insert(err);
+            }
+        }
+        if let Some(refusal) = &plan.refusal {
+            problems.update = Some(refusal.clone());
+            let event = WorkloadEvent::warning(IN_PLACE_ONLY_REFUSED, "Update", refusal.clone());
+            self.writes.publish(event).await;
+        }
+        first_error.map_or(Ok(create_retry), Err)
+    }
+
+    /// Creates unless the workload is backing off from failed creates (see
+    /// `controller::create_backoff`); a failure is reported once per attempt, with the
+    /// apiserver's message, and not returned as an error so the queue adds no retries.
+    async fn create_with_backoff(&self, plan: &Plan, problems: &mut Problems) -> Option<Duration> {
+        let backoff = self.create_backoff;
+        let now = Instant::now();
+        if let Some(waiting) = backoff.waiting(self.key, self.generation, now) {
+            tracing::debug!(remaining = ?waiting.remaining, "creates back off after a failure");
+            problems.scale = Some(waiting.message);
+            return Some(waiting.remaining);
+        }
+        match self.create_slow_start(plan).await {
+            Ok(()) => {
+                backoff.succeeded(self.key);
+                None
+            }
+            Err(err) => {
+                let message = err.to_string();
+                let wait = backoff.failed(self.key, self.generation, message.clone(), now);
+                let event = WorkloadEvent::warning("FailedCreate", "Create", message.clone());
+                self.writes.publish(event).await;
+                problems.scale = Some(message);
+                Some(wait)
+            }
+        }
+    }
+
+    /// Kubernetes' `slowStartBatch`: 1, 2, 4, ... pods at once, stopping at the first
+    /// batch with a failure, so a template that cannot be created costs a few calls, not
+    /// hundreds.
+    async fn create_slow_start(&self, plan: &Plan) -> Result<(), ExecuteError> {
+        let creates = self.with_instance_ids(plan);
+        let mut batch = 1;
+        let mut done = 0;
+        let mut created = 0;
+        while done < creates.len() {
+            let end = (done + batch).min(creates.len());
+            let results = join_all(creates[done..end].iter().map(|c| self.create_one(c))).await;
+            let failures: Vec<ExecuteError> = results.into_iter().filter_map(Result::err).collect();
+            created += end - done - failures.len();
+            if let Some(err) = failures.into_iter().next() {
+                let skipped = creates.len() - end;
+                return Err(ExecuteError::Create(format!(
+                    "{err} ({created} created, {skipped} skipped by slow start)"
+                )));
+            }
+            done = end;
+            batch *= 2;
+        }
+        if created > 0 {
+            let note = format!("created {created} pod(s)");
+            let event = WorkloadEvent::normal("SuccessfulCreate", "Create", note);
+            self.writes.publish(event).await;
+        }
+        Ok(())
+    }
+
+    /// The plan's creates (at most [`MAX_CREATES_PER_SYNC`]), each with an instance id:
+    /// the planned one, or a fresh one no other pod or claim has.
+    fn with_instance_ids(&self, plan: &Plan) -> Vec<Create> {
+        let mut taken = plan.taken_ids.clone();
+        plan.creates
+            .iter()
+            .take(MAX_CREATES_PER_SYNC)
+            .map(|create| {
+                let mut create = create.clone();
+                if create.instance_id.is_empty() {
+                    create.instance_id = self.new_pods.fresh_instance_id(&taken);
+                }
+                taken.insert(create.instance_id.clone());
+                create
+            })
+            .collect()
+    }
+
+    /// Creates the pod's claims (a claim already in the cache is reused), then the pod.
+    async fn create_one(&self, create: &Create) -> Result<(), ExecuteError> {
+        let Some(new) = self.new_pods.new_pod(create) else {
+            return Err(ExecuteError::Create(format!(
+                "revision {} is not known",
+                create.revision
+            )));
+        };
+        for claim in &new.claims {
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            if self.writes.cached_claim_uid(&name).is_some() {
+                continue; // reused
+            }
+            match self.writes.create_claim(claim).await {
+                Ok(()) => self.expect(Expectation::Create {
+                    kind: "PersistentVolumeClaim",
+                    name,
+                }),
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(err) => return Err(api_error(format!("creating claim {name}"))(err).into()),
+            }
+        }
+        let name = new.pod.metadata.name.clone().unwrap_or_default();
+        self.writes
+            .create_pod(&new.pod)
+            .await
+            .map_err(api_error(format!("creating pod {name}")))?;
+        self.expect(Expectation::Create { kind: "Pod", name });
+        Ok(())
+    }
+
+    /// Deletes the pod if it still has the planned UID, then its claims.
+    async fn delete_pod(&self, delete: &Delete) -> Result<(), ExecuteError> {
+        match self.writes.delete_pod(&delete.pod, &delete.uid).await {
+            Ok(()) => {}
+            Err(err) if is_not_found(&err) => {}
+            // The UID precondition failed: a new pod took the name; nothing to do.
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+            Err(err) => {
+                return Err(api_error(format!("deleting pod {}", delete.pod))(err).into());
+            }
+        }
+        self.expect(Expectation::Delete {
+            kind: "Pod",
+            name: delete.pod.clone(),
+            uid: delete.uid.clone(),
+        });
+        let why = delete.reason.describe();
+        let note = if delete.detail.is_empty() {
+            format!("deleted pod {} ({why})", delete.pod)
+        } else {
+            format!("deleted pod {} ({why}; {})", delete.pod, delete.detail)
+        };
+        let event = WorkloadEvent::normal("SuccessfulDelete", "Delete", note);
+        self.writes.publish(event).await;
+        for claim in &delete.pvcs {
+            self.delete_claim(claim, Some(why)).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the claim the cache shows under `name`, if it still has that UID.
+    async fn delete_claim(&self, name: &str, why: Option<&str>) -> Result<(), ExecuteError> {
+        let Some(uid) = self.writes.cached_claim_uid(name) else {
+            return Ok(());
+        };
+        match self.writes.delete_claim(name, &uid).await {
+            Ok(()) => {}
+            Err(err) if is_not_found(&err) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+            Err(err) => return Err(api_error(format!("deleting claim {name}"))(err).into()),
+        }
+        self.expect(Expectation::Delete {
+            kind: "PersistentVolumeClaim",
+            name: name.to_owned(),
+            uid,
+        });
+        tracing::info!(
+            claim = name,
+            why = why.unwrap_or("no pod uses it"),
+            "deleted claim"
+        );
+        Ok(())
+    }
+
+    fn expect(&self, write: Expectation) {
+        self.expectations.expect(self.key, write);
+    }
+}
+
+pub(crate) fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 404)
+}

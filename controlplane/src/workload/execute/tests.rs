@@ -1,0 +1,460 @@
+//! The shared executor against the recording double: which calls a plan turns into, in
+//! what order, with which preconditions, events and expectations.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+
+use super::recording::{RecordingWrites, ToyPods, Write};
+use super::*;
+use crate::controller::expectations::EXPECTATION_TIMEOUT;
+use crate::workload::actions::{
+    ChangeReason, ConditionChange, Create, Delete, DeleteReason, Plan, PodChange,
+};
+
+const KEY: &str = "default/toy";
+
+struct Fixture {
+    writes: RecordingWrites,
+    toy: ToyPods,
+    expectations: Expectations<&'static str>,
+    backoff: CreateBackoff<&'static str>,
+}
+
+impl Fixture {
+    fn new(writes: RecordingWrites) -> Self {
+        Self {
+            writes,
+            toy: ToyPods {
+                set: "toy",
+                revisions: BTreeSet::from(["toy-1"]),
+                claims: false,
+            },
+            expectations: Expectations::new(EXPECTATION_TIMEOUT),
+            backoff: CreateBackoff::default(),
+        }
+    }
+
+    async fn run(&self, plan: &Plan) -> (Result<Option<Duration>, ExecuteError>, Problems) {
+        let executor = Executor {
+            key: &KEY,
+            generation: 1,
+            writes: &self.writes,
+            new_pods: &self.toy,
+            expectations: &self.expectations,
+            create_backoff: &self.backoff,
+        };
+        let mut problems = Problems::default();
+        let result = executor.execute(plan, &mut problems).await;
+        (result, problems)
+    }
+
+    fn expected(&self) -> Vec<Expectation> {
+        self.expectations.pending(&KEY)
+    }
+}
+
+fn creates(n: usize) -> Vec<Create> {
+    (0..n)
+        .map(|_| Create {
+            instance_id: String::new(),
+            revision: "toy-1".into(),
+        })
+        .collect()
+}
+
+fn failing(names: &[(&str, u16)]) -> RecordingWrites {
+    RecordingWrites {
+        failures: names.iter().map(|(n, c)| ((*n).to_owned(), *c)).collect(),
+        ..RecordingWrites::default()
+    }
+}
+
+fn created_pods(writes: &RecordingWrites) -> Vec<String> {
+    writes
+        .calls()
+        .into_iter()
+        .filter_map(|w| match w {
+            Write::CreatePod(name) => Some(name),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_start_stops_after_the_first_batch_with_a_failure() {
+    // Batches of 1, 2, 4: the second pod fails, so its batch (pods 2 and 3) still runs
+    // and nothing after it does.
+    let fx = Fixture::new(failing(&[("toy-n1", 422)]));
+    let plan = Plan {
+        creates: creates(10),
+        ..Plan::default()
+    };
+    let (result, problems) = fx.run(&plan).await;
+    assert_eq!(created_pods(&fx.writes), ["toy-n0", "toy-n1", "toy-n2"]);
+    let retry = result.expect("a failed create is not a sync error");
+    assert_eq!(retry, Some(Duration::from_secs(1)), "the first backoff");
+    let message = problems.scale.expect("the failure reaches FailedScale");
+    assert_eq!(
+        message,
+        "creating pods: creating pod toy-n1: toy-n1 refused with 422 \
+         (2 created, 7 skipped by slow start)"
+    );
+    assert_eq!(
+        fx.writes.events(),
+        [WorkloadEvent::warning("FailedCreate", "Create", message)]
+    );
+    let names: Vec<Expectation> = ["toy-n0", "toy-n2"]
+        .map(|name| Expectation::Create {
+            kind: "Pod",
+            name: name.into(),
+        })
+        .into();
+    assert_eq!(fx.expected(), names, "only what was created is expected");
+
+    // The next sync backs off instead of trying again.
+    let (result, problems) = fx.run(&plan).await;
+    assert_eq!(created_pods(&fx.writes).len(), 3, "no new attempt");
+    assert!(result.expect("backing off").is_some());
+    assert!(problems.scale.is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn creates_claims_before_the_pod_and_reuses_cached_ones() {
+    let mut fx = Fixture::new(RecordingWrites {
+        cached_claims: BTreeMap::from([("data-toy-a".into(), "uid-a".into())]),
+        ..RecordingWrites::default()
+    });
+    fx.toy.claims = true;
+    let plan = Plan {
+        creates: vec![
+            Create {
+                instance_id: "a".into(),
+                revision: "toy-1".into(),
+            },
+            Create {
+                instance_id: String::new(),
+                revision: "toy-1".into(),
+            },
+        ],
+        taken_ids: BTreeSet::from(["n0".to_owned()]),
+        ..Plan::default()
+    };
+    let (result, problems) = fx.run(&plan).await;
+    assert_eq!(result.expect("created"), None);
+    assert_eq!(problems, Problems::default());
+    let mut calls = fx.writes.calls();
+    calls.sort_by_key(|w| format!("{w:?}"));
+    assert_eq!(
+        calls,
+        [
+            Write::CreateClaim("data-toy-n1".into()),
+            Write::CreatePod("toy-a".into()),
+            Write::CreatePod("toy-n1".into()),
+        ],
+        "a taken id is skipped; a cached claim is reused"
+    );
+    assert_eq!(
+        fx.writes.events(),
+        [WorkloadEvent::normal(
+            "SuccessfulCreate",
+            "Create",
+            "created 2 pod(s)".into()
+        )]
+    );
+    assert_eq!(fx.expected().len(), 3, "one expectation per create");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unknown_revision_fails_the_create_without_a_call() {
+    let fx = Fixture::new(RecordingWrites::default());
+    let plan = Plan {
+        creates: vec![Create {
+            instance_id: "a".into(),
+            revision: "toy-9".into(),
+        }],
+        ..Plan::default()
+    };
+    let (_, problems) = fx.run(&plan).await;
+    assert!(fx.writes.calls().is_empty());
+    assert_eq!(
+        problems.scale.as_deref(),
+        Some(
+            "creating pods: creating pods: revision toy-9 is not known \
+             (0 created, 0 skipped by slow start)"
+        )
+    );
+}
+
+fn delete(pod: &str, uid: &str, pvcs: &[&str], reason: DeleteReason, detail: &str) -> Delete {
+    Delete {
+        pod: pod.into(),
+        uid: uid.into(),
+        pvcs: pvcs.iter().map(|p| (*p).to_owned()).collect(),
+        reason,
+        detail: detail.into(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_carries_the_uid_precondition_and_takes_its_claims() {
+    let fx = Fixture::new(RecordingWrites {
+        cached_claims: BTreeMap::from([("data-toy-a".into(), "claim-uid".into())]),
+        ..RecordingWrites::default()
+    });
+    let plan = Plan {
+        deletes: vec![delete(
+            "toy-a",
+            "pod-uid",
+            &["data-toy-a", "data-gone"],
+            DeleteReason::RecreateUpdate,
+            "changed: env",
+        )],
+        ..Plan::default()
+    };
+    let (result, _) = fx.run(&plan).await;
+    result.expect("deleted");
+    assert_eq!(
+        fx.writes.calls(),
+        [
+            Write::DeletePod {
+                name: "toy-a".into(),
+                uid: "pod-uid".into()
+            },
+            Write::DeleteClaim {
+                name: "data-toy-a".into(),
+                uid: "claim-uid".into()
+            },
+        ],
+        "a claim the cache does not show is not deleted"
+    );
+    assert_eq!(
+        fx.writes.events(),
+        [WorkloadEvent::normal(
+            "SuccessfulDelete",
+            "Delete",
+            "deleted pod toy-a (recreate update; changed: env)".into()
+        )]
+    );
+    assert_eq!(
+        fx.expected(),
+        [
+            Expectation::Delete {
+                kind: "Pod",
+                name: "toy-a".into(),
+                uid: "pod-uid".into()
+            },
+            Expectation::Delete {
+                kind: "PersistentVolumeClaim",
+                name: "data-toy-a".into(),
+                uid: "claim-uid".into()
+            },
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_replaced_under_its_name_is_left_alone_and_other_failures_are_returned() {
+    let fx = Fixture::new(failing(&[("toy-a", 409), ("toy-b", 500), ("toy-c", 404)]));
+    let plan = Plan {
+        deletes: vec![
+            delete("toy-a", "1", &[], DeleteReason::ScaleDown, ""),
+            delete("toy-b", "2", &[], DeleteReason::ScaleDown, ""),
+            delete("toy-c", "3", &[], DeleteReason::Specified, ""),
+        ],
+        ..Plan::default()
+    };
+    let (result, _) = fx.run(&plan).await;
+    let err = result.expect_err("the 500 is a sync error");
+    assert_eq!(
+        err.to_string(),
+        "deleting pod toy-b: toy-b refused with 500"
+    );
+    assert_eq!(
+        fx.writes.calls().len(),
+        3,
+        "the error did not stop the rest"
+    );
+    assert_eq!(
+        fx.writes.events(),
+        [WorkloadEvent::normal(
+            "SuccessfulDelete",
+            "Delete",
+            "deleted pod toy-c (specified for deletion)".into()
+        )],
+        "a pod already gone counts as deleted; a 409 does not"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unused_claims_are_deleted_with_their_cached_uid() {
+    let fx = Fixture::new(RecordingWrites {
+        cached_claims: BTreeMap::from([("data-toy-x".into(), "uid-x".into())]),
+        ..RecordingWrites::default()
+    });
+    let plan = Plan {
+        delete_pvcs: vec!["data-toy-x".into(), "data-toy-gone".into()],
+        ..Plan::default()
+    };
+    fx.run(&plan).await.0.expect("deleted");
+    assert_eq!(
+        fx.writes.calls(),
+        [Write::DeleteClaim {
+            name: "data-toy-x".into(),
+            uid: "uid-x".into()
+        }]
+    );
+    assert_eq!(fx.expected().len(), 1);
+}
+
+fn in_place_start(node: &str, conditions: bool) -> PodChange {
+    let mut change = PodChange {
+        pod: "toy-a".into(),
+        uid: "uid-a".into(),
+        node: Some(node.into()),
+        conditions: Vec::new(),
+        patch: None,
+        resource_version: Some("7".into()),
+        reason: ChangeReason::InPlaceStart,
+    };
+    if conditions {
+        change.conditions.push(ConditionChange {
+            condition_type: "InPlaceUpdateReady",
+            status: false,
+            reason: "StartInPlaceUpdate",
+            message: String::new(),
+        });
+    }
+    change.merge_patch(json!({ "spec": { "containers": [{ "name": "app", "image": "v2" }] } }));
+    change
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_in_place_start_sets_its_condition_then_patches_once_with_its_event() {
+    let fx = Fixture::new(RecordingWrites {
+        nodes: BTreeSet::from(["n1".to_owned()]),
+        ..RecordingWrites::default()
+    });
+    let plan = Plan {
+        pod_changes: vec![in_place_start("n1", true)],
+        ..Plan::default()
+    };
+    let (result, problems) = fx.run(&plan).await;
+    result.expect("patched");
+    assert_eq!(problems, Problems::default());
+    assert_eq!(
+        fx.writes.writes(),
+        [
+            Write::SetCondition {
+                node: "n1".into(),
+                pod: "toy-a".into(),
+                condition: "InPlaceUpdateReady".into(),
+                status: false
+            },
+            Write::PatchPod {
+                name: "toy-a".into(),
+                body: json!({ "spec": { "containers": [{ "name": "app", "image": "v2" }] } }),
+            },
+            Write::Event(WorkloadEvent::normal(
+                "SuccessfulUpdatePodInPlace",
+                "Update",
+                "updating pod toy-a in place".into()
+            )),
+        ],
+        "no resourceVersion precondition after a condition moved it"
+    );
+    assert_eq!(
+        fx.expected(),
+        [Expectation::Update {
+            kind: "Pod",
+            name: "toy-a".into(),
+            resource_version: 42
+        }]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_patch_without_conditions_is_conditional_on_the_planned_resource_version() {
+    let fx = Fixture::new(RecordingWrites::default());
+    let mut done = in_place_start("n1", false);
+    done.reason = ChangeReason::InPlaceDone;
+    let plan = Plan {
+        pod_changes: vec![done],
+        ..Plan::default()
+    };
+    fx.run(&plan).await.0.expect("patched");
+    assert_eq!(
+        fx.writes.writes(),
+        [Write::PatchPod {
+            name: "toy-a".into(),
+            body: json!({
+                "metadata": { "resourceVersion": "7" },
+                "spec": { "containers": [{ "name": "app", "image": "v2" }] }
+            }),
+        }],
+        "only an in-place start publishes an event"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_agent_or_unknown_node_leaves_the_pod_unpatched() {
+    let fx = Fixture::new(RecordingWrites {
+        nodes: BTreeSet::from(["n1".to_owned()]),
+        unreachable: BTreeSet::from(["n1".to_owned()]),
+        ..RecordingWrites::default()
+    });
+    let plan = Plan {
+        pod_changes: vec![in_place_start("n1", true)],
+        ..Plan::default()
+    };
+    let (result, problems) = fx.run(&plan).await;
+    result.expect("an agent problem is not a sync error");
+    let message = "pod toy-a (in-place update: start): cannot set InPlaceUpdateReady \
+                   through the agent on node n1: connection refused";
+    assert_eq!(problems.update.as_deref(), Some(message));
+    assert_eq!(
+        fx.writes.events(),
+        [WorkloadEvent::warning(
+            "AgentUnreachable",
+            "Update",
+            message.into()
+        )]
+    );
+    assert!(
+        !fx.writes
+            .calls()
+            .iter()
+            .any(|w| matches!(w, Write::PatchPod { .. })),
+        "no patch"
+    );
+
+    let unknown = Fixture::new(RecordingWrites::default());
+    let (_, problems) = unknown.run(&plan).await;
+    assert_eq!(
+        problems.update.as_deref(),
+        Some("pod toy-a: node n1 is not known")
+    );
+    assert!(unknown.writes.writes().is_empty(), "no call, no event");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_is_reported_and_published() {
+    let fx = Fixture::new(RecordingWrites::default());
+    let plan = Plan {
+        refusal: Some("InPlaceOnly cannot change env".into()),
+        ..Plan::default()
+    };
+    let (_, problems) = fx.run(&plan).await;
+    assert_eq!(
+        problems.update.as_deref(),
+        Some("InPlaceOnly cannot change env")
+    );
+    assert_eq!(
+        fx.writes.events(),
+        [WorkloadEvent::warning(
+            IN_PLACE_ONLY_REFUSED,
+            "Update",
+            "InPlaceOnly cannot change env".into()
+        )]
+    );
+}

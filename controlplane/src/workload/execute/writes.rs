@@ -1,0 +1,113 @@
+//! The narrow traits the shared executor acts through: `PodWrites` (every write one sync
+//! makes to pods, claims, agents and events, and the two cache reads those writes depend
+//! on) and `NewPods` (how the workload builds a pod and its claims). The real `PodWrites`
+//! is `kube::KubePodWrites`; unit tests use a recording double.
+
+use std::future::Future;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use serde_json::Value;
+
+use crate::controller::pod_conditions::{ConditionError, ConditionRequest};
+use crate::workload::actions::Create;
+
+/// A pod and the claims it mounts, as the workload builds them for one `Create`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewPod {
+    pub pod: Pod,
+    pub claims: Vec<PersistentVolumeClaim>,
+}
+
+/// How a workload builds what the executor creates.
+pub trait NewPods: Send + Sync {
+    /// An instance id no pod or claim of the workload has (`taken`).
+    fn fresh_instance_id(&self, taken: &std::collections::BTreeSet<String>) -> String;
+
+    /// The pod (and its claims) of `create`; `None` when its revision is not known.
+    fn new_pod(&self, create: &Create) -> Option<NewPod>;
+}
+
+/// Why a condition could not be set through the pod's agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConditionWriteError {
+    /// The pod's node is not in the cache.
+    UnknownNode,
+    /// The agent refused or could not be reached.
+    Agent(ConditionError),
+}
+
+/// A Kubernetes Event about the workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: String,
+}
+
+impl WorkloadEvent {
+    pub fn normal(reason: &'static str, action: &'static str, note: String) -> Self {
+        Self {
+            warning: false,
+            reason,
+            action,
+            note,
+        }
+    }
+
+    pub fn warning(reason: &'static str, action: &'static str, note: String) -> Self {
+        Self {
+            warning: true,
+            reason,
+            action,
+            note,
+        }
+    }
+}
+
+/// Every write the executor makes for one workload object, in its namespace. Errors are
+/// the client's own, so the executor can tell 404 and 409 apart as it does today.
+pub trait PodWrites: Send + Sync {
+    fn create_pod(&self, pod: &Pod) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    fn create_claim(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Deletes a pod only if it still has `uid` (a UID precondition).
+    fn delete_pod(
+        &self,
+        name: &str,
+        uid: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Deletes a claim only if it still has `uid`.
+    fn delete_claim(
+        &self,
+        name: &str,
+        uid: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// A strategic-merge patch of a pod; the resourceVersion the apiserver answered with.
+    fn patch_pod(
+        &self,
+        name: &str,
+        body: Value,
+    ) -> impl Future<Output = Result<u64, kube::Error>> + Send;
+
+    /// Sets one condition of a pod through the agent of `node`.
+    fn set_condition(
+        &self,
+        node: &str,
+        pod: &str,
+        uid: &str,
+        request: ConditionRequest<'_>,
+    ) -> impl Future<Output = Result<(), ConditionWriteError>> + Send;
+
+    /// Publishes an Event on the workload (best effort).
+    fn publish(&self, event: WorkloadEvent) -> impl Future<Output = ()> + Send;
+
+    /// The UID of the claim named `name` in the cache, if it is there.
+    fn cached_claim_uid(&self, name: &str) -> Option<String>;
+}
