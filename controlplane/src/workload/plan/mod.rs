@@ -101,11 +101,6 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
         }
     }
 
-    /// The views of the active pods.
-    pub fn views(&self) -> &[PodView] {
-        &self.views
-    }
-
     /// OpenKruise's `calculateDiffsWithExpectation` over the active pods.
     pub fn diffs(&self) -> Result<RolloutDiffs, PlanError> {
         Ok(rollout::calculate_diffs(&self.params, &self.views)?)
