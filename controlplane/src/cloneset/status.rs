@@ -10,6 +10,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::cloneset::CloneSetCondition;
 use crate::api::{CloneSet, CloneSetStatus};
+use crate::controller::conditions::{bool_status, set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::{MAX_UNAVAILABLE_FIELD, partition_replicas, scaled_share};
 use crate::workload::selector::format_selector;
@@ -255,58 +256,6 @@ fn progress(
         message,
     });
     (!complete && status).then(|| Duration::from_secs(u64::try_from(deadline).unwrap_or(0) + 1))
-}
-
-fn bool_status(value: bool) -> &'static str {
-    if value { "True" } else { "False" }
-}
-
-/// Sets a condition, keeping its transition time when the status does not change.
-fn set_condition(
-    conditions: &mut Vec<CloneSetCondition>,
-    type_: &str,
-    value: bool,
-    reason: &str,
-    message: String,
-    now: Timestamp,
-) {
-    let status = bool_status(value);
-    if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
-        if existing.status != status {
-            existing.last_transition_time = Some(Time(now));
-        }
-        existing.status = status.to_owned();
-        existing.reason = reason.to_owned();
-        existing.message = message;
-        return;
-    }
-    conditions.push(CloneSetCondition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        last_transition_time: Some(Time(now)),
-        reason: reason.to_owned(),
-        message,
-    });
-}
-
-/// FailedScale / FailedUpdate: present (True) while the problem lasts, removed after.
-/// While it lasts the condition keeps its first message, like the ReplicaSet's
-/// ReplicaFailure: messages name the pod that failed, which differs on every retry, and a
-/// status write on every retry would requeue the set at once, past its backoff.
-fn set_problem(
-    conditions: &mut Vec<CloneSetCondition>,
-    type_: &str,
-    problem: Option<&str>,
-    now: Timestamp,
-) {
-    match problem {
-        Some(_)
-            if conditions
-                .iter()
-                .any(|c| c.type_ == type_ && c.status == "True") => {}
-        Some(message) => set_condition(conditions, type_, true, type_, message.to_owned(), now),
-        None => conditions.retain(|c| c.type_ != type_),
-    }
 }
 
 #[cfg(test)]
