@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::{PodSet, PodSetSnapshot};
-use crate::api::common::{Lifecycle, PodUpdatePolicy};
+use crate::api::common::{Lifecycle, LifecycleHook, PodUpdatePolicy};
 use crate::workload::actions::{ChangeReason, Create, DeleteReason, Plan};
 use crate::workload::adapter::{PodSetWorkload, new_pod_and_claims};
 use crate::workload::inplace::{INPLACE_UPDATE_READY, REASON_DONE, STATE_ANNOTATION};
@@ -33,6 +33,7 @@ struct Toy {
     replicas: i32,
     policy: PodUpdatePolicy,
     selector: LabelSelector,
+    lifecycle: Option<Lifecycle>,
 }
 
 impl PodSetWorkload for Toy {
@@ -58,7 +59,7 @@ impl PodSetWorkload for Toy {
     }
 
     fn lifecycle(&self) -> Option<&Lifecycle> {
-        None
+        self.lifecycle.as_ref()
     }
 
     fn in_place_grace_seconds(&self) -> i32 {
@@ -119,6 +120,7 @@ fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
             match_labels: Some(BTreeMap::from([("app".to_owned(), "toy".to_owned())])),
             ..LabelSelector::default()
         },
+        lifecycle: None,
     }
 }
 
@@ -386,4 +388,37 @@ fn toy_recreates_when_the_change_cannot_be_made_in_place() {
         );
         assert!(plan.pod_changes.is_empty(), "{policy:?}");
     }
+}
+
+#[test]
+fn toy_pods_held_by_a_pre_delete_hook_prepare_instead_of_going() {
+    let mut toy = toy(1, PodUpdatePolicy::InPlaceIfPossible);
+    toy.lifecycle = Some(Lifecycle {
+        pre_delete: Some(LifecycleHook {
+            labels_handler: BTreeMap::from([("hold".to_owned(), "true".to_owned())]),
+            finalizers_handler: Vec::new(),
+            mark_pod_not_ready: false,
+        }),
+        ..Lifecycle::default()
+    });
+    let revisions = revisions(template("toy:v2", None));
+    let kept = running_pod(&toy, 0, V2, "toy:v2");
+    let mut held = running_pod(&toy, 1, V2, "toy:v2");
+    held.metadata
+        .labels
+        .get_or_insert_default()
+        .insert("hold".to_owned(), "true".to_owned());
+    let plan = sync(&toy, &[kept, held], &revisions);
+    assert!(plan.deletes.is_empty(), "{plan:?}");
+    let prepare: Vec<(&str, ChangeReason)> = plan
+        .pod_changes
+        .iter()
+        .map(|c| (c.pod.as_str(), c.reason))
+        .collect();
+    assert_eq!(prepare, [("toy-1", ChangeReason::PreparingDelete)]);
+    let patch = plan.pod_changes[0].patch.as_ref().unwrap();
+    assert_eq!(
+        patch["metadata"]["labels"][crate::workload::lifecycle::STATE_LABEL],
+        "PreparingDelete"
+    );
 }
