@@ -1388,6 +1388,20 @@ fn pods_labelled_with_the_short_hash_count_as_on_their_revision() {
     assert_eq!(changed(&plan), vec!["web-a"]);
 }
 
+#[test]
+fn scale_down_ranks_a_short_hash_pod_as_updated_as_the_rollout_counts_it() {
+    // The rollout counts web-b as updated, so the old-revision surplus is web-a alone; the
+    // ranking must agree, though web-b is the cheaper pod to lose.
+    let plan = Case::new(cloneset(2))
+        .pods(vec![
+            pod("web-a", OLD),
+            pod("web-b", "newhash2").annotation(deletion::POD_DELETION_COST_ANNOTATION, "-5"),
+            pod("web-c", NEW),
+        ])
+        .plan();
+    assert_eq!(deleted(&plan), vec![("web-a", DeleteReason::ScaleDown)]);
+}
+
 // ---------------------------------------------------------------------------------------
 // Update: how many per sync
 // ---------------------------------------------------------------------------------------
