@@ -16,7 +16,7 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::new_pod_and_claims;
-use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::execute::{Executor, KubeParts, KubePodWrites, NewPod, NewPods, Problems};
 
 /// CloneSet's pods and claims for a `Create`, from the revision it names.
 pub(super) struct CloneSetPods<'a> {
@@ -51,14 +51,14 @@ pub(super) async fn execute(
         None => Ok(()),
     };
     let reference = reference(cloneset);
-    let writes = KubePodWrites::new(
-        &ctl.client,
-        &key.namespace,
-        &ctl.stores,
-        &ctl.agents,
-        &ctl.events,
-        &reference,
-    );
+    let parts = KubeParts {
+        client: &ctl.client,
+        claims: &ctl.stores.pvcs,
+        nodes: &ctl.stores.nodes,
+        agents: &ctl.agents,
+        events: &ctl.events,
+    };
+    let writes = KubePodWrites::new(parts, &key.namespace, &reference);
     let executor = Executor {
         key,
         generation: cloneset.metadata.generation.unwrap_or(0),

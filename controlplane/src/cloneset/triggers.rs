@@ -48,7 +48,7 @@ pub async fn run(
             r = pvcs.recv() => received(r, |p| keys_for(&p.metadata, &[], false)),
             r = revisions.recv() => received(r, |r| keys_for(&r.metadata, &[], false)),
         };
-        if !keys.queue(&queue, "CloneSet", &all) {
+        if !keys.queue(&queue, "CloneSet", all) {
             return;
         }
     }

@@ -196,7 +196,10 @@ mod tests {
         let key = ObjectKey::new("ns", "gone");
         r.expectations.expect(&key, created("p"));
         assert_eq!(r.reconcile(&key).await.expect("ok"), Outcome::Done);
-        assert_eq!(*r.forgotten.lock().expect("lock"), [key.clone()]);
+        assert_eq!(
+            *r.forgotten.lock().expect("lock"),
+            std::slice::from_ref(&key)
+        );
         assert!(r.expectations.pending(&key).is_empty());
         assert!(r.synced.lock().expect("lock").is_empty());
     }

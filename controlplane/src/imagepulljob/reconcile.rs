@@ -131,19 +131,45 @@ impl ImagePullJobController {
         Api::namespaced(self.client.clone(), namespace)
     }
 
+    /// A live job: plan from the caches, then write entries, events, status, and delete
+    /// the job once its TTL ran out.
     async fn sync_live(
         &self,
         key: &ObjectKey,
         job: &ImagePullJob,
         manager: &str,
     ) -> Result<Outcome, SyncError> {
-        let image = &job.spec.image;
         let lists = self.stores.imagelists.state();
         let by_node: BTreeMap<String, &Arc<ImageList>> =
             lists.iter().map(|l| (l.name_any(), l)).collect();
+        let planned = self.plan(key, job, manager, &by_node);
+        tracing::debug!(
+            apply = ?planned.apply.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            release = ?planned.release,
+            delete = planned.delete_job,
+            "planned"
+        );
+        let outcome = self
+            .write_entries(key, job, manager, &by_node, &planned)
+            .await?;
+        self.publish_events(job, &planned.events).await;
+        self.write_status(key, job, &planned.status).await?;
+        if planned.delete_job {
+            self.delete_after_ttl(key, job).await?;
+        }
+        Ok(outcome)
+    }
+
+    fn plan(
+        &self,
+        key: &ObjectKey,
+        job: &ImagePullJob,
+        manager: &str,
+        by_node: &BTreeMap<String, &Arc<ImageList>>,
+    ) -> plan::Plan {
         let node_images = by_node
             .iter()
-            .map(|(name, list)| (name.clone(), node_image(list, image, manager)))
+            .map(|(name, list)| (name.clone(), node_image(list, &job.spec.image, manager)))
             .collect();
         let nodes: Vec<Arc<Node>> = self.stores.nodes.state();
         let pods: Vec<Arc<Pod>> = if job.spec.pod_selector.is_some() {
@@ -156,21 +182,25 @@ impl ImagePullJobController {
         } else {
             Vec::new()
         };
-        let snapshot = Snapshot {
+        plan::plan(&Snapshot {
             job,
             nodes: nodes.iter().map(AsRef::as_ref).collect(),
             pods: pods.iter().map(AsRef::as_ref).collect(),
             lists: node_images,
             now: Timestamp::now(),
-        };
-        let planned = plan::plan(&snapshot);
-        tracing::debug!(
-            apply = ?planned.apply.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            release = ?planned.release,
-            delete = planned.delete_job,
-            "planned"
-        );
+        })
+    }
 
+    /// Applies and releases the planned entries; the outcome asks to look again soon when
+    /// an ImageList went away under us.
+    async fn write_entries(
+        &self,
+        key: &ObjectKey,
+        job: &ImagePullJob,
+        manager: &str,
+        by_node: &BTreeMap<String, &Arc<ImageList>>,
+        planned: &plan::Plan,
+    ) -> Result<Outcome, SyncError> {
         let mut outcome = planned
             .requeue_after
             .map_or(Outcome::Done, Outcome::RequeueAfter);
@@ -183,14 +213,20 @@ impl ImagePullJobController {
             let Some(list) = by_node.get(node) else {
                 continue;
             };
-            if !self.write_entry(key, list, image, entry, manager).await? {
+            if !self
+                .write_entry(key, list, &job.spec.image, entry, manager)
+                .await?
+            {
                 // The ImageList went away under us: look again once the cache shows it.
                 outcome = outcome.min(Outcome::RequeueAfter(plan::MISSING_LIST_REQUEUE));
             }
         }
+        Ok(outcome)
+    }
 
+    async fn publish_events(&self, job: &ImagePullJob, events: &[plan::JobEvent]) {
         let reference = job.object_ref(&());
-        for event in &planned.events {
+        for event in events {
             let action = "ImagePull";
             if event.warning {
                 self.events
@@ -202,37 +238,43 @@ impl ImagePullJobController {
                     .await;
             }
         }
+    }
 
-        if job.status.as_ref() != Some(&planned.status) {
-            // A merge patch leaves out what serializes to nothing; an emptied list must
-            // still replace the old one.
-            let mut status = json!(planned.status);
-            status["failedNodes"] = json!(planned.status.failed_nodes);
-            let written = self
-                .jobs(&key.namespace)
-                .patch_status(
-                    &key.name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": status })),
-                )
-                .await
-                .map_err(api_error("writing status"))?;
-            self.expect_job_update(key, &written);
+    /// Writes the status when it changed.
+    async fn write_status(
+        &self,
+        key: &ObjectKey,
+        job: &ImagePullJob,
+        status: &crate::api::imagepulljob::ImagePullJobStatus,
+    ) -> Result<(), SyncError> {
+        if job.status.as_ref() == Some(status) {
+            return Ok(());
         }
+        // A merge patch leaves out what serializes to nothing; an emptied list must
+        // still replace the old one.
+        let mut body = json!(status);
+        body["failedNodes"] = json!(status.failed_nodes);
+        let written = self
+            .jobs(&key.namespace)
+            .patch_status(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": body })),
+            )
+            .await
+            .map_err(api_error("writing status"))?;
+        self.expect_job_update(key, &written);
+        Ok(())
+    }
 
-        if planned.delete_job {
-            let params = delete_params(job.metadata.uid.as_deref().unwrap_or_default());
-            match self.jobs(&key.namespace).delete(&key.name, &params).await {
-                Ok(_) => {}
-                Err(err) if is_status(&err, 404) || is_status(&err, 409) => {}
-                Err(err) => {
-                    return Err(SyncError::from(
-                        api_error("deleting the job after its TTL")(err),
-                    ));
-                }
-            }
+    /// Deletes the job (only the one with its UID) once its TTL after finishing ran out.
+    async fn delete_after_ttl(&self, key: &ObjectKey, job: &ImagePullJob) -> Result<(), SyncError> {
+        let params = delete_params(job.metadata.uid.as_deref().unwrap_or_default());
+        match self.jobs(&key.namespace).delete(&key.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(err) if is_status(&err, 404) || is_status(&err, 409) => Ok(()),
+            Err(err) => Err(api_error("deleting the job after its TTL")(err).into()),
         }
-        Ok(outcome)
     }
 
     /// Applies (or with `None` releases) the job's entry on one ImageList; `false` when

@@ -161,7 +161,7 @@ pub async fn run(
                 keys
             }),
         };
-        if !keys.queue(&queue, "ImagePullJob", &all) {
+        if !keys.queue(&queue, "ImagePullJob", all) {
             return;
         }
     }

@@ -3,43 +3,54 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
 
 use super::writes::{ConditionWriteError, PodWrites, WorkloadEvent};
 use crate::controller::events::EventSink;
 use crate::controller::expectations::resource_version;
 use crate::controller::pod_conditions::{ConditionRequest, PodConditions, PodTarget};
-use crate::runtime::stores::Stores;
 use crate::workload::ownership::delete_params;
 
-/// The writes of one workload object in `namespace`; Events go on `reference`.
+/// The writes of one workload object in `namespace`; Events go on `reference`. The
+/// shared caches of claims and nodes answer what a write depends on.
 pub struct KubePodWrites<'a> {
     pods: Api<Pod>,
     claims: Api<PersistentVolumeClaim>,
     namespace: &'a str,
-    stores: &'a Stores,
+    cached_claims: &'a Store<PersistentVolumeClaim>,
+    nodes: &'a Store<Node>,
     agents: &'a Arc<dyn PodConditions>,
     events: &'a EventSink,
     reference: &'a ObjectReference,
 }
 
+/// What `KubePodWrites` writes through and reads from.
+pub struct KubeParts<'a> {
+    pub client: &'a kube::Client,
+    pub claims: &'a Store<PersistentVolumeClaim>,
+    pub nodes: &'a Store<Node>,
+    pub agents: &'a Arc<dyn PodConditions>,
+    pub events: &'a EventSink,
+}
+
 impl<'a> KubePodWrites<'a> {
-    pub fn new(
-        client: &kube::Client,
-        namespace: &'a str,
-        stores: &'a Stores,
-        agents: &'a Arc<dyn PodConditions>,
-        events: &'a EventSink,
-        reference: &'a ObjectReference,
-    ) -> Self {
+    pub fn new(parts: KubeParts<'a>, namespace: &'a str, reference: &'a ObjectReference) -> Self {
+        let KubeParts {
+            client,
+            claims,
+            nodes,
+            agents,
+            events,
+        } = parts;
         Self {
             pods: Api::namespaced(client.clone(), namespace),
             claims: Api::namespaced(client.clone(), namespace),
             namespace,
-            stores,
+            cached_claims: claims,
+            nodes,
             agents,
             events,
             reference,
@@ -88,7 +99,7 @@ impl PodWrites for KubePodWrites<'_> {
         uid: &str,
         request: ConditionRequest<'_>,
     ) -> Result<(), ConditionWriteError> {
-        let Some(node) = self.stores.nodes.get(&ObjectRef::new(node)) else {
+        let Some(node) = self.nodes.get(&ObjectRef::new(node)) else {
             return Err(ConditionWriteError::UnknownNode);
         };
         let target = PodTarget {
@@ -121,8 +132,7 @@ impl PodWrites for KubePodWrites<'_> {
     }
 
     fn cached_claim_uid(&self, name: &str) -> Option<String> {
-        self.stores
-            .pvcs
+        self.cached_claims
             .get(&ObjectRef::new(name).within(self.namespace))
             .map(|claim| claim.metadata.uid.clone().unwrap_or_default())
     }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::Instant;
 
-pub use self::kube_writes::KubePodWrites;
+pub use self::kube_writes::{KubeParts, KubePodWrites};
 pub use self::writes::{ConditionWriteError, NewPod, NewPods, PodWrites, WorkloadEvent};
 use crate::controller::api_error::{ApiError, api_error};
 use crate::controller::create_backoff::CreateBackoff;
