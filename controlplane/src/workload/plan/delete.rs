@@ -4,27 +4,14 @@
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{PodSet, PodSetWorkload};
+use super::{PodSet, PodSetWorkload, hook_view, now_string};
 use crate::workload::actions::{
     ChangeReason, ConditionChange, Delete, DeleteReason, Plan, PodChange,
 };
 use crate::workload::deletion::{self, ScaleDown};
-use crate::workload::lifecycle::{self, DeleteStep, KRUISE_POD_READY, PodHookView};
-use crate::workload::pod_view::{has_gate, pod_condition, pod_labels};
+use crate::workload::lifecycle::{self, DeleteStep, KRUISE_POD_READY};
+use crate::workload::pod_view::{has_gate, pod_condition};
 use crate::workload::rollout::RolloutDiffs;
-
-/// The hook-relevant parts of `pod`.
-pub(super) fn hook_view(pod: &Pod) -> PodHookView<'_> {
-    PodHookView {
-        labels: pod_labels(pod),
-        finalizers: pod.metadata.finalizers.as_deref().unwrap_or_default(),
-    }
-}
-
-/// A lifecycle timestamp as OpenKruise writes it: RFC 3339 in whole seconds.
-pub(super) fn now_string(now: Timestamp) -> String {
-    now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
 
 /// Deletes `pod` (with `claims`) now, or moves it to PreparingDelete while a preDelete
 /// hook holds it (OpenKruise `deletePods`).

@@ -22,7 +22,8 @@ use k8s_openapi::jiff::Timestamp;
 use super::actions::Plan;
 use super::adapter::PodSetWorkload;
 use super::inplace::InPlaceError;
-use super::pod_view::{PodView, ViewContext, is_active};
+use super::lifecycle::PodHookView;
+use super::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use super::rollout::{self, IntOrPercentError, RolloutDiffs, RolloutParams};
 
 pub use delete::plan_delete;
@@ -62,6 +63,19 @@ impl PlanError {
             source,
         }
     }
+}
+
+/// The hook-relevant parts of `pod`.
+fn hook_view(pod: &Pod) -> PodHookView<'_> {
+    PodHookView {
+        labels: pod_labels(pod),
+        finalizers: pod.metadata.finalizers.as_deref().unwrap_or_default(),
+    }
+}
+
+/// A lifecycle timestamp as OpenKruise writes it: RFC 3339 in whole seconds.
+fn now_string(now: Timestamp) -> String {
+    now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// How many pods the scale step may create now, and how many of them on the current

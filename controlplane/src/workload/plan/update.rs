@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::delete::{hook_view, now_string};
-use super::{PlanError, PodSet, PodSetWorkload};
+use super::{PlanError, PodSet, PodSetWorkload, hook_view, now_string};
 use crate::workload::actions::{
     ChangeReason, ConditionChange, DeleteReason, Plan, PodChange, pod_patch_json,
 };
