@@ -113,6 +113,23 @@ pub fn new_pod_and_claims<W: PodSetWorkload>(
     ))
 }
 
+/// Container name → new image when pods move from `old` to `new` in place (what an image
+/// pre-download pulls ahead); `None` when they are recreated, which pulls on start. The
+/// same rule the update step follows (`PodSetWorkload::update_method`).
+pub fn in_place_images<W: PodSetWorkload>(
+    workload: &W,
+    old: &W::Revision,
+    new: &W::Revision,
+) -> Option<BTreeMap<String, String>> {
+    if workload.update_policy() == PodUpdatePolicy::ReCreate {
+        return None;
+    }
+    match workload.update_method(old, new) {
+        Ok(UpdateMethod::InPlace(spec)) => Some(spec.container_images),
+        _ => None,
+    }
+}
+
 /// The readiness gates OpenKruise injects: `InPlaceUpdateReady` unless every update
 /// recreates, `KruisePodReady` when a lifecycle hook marks pods not ready.
 pub fn readiness_gates(
