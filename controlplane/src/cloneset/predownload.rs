@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
-use super::pods::RevisionSpec;
 use crate::api::CloneSet;
 use crate::predownload::plan::{CREATED_LABEL, Rollout};
 use crate::workload::revision::REVISION_HASH_LABEL;
@@ -63,6 +62,7 @@ mod tests {
     use super::*;
     use crate::api::cloneset::CloneSetSpec;
     use crate::api::common::PodUpdatePolicy;
+    use crate::cloneset::pods::RevisionSpec;
 
     /// CloneSet's pre-download images under `policy` (the shared rule over its adapter).
     fn in_place_images(
