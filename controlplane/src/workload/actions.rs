@@ -270,6 +270,41 @@ mod tests {
     }
 
     #[test]
+    fn only_starting_an_update_disrupts_and_only_an_in_place_start_has_an_event() {
+        use ChangeReason::*;
+        let table = [
+            (Refresh, "refresh", false, None),
+            (
+                InPlaceGraceOver,
+                "in-place update: grace period over",
+                false,
+                None,
+            ),
+            (InPlaceDone, "in-place update done", false, None),
+            (
+                InPlaceStart,
+                "in-place update: start",
+                true,
+                Some((
+                    "SuccessfulUpdatePodInPlace",
+                    "Update",
+                    "updating pod p in place",
+                )),
+            ),
+            (PreparingUpdate, "lifecycle: PreparingUpdate", true, None),
+            (PreparingDelete, "lifecycle: PreparingDelete", false, None),
+            (HoldNotReady, "lifecycle: hold not ready", false, None),
+        ];
+        for (reason, described, starts_update, event) in table {
+            assert_eq!(reason.to_string(), described);
+            assert_eq!(reason.starts_update(), starts_update, "{reason}");
+            let got = reason.patched_event("p");
+            let got = got.as_ref().map(|(r, a, note)| (*r, *a, note.as_str()));
+            assert_eq!(got, event, "{reason}");
+        }
+    }
+
+    #[test]
     fn deep_merge_keeps_both_sides() {
         let mut base = json!({ "metadata": { "labels": { "a": "1" } } });
         deep_merge(

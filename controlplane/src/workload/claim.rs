@@ -171,6 +171,77 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn claiming_patches_only_orphans_to_adopt_and_pods_to_release() {
+        use k8s_openapi::api::core::v1::Pod;
+
+        use crate::workload::scripted_api::ScriptedApi;
+
+        let pod = |name: &str, app: &str, controller_uid: Option<&str>| {
+            let mut meta = meta(app, controller_uid, false);
+            meta.name = Some(name.to_owned());
+            meta.uid = Some(format!("{name}-uid"));
+            Arc::new(Pod {
+                metadata: meta,
+                ..Pod::default()
+            })
+        };
+        let owner = OwnerReference {
+            api_version: "apps.kruise.io/v1alpha1".into(),
+            kind: "CloneSet".into(),
+            name: "web".into(),
+            uid: "me".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let mut adopted = (*pod("orphan", "web", Some("me"))).clone();
+        adopted.metadata.owner_references = Some(vec![owner.clone()]);
+        let api = ScriptedApi::new(vec![
+            (200, serde_json::json!(adopted)),
+            (200, serde_json::json!(*pod("strayed", "db", None))),
+        ]);
+        let selector = LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".to_owned(), "web".to_owned())])),
+            match_expressions: None,
+        };
+        let candidates = [
+            pod("mine", "web", Some("me")),
+            pod("orphan", "web", None),
+            pod("strayed", "db", Some("me")),
+            pod("theirs", "web", Some("other")),
+        ];
+        let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+        let owned = claim_objects(&pods, candidates, &owner, &selector)
+            .await
+            .expect("claimed");
+        let names: Vec<String> = owned.iter().map(|p| p.name_any()).collect();
+        assert_eq!(names, ["mine", "orphan"]);
+        let sent = api.sent();
+        assert!(
+            sent.iter()
+                .all(|s| s.content_type == "application/strategic-merge-patch+json")
+        );
+        let patched: Vec<(&str, &str, &Value)> = sent
+            .iter()
+            .map(|s| (s.method.as_str(), s.uri.as_str(), &s.body))
+            .collect();
+        assert_eq!(
+            patched,
+            [
+                (
+                    "PATCH",
+                    "/api/v1/namespaces/default/pods/orphan?",
+                    &adopt_patch(&owner, Some("orphan-uid"))
+                ),
+                (
+                    "PATCH",
+                    "/api/v1/namespaces/default/pods/strayed?",
+                    &release_patch("me", Some("strayed-uid"))
+                ),
+            ]
+        );
+    }
+
     #[test]
     fn adopts_releases_and_ignores_like_the_ref_manager() {
         let selector = LabelSelector {

@@ -199,3 +199,7 @@ pub fn to_revision(r: &ControllerRevision) -> Revision {
             .map(|t| t.0.as_second()),
     }
 }
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;

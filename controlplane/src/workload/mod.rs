@@ -16,6 +16,8 @@ pub mod pod_view;
 pub mod revision;
 pub mod revision_adapter;
 pub mod rollout;
+#[cfg(test)]
+mod scripted_api;
 pub mod selector;
 pub mod template_check;
 pub mod triggers;

@@ -137,3 +137,86 @@ impl PodWrites for KubePodWrites<'_> {
             .map(|claim| claim.metadata.uid.clone().unwrap_or_default())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::runtime::reflector::store::Writer;
+    use serde_json::json;
+
+    use super::*;
+    use crate::controller::pod_conditions::{ConditionFuture, PodTarget};
+    use crate::workload::scripted_api::{ScriptedApi, failure};
+
+    struct NoAgents;
+
+    impl PodConditions for NoAgents {
+        fn set_condition<'a>(
+            &'a self,
+            _node: &'a Node,
+            _pod: PodTarget,
+            _request: ConditionRequest<'a>,
+        ) -> ConditionFuture<'a> {
+            Box::pin(async { unreachable!("no condition in these tests") })
+        }
+    }
+
+    fn pod_json(name: &str, resource_version: &str) -> serde_json::Value {
+        json!(Pod {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some("ns".to_owned()),
+                resource_version: Some(resource_version.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn deletes_carry_the_uid_precondition_and_patches_are_strategic() {
+        let api = ScriptedApi::new(vec![
+            (200, pod_json("web-a", "9")),
+            (200, pod_json("web-a", "12")),
+            (409, failure(409, "the UID precondition failed")),
+        ]);
+        let client = api.client();
+        let claims = Writer::<PersistentVolumeClaim>::default().as_reader();
+        let nodes = Writer::<Node>::default().as_reader();
+        let agents: Arc<dyn PodConditions> = Arc::new(NoAgents);
+        let events = EventSink::new(client.clone(), "test");
+        let reference = ObjectReference::default();
+        let parts = KubeParts {
+            client: &client,
+            claims: &claims,
+            nodes: &nodes,
+            agents: &agents,
+            events: &events,
+        };
+        let writes = KubePodWrites::new(parts, "ns", &reference);
+
+        writes.delete_pod("web-a", "uid-a").await.expect("deleted");
+        let patch = json!({ "metadata": { "labels": { "a": "1" } } });
+        let version = writes.patch_pod("web-a", patch.clone()).await;
+        assert_eq!(version.expect("patched"), 12);
+        let refused = writes.delete_claim("data-web-a", "uid-c").await;
+        assert!(matches!(refused, Err(kube::Error::Api(s)) if s.code == 409));
+
+        let sent = api.sent();
+        assert_eq!(sent[0].method, "DELETE");
+        assert_eq!(sent[0].uri, "/api/v1/namespaces/ns/pods/web-a?");
+        assert_eq!(sent[0].body["preconditions"], json!({ "uid": "uid-a" }));
+        assert_eq!(sent[1].method, "PATCH");
+        assert_eq!(sent[1].body, patch);
+        assert_eq!(
+            sent[1].content_type,
+            "application/strategic-merge-patch+json"
+        );
+        assert_eq!(
+            sent[2].uri,
+            "/api/v1/namespaces/ns/persistentvolumeclaims/data-web-a?"
+        );
+        assert_eq!(sent[2].body["preconditions"], json!({ "uid": "uid-c" }));
+        assert_eq!(writes.cached_claim_uid("data-web-a"), None);
+    }
+}

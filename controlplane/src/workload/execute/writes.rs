@@ -1,8 +1,9 @@
 //! The narrow traits the shared executor acts through: `PodWrites` (every write one sync
-//! makes to pods, claims, agents and events, and the two cache reads those writes depend
+//! makes to pods, claims, agents and events, and the one cache read those writes depend
 //! on) and `NewPods` (how the workload builds a pod and its claims). The real `PodWrites`
-//! is `kube::KubePodWrites`; unit tests use a recording double.
+//! is `kube_writes::KubePodWrites`; unit tests use a recording double.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -21,7 +22,7 @@ pub struct NewPod {
 /// How a workload builds what the executor creates.
 pub trait NewPods: Send + Sync {
     /// An instance id no pod or claim of the workload has (`taken`).
-    fn fresh_instance_id(&self, taken: &std::collections::BTreeSet<String>) -> String;
+    fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String;
 
     /// The pod (and its claims) of `create`; `None` when its revision is not known.
     fn new_pod(&self, create: &Create) -> Option<NewPod>;
