@@ -12,6 +12,8 @@ mod refresh;
 mod update;
 
 #[cfg(test)]
+mod toy_execute_tests;
+#[cfg(test)]
 mod toy_tests;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -25,11 +25,11 @@ use crate::workload::revision_adapter::{
 };
 use crate::workload::rollout::RolloutParams;
 
-const V1: &str = "toy-aaa111";
-const V2: &str = "toy-bbb222";
+pub(super) const V1: &str = "toy-aaa111";
+pub(super) const V2: &str = "toy-bbb222";
 
 /// The toy: a fixed number of pods named `toy-<n>`, revisions that are just templates.
-struct Toy {
+pub(super) struct Toy {
     replicas: i32,
     policy: PodUpdatePolicy,
     selector: LabelSelector,
@@ -112,7 +112,7 @@ impl PodSetWorkload for Toy {
     }
 }
 
-fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
+pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
     Toy {
         replicas,
         policy,
@@ -128,7 +128,7 @@ fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
-fn template(image: &str, env: Option<&str>) -> PodTemplateSpec {
+pub(super) fn template(image: &str, env: Option<&str>) -> PodTemplateSpec {
     PodTemplateSpec {
         metadata: None,
         spec: Some(PodSpec {
@@ -151,7 +151,7 @@ fn template(image: &str, env: Option<&str>) -> PodTemplateSpec {
 
 /// A pod of `toy` at `revision` as the kubelet runs it: scheduled, Running, Ready since
 /// `ts(0)`, its readiness gates True.
-fn running_pod(toy: &Toy, n: usize, revision: &str, image: &str) -> Pod {
+pub(super) fn running_pod(toy: &Toy, n: usize, revision: &str, image: &str) -> Pod {
     let create = Create {
         instance_id: n.to_string(),
         revision: revision.to_owned(),
@@ -194,7 +194,7 @@ fn container_status(image: &str, started: Timestamp) -> ContainerStatus {
 }
 
 /// One sync of `toy` over `pods`, naming new pods `toy-new-<i>`.
-fn sync(toy: &Toy, pods: &[Pod], revisions: &BTreeMap<String, PodTemplateSpec>) -> Plan {
+pub(super) fn sync(toy: &Toy, pods: &[Pod], revisions: &BTreeMap<String, PodTemplateSpec>) -> Plan {
     let named = BTreeSet::new();
     let snap = PodSetSnapshot {
         workload: toy,
@@ -221,7 +221,7 @@ fn sync(toy: &Toy, pods: &[Pod], revisions: &BTreeMap<String, PodTemplateSpec>) 
     plan
 }
 
-fn revisions(v2: PodTemplateSpec) -> BTreeMap<String, PodTemplateSpec> {
+pub(super) fn revisions(v2: PodTemplateSpec) -> BTreeMap<String, PodTemplateSpec> {
     BTreeMap::from([
         (V1.to_owned(), template("toy:v1", None)),
         (V2.to_owned(), v2),
