@@ -7,13 +7,15 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::controller::{CloneSetController, SyncError, reference};
-use super::pods::{RevisionSpec, fresh_instance_id, new_pod, new_pvcs};
+use super::pods::{RevisionSpec, fresh_instance_id};
 use super::pods_to_delete;
+use super::random::random_u64;
 use super::status::SyncProblems;
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
 use crate::workload::actions::{Create, Plan};
+use crate::workload::adapter::new_pod_and_claims;
 use crate::workload::execute::{Executor, KubeParts, KubePodWrites, NewPod, NewPods, Problems};
 
 /// CloneSet's pods and claims for a `Create`, from the revision it names.
@@ -24,15 +26,12 @@ pub(super) struct CloneSetPods<'a> {
 
 impl NewPods for CloneSetPods<'_> {
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String {
-        fresh_instance_id(taken)
+        fresh_instance_id(taken, &mut random_u64)
     }
 
     fn new_pod(&self, create: &Create) -> Option<NewPod> {
-        let spec = self.specs.get(&create.revision)?;
-        Some(NewPod {
-            claims: new_pvcs(self.cloneset, spec, &create.instance_id),
-            pod: new_pod(self.cloneset, &create.revision, spec, &create.instance_id),
-        })
+        let (pod, claims) = new_pod_and_claims(self.cloneset, self.specs, create)?;
+        Some(NewPod { pod, claims })
     }
 }
 

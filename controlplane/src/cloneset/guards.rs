@@ -122,7 +122,7 @@ pub async fn template_verdict(
         cloneset,
         revision,
         spec,
-        &fresh_instance_id(&BTreeSet::new()),
+        &fresh_instance_id(&BTreeSet::new(), &mut super::random::random_u64),
     );
     let pods: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
     let dry_run = PostParams {

@@ -1,6 +1,7 @@
 //! The CloneSet controller: pure planning (`plan`, `status`, `pods`) and the thin
 //! layer that reads the shared caches and carries the plan out (`reconcile`).
 
+pub mod adapter;
 mod controller;
 mod execute;
 pub mod guards;
@@ -8,6 +9,7 @@ pub mod plan;
 pub mod pods;
 pub mod pods_to_delete;
 pub mod predownload;
+pub mod random;
 pub mod reconcile;
 pub mod status;
 pub mod triggers;

@@ -7,6 +7,8 @@
     reason = "case tables are tuples read in one place"
 )]
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStatus, EnvVar,
     PersistentVolumeClaimSpec, PodCondition, PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
@@ -19,9 +21,15 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::cloneset::CloneSetSpec;
-use crate::api::common::{InPlaceUpdateStrategy, Lifecycle, LifecycleHook};
-use crate::workload::deletion::REVISION_LABEL;
-use crate::workload::inplace::{GraceSpec, InPlaceUpdateContainerStatus, InPlaceUpdateState};
+use crate::api::common::{InPlaceUpdateStrategy, Lifecycle, LifecycleHook, PodUpdatePolicy};
+use crate::workload::actions::{Delete, DeleteReason, PodChange};
+use crate::workload::deletion::{self, REVISION_LABEL, SPECIFIED_DELETE_LABEL};
+use crate::workload::inplace::{
+    GRACE_ANNOTATION, GraceSpec, INPLACE_UPDATE_READY, InPlaceUpdateContainerStatus,
+    InPlaceUpdateState, REASON_DONE, REASON_START, STATE_ANNOTATION,
+};
+use crate::workload::lifecycle::{self, KRUISE_POD_READY, LifecycleState};
+use crate::workload::revision::POD_TEMPLATE_HASH_LABEL;
 
 const SET: &str = "web";
 const OLD: &str = "web-oldhash1";
@@ -1378,6 +1386,20 @@ fn pods_labelled_with_the_short_hash_count_as_on_their_revision() {
         .plan();
     assert!(plan.deletes.is_empty(), "{plan:#?}");
     assert_eq!(changed(&plan), vec!["web-a"]);
+}
+
+#[test]
+fn scale_down_ranks_a_short_hash_pod_as_updated_as_the_rollout_counts_it() {
+    // The rollout counts web-b as updated, so the old-revision surplus is web-a alone; the
+    // ranking must agree, though web-b is the cheaper pod to lose.
+    let plan = Case::new(cloneset(2))
+        .pods(vec![
+            pod("web-a", OLD),
+            pod("web-b", "newhash2").annotation(deletion::POD_DELETION_COST_ANNOTATION, "-5"),
+            pod("web-c", NEW),
+        ])
+        .plan();
+    assert_eq!(deleted(&plan), vec![("web-a", DeleteReason::ScaleDown)]);
 }
 
 // ---------------------------------------------------------------------------------------

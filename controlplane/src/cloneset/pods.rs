@@ -2,7 +2,6 @@
 //! purely from the CloneSet, a revision and an instance id.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{BuildHasher as _, Hasher as _};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
@@ -15,13 +14,9 @@ use kube::{Resource as _, ResourceExt as _};
 use serde::{Deserialize, Serialize};
 
 use crate::api::CloneSet;
-use crate::api::common::PodUpdatePolicy;
-use crate::workload::inplace::INPLACE_UPDATE_READY;
-use crate::workload::lifecycle::{self, KRUISE_POD_READY, STATE_LABEL};
-use crate::workload::revision::{
-    CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL, RevisionError,
-    short_hash,
-};
+use crate::workload::adapter::{PodSetWorkload as _, marks_pods_not_ready};
+use crate::workload::lifecycle::{self, STATE_LABEL};
+use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
 use crate::workload::template_defaults;
 
 /// Label shared by a pod and its PVCs.
@@ -139,14 +134,7 @@ pub fn new_pod(cloneset: &CloneSet, revision: &str, spec: &RevisionSpec, instanc
     let template = &spec.template;
     let template_meta = template.metadata.clone().unwrap_or_default();
     let mut labels = template_meta.labels.unwrap_or_default();
-    labels.insert(
-        CONTROLLER_REVISION_HASH_LABEL.to_owned(),
-        revision.to_owned(),
-    );
-    labels.insert(
-        POD_TEMPLATE_HASH_LABEL.to_owned(),
-        short_hash(revision).to_owned(),
-    );
+    labels.extend(cloneset.revision_adapter().pod_labels(revision));
     labels.insert(INSTANCE_ID_LABEL.to_owned(), instance_id.to_owned());
     let lifecycle = cloneset.spec.lifecycle.as_ref();
     if lifecycle.is_some() {
@@ -162,18 +150,12 @@ pub fn new_pod(cloneset: &CloneSet, revision: &str, spec: &RevisionSpec, instanc
 
     let mut pod_spec = template.spec.clone().unwrap_or_default();
     let mut gates = pod_spec.readiness_gates.take().unwrap_or_default();
-    let mut add_gate = |condition: &str| {
+    for condition in cloneset.readiness_gates() {
         if !gates.iter().any(|g| g.condition_type == condition) {
             gates.push(PodReadinessGate {
                 condition_type: condition.to_owned(),
             });
         }
-    };
-    if cloneset.spec.update_strategy.policy() != PodUpdatePolicy::ReCreate {
-        add_gate(INPLACE_UPDATE_READY);
-    }
-    if needs_kruise_pod_ready(cloneset) {
-        add_gate(KRUISE_POD_READY);
     }
     if !gates.is_empty() {
         pod_spec.readiness_gates = Some(gates);
@@ -212,12 +194,7 @@ pub fn new_pod(cloneset: &CloneSet, revision: &str, spec: &RevisionSpec, instanc
 
 /// Pods need the `KruisePodReady` gate when a lifecycle hook marks them not ready.
 pub fn needs_kruise_pod_ready(cloneset: &CloneSet) -> bool {
-    cloneset.spec.lifecycle.as_ref().is_some_and(|l| {
-        [&l.pre_delete, &l.in_place_update, &l.pre_normal]
-            .into_iter()
-            .flatten()
-            .any(|hook| hook.mark_pod_not_ready)
-    })
+    marks_pods_not_ready(cloneset.spec.lifecycle.as_ref())
 }
 
 /// The claims of a new pod, one per claim template, labelled with the selector's labels
@@ -255,21 +232,19 @@ pub fn new_pvcs(
         .collect()
 }
 
-/// A fresh instance id: five characters of `[a-z0-9]` (like a generated name suffix, so
-/// names stay DNS labels) not in `taken`.
-pub fn fresh_instance_id(taken: &BTreeSet<String>) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+/// The alphabet of instance ids: `k8s.io/apimachinery/pkg/util/rand`'s (no vowels, no
+/// look-alikes), so ids never spell words and names stay DNS labels.
+const ID_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A fresh instance id: five characters of [`ID_ALPHABET`] not in `taken`, drawn from
+/// `random` (called again while the id drawn is taken). The caller owns the randomness,
+/// so the same draws give the same id.
+pub fn fresh_instance_id(taken: &BTreeSet<String>, random: &mut dyn FnMut() -> u64) -> String {
     loop {
-        let mut hasher = std::hash::RandomState::new().build_hasher();
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        let mut bits = hasher.finish();
+        let mut bits = random();
         let id: String = (0..5)
             .map(|_| {
-                let c = ALPHABET[usize::try_from(bits % 27).unwrap_or(0)];
+                let c = ID_ALPHABET[usize::try_from(bits % 27).unwrap_or(0)];
                 bits /= 27;
                 char::from(c)
             })

@@ -15,8 +15,11 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::cloneset::CloneSetSpec;
-use crate::api::common::{Lifecycle, LifecycleHook};
+use crate::api::common::{Lifecycle, LifecycleHook, PodUpdatePolicy};
+use crate::workload::inplace::INPLACE_UPDATE_READY;
+use crate::workload::lifecycle::KRUISE_POD_READY;
 use crate::workload::ownership::{controller_of, is_controlled_by};
+use crate::workload::revision::{CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL};
 
 const REV: &str = "web-6d8f7c9b5";
 
@@ -503,7 +506,7 @@ fn new_revision_is_labelled_owned_and_numbered() {
 fn fresh_instance_ids_are_short_safe_and_unused() {
     let mut taken: BTreeSet<String> = ["bcdfg", "hjklm"].map(str::to_owned).into();
     for _ in 0..200 {
-        let id = fresh_instance_id(&taken);
+        let id = fresh_instance_id(&taken, &mut crate::cloneset::random::random_u64);
         assert_eq!(id.len(), 5, "{id}");
         assert!(
             id.bytes()
@@ -513,6 +516,29 @@ fn fresh_instance_ids_are_short_safe_and_unused() {
         assert!(!taken.contains(&id), "{id} was taken");
         taken.insert(id);
     }
+}
+
+#[test]
+fn fresh_instance_ids_follow_the_randomness_given() {
+    let draws = |values: Vec<u64>| {
+        let mut values = values.into_iter();
+        move || values.next().expect("no more draws")
+    };
+    let none = BTreeSet::new();
+    assert_eq!(fresh_instance_id(&none, &mut draws(vec![0])), "bbbbb");
+    // Base 27, least significant digit first.
+    assert_eq!(
+        fresh_instance_id(&none, &mut draws(vec![1 + 2 * 27])),
+        "cdbbb"
+    );
+    let same = |seed| fresh_instance_id(&none, &mut draws(vec![seed]));
+    assert_eq!(same(123_456_789), same(123_456_789));
+    // A taken id draws again.
+    let taken: BTreeSet<String> = ["bbbbb".to_owned()].into();
+    assert_eq!(
+        fresh_instance_id(&taken, &mut draws(vec![0, 0, 1])),
+        "cbbbb"
+    );
 }
 
 #[test]

@@ -4,35 +4,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
-use super::pods::RevisionSpec;
 use crate::api::CloneSet;
-use crate::api::common::PodUpdatePolicy;
 use crate::predownload::plan::{CREATED_LABEL, Rollout};
-use crate::workload::inplace::{UpdateMethod, choose_update_method};
 use crate::workload::revision::REVISION_HASH_LABEL;
 use crate::workload::rollout::{IntOrPercentError, partition_replicas, scaled_share};
 
-/// Container name → new image when pods move from `old` to `new` in place under
-/// `policy`; `None` when they are recreated (ReCreate, a change that is not in-place-able,
-/// or changed claim templates, which recreate pods and volumes).
-pub fn in_place_images(
-    policy: PodUpdatePolicy,
-    old: &RevisionSpec,
-    new: &RevisionSpec,
-) -> Option<BTreeMap<String, String>> {
-    if policy == PodUpdatePolicy::ReCreate
-        || old.volume_claim_templates != new.volume_claim_templates
-    {
-        return None;
-    }
-    match choose_update_method(policy, &old.template, &new.template) {
-        Ok(UpdateMethod::InPlace(spec)) => Some(spec.container_images),
-        _ => None,
-    }
-}
-
 /// The rollout of `cloneset` from `current` to `update` (revision objects from the
-/// cache), with `updated_ready` updated pods ready and `images` from [`in_place_images`].
+/// cache), with `updated_ready` updated pods ready and `images` from
+/// `workload::adapter::in_place_images`.
 pub fn rollout<'a>(
     cloneset: &'a CloneSet,
     current: &'a str,
@@ -81,6 +60,21 @@ mod tests {
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 
     use super::*;
+    use crate::api::cloneset::CloneSetSpec;
+    use crate::api::common::PodUpdatePolicy;
+    use crate::cloneset::pods::RevisionSpec;
+
+    /// CloneSet's pre-download images under `policy` (the shared rule over its adapter).
+    fn in_place_images(
+        policy: PodUpdatePolicy,
+        old: &RevisionSpec,
+        new: &RevisionSpec,
+    ) -> Option<BTreeMap<String, String>> {
+        let mut spec = CloneSetSpec::default();
+        spec.update_strategy.type_ = Some(policy);
+        let cloneset = CloneSet::new("web", spec);
+        crate::workload::adapter::in_place_images(&cloneset, old, new)
+    }
 
     fn spec(image: &str, env: Option<&str>) -> RevisionSpec {
         RevisionSpec {

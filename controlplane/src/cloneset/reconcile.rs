@@ -315,9 +315,7 @@ async fn pre_download(
     let specs = &owned.specs;
     let images = match (specs.get(current_revision), specs.get(update_revision)) {
         _ if current_revision == update_revision => None,
-        (Some(old), Some(new)) => {
-            predownload::in_place_images(cloneset.spec.update_strategy.policy(), old, new)
-        }
+        (Some(old), Some(new)) => crate::workload::adapter::in_place_images(cloneset, old, new),
         _ => None,
     };
     let rollout = match predownload::rollout(

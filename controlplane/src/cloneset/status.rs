@@ -1,17 +1,17 @@
 //! The CloneSet status, computed purely from the pods, the revisions and what the sync
 //! ran into; conditions keep their transition time while their status holds.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::plan::is_active;
 use crate::api::cloneset::CloneSetCondition;
 use crate::api::{CloneSet, CloneSetStatus};
-use crate::workload::deletion::{PodFacts, REVISION_LABEL};
-use crate::workload::revision::label_matches_revision;
+use crate::controller::conditions::{bool_status, set_condition, set_problem};
+use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::{MAX_UNAVAILABLE_FIELD, partition_replicas, scaled_share};
 use crate::workload::selector::format_selector;
 
@@ -42,7 +42,6 @@ pub fn compute_status(
 ) -> (CloneSetStatus, Option<Duration>) {
     let spec = &cloneset.spec;
     let old = cloneset.status.clone().unwrap_or_default();
-    let active: Vec<&Pod> = pods.iter().copied().filter(|p| is_active(p)).collect();
     let mut status = CloneSetStatus {
         observed_generation: cloneset.metadata.generation.unwrap_or(0),
         update_revision: update_revision.to_owned(),
@@ -50,35 +49,14 @@ pub fn compute_status(
         label_selector: format_selector(&spec.selector),
         ..CloneSetStatus::default()
     };
-    let mut requeue: Option<Duration> = None;
-    let mut updated_available = 0;
-    for pod in &active {
-        let facts = PodFacts::from_pod(pod, update_revision, spec.min_ready_seconds, now);
-        let updated = label_matches_revision(
-            pod.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(REVISION_LABEL))
-                .map(String::as_str),
-            update_revision,
-        );
-        status.replicas += 1;
-        status.ready_replicas += i32::from(facts.ready);
-        status.available_replicas += i32::from(facts.available);
-        status.updated_replicas += i32::from(updated);
-        status.updated_ready_replicas += i32::from(updated && facts.ready);
-        updated_available += i32::from(updated && facts.available);
-        if facts.ready
-            && !facts.available
-            && let Some(since) = facts.ready_since
-        {
-            let due = since + SignedDuration::from_secs(i64::from(spec.min_ready_seconds));
-            let wait = Duration::try_from(due.duration_since(now)).unwrap_or_default();
-            let wait = wait + Duration::from_secs(1);
-            requeue = Some(requeue.map_or(wait, |r| r.min(wait)));
-        }
-    }
-    status.updated_available_replicas = Some(updated_available);
+    let named_for_deletion = BTreeSet::new();
+    let ctx = ViewContext {
+        update_revision,
+        min_ready_seconds: spec.min_ready_seconds,
+        now,
+        named_for_deletion: &named_for_deletion,
+    };
+    let mut requeue = count_pods(&mut status, pods, &ctx);
     let desired = spec.desired_replicas();
     let partition =
         partition_replicas(spec.update_strategy.partition.as_ref(), desired).unwrap_or(0);
@@ -104,33 +82,7 @@ pub fn compute_status(
         now,
     );
 
-    let max_unavailable = scaled_share(
-        MAX_UNAVAILABLE_FIELD,
-        &spec.update_strategy.max_unavailable_or_default(),
-        desired,
-        true,
-    )
-    .unwrap_or(0);
-    let available = status.available_replicas >= desired - max_unavailable;
-    set_condition(
-        &mut conditions,
-        AVAILABLE,
-        available,
-        if available {
-            "MinimumReplicasAvailable"
-        } else {
-            "MinimumReplicasUnavailable"
-        },
-        if available {
-            "the CloneSet has minimum availability".to_owned()
-        } else {
-            format!(
-                "{} of {desired} pods available, fewer than replicas - maxUnavailable",
-                status.available_replicas
-            )
-        },
-        now,
-    );
+    set_available(&mut conditions, cloneset, status.available_replicas, now);
     if let Some(deadline) = spec.progress_deadline_seconds {
         let wait = progress(&mut conditions, &old, &status, desired, deadline, now);
         if let Some(wait) = wait {
@@ -141,6 +93,70 @@ pub fn compute_status(
     }
     status.conditions = conditions;
     (status, requeue)
+}
+
+/// Counts the active pods into `status`; when a ready pod becomes available after
+/// `minReadySeconds`, how long until the first does (plus a second).
+fn count_pods(
+    status: &mut CloneSetStatus,
+    pods: &[&Pod],
+    ctx: &ViewContext<'_>,
+) -> Option<Duration> {
+    let mut requeue: Option<Duration> = None;
+    let mut updated_available = 0;
+    for pod in pods.iter().filter(|p| is_active(p)) {
+        let view = PodView::of(pod, ctx);
+        let updated = view.updated;
+        status.replicas += 1;
+        status.ready_replicas += i32::from(view.ready);
+        status.available_replicas += i32::from(view.available);
+        status.updated_replicas += i32::from(updated);
+        status.updated_ready_replicas += i32::from(updated && view.ready);
+        updated_available += i32::from(updated && view.available);
+        if view.ready
+            && !view.available
+            && let Some(since) = view.ready_since
+        {
+            let due = since + SignedDuration::from_secs(i64::from(ctx.min_ready_seconds));
+            let wait = Duration::try_from(due.duration_since(ctx.now)).unwrap_or_default();
+            let wait = wait + Duration::from_secs(1);
+            requeue = Some(requeue.map_or(wait, |r| r.min(wait)));
+        }
+    }
+    status.updated_available_replicas = Some(updated_available);
+    requeue
+}
+
+/// Available: at least `replicas - maxUnavailable` pods available.
+fn set_available(
+    conditions: &mut Vec<CloneSetCondition>,
+    cloneset: &CloneSet,
+    available_replicas: i32,
+    now: Timestamp,
+) {
+    let desired = cloneset.spec.desired_replicas();
+    let max_unavailable = scaled_share(
+        MAX_UNAVAILABLE_FIELD,
+        &cloneset.spec.update_strategy.max_unavailable_or_default(),
+        desired,
+        true,
+    )
+    .unwrap_or(0);
+    let available = available_replicas >= desired - max_unavailable;
+    let (reason, message) = if available {
+        (
+            "MinimumReplicasAvailable",
+            "the CloneSet has minimum availability".to_owned(),
+        )
+    } else {
+        (
+            "MinimumReplicasUnavailable",
+            format!(
+                "{available_replicas} of {desired} pods available, fewer than replicas - maxUnavailable"
+            ),
+        )
+    };
+    set_condition(conditions, AVAILABLE, available, reason, message, now);
 }
 
 /// The status of a CloneSet the controller refuses to act on (its selector does not select
@@ -240,58 +256,6 @@ fn progress(
         message,
     });
     (!complete && status).then(|| Duration::from_secs(u64::try_from(deadline).unwrap_or(0) + 1))
-}
-
-fn bool_status(value: bool) -> &'static str {
-    if value { "True" } else { "False" }
-}
-
-/// Sets a condition, keeping its transition time when the status does not change.
-fn set_condition(
-    conditions: &mut Vec<CloneSetCondition>,
-    type_: &str,
-    value: bool,
-    reason: &str,
-    message: String,
-    now: Timestamp,
-) {
-    let status = bool_status(value);
-    if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
-        if existing.status != status {
-            existing.last_transition_time = Some(Time(now));
-        }
-        existing.status = status.to_owned();
-        existing.reason = reason.to_owned();
-        existing.message = message;
-        return;
-    }
-    conditions.push(CloneSetCondition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        last_transition_time: Some(Time(now)),
-        reason: reason.to_owned(),
-        message,
-    });
-}
-
-/// FailedScale / FailedUpdate: present (True) while the problem lasts, removed after.
-/// While it lasts the condition keeps its first message, like the ReplicaSet's
-/// ReplicaFailure: messages name the pod that failed, which differs on every retry, and a
-/// status write on every retry would requeue the set at once, past its backoff.
-fn set_problem(
-    conditions: &mut Vec<CloneSetCondition>,
-    type_: &str,
-    problem: Option<&str>,
-    now: Timestamp,
-) {
-    match problem {
-        Some(_)
-            if conditions
-                .iter()
-                .any(|c| c.type_ == type_ && c.status == "True") => {}
-        Some(message) => set_condition(conditions, type_, true, type_, message.to_owned(), now),
-        None => conditions.retain(|c| c.type_ != type_),
-    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
 use crate::api::cloneset::CloneSetSpec;
+use crate::workload::deletion::REVISION_LABEL;
 
 const OLD: &str = "web-oldhash1";
 const NEW: &str = "web-newhash2";

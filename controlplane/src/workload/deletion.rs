@@ -10,105 +10,17 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
-use super::lifecycle::{LifecycleState, STATE_LABEL};
+use super::pod_view::PodView;
 
 /// Pod label that asks the workload to delete the pod (value is not checked, as in OpenKruise).
 pub const SPECIFIED_DELETE_LABEL: &str = "apps.kruise.io/specified-delete";
 /// Pod annotation: pods with a lower cost are deleted first (Kubernetes PodDeletionCost).
 pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
-/// Pod label carrying the revision hash the pod was created from or updated to.
-pub const REVISION_LABEL: &str = "controller-revision-hash";
-
-/// The facts about one pod that deletion ranking looks at, extracted once so the ranking
-/// itself is a plain comparison that tests can drive without building whole pods.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodFacts {
-    pub name: String,
-    /// Empty when the pod is not scheduled yet.
-    pub node_name: String,
-    /// `status.phase` as Kubernetes spells it; phases other than Pending, Unknown and Running
-    /// rank with Pending, as in Kubernetes' `podPhaseToOrdinal` map lookup.
-    pub phase: String,
-    /// The Ready condition is True.
-    pub ready: bool,
-    /// When the Ready condition last became True (None: ready for an unknown time).
-    pub ready_since: Option<Timestamp>,
-    /// Ready for at least `minReadySeconds`.
-    pub available: bool,
-    /// Parsed `controller.kubernetes.io/pod-deletion-cost`; invalid values count as 0.
-    pub deletion_cost: i32,
-    /// Highest restart count among the pod's containers.
-    pub max_restarts: i32,
-    pub created: Option<Timestamp>,
-    /// The pod is on the workload's update revision.
-    pub on_update_revision: bool,
-    /// Labelled `apps.kruise.io/specified-delete`.
-    pub specified_delete: bool,
-    /// Lifecycle state is PreparingDelete: its deletion is already under way.
-    pub preparing_delete: bool,
-}
-
-impl PodFacts {
-    /// Extracts the ranking facts from a pod, given the update revision hash and the
-    /// workload's `minReadySeconds` (for availability) at `now`.
-    pub fn from_pod(
-        pod: &Pod,
-        update_revision: &str,
-        min_ready_seconds: i32,
-        now: Timestamp,
-    ) -> Self {
-        let labels = pod.metadata.labels.as_ref();
-        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-        let status = pod.status.as_ref();
-        let ready_condition = status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
-        let ready = ready_condition.is_some_and(|c| c.status == "True");
-        let ready_since = if ready {
-            ready_condition
-                .and_then(|c| c.last_transition_time.as_ref())
-                .map(|t| t.0)
-        } else {
-            None
-        };
-        let available = ready
-            && (min_ready_seconds <= 0
-                || ready_since.is_some_and(|since| {
-                    since + SignedDuration::from_secs(i64::from(min_ready_seconds)) <= now
-                }));
-        let max_restarts = status
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.iter().map(|c| c.restart_count).max())
-            .unwrap_or(0);
-        Self {
-            name: pod.metadata.name.clone().unwrap_or_default(),
-            node_name: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default(),
-            phase: status.and_then(|s| s.phase.clone()).unwrap_or_default(),
-            ready,
-            ready_since,
-            available,
-            deletion_cost: pod
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(POD_DELETION_COST_ANNOTATION))
-                .map_or(0, |v| parse_deletion_cost(v)),
-            max_restarts,
-            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            on_update_revision: label(REVISION_LABEL) == Some(update_revision),
-            specified_delete: label(SPECIFIED_DELETE_LABEL).is_some(),
-            preparing_delete: label(STATE_LABEL)
-                .is_some_and(|s| s == LifecycleState::PreparingDelete.as_str()),
-        }
-    }
-}
+/// Pod label carrying the revision the pod was created from or updated to; read and written
+/// only through [`super::revision_adapter::RevisionAdapter`].
+pub use super::revision_adapter::CONTROLLER_REVISION_HASH_LABEL as REVISION_LABEL;
 
 /// Parses a pod-deletion-cost the way Kubernetes does: a decimal int32 with no plus sign and
 /// no leading zeros; anything else counts as 0 rather than failing the sync.
@@ -142,7 +54,7 @@ fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
 
 /// Compares two pods for deletion: `Less` means `a` should be deleted before `b`.
 /// `rank_*` is the spread rank (higher = more crowded = delete first).
-pub fn deletion_order(a: &PodFacts, rank_a: u32, b: &PodFacts, rank_b: u32) -> Ordering {
+pub fn deletion_order(a: &PodView, rank_a: u32, b: &PodView, rank_b: u32) -> Ordering {
     let less = |first: bool| {
         if first {
             Ordering::Less
@@ -192,8 +104,8 @@ pub fn deletion_order(a: &PodFacts, rank_a: u32, b: &PodFacts, rank_b: u32) -> O
 /// OpenKruise's same-node ranker: on each node holding more than one of `pods`, every pod
 /// except the one most worth keeping gets a rank, the first to delete the highest, so
 /// scale-down evens pods out across nodes.
-pub fn same_node_ranks(pods: &[&PodFacts]) -> BTreeMap<String, u32> {
-    let mut by_node: BTreeMap<&str, Vec<&PodFacts>> = BTreeMap::new();
+pub fn same_node_ranks(pods: &[&PodView]) -> BTreeMap<String, u32> {
+    let mut by_node: BTreeMap<&str, Vec<&PodView>> = BTreeMap::new();
     for pod in pods.iter().filter(|p| !p.node_name.is_empty()) {
         by_node.entry(pod.node_name.as_str()).or_default().push(pod);
     }
@@ -213,9 +125,9 @@ pub fn same_node_ranks(pods: &[&PodFacts]) -> BTreeMap<String, u32> {
 
 /// Sorts `pods` into deletion order (first = delete first). Ties keep the input order so a
 /// plan is deterministic for a given cache listing.
-pub fn rank_for_deletion<'a>(pods: &[&'a PodFacts]) -> Vec<&'a PodFacts> {
+pub fn rank_for_deletion<'a>(pods: &[&'a PodView]) -> Vec<&'a PodView> {
     let ranks = same_node_ranks(pods);
-    let rank = |p: &PodFacts| ranks.get(&p.name).copied().unwrap_or(0);
+    let rank = |p: &PodView| ranks.get(&p.name).copied().unwrap_or(0);
     let mut sorted = pods.to_vec();
     sorted.sort_by(|a, b| deletion_order(a, rank(a), b, rank(b)));
     sorted
@@ -235,18 +147,18 @@ pub struct ScaleDown {
 /// already named or already in PreparingDelete, old-revision pods up to
 /// `old_revision_surplus` and then updated pods, each group in ranking order.
 pub fn pods_to_delete(
-    pods: &[PodFacts],
+    pods: &[PodView],
     pods_to_delete: &BTreeSet<String>,
     scale: ScaleDown,
 ) -> Vec<String> {
-    let named = |p: &PodFacts| p.specified_delete || pods_to_delete.contains(&p.name);
-    let specified: Vec<&PodFacts> = pods
+    let named = |p: &PodView| p.specified_delete || pods_to_delete.contains(&p.name);
+    let specified: Vec<&PodView> = pods
         .iter()
-        .filter(|p| named(p) && !p.preparing_delete)
+        .filter(|p| named(p) && !p.preparing_delete())
         .collect();
     let planned = pods
         .iter()
-        .filter(|p| named(p) || p.preparing_delete)
+        .filter(|p| named(p) || p.preparing_delete())
         .count();
     let mut chosen: Vec<String> = rank_for_deletion(&specified)
         .into_iter()
@@ -254,12 +166,12 @@ pub fn pods_to_delete(
         .collect();
 
     let remaining = scale.total.saturating_sub(planned);
-    let candidates = |updated: bool| -> Vec<&PodFacts> {
+    let candidates = |updated: bool| -> Vec<&PodView> {
         pods.iter()
-            .filter(|p| !named(p) && !p.preparing_delete && p.on_update_revision == updated)
+            .filter(|p| !named(p) && !p.preparing_delete() && p.updated == updated)
             .collect()
     };
-    let choose = |group: Vec<&PodFacts>, count: usize| -> Vec<String> {
+    let choose = |group: Vec<&PodView>, count: usize| -> Vec<String> {
         rank_for_deletion(&group)
             .into_iter()
             .take(count)

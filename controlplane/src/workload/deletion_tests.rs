@@ -1,17 +1,15 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-
 use super::*;
+use crate::workload::lifecycle::LifecycleState;
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
 /// A scheduled, running, ready, available pod created at t=0, ready since t=10.
-fn running(name: &str, node: &str) -> PodFacts {
-    PodFacts {
+fn running(name: &str, node: &str) -> PodView {
+    PodView {
         name: name.to_owned(),
         node_name: node.to_owned(),
         phase: "Running".to_owned(),
@@ -19,24 +17,24 @@ fn running(name: &str, node: &str) -> PodFacts {
         ready_since: Some(ts(10)),
         available: true,
         created: Some(ts(0)),
-        ..PodFacts::default()
+        ..PodView::default()
     }
 }
 
-fn names(pods: &[&PodFacts]) -> Vec<String> {
+fn names(pods: &[&PodView]) -> Vec<String> {
     pods.iter().map(|p| p.name.clone()).collect()
 }
 
 #[test]
 fn pairwise_order_follows_kruise_active_pods_with_ranks() {
     let base = running("b", "n2");
-    let with = |f: &dyn Fn(&mut PodFacts)| {
+    let with = |f: &dyn Fn(&mut PodView)| {
         let mut p = running("a", "n1");
         f(&mut p);
         p
     };
     // (case, first, first's rank, second, second's rank): `first` must go first.
-    let cases: Vec<(&str, PodFacts, u32, PodFacts, u32)> = vec![
+    let cases: Vec<(&str, PodView, u32, PodView, u32)> = vec![
         (
             "unassigned before assigned",
             with(&|p| p.node_name.clear()),
@@ -245,18 +243,18 @@ fn ranking_spreads_scale_down_across_nodes() {
         running("y", "n1"),
         running("z", "n1"),
     ];
-    let refs: Vec<&PodFacts> = pods.iter().collect();
+    let refs: Vec<&PodView> = pods.iter().collect();
     assert_eq!(names(&rank_for_deletion(&refs)), ["x", "y", "solo", "z"]);
 }
 
 #[test]
 fn ranking_is_stable_for_ties() {
     let pods = [running("c", "n3"), running("a", "n1"), running("b", "n2")];
-    let refs: Vec<&PodFacts> = pods.iter().collect();
+    let refs: Vec<&PodView> = pods.iter().collect();
     assert_eq!(names(&rank_for_deletion(&refs)), ["c", "a", "b"]);
 }
 
-fn rollout_pods() -> Vec<PodFacts> {
+fn rollout_pods() -> Vec<PodView> {
     let mut pods = Vec::new();
     for (name, updated, created) in [
         ("old-1", false, 1),
@@ -265,7 +263,7 @@ fn rollout_pods() -> Vec<PodFacts> {
         ("new-2", true, 4),
     ] {
         let mut p = running(name, name);
-        p.on_update_revision = updated;
+        p.updated = updated;
         p.created = Some(ts(created));
         pods.push(p);
     }
@@ -275,7 +273,7 @@ fn rollout_pods() -> Vec<PodFacts> {
 /// (case, pods, podsToDelete, scale-down, expected choice in order).
 type ScaleCase = (
     &'static str,
-    Vec<PodFacts>,
+    Vec<PodView>,
     BTreeSet<String>,
     ScaleDown,
     Vec<&'static str>,
@@ -357,7 +355,7 @@ fn scale_down_choices() {
             "pods in PreparingDelete count but are not chosen again",
             {
                 let mut pods = rollout_pods();
-                pods[0].preparing_delete = true;
+                pods[0].lifecycle = Some(LifecycleState::PreparingDelete);
                 pods
             },
             none.clone(),
@@ -371,7 +369,7 @@ fn scale_down_choices() {
             "stale surplus never deletes extra pods",
             {
                 let mut pods = rollout_pods();
-                pods.retain(|p| p.on_update_revision);
+                pods.retain(|p| p.updated);
                 pods
             },
             none.clone(),
@@ -400,88 +398,4 @@ fn scale_down_choices() {
     for (case, pods, named, scale, want) in cases {
         assert_eq!(pods_to_delete(&pods, &named, scale), want, "{case}");
     }
-}
-
-fn pod(name: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            creation_timestamp: Some(Time(ts(0))),
-            labels: Some(BTreeMap::from([(
-                REVISION_LABEL.to_owned(),
-                "rev-2".to_owned(),
-            )])),
-            annotations: Some(BTreeMap::from([(
-                POD_DELETION_COST_ANNOTATION.to_owned(),
-                "-3".to_owned(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some("node-a".to_owned()),
-            ..PodSpec::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some("Running".to_owned()),
-            conditions: Some(vec![PodCondition {
-                type_: "Ready".to_owned(),
-                status: "True".to_owned(),
-                last_transition_time: Some(Time(ts(100))),
-                ..PodCondition::default()
-            }]),
-            container_statuses: Some(vec![
-                ContainerStatus {
-                    name: "a".into(),
-                    restart_count: 2,
-                    ..ContainerStatus::default()
-                },
-                ContainerStatus {
-                    name: "b".into(),
-                    restart_count: 5,
-                    ..ContainerStatus::default()
-                },
-            ]),
-            ..PodStatus::default()
-        }),
-    }
-}
-
-#[test]
-fn facts_from_pod() {
-    let facts = PodFacts::from_pod(&pod("p"), "rev-2", 30, ts(200));
-    assert_eq!(
-        facts,
-        PodFacts {
-            name: "p".into(),
-            node_name: "node-a".into(),
-            phase: "Running".into(),
-            ready: true,
-            ready_since: Some(ts(100)),
-            available: true,
-            deletion_cost: -3,
-            max_restarts: 5,
-            created: Some(ts(0)),
-            on_update_revision: true,
-            specified_delete: false,
-            preparing_delete: false,
-        }
-    );
-}
-
-#[test]
-fn facts_availability_and_labels() {
-    // Ready 100s ago is not available with minReadySeconds 101.
-    assert!(!PodFacts::from_pod(&pod("p"), "rev-2", 101, ts(200)).available);
-    assert!(PodFacts::from_pod(&pod("p"), "rev-2", 100, ts(200)).available);
-    assert!(!PodFacts::from_pod(&pod("p"), "rev-3", 0, ts(200)).on_update_revision);
-
-    let mut marked = pod("p");
-    let labels = marked.metadata.labels.get_or_insert_default();
-    labels.insert(SPECIFIED_DELETE_LABEL.into(), String::new());
-    labels.insert(STATE_LABEL.into(), "PreparingDelete".into());
-    let facts = PodFacts::from_pod(&marked, "rev-2", 0, ts(200));
-    assert!(facts.specified_delete && facts.preparing_delete);
-
-    let facts = PodFacts::from_pod(&Pod::default(), "rev-2", 0, ts(0));
-    assert_eq!(facts, PodFacts::default());
 }

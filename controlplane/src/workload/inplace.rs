@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::api::common::PodUpdatePolicy;
 
-use super::deletion::REVISION_LABEL;
+use super::revision_adapter::{CONTROLLER_REVISION_HASH_LABEL, RevisionAdapter};
 use super::template_defaults;
 
 #[path = "inplace_state.rs"]
@@ -225,9 +225,10 @@ pub struct BeginUpdate {
 }
 
 /// Starts an in-place update to `revision` (OpenKruise `updatePodInPlace`): the revision
-/// label and the state annotation are written now; the images and metadata now too, or,
+/// label (in the workload's form) and the state annotation are written now; the images and metadata now too, or,
 /// with a grace period, recorded in the grace annotation for [`grace_step`].
 pub fn begin_update(
+    revisions: RevisionAdapter,
     revision: &str,
     spec: &InPlaceUpdateSpec,
     pod: &Pod,
@@ -241,9 +242,10 @@ pub fn begin_update(
         other: BTreeMap::new(),
     };
     let mut patch = PodPatch::default();
-    patch
-        .labels
-        .insert(REVISION_LABEL.to_owned(), Some(revision.to_owned()));
+    patch.labels.insert(
+        CONTROLLER_REVISION_HASH_LABEL.to_owned(),
+        Some(revisions.hash_label_value(revision)),
+    );
     let requeue_after_seconds = if grace_seconds <= 0 {
         apply_spec(spec, container_statuses(pod), &mut state, &mut patch);
         patch.annotations.insert(GRACE_ANNOTATION.to_owned(), None);
@@ -370,8 +372,8 @@ pub fn grace_step(pod: &Pod, now: Timestamp) -> Result<GraceStep, InPlaceError> 
         .metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get(REVISION_LABEL));
-    if revision != Some(&grace.revision) {
+        .and_then(RevisionAdapter::pod_revision);
+    if !RevisionAdapter::label_names(revision, &grace.revision) {
         return Ok(GraceStep::Drop);
     }
     let elapsed = now.duration_since(state.update_timestamp.0);

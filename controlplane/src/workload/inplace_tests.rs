@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
+use crate::workload::deletion::REVISION_LABEL;
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
@@ -363,7 +364,15 @@ fn update_spec() -> InPlaceUpdateSpec {
 
 #[test]
 fn begin_without_grace_patches_images_now() {
-    let begin = begin_update("web-2", &update_spec(), &pod(true), 0, ts(100)).unwrap();
+    let begin = begin_update(
+        RevisionAdapter::FullName,
+        "web-2",
+        &update_spec(),
+        &pod(true),
+        0,
+        ts(100),
+    )
+    .unwrap();
     assert!(begin.mark_not_ready);
     assert_eq!(begin.requeue_after_seconds, None);
     assert_eq!(
@@ -395,7 +404,15 @@ fn begin_without_grace_patches_images_now() {
 
 #[test]
 fn begin_with_grace_defers_images() {
-    let begin = begin_update("web-2", &update_spec(), &pod(false), 15, ts(100)).unwrap();
+    let begin = begin_update(
+        RevisionAdapter::FullName,
+        "web-2",
+        &update_spec(),
+        &pod(false),
+        15,
+        ts(100),
+    )
+    .unwrap();
     assert!(!begin.mark_not_ready, "no readiness gate, nothing to flip");
     assert_eq!(begin.requeue_after_seconds, Some(15));
     assert!(begin.patch.container_images.is_empty());
@@ -426,7 +443,15 @@ fn begin_with_grace_defers_images() {
 /// The pod after `begin_update` with a grace period, with its patch applied.
 fn pod_in_grace(grace_seconds: i32) -> Pod {
     let mut pod = pod(true);
-    let begin = begin_update("web-2", &update_spec(), &pod, grace_seconds, ts(100)).unwrap();
+    let begin = begin_update(
+        RevisionAdapter::FullName,
+        "web-2",
+        &update_spec(),
+        &pod,
+        grace_seconds,
+        ts(100),
+    )
+    .unwrap();
     let annotations = begin
         .patch
         .annotations
@@ -518,6 +543,36 @@ fn grace_over_patches_images_and_metadata() {
         );
         assert_eq!(state.last_container_statuses["app"].image_id, "sha256:aaa");
     }
+}
+
+#[test]
+fn grace_of_a_workload_writing_short_hashes_still_finishes() {
+    // Begun by a workload that writes only the hash: the pod's label and the grace
+    // annotation name the same revision in different forms.
+    let mut pod = pod(true);
+    let begin = begin_update(
+        RevisionAdapter::ShortHash,
+        "web-2",
+        &update_spec(),
+        &pod,
+        10,
+        ts(100),
+    )
+    .unwrap();
+    assert_eq!(begin.patch.labels[REVISION_LABEL], Some("2".to_owned()));
+    pod.metadata.annotations = Some(
+        begin
+            .patch
+            .annotations
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect(),
+    );
+    pod.metadata.labels = Some(images(&[(REVISION_LABEL, "2")]));
+    assert!(matches!(
+        grace_step(&pod, ts(110)).unwrap(),
+        GraceStep::PatchNow(_)
+    ));
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! out, no client calls — so each rule is unit-tested here and the reconcilers stay thin.
 
 pub mod actions;
+pub mod adapter;
 pub mod claim;
 pub mod deletion;
 pub mod execute;
@@ -11,7 +12,10 @@ pub mod lifecycle;
 pub mod node;
 pub mod ordering;
 pub mod ownership;
+pub mod plan;
+pub mod pod_view;
 pub mod revision;
+pub mod revision_adapter;
 pub mod rollout;
 #[cfg(test)]
 mod scripted_api;

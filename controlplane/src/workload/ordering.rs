@@ -10,6 +10,9 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
+use k8s_openapi::jiff::Timestamp;
+
+use super::pod_view::PodView;
 use super::selector::selector_matches;
 use crate::api::common::{UpdatePriorityStrategy, UpdateScatterTerm};
 
@@ -17,33 +20,10 @@ use crate::api::common::{UpdatePriorityStrategy, UpdateScatterTerm};
 #[path = "ordering_tests.rs"]
 mod tests;
 
-/// What the ordering needs to know about one pod of the set.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OrderPod {
-    /// Pod name (for messages and tests; the order itself never looks at it).
-    pub name: String,
-    /// Pod labels.
-    pub labels: BTreeMap<String, String>,
-    /// `spec.nodeName`; empty or None when not yet scheduled.
-    pub node_name: Option<String>,
-    /// `status.phase` as written by the kubelet (Pending, Running, Unknown, ...).
-    pub phase: String,
-    /// The Ready condition is True.
-    pub ready: bool,
-    /// When the Ready condition last turned True, Unix seconds.
-    pub ready_since: Option<i64>,
-    /// The highest restart count among the pod's containers.
-    pub max_restarts: i32,
-    /// `metadata.creationTimestamp`, Unix seconds.
-    pub created: Option<i64>,
-    /// In lifecycle state PreparingUpdate: its update has started, so it goes first.
-    pub preparing_update: bool,
-}
-
 /// OpenKruise's `SortUpdateIndexes`: the indexes (into `pods`) of the pods waiting to be
 /// updated, in update order.
 pub fn update_order(
-    pods: &[OrderPod],
+    pods: &[PodView],
     waiting: &[usize],
     priority: Option<&UpdatePriorityStrategy>,
     scatter: &[UpdateScatterTerm],
@@ -59,14 +39,14 @@ pub fn update_order(
     }
     order = scatter_sort(pods, order, scatter);
     // A stable sort keeps the order above within both groups.
-    order.sort_by_key(|&i| !pods[i].preparing_update);
+    order.sort_by_key(|&i| !pods[i].preparing_update());
     order
 }
 
 /// Kubernetes' `ActivePods.Less`, the default order: unscheduled before scheduled,
 /// Pending before Unknown before Running, not ready before ready, ready for less time
 /// first, more restarts first, newer first — the pods least worth keeping go first.
-pub fn default_order(a: &OrderPod, b: &OrderPod) -> Ordering {
+pub fn default_order(a: &PodView, b: &PodView) -> Ordering {
     if less(a, b) {
         Ordering::Less
     } else if less(b, a) {
@@ -76,11 +56,8 @@ pub fn default_order(a: &OrderPod, b: &OrderPod) -> Ordering {
     }
 }
 
-fn less(a: &OrderPod, b: &OrderPod) -> bool {
-    let (a_node, b_node) = (
-        a.node_name.as_deref().unwrap_or(""),
-        b.node_name.as_deref().unwrap_or(""),
-    );
+fn less(a: &PodView, b: &PodView) -> bool {
+    let (a_node, b_node) = (a.node_name.as_str(), b.node_name.as_str());
     if a_node != b_node && (a_node.is_empty() || b_node.is_empty()) {
         return a_node.is_empty();
     }
@@ -112,7 +89,7 @@ fn phase_ordinal(phase: &str) -> u8 {
 }
 
 /// `afterOrZero`: a missing time sorts first, else the later time first.
-fn after_or_zero(a: Option<i64>, b: Option<i64>) -> bool {
+fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a > b,
         (a, _) => a.is_none(),
@@ -124,7 +101,7 @@ fn after_or_zero(a: Option<i64>, b: Option<i64>) -> bool {
 /// keys first, then the integer at the end of its value, higher first). Like OpenKruise,
 /// ties go to the higher pod index, not the incoming order.
 pub fn priority_sort(
-    pods: &[OrderPod],
+    pods: &[PodView],
     mut order: Vec<usize>,
     strategy: &UpdatePriorityStrategy,
 ) -> Vec<usize> {
@@ -199,7 +176,7 @@ fn int_suffix(value: &str) -> i64 {
 /// carrying that label evenly among the others, in proportion to how they are spread over
 /// the whole set, so one update batch does not take all of them at once.
 pub fn scatter_sort(
-    pods: &[OrderPod],
+    pods: &[PodView],
     mut order: Vec<usize>,
     terms: &[UpdateScatterTerm],
 ) -> Vec<usize> {
@@ -215,7 +192,7 @@ pub fn scatter_sort(
 /// `getScatterTerms`: a single term as given; several terms keep only those matching some
 /// waiting pod, most matches first (a term listed twice counts twice, as upstream).
 fn scatter_terms(
-    pods: &[OrderPod],
+    pods: &[PodView],
     order: &[usize],
     terms: &[UpdateScatterTerm],
 ) -> Vec<UpdateScatterTerm> {
@@ -248,13 +225,13 @@ fn scatter_terms(
 }
 
 /// Upstream compares the label value with a missing label read as "".
-fn matches_term(pod: &OrderPod, term: &UpdateScatterTerm) -> bool {
+fn matches_term(pod: &PodView, term: &UpdateScatterTerm) -> bool {
     pod.labels.get(&term.key).map_or("", String::as_str) == term.value
 }
 
 /// `scatterPodsByRule`: interleave matched and unmatched waiting pods in groups sized by
 /// their density; the last matched pod goes to the very end.
-fn scatter_by_term(pods: &[OrderPod], order: Vec<usize>, term: &UpdateScatterTerm) -> Vec<usize> {
+fn scatter_by_term(pods: &[PodView], order: Vec<usize>, term: &UpdateScatterTerm) -> Vec<usize> {
     let (mut matched, mut unmatched): (Vec<usize>, Vec<usize>) =
         order.iter().partition(|&&i| matches_term(&pods[i], term));
     if matched.len() <= 1 || unmatched.len() <= 1 {

@@ -3,6 +3,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
 use super::*;
 use crate::api::common::{UpdatePriorityOrderTerm, UpdatePriorityWeightTerm};
+use crate::workload::lifecycle::LifecycleState;
 
 /// Labels written as `"k=v,k2=v2"`; parts without `=` are ignored, as in OpenKruise's tests.
 fn labels(spec: &str) -> BTreeMap<String, String> {
@@ -12,14 +13,14 @@ fn labels(spec: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn pods(specs: &[&str]) -> Vec<OrderPod> {
+fn pods(specs: &[&str]) -> Vec<PodView> {
     specs
         .iter()
         .enumerate()
-        .map(|(i, spec)| OrderPod {
+        .map(|(i, spec)| PodView {
             name: format!("pod-{i}"),
             labels: labels(spec),
-            ..OrderPod::default()
+            ..PodView::default()
         })
         .collect()
 }
@@ -31,16 +32,20 @@ fn term(key: &str, value: &str) -> UpdateScatterTerm {
     }
 }
 
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(secs).unwrap()
+}
+
 /// A scheduled, running, ready pod created at `created`, ready since `created + 10`.
-fn running(name: &str, created: i64) -> OrderPod {
-    OrderPod {
+fn running(name: &str, created: i64) -> PodView {
+    PodView {
         name: name.to_owned(),
-        node_name: Some("node-1".to_owned()),
+        node_name: "node-1".to_owned(),
         phase: "Running".to_owned(),
         ready: true,
-        ready_since: Some(created + 10),
-        created: Some(created),
-        ..OrderPod::default()
+        ready_since: Some(at(created + 10)),
+        created: Some(at(created)),
+        ..PodView::default()
     }
 }
 
@@ -48,22 +53,22 @@ fn running(name: &str, created: i64) -> OrderPod {
 #[test]
 fn default_order_table() {
     let base = running("base", 100);
-    let cases: Vec<(&str, OrderPod, OrderPod)> = vec![
-        ("unscheduled before scheduled", OrderPod { node_name: None, ..base.clone() }, base.clone()),
-        ("empty node name is unscheduled", OrderPod { node_name: Some(String::new()), ..base.clone() }, base.clone()),
-        ("Pending before Running", OrderPod { phase: "Pending".into(), ..base.clone() }, base.clone()),
-        ("Pending before Unknown", OrderPod { phase: "Pending".into(), ..base.clone() }, OrderPod { phase: "Unknown".into(), ..base.clone() }),
-        ("Unknown before Running", OrderPod { phase: "Unknown".into(), ..base.clone() }, base.clone()),
-        ("Failed ranks as Pending", OrderPod { phase: "Failed".into(), ..base.clone() }, OrderPod { phase: "Unknown".into(), ..base.clone() }),
-        ("not ready before ready", OrderPod { ready: false, ..base.clone() }, base.clone()),
-        ("ready for less time first", OrderPod { ready_since: Some(500), ..base.clone() }, base.clone()),
-        ("unknown ready time first", OrderPod { ready_since: None, ..base.clone() }, base.clone()),
-        ("more restarts first", OrderPod { max_restarts: 3, ..base.clone() }, OrderPod { max_restarts: 1, ..base.clone() }),
+    let cases: Vec<(&str, PodView, PodView)> = vec![
+        ("unscheduled before scheduled", PodView { node_name: String::new(), ..base.clone() }, base.clone()),
+        ("empty node name is unscheduled", PodView { node_name: String::new(), ..base.clone() }, base.clone()),
+        ("Pending before Running", PodView { phase: "Pending".into(), ..base.clone() }, base.clone()),
+        ("Pending before Unknown", PodView { phase: "Pending".into(), ..base.clone() }, PodView { phase: "Unknown".into(), ..base.clone() }),
+        ("Unknown before Running", PodView { phase: "Unknown".into(), ..base.clone() }, base.clone()),
+        ("Failed ranks as Pending", PodView { phase: "Failed".into(), ..base.clone() }, PodView { phase: "Unknown".into(), ..base.clone() }),
+        ("not ready before ready", PodView { ready: false, ..base.clone() }, base.clone()),
+        ("ready for less time first", PodView { ready_since: Some(at(500)), ..base.clone() }, base.clone()),
+        ("unknown ready time first", PodView { ready_since: None, ..base.clone() }, base.clone()),
+        ("more restarts first", PodView { max_restarts: 3, ..base.clone() }, PodView { max_restarts: 1, ..base.clone() }),
         ("newer first", running("new", 200), running("old", 100)),
-        ("unknown creation time first", OrderPod { created: None, ..base.clone() }, base.clone()),
-        ("scheduling outranks phase", OrderPod { node_name: None, phase: "Running".into(), ..base.clone() }, OrderPod { phase: "Pending".into(), ..base.clone() }),
-        ("readiness outranks restarts", OrderPod { ready: false, ..base.clone() }, OrderPod { max_restarts: 9, ..base.clone() }),
-        ("ready time not compared when not ready", OrderPod { ready: false, ready_since: Some(1), max_restarts: 2, ..base.clone() }, OrderPod { ready: false, ready_since: Some(900), ..base.clone() }),
+        ("unknown creation time first", PodView { created: None, ..base.clone() }, base.clone()),
+        ("scheduling outranks phase", PodView { node_name: String::new(), phase: "Running".into(), ..base.clone() }, PodView { phase: "Pending".into(), ..base.clone() }),
+        ("readiness outranks restarts", PodView { ready: false, ..base.clone() }, PodView { max_restarts: 9, ..base.clone() }),
+        ("ready time not compared when not ready", PodView { ready: false, ready_since: Some(at(1)), max_restarts: 2, ..base.clone() }, PodView { ready: false, ready_since: Some(at(900)), ..base.clone() }),
     ];
     for (name, first, second) in &cases {
         assert_eq!(default_order(first, second), Ordering::Less, "{name}");
@@ -403,11 +408,11 @@ fn group_sizes() {
 
 #[test]
 fn update_order_pipeline() {
-    let mut set: Vec<OrderPod> = (0..6)
+    let mut set: Vec<PodView> = (0..6)
         .map(|i| running(&format!("pod-{i}"), 100 + i))
         .collect();
     set[1].ready = false;
-    set[4].preparing_update = true;
+    set[4].lifecycle = Some(LifecycleState::PreparingUpdate);
     set[5].labels = labels("key=foo");
     // Default order: not ready first, then newer first; PreparingUpdate moves to the front.
     assert_eq!(
@@ -427,7 +432,7 @@ fn update_order_pipeline() {
     for i in [2, 3] {
         set[i].labels = labels("zone=a");
     }
-    set[4].preparing_update = false;
+    set[4].lifecycle = None;
     set[5].labels.clear();
     assert_eq!(
         update_order(&set, &[0, 1, 2, 3, 4, 5], None, &[]),

@@ -15,10 +15,10 @@ use serde::Serialize;
 #[path = "revision_tests.rs"]
 mod tests;
 
-/// Pod label naming the ControllerRevision the pod was created from (`<set>-<hash>`).
-pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller-revision-hash";
-/// Pod label holding only the hash part, as Deployments write it; OpenKruise writes both.
-pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
+pub use super::revision_adapter::{
+    CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, RevisionAdapter, short_hash,
+};
+
 /// Label Kubernetes puts on a ControllerRevision with its hash.
 pub const REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";
 
@@ -112,21 +112,6 @@ pub fn revision_name(parent: &str, hash: &str) -> String {
         end -= 1;
     }
     format!("{}-{hash}", &parent[..end])
-}
-
-/// The part after the last dash: OpenKruise's short hash, written to `pod-template-hash`
-/// (and to `controller-revision-hash` when the CloneSetShortHash gate is on).
-pub fn short_hash(revision: &str) -> &str {
-    revision.rsplit('-').next().unwrap_or(revision)
-}
-
-/// Whether a pod's `controller-revision-hash` label names `revision`, in the full or the
-/// short form (OpenKruise's `EqualToRevisionHash`), so pods labelled either way are found.
-pub fn label_matches_revision(label: Option<&str>, revision: &str) -> bool {
-    match label {
-        Some(label) => label == revision || short_hash(label) == short_hash(revision),
-        None => false,
-    }
 }
 
 /// One ControllerRevision, as far as the planners need it.
@@ -297,7 +282,7 @@ pub fn revisions_to_truncate<'a>(
         .filter(|revision| {
             !pod_revision_labels
                 .iter()
-                .any(|label| label_matches_revision(*label, &revision.name))
+                .any(|label| RevisionAdapter::label_names(*label, &revision.name))
         })
         .collect();
     dead.sort_by(|a, b| compare_revisions(a, b));

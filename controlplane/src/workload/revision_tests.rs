@@ -133,7 +133,7 @@ fn short_hashes_and_label_matching() {
     ];
     for (label, revision, want) in matching {
         assert_eq!(
-            label_matches_revision(*label, revision),
+            RevisionAdapter::label_names(*label, revision),
             *want,
             "{label:?} vs {revision}"
         );

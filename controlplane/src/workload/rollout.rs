@@ -8,7 +8,8 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::cloneset::{CloneSetSpec, DEFAULT_MAX_UNAVAILABLE};
+use super::pod_view::PodView;
+use crate::api::cloneset::DEFAULT_MAX_UNAVAILABLE;
 
 #[cfg(test)]
 #[path = "rollout_tests.rs"]
@@ -174,26 +175,8 @@ pub fn partition_replicas(
     Ok(kept.clamp(0, replicas.max(0)))
 }
 
-/// What the diff calculation needs to know about one active pod of the set.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RolloutPod {
-    /// On the update revision (OpenKruise's `isPodUpdate`; with the PreparingUpdateAsUpdate
-    /// gate a pod in PreparingUpdate counts as updated when scaling — the caller decides).
-    pub updated: bool,
-    /// Available: lifecycle state Normal (or none), ready, in-place update done, and ready
-    /// for `minReadySeconds`.
-    pub available: bool,
-    /// In lifecycle state PreparingDelete: already on its way out, counted unavailable.
-    pub preparing_delete: bool,
-    /// Marked `apps.kruise.io/specified-delete` or named in `scaleStrategy.podsToDelete`.
-    pub specified_delete: bool,
-    /// Has a deletionTimestamp. OpenKruise passes only active pods to this calculation, so
-    /// terminating pods are ignored here rather than trusted to the caller's filtering.
-    pub terminating: bool,
-}
-
-/// The CloneSet settings the calculation depends on, decoupled from the API type so tests
-/// and other workloads can fill it directly.
+/// The workload settings the calculation depends on, as plain values: each workload's
+/// adapter fills them from its own spec (CloneSet: `cloneset::adapter`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RolloutParams {
     /// `spec.replicas`.
@@ -214,24 +197,6 @@ pub struct RolloutParams {
     pub partition_rollback: bool,
     /// Count scale without pods in PreparingDelete (`scaleStrategy.excludePreparingDelete`).
     pub exclude_preparing_delete: bool,
-}
-
-impl RolloutParams {
-    /// Parameters from a CloneSet spec and its current/update revision names.
-    pub fn from_spec(spec: &CloneSetSpec, current_revision: &str, update_revision: &str) -> Self {
-        let update = &spec.update_strategy;
-        Self {
-            replicas: spec.desired_replicas(),
-            partition: update.partition.clone(),
-            max_unavailable: update.max_unavailable.clone(),
-            max_surge: update.max_surge.clone(),
-            scale_max_unavailable: spec.scale_strategy.max_unavailable.clone(),
-            paused: update.paused,
-            revisions_consistent: current_revision == update_revision,
-            partition_rollback: false,
-            exclude_preparing_delete: false,
-        }
-    }
 }
 
 /// OpenKruise's `expectationDiffs`: what this reconcile may do.
@@ -273,7 +238,9 @@ struct Counts {
     preparing_delete_old: i64,
 }
 
-fn count(pods: &[RolloutPod]) -> Counts {
+/// Counts the pods by revision and state; a pod's view says whether it is on the update
+/// revision, serving, in PreparingDelete, specified for deletion or terminating.
+fn count(pods: &[PodView]) -> Counts {
     let mut c = Counts::default();
     for pod in pods.iter().filter(|pod| !pod.terminating) {
         c.total += 1;
@@ -293,13 +260,13 @@ fn count(pods: &[RolloutPod]) -> Counts {
             )
         };
         *all += 1;
-        if pod.preparing_delete {
+        if pod.preparing_delete() {
             *preparing += 1;
         } else {
             *active += 1;
             if pod.specified_delete {
                 *to_delete += 1;
-            } else if !pod.available {
+            } else if !pod.serving() {
                 c.unavailable += 1;
             }
         }
@@ -319,39 +286,11 @@ fn count(pods: &[RolloutPod]) -> Counts {
 /// * `scaleStrategy.maxUnavailable` caps creations while too many pods are unavailable.
 pub fn calculate_diffs(
     params: &RolloutParams,
-    pods: &[RolloutPod],
+    pods: &[PodView],
 ) -> Result<RolloutDiffs, IntOrPercentError> {
+    let limits = Limits::of(params)?;
     let replicas = i64::from(params.replicas);
-    let partition = i64::from(partition_replicas(
-        params.partition.as_ref(),
-        params.replicas,
-    )?);
-    let max_surge = match (&params.max_surge, params.paused) {
-        (Some(surge), false) => {
-            i64::from(scaled_share(MAX_SURGE_FIELD, surge, params.replicas, true)?)
-        }
-        _ => 0,
-    };
-    let default_unavailable = IntOrString::String(DEFAULT_MAX_UNAVAILABLE.to_owned());
-    let max_unavailable = i64::from(scaled_share(
-        MAX_UNAVAILABLE_FIELD,
-        params
-            .max_unavailable
-            .as_ref()
-            .unwrap_or(&default_unavailable),
-        params.replicas,
-        max_surge == 0,
-    )?);
-    let scale_max_unavailable = match &params.scale_max_unavailable {
-        Some(value) => i64::from(scaled_share(
-            SCALE_MAX_UNAVAILABLE_FIELD,
-            value,
-            params.replicas,
-            true,
-        )?),
-        None => i64::from(i32::MAX),
-    };
-
+    let partition = limits.partition;
     let c = count(pods);
     let mut update_old_diff = c.old_active - partition;
     let mut update_new_diff = c.new_active - (replicas - partition);
@@ -362,39 +301,15 @@ pub fn calculate_diffs(
     }
 
     let mut res = Diffs64::default();
-    if max_surge > 0 {
-        let to_delete = c.to_delete_new + c.to_delete_old;
-        let (mut scale_surge, mut scale_old_surge) = (0, 0);
-        if to_delete > 0 {
-            scale_surge = (total_unavailable + to_delete - max_unavailable)
-                .max(0)
-                .min(to_delete);
-            if scale_surge > c.to_delete_new {
-                scale_old_surge = scale_surge - c.to_delete_new;
-            }
-        }
-        let (mut update_surge, mut update_old_surge) = (0, 0);
-        if opposite_signs(update_old_diff, update_new_diff) {
-            if update_old_diff.abs() <= update_new_diff.abs() {
-                update_surge = update_old_diff.abs();
-                if update_old_diff < 0 {
-                    update_old_surge = update_surge;
-                }
-            } else {
-                update_surge = update_new_diff.abs();
-                if update_new_diff > 0 {
-                    update_old_surge = update_surge;
-                }
-            }
-        }
-        // The controller never scales and updates in the same reconcile, so only one of
-        // the two reasons gets the surge.
-        let (surge, old_surge) = if scale_surge >= update_surge {
-            (scale_surge, scale_old_surge)
-        } else {
-            (update_surge, update_old_surge)
-        };
-        res.use_surge = max_surge.min(surge);
+    if limits.max_surge > 0 {
+        let (surge, old_surge) = surge_wanted(
+            &c,
+            &limits,
+            total_unavailable,
+            update_old_diff,
+            update_new_diff,
+        );
+        res.use_surge = limits.max_surge.min(surge);
         res.use_surge_old_revision = res.use_surge.min(old_surge);
     }
 
@@ -413,7 +328,7 @@ pub fn calculate_diffs(
     if up > 0 {
         res.scale_up = up;
         res.scale_up_old_revision = (expected_old - current_old).max(0);
-        res.scale_up_limit = up.min((scale_max_unavailable - total_unavailable).max(0));
+        res.scale_up_limit = up.min((limits.scale_max_unavailable - total_unavailable).max(0));
     }
     let down = current_total - c.to_delete_old - c.to_delete_new - expected_total;
     if down > 0 {
@@ -422,7 +337,7 @@ pub fn calculate_diffs(
     }
     if c.to_delete_new > 0 || c.to_delete_old > 0 || res.scale_down > 0 {
         res.delete_ready_limit =
-            (max_unavailable + (c.total - replicas) - total_unavailable).max(0);
+            (limits.max_unavailable + (c.total - replicas) - total_unavailable).max(0);
     }
     res.update = if update_old_diff.abs() <= update_new_diff.abs() {
         update_old_diff
@@ -430,9 +345,102 @@ pub fn calculate_diffs(
         -update_new_diff
     };
     if res.update != 0 {
-        res.update_max_unavailable = max_unavailable + c.total - replicas;
+        res.update_max_unavailable = limits.max_unavailable + c.total - replicas;
     }
     Ok(res.narrow())
+}
+
+/// The int-or-percent settings scaled against the replicas.
+struct Limits {
+    /// Pods that stay on the current revision.
+    partition: i64,
+    /// Rounded up; 0 while paused.
+    max_surge: i64,
+    /// Rounded up, or down when surge is on (as Deployments do).
+    max_unavailable: i64,
+    /// `scaleStrategy.maxUnavailable`; unlimited when unset.
+    scale_max_unavailable: i64,
+}
+
+impl Limits {
+    fn of(params: &RolloutParams) -> Result<Self, IntOrPercentError> {
+        let replicas = params.replicas;
+        let partition = i64::from(partition_replicas(params.partition.as_ref(), replicas)?);
+        let max_surge = match (&params.max_surge, params.paused) {
+            (Some(surge), false) => {
+                i64::from(scaled_share(MAX_SURGE_FIELD, surge, replicas, true)?)
+            }
+            _ => 0,
+        };
+        let default_unavailable = IntOrString::String(DEFAULT_MAX_UNAVAILABLE.to_owned());
+        let max_unavailable = params
+            .max_unavailable
+            .as_ref()
+            .unwrap_or(&default_unavailable);
+        let max_unavailable = i64::from(scaled_share(
+            MAX_UNAVAILABLE_FIELD,
+            max_unavailable,
+            replicas,
+            max_surge == 0,
+        )?);
+        let scale_max_unavailable = match &params.scale_max_unavailable {
+            Some(value) => i64::from(scaled_share(
+                SCALE_MAX_UNAVAILABLE_FIELD,
+                value,
+                replicas,
+                true,
+            )?),
+            None => i64::from(i32::MAX),
+        };
+        Ok(Self {
+            partition,
+            max_surge,
+            max_unavailable,
+            scale_max_unavailable,
+        })
+    }
+}
+
+/// The surge (and its old-revision part) wanted either to replace specified-delete pods
+/// without going below maxUnavailable, or to update by creating first.
+fn surge_wanted(
+    c: &Counts,
+    limits: &Limits,
+    total_unavailable: i64,
+    update_old_diff: i64,
+    update_new_diff: i64,
+) -> (i64, i64) {
+    let to_delete = c.to_delete_new + c.to_delete_old;
+    let (mut scale_surge, mut scale_old_surge) = (0, 0);
+    if to_delete > 0 {
+        scale_surge = (total_unavailable + to_delete - limits.max_unavailable)
+            .max(0)
+            .min(to_delete);
+        if scale_surge > c.to_delete_new {
+            scale_old_surge = scale_surge - c.to_delete_new;
+        }
+    }
+    let (mut update_surge, mut update_old_surge) = (0, 0);
+    if opposite_signs(update_old_diff, update_new_diff) {
+        if update_old_diff.abs() <= update_new_diff.abs() {
+            update_surge = update_old_diff.abs();
+            if update_old_diff < 0 {
+                update_old_surge = update_surge;
+            }
+        } else {
+            update_surge = update_new_diff.abs();
+            if update_new_diff > 0 {
+                update_old_surge = update_surge;
+            }
+        }
+    }
+    // The controller never scales and updates in the same reconcile, so only one of the
+    // two reasons gets the surge.
+    if scale_surge >= update_surge {
+        (scale_surge, scale_old_surge)
+    } else {
+        (update_surge, update_old_surge)
+    }
 }
 
 fn opposite_signs(a: i64, b: i64) -> bool {

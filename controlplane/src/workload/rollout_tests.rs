@@ -1,4 +1,7 @@
+use std::collections::BTreeMap;
+
 use super::*;
+use crate::workload::lifecycle::LifecycleState;
 
 fn int(value: i32) -> IntOrString {
     IntOrString::Int(value)
@@ -164,36 +167,50 @@ fn partition_table() {
     assert!(partition_replicas(Some(&pct("x%")), 5).is_err());
 }
 
-const fn pod(updated: bool, available: bool, specified_delete: bool) -> RolloutPod {
-    RolloutPod {
-        updated,
+/// A pod as the diff calculation reads it: on the update revision or not, serving
+/// (available, no update under way, lifecycle Normal) or not, specified for deletion or not.
+const fn pod(updated: bool, available: bool, specified_delete: bool) -> PodView {
+    PodView {
+        name: String::new(),
+        labels: BTreeMap::new(),
+        node_name: String::new(),
+        phase: String::new(),
+        ready: available,
+        ready_since: None,
         available,
+        deletion_cost: 0,
+        max_restarts: 0,
+        created: None,
+        updated,
         specified_delete,
-        preparing_delete: false,
+        lifecycle: None,
+        updating_in_place: false,
         terminating: false,
     }
 }
 /// Old revision, available.
-const O: RolloutPod = pod(false, true, false);
+const O: PodView = pod(false, true, false);
 /// Old revision, specified for deletion.
-const OD: RolloutPod = pod(false, true, true);
+const OD: PodView = pod(false, true, true);
 /// New revision, available.
-const N: RolloutPod = pod(true, true, false);
+const N: PodView = pod(true, true, false);
 /// New revision, not available.
-const NU: RolloutPod = pod(true, false, false);
+const NU: PodView = pod(true, false, false);
 /// New revision, specified for deletion.
-const ND: RolloutPod = pod(true, true, true);
+const ND: PodView = pod(true, true, true);
 /// New revision, not available, specified for deletion.
-const NUD: RolloutPod = pod(true, false, true);
+const NUD: PodView = pod(true, false, true);
 /// New revision in PreparingDelete.
-const NP: RolloutPod = RolloutPod {
-    preparing_delete: true,
-    ..N
+const NP: PodView = {
+    let mut pod = N;
+    pod.lifecycle = Some(LifecycleState::PreparingDelete);
+    pod
 };
 /// New revision, terminating.
-const NT: RolloutPod = RolloutPod {
-    terminating: true,
-    ..N
+const NT: PodView = {
+    let mut pod = N;
+    pod.terminating = true;
+    pod
 };
 
 /// The CloneSet of OpenKruise's tests: partition, maxUnavailable and maxSurge all set, the
@@ -247,7 +264,7 @@ macro_rules! diffs {
 #[rustfmt::skip]
 #[test]
 fn diffs_follow_openkruise() {
-    let cases: Vec<(&str, RolloutParams, Vec<RolloutPod>, RolloutDiffs)> = vec![
+    let cases: Vec<(&str, RolloutParams, Vec<PodView>, RolloutDiffs)> = vec![
         ("empty cloneset", set(0, int(0), int(1), int(0)), vec![], NONE),
         ("scale to 5, step 1", set(5, int(0), int(1), int(0)), vec![], diffs!(scale_up: 5, scale_up_limit: 5)),
         ("scale to 5, step 2", set(5, int(0), int(1), int(0)), vec![N; 5], NONE),
@@ -308,7 +325,7 @@ fn diffs_edge_cases() {
     };
     let defaults = |replicas: i32| RolloutParams { replicas, partition_rollback: true, ..RolloutParams::default() };
     let surge_10 = |paused: bool| RolloutParams { max_surge: Some(pct("10%")), paused, ..defaults(7) };
-    let cases: Vec<(&str, RolloutParams, Vec<RolloutPod>, RolloutDiffs)> = vec![
+    let cases: Vec<(&str, RolloutParams, Vec<PodView>, RolloutDiffs)> = vec![
         ("PreparingDelete still counts towards replicas", unlimited_scale.clone(), vec![N, N, N, N, NP], NONE),
         ("excludePreparingDelete replaces it at once", RolloutParams { exclude_preparing_delete: true, ..unlimited_scale.clone() }, vec![N, N, N, N, NP], diffs!(scale_up: 1, scale_up_limit: 1)),
         ("terminating pods are not counted", unlimited_scale.clone(), vec![N, N, N, N, N, NT], NONE),
@@ -370,29 +387,4 @@ fn diffs_refuse_bad_fields() {
             .unwrap_or_default();
         assert!(err.starts_with(field), "{params:?}: {err}");
     }
-}
-
-#[test]
-fn params_from_a_cloneset_spec() {
-    let spec = CloneSetSpec {
-        replicas: Some(4),
-        update_strategy: crate::api::cloneset::CloneSetUpdateStrategy {
-            partition: Some(pct("50%")),
-            max_surge: Some(int(1)),
-            paused: true,
-            ..Default::default()
-        },
-        scale_strategy: crate::api::cloneset::CloneSetScaleStrategy {
-            max_unavailable: Some(int(2)),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let params = RolloutParams::from_spec(&spec, "web-a", "web-b");
-    assert_eq!(params.replicas, 4);
-    assert_eq!(params.partition, Some(pct("50%")));
-    assert_eq!(params.max_unavailable, None);
-    assert_eq!(params.scale_max_unavailable, Some(int(2)));
-    assert!(params.paused && !params.revisions_consistent);
-    assert!(RolloutParams::from_spec(&spec, "web-b", "web-b").revisions_consistent);
 }

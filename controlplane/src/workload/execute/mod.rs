@@ -7,7 +7,7 @@
 mod changes;
 pub mod kube_writes;
 #[cfg(test)]
-mod recording;
+pub(crate) mod recording;
 #[cfg(test)]
 mod tests;
 pub mod writes;

@@ -1,0 +1,159 @@
+//! The CloneSet as a [`PodSetWorkload`]: its spec fields mapped onto what the shared pod
+//! planning asks, its pods and claims built by `pods`, and its update rule for claim
+//! templates.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+
+use super::pods::{self, RevisionSpec, instance_id};
+use crate::api::CloneSet;
+use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy, UpdateScatterTerm};
+use crate::workload::actions::Create;
+use crate::workload::adapter::PodSetWorkload;
+use crate::workload::inplace::{
+    InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method,
+};
+use crate::workload::rollout::RolloutParams;
+
+impl PodSetWorkload for CloneSet {
+    type Revision = RevisionSpec;
+
+    fn selector(&self) -> &LabelSelector {
+        &self.spec.selector
+    }
+
+    fn owner_reference(&self) -> OwnerReference {
+        pods::owner_reference(self)
+    }
+
+    fn update_policy(&self) -> PodUpdatePolicy {
+        self.spec.update_strategy.policy()
+    }
+
+    fn lifecycle(&self) -> Option<&Lifecycle> {
+        self.spec.lifecycle.as_ref()
+    }
+
+    fn in_place_grace_seconds(&self) -> i32 {
+        self.spec
+            .update_strategy
+            .in_place_update_strategy
+            .as_ref()
+            .map_or(0, |s| s.grace_period_seconds)
+    }
+
+    fn min_ready_seconds(&self) -> i32 {
+        self.spec.min_ready_seconds
+    }
+
+    fn rollout_params(&self, current_revision: &str, update_revision: &str) -> RolloutParams {
+        let update = &self.spec.update_strategy;
+        RolloutParams {
+            replicas: self.spec.desired_replicas(),
+            partition: update.partition.clone(),
+            max_unavailable: update.max_unavailable.clone(),
+            max_surge: update.max_surge.clone(),
+            scale_max_unavailable: self.spec.scale_strategy.max_unavailable.clone(),
+            paused: update.paused,
+            revisions_consistent: current_revision == update_revision,
+            partition_rollback: false,
+            exclude_preparing_delete: false,
+        }
+    }
+
+    fn update_priority(&self) -> Option<&UpdatePriorityStrategy> {
+        self.spec.update_strategy.priority_strategy.as_ref()
+    }
+
+    fn update_scatter(&self) -> &[UpdateScatterTerm] {
+        &self.spec.update_strategy.scatter_strategy
+    }
+
+    fn template<'r>(&self, revision: &'r RevisionSpec) -> &'r PodTemplateSpec {
+        &revision.template
+    }
+
+    /// Equal templates relabel only, whatever else changed. Changed claim templates
+    /// recreate the pod with new claims (OpenKruise's RecreatePodWhenChangeVCTInCloneSet);
+    /// anything else as the update policy allows.
+    fn update_method(
+        &self,
+        old: &RevisionSpec,
+        new: &RevisionSpec,
+    ) -> Result<UpdateMethod, InPlaceError> {
+        let policy = self.update_policy();
+        if old.template == new.template {
+            Ok(UpdateMethod::InPlace(InPlaceUpdateSpec::default()))
+        } else if old.volume_claim_templates != new.volume_claim_templates
+            && policy != PodUpdatePolicy::ReCreate
+        {
+            Ok(UpdateMethod::Recreate {
+                changed: vec!["spec.volumeClaimTemplates".to_owned()],
+            })
+        } else {
+            choose_update_method(policy, &old.template, &new.template)
+        }
+    }
+
+    fn new_pod(&self, create: &Create, revision: &RevisionSpec) -> Pod {
+        pods::new_pod(self, &create.revision, revision, &create.instance_id)
+    }
+
+    fn new_claims(&self, create: &Create, revision: &RevisionSpec) -> Vec<PersistentVolumeClaim> {
+        pods::new_pvcs(self, revision, &create.instance_id)
+    }
+
+    /// The claims carrying the pod's instance id.
+    fn claims_of(&self, pod: &Pod, claims: &[&PersistentVolumeClaim]) -> Vec<String> {
+        let Some(id) = instance_id(pod.metadata.labels.as_ref()) else {
+            return Vec::new();
+        };
+        claims
+            .iter()
+            .filter(|pvc| instance_id(pvc.metadata.labels.as_ref()) == Some(id))
+            .filter_map(|pvc| pvc.metadata.name.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    use super::*;
+    use crate::api::cloneset::CloneSetSpec;
+
+    fn int(value: i32) -> IntOrString {
+        IntOrString::Int(value)
+    }
+
+    fn pct(value: &str) -> IntOrString {
+        IntOrString::String(value.to_owned())
+    }
+
+    #[test]
+    fn params_from_a_cloneset_spec() {
+        let spec = CloneSetSpec {
+            replicas: Some(4),
+            update_strategy: crate::api::cloneset::CloneSetUpdateStrategy {
+                partition: Some(pct("50%")),
+                max_surge: Some(int(1)),
+                paused: true,
+                ..Default::default()
+            },
+            scale_strategy: crate::api::cloneset::CloneSetScaleStrategy {
+                max_unavailable: Some(int(2)),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let cs = CloneSet::new("web", spec);
+        let params = cs.rollout_params("web-a", "web-b");
+        assert_eq!(params.replicas, 4);
+        assert_eq!(params.partition, Some(pct("50%")));
+        assert_eq!(params.max_unavailable, None);
+        assert_eq!(params.scale_max_unavailable, Some(int(2)));
+        assert!(params.paused && !params.revisions_consistent);
+        assert!(cs.rollout_params("web-b", "web-b").revisions_consistent);
+    }
+}

@@ -1,0 +1,168 @@
+//! One sync of a pod set as a pure decision, for any [`PodSetWorkload`] (OpenKruise's
+//! `syncCloneSet` order): refresh pods (finish grace periods and in-place updates, move
+//! lifecycle states), then scale (create, delete specified or surplus pods); only a sync
+//! that did not scale goes on to update pods to the update revision — so one sync never
+//! both creates and updates against the same stale counts.
+//!
+//! The workload adds what is its own before and around these steps (CloneSet: instance
+//! ids, claims, `podsToDelete`); see `cloneset::plan`.
+
+mod delete;
+mod refresh;
+mod update;
+
+#[cfg(test)]
+mod toy_execute_tests;
+#[cfg(test)]
+mod toy_tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
+
+use super::actions::Plan;
+use super::adapter::PodSetWorkload;
+use super::inplace::InPlaceError;
+use super::lifecycle::PodHookView;
+use super::pod_view::{PodView, ViewContext, is_active, pod_labels};
+use super::rollout::{self, IntOrPercentError, RolloutDiffs, RolloutParams};
+
+pub use delete::plan_delete;
+
+/// What one sync of a pod set sees.
+pub struct PodSetSnapshot<'a, W: PodSetWorkload> {
+    pub workload: &'a W,
+    /// Pods the workload controls (after adoption and release), terminating ones included.
+    pub pods: Vec<&'a Pod>,
+    /// Claims the workload controls.
+    pub claims: Vec<&'a PersistentVolumeClaim>,
+    pub update_revision: &'a str,
+    pub current_revision: &'a str,
+    /// Revision name → what it records.
+    pub revisions: &'a BTreeMap<String, W::Revision>,
+    /// Pod names the workload asks to delete (CloneSet's `scaleStrategy.podsToDelete`).
+    pub named_for_deletion: &'a BTreeSet<String>,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    IntOrPercent(#[from] IntOrPercentError),
+    #[error("pod {pod}: {source}")]
+    InPlace {
+        pod: String,
+        #[source]
+        source: InPlaceError,
+    },
+}
+
+impl PlanError {
+    fn in_place(pod: &Pod) -> impl FnOnce(InPlaceError) -> Self + '_ {
+        |source| Self::InPlace {
+            pod: pod.metadata.name.clone().unwrap_or_default(),
+            source,
+        }
+    }
+}
+
+/// The hook-relevant parts of `pod`.
+fn hook_view(pod: &Pod) -> PodHookView<'_> {
+    PodHookView {
+        labels: pod_labels(pod),
+        finalizers: pod.metadata.finalizers.as_deref().unwrap_or_default(),
+    }
+}
+
+/// A lifecycle timestamp as OpenKruise writes it: RFC 3339 in whole seconds.
+fn now_string(now: Timestamp) -> String {
+    now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// How many pods the scale step may create now, and how many of them on the current
+/// revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScaleUp {
+    pub count: i32,
+    pub old_revision: i32,
+}
+
+/// The active pods of a snapshot with their views, in the snapshot's order.
+pub struct PodSet<'s, 'a, W: PodSetWorkload> {
+    snap: &'s PodSetSnapshot<'a, W>,
+    params: RolloutParams,
+    active: Vec<&'a Pod>,
+    views: Vec<PodView>,
+}
+
+impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
+    pub fn new(snap: &'s PodSetSnapshot<'a, W>) -> Self {
+        let ctx = ViewContext {
+            update_revision: snap.update_revision,
+            min_ready_seconds: snap.workload.min_ready_seconds(),
+            now: snap.now,
+            named_for_deletion: snap.named_for_deletion,
+        };
+        let active: Vec<&Pod> = snap.pods.iter().copied().filter(|p| is_active(p)).collect();
+        let views = active.iter().map(|p| PodView::of(p, &ctx)).collect();
+        let params = snap
+            .workload
+            .rollout_params(snap.current_revision, snap.update_revision);
+        Self {
+            snap,
+            params,
+            active,
+            views,
+        }
+    }
+
+    /// OpenKruise's `calculateDiffsWithExpectation` over the active pods.
+    pub fn diffs(&self) -> Result<RolloutDiffs, PlanError> {
+        Ok(rollout::calculate_diffs(&self.params, &self.views)?)
+    }
+
+    /// The revision of each pod to create, in creation order: the first
+    /// `scale.old_revision` on the current revision while it still exists, the rest on
+    /// the update revision.
+    pub fn new_pod_revisions(&self, scale: ScaleUp) -> Vec<&'a str> {
+        let old = scale.old_revision.clamp(0, scale.count.max(0));
+        let current_exists = self.snap.revisions.contains_key(self.snap.current_revision);
+        (0..scale.count.max(0))
+            .map(|i| {
+                if i < old && current_exists {
+                    self.snap.current_revision
+                } else {
+                    self.snap.update_revision
+                }
+            })
+            .collect()
+    }
+
+    /// The scale and update steps after refresh: `create` adds the pods a scale-up asks
+    /// for (the workload names them); otherwise surplus and specified pods are deleted,
+    /// and only a sync that deleted nothing updates pods.
+    pub fn scale_and_update(
+        &self,
+        plan: &mut Plan,
+        create: impl FnOnce(ScaleUp, &mut Plan),
+    ) -> Result<(), PlanError> {
+        let diffs = self.diffs()?;
+        if diffs.scale_up > 0 && diffs.scale_up_limit > 0 {
+            let scale = ScaleUp {
+                count: diffs.scale_up.min(diffs.scale_up_limit),
+                old_revision: diffs.scale_up_old_revision,
+            };
+            create(scale, plan);
+            return Ok(());
+        }
+        if self.scale_down(&diffs, plan) {
+            return Ok(());
+        }
+        self.update(&diffs, plan)
+    }
+
+    fn pod_named(&self, name: &str) -> Option<usize> {
+        self.views.iter().position(|v| v.name == name)
+    }
+}

@@ -1,0 +1,199 @@
+//! The update step: which pods move to the update revision now (ordering and the
+//! maxUnavailable budget), and how each one moves — in place (through the inPlaceUpdate
+//! hook) or by recreating it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::{PlanError, PodSet, PodSetWorkload, hook_view, now_string};
+use crate::workload::actions::{
+    ChangeReason, ConditionChange, DeleteReason, Plan, PodChange, pod_patch_json,
+};
+use crate::workload::inplace::{
+    self, INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateSpec, REASON_START, STATE_ANNOTATION,
+    UpdateMethod,
+};
+use crate::workload::lifecycle::{self, LifecycleState, UpdateStep};
+use crate::workload::ordering;
+use crate::workload::pod_view::pod_labels;
+use crate::workload::revision_adapter::RevisionAdapter;
+use crate::workload::rollout::RolloutDiffs;
+
+impl<W: PodSetWorkload> PodSet<'_, '_, W> {
+    /// Starts moving up to `diffs.update` pods to the update revision, in update order,
+    /// within maxUnavailable.
+    pub(super) fn update(&self, diffs: &RolloutDiffs, plan: &mut Plan) -> Result<(), PlanError> {
+        let workload = self.snap.workload;
+        if self.params.paused || diffs.update <= 0 {
+            return Ok(());
+        }
+        let views = &self.views;
+        let waiting: Vec<usize> = (0..views.len())
+            .filter(|&i| !views[i].updated && !views[i].preparing_delete())
+            .filter(|&i| !views[i].specified_delete)
+            .collect();
+        let order = ordering::update_order(
+            views,
+            &waiting,
+            workload.update_priority(),
+            workload.update_scatter(),
+        );
+        let unavailable = views
+            .iter()
+            .filter(|v| !v.serving() || v.preparing_delete())
+            .count();
+        let mut budget =
+            i64::from(diffs.update_max_unavailable) - i64::try_from(unavailable).unwrap_or(0);
+        // OpenKruise `limitUpdateIndexes`: unavailable pods of the update revision plus the
+        // pods started now stay within maxUnavailable, so a bad revision cannot take every
+        // already-unready pod at once.
+        let updated_unavailable = views.iter().filter(|v| v.updated && !v.serving()).count();
+        let max_unavailable = usize::try_from(diffs.update_max_unavailable).unwrap_or(0);
+        let mut started = 0;
+        let touched: BTreeSet<String> = plan.pod_changes.iter().map(|c| c.pod.clone()).collect();
+        for i in order {
+            if started >= diffs.update {
+                break;
+            }
+            if touched.contains(&views[i].name) {
+                // Refreshed in this sync already; its next sync plans from the new object.
+                continue;
+            }
+            if updated_unavailable + usize::try_from(started).unwrap_or(0) >= max_unavailable {
+                break;
+            }
+            if views[i].serving() {
+                if budget <= 0 {
+                    break;
+                }
+                budget -= 1;
+            }
+            started += 1;
+            if !self.update_pod(i, plan)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts moving the pod at `i` to the update revision; `false` stops the update loop
+    /// (an InPlaceOnly refusal applies to every pod alike).
+    fn update_pod(&self, i: usize, plan: &mut Plan) -> Result<bool, PlanError> {
+        let pod = self.active[i];
+        let method = match self.update_method(pod) {
+            Ok(method) => method,
+            Err(err @ InPlaceError::InPlaceOnlyRefused { .. }) => {
+                plan.refusal = Some(err.to_string());
+                return Ok(false);
+            }
+            Err(source) => return Err(PlanError::in_place(pod)(source)),
+        };
+        match method {
+            UpdateMethod::Recreate { changed } => {
+                let detail = if changed.is_empty() {
+                    String::new()
+                } else {
+                    format!("changed: {}", changed.join(", "))
+                };
+                self.delete(i, DeleteReason::RecreateUpdate, detail, plan);
+            }
+            UpdateMethod::InPlace(spec) => self.update_in_place(pod, &spec, plan)?,
+        }
+        Ok(true)
+    }
+
+    /// How `pod` moves from its revision to the update revision; recreate when its
+    /// revision is gone.
+    fn update_method(&self, pod: &Pod) -> Result<UpdateMethod, InPlaceError> {
+        let revisions = self.snap.revisions;
+        let label = RevisionAdapter::pod_revision(pod_labels(pod));
+        let old = revisions
+            .iter()
+            .find(|(name, _)| RevisionAdapter::label_names(label, name))
+            .map(|(_, revision)| revision);
+        match (old, revisions.get(self.snap.update_revision)) {
+            (Some(old), Some(new)) => self.snap.workload.update_method(old, new),
+            _ => Ok(UpdateMethod::Recreate {
+                changed: vec!["the pod's revision is gone".to_owned()],
+            }),
+        }
+    }
+
+    /// The in-place branch of OpenKruise `updatePod`: through the inPlaceUpdate hook,
+    /// then the state annotation, images and revision labels in one patch.
+    fn update_in_place(
+        &self,
+        pod: &Pod,
+        spec: &InPlaceUpdateSpec,
+        plan: &mut Plan,
+    ) -> Result<(), PlanError> {
+        let workload = self.snap.workload;
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        match lifecycle::plan_in_place_update(workload.lifecycle(), name, hook_view(pod)) {
+            Err(_) | Ok(UpdateStep::Wait) => Ok(()),
+            Ok(UpdateStep::Prepare(change)) => {
+                let mut c = PodChange::new(pod, ChangeReason::PreparingUpdate);
+                c.conditions
+                    .extend(change.readiness.map(ConditionChange::from_readiness));
+                c.merge_patch(change.merge_patch(&now_string(self.snap.now)));
+                plan.pod_changes.push(c);
+                Ok(())
+            }
+            Ok(UpdateStep::UpdateNow) => {
+                let c = self.start_in_place(pod, spec, plan)?;
+                plan.pod_changes.push(c);
+                Ok(())
+            }
+        }
+    }
+
+    /// The change that starts an in-place update now (OpenKruise `updatePodInPlace`).
+    fn start_in_place(
+        &self,
+        pod: &Pod,
+        spec: &InPlaceUpdateSpec,
+        plan: &mut Plan,
+    ) -> Result<PodChange, PlanError> {
+        let workload = self.snap.workload;
+        let revision = self.snap.update_revision;
+        let adapter = workload.revision_adapter();
+        let grace = workload.in_place_grace_seconds();
+        let begin = inplace::begin_update(adapter, revision, spec, pod, grace, self.snap.now)
+            .map_err(PlanError::in_place(pod))?;
+        let mut c = PodChange::new(pod, ChangeReason::InPlaceStart);
+        if begin.mark_not_ready {
+            c.conditions.push(ConditionChange {
+                condition_type: INPLACE_UPDATE_READY,
+                status: false,
+                reason: REASON_START,
+                message: format!("updating in place to {revision}"),
+            });
+        }
+        let mut patch = begin.patch;
+        patch.labels.extend(
+            adapter
+                .pod_labels(revision)
+                .into_iter()
+                .map(|(k, v)| (k, Some(v))),
+        );
+        let relabel_only = *spec == InPlaceUpdateSpec::default();
+        if relabel_only {
+            // Nothing restarts, so no state to track.
+            patch.annotations.remove(STATE_ANNOTATION);
+            c.conditions.clear();
+        }
+        c.merge_patch(pod_patch_json(&patch));
+        if workload.lifecycle().is_some() && !relabel_only {
+            c.merge_patch(serde_json::json!({ "metadata": { "labels": {
+                lifecycle::STATE_LABEL: LifecycleState::Updating.as_str()
+            } } }));
+        }
+        c.resource_version = pod.metadata.resource_version.clone();
+        if let Some(secs) = begin.requeue_after_seconds {
+            plan.requeue(Duration::from_secs(secs));
+        }
+        Ok(c)
+    }
+}

@@ -1,0 +1,139 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use super::*;
+use crate::workload::deletion::REVISION_LABEL;
+use crate::workload::lifecycle::STATE_LABEL;
+
+fn ts(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).unwrap()
+}
+
+fn view(pod: &Pod, update_revision: &str, min_ready_seconds: i32, now: Timestamp) -> PodView {
+    PodView::of(
+        pod,
+        &ViewContext {
+            update_revision,
+            min_ready_seconds,
+            now,
+            named_for_deletion: &BTreeSet::new(),
+        },
+    )
+}
+
+fn pod(name: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            creation_timestamp: Some(Time(ts(0))),
+            labels: Some(BTreeMap::from([(
+                REVISION_LABEL.to_owned(),
+                "rev-2".to_owned(),
+            )])),
+            annotations: Some(BTreeMap::from([(
+                POD_DELETION_COST_ANNOTATION.to_owned(),
+                "-3".to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("node-a".to_owned()),
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".to_owned()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".to_owned(),
+                status: "True".to_owned(),
+                last_transition_time: Some(Time(ts(100))),
+                ..PodCondition::default()
+            }]),
+            container_statuses: Some(vec![
+                ContainerStatus {
+                    name: "a".into(),
+                    restart_count: 2,
+                    ..ContainerStatus::default()
+                },
+                ContainerStatus {
+                    name: "b".into(),
+                    restart_count: 5,
+                    ..ContainerStatus::default()
+                },
+            ]),
+            ..PodStatus::default()
+        }),
+    }
+}
+
+#[test]
+fn facts_from_pod() {
+    let facts = view(&pod("p"), "rev-2", 30, ts(200));
+    assert_eq!(
+        facts,
+        PodView {
+            name: "p".into(),
+            node_name: "node-a".into(),
+            phase: "Running".into(),
+            ready: true,
+            ready_since: Some(ts(100)),
+            available: true,
+            deletion_cost: -3,
+            max_restarts: 5,
+            created: Some(ts(0)),
+            updated: true,
+            specified_delete: false,
+            lifecycle: None,
+            updating_in_place: false,
+            terminating: false,
+            labels: pod("p").metadata.labels.unwrap(),
+        }
+    );
+}
+
+#[test]
+fn facts_availability_and_labels() {
+    // Ready 100s ago is not available with minReadySeconds 101.
+    assert!(!view(&pod("p"), "rev-2", 101, ts(200)).available);
+    assert!(view(&pod("p"), "rev-2", 100, ts(200)).available);
+    assert!(!view(&pod("p"), "rev-3", 0, ts(200)).updated);
+
+    let mut marked = pod("p");
+    let labels = marked.metadata.labels.get_or_insert_default();
+    labels.insert(SPECIFIED_DELETE_LABEL.into(), String::new());
+    labels.insert(STATE_LABEL.into(), "PreparingDelete".into());
+    let facts = view(&marked, "rev-2", 0, ts(200));
+    assert!(facts.specified_delete && facts.preparing_delete());
+
+    let facts = view(&Pod::default(), "rev-2", 0, ts(0));
+    assert_eq!(facts, PodView::default());
+}
+
+#[test]
+fn named_pods_short_hashes_and_in_place_updates_show_in_the_view() {
+    let named = BTreeSet::from(["p".to_owned()]);
+    let ctx = ViewContext {
+        update_revision: "web-2",
+        min_ready_seconds: 0,
+        now: ts(200),
+        named_for_deletion: &named,
+    };
+    let mut short = pod("p");
+    short
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert(REVISION_LABEL.into(), "2".into());
+    short.metadata.annotations.get_or_insert_default().insert(
+        crate::workload::inplace::STATE_ANNOTATION.into(),
+        "{}".into(),
+    );
+    let view = PodView::of(&short, &ctx);
+    assert!(view.specified_delete, "named in podsToDelete");
+    assert!(view.updated, "the short hash names the update revision");
+    assert!(
+        view.available && !view.serving(),
+        "an in-place update is not serving"
+    );
+}
