@@ -130,6 +130,7 @@ mod tests {
         type Object = ConfigMap;
         type Error = Never;
         const KIND: &'static str = "Toy";
+        const READS: &'static [&'static str] = &["ConfigMap", "Pod"];
         const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(3);
 
         fn objects(&self) -> &Store<ConfigMap> {
