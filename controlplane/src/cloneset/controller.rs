@@ -10,13 +10,13 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::plan::PlanError;
 use crate::api::CloneSet;
+use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::ApiError;
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
 use crate::controller::pod_conditions::PodConditions;
-use crate::caches::Stores;
 use crate::workload::execute::ExecuteError;
 use crate::workload::history::HistoryError;
 use crate::workload::revision::RevisionError;
