@@ -13,6 +13,7 @@
 //! simulated nodes that share one IP and each run their own agent process.
 
 mod address;
+mod ca_bundle;
 mod config;
 mod error;
 mod node_tokens;
@@ -25,6 +26,7 @@ mod token_request;
 mod tests;
 
 pub use address::{AGENT_PORT_ANNOTATION, node_agent_address};
+pub use ca_bundle::CaSource;
 pub use config::{AgentPoolConfig, DEFAULT_CONNECT_TIMEOUT};
 pub use error::AgentError;
 pub use node_tokens::{node_audience, renew_after};

@@ -46,6 +46,8 @@ pub enum RuntimeError {
     Agents(#[source] crate::agents::AgentError),
     #[error("installing the signal handler: {0}")]
     Signal(#[source] std::io::Error),
+    #[error("the agent serving CA: {0}")]
+    Ca(#[source] crate::certs::CaSecretError),
 }
 
 /// Runs the control plane until SIGTERM or SIGINT, then shuts down gracefully.
@@ -56,7 +58,15 @@ pub async fn run(args: Args) -> Result<(), RuntimeError> {
     let shutdown = CancellationToken::new();
     let signals = shutdown_on_signal(shutdown.clone())?;
     let identity = args.identity();
-    let pool_config = AgentPoolConfig::from_args(&args, client.clone());
+    // Every replica reads (or, the first, creates) the CA before it serves: the pool
+    // trusts it whether or not this replica leads and signs.
+    let secrets = kube::Api::namespaced(client.clone(), &args.namespace);
+    let authority = crate::certs::load_or_create(&secrets, &args.agent_ca_secret)
+        .await
+        .map_err(RuntimeError::Ca)?;
+    let mut pool_config = AgentPoolConfig::from_args(&args, client.clone());
+    pool_config.signer_ca = Some(authority.cert_pem().to_owned());
+    let agent_username = args.agent_username.clone();
     let workers_per_kind = args.concurrency_per_kind.get();
     let mut running = Runtime::start(
         client.clone(),
@@ -83,6 +93,17 @@ pub async fn run(args: Args) -> Result<(), RuntimeError> {
             return Err(RuntimeError::Agents(err));
         }
     };
+    running.tasks.spawn(
+        agents
+            .clone()
+            .reload_ca_every(CA_RELOAD_PERIOD, shutdown.clone()),
+    );
+    running.start_signer(
+        client.clone(),
+        Arc::new(authority),
+        agent_username,
+        &shutdown,
+    );
     running.start_distributor(
         Distributor {
             client: client.clone(),
@@ -107,6 +128,9 @@ pub async fn run(args: Args) -> Result<(), RuntimeError> {
 
 /// Every workload is queued again this often, in case an event was missed.
 const RESYNC_PERIOD: Duration = Duration::from_secs(600);
+
+/// How often the agent CA bundle file is read again for a rotation.
+const CA_RELOAD_PERIOD: Duration = Duration::from_secs(30);
 
 /// What the workload controllers need besides the runtime's caches.
 pub struct Controllers {
@@ -256,6 +280,28 @@ impl Runtime {
             self.metrics.clone(),
             shutdown.clone(),
         ));
+    }
+
+    /// Starts the signer of agent serving certificates (approval and issuance of CSRs
+    /// for stevedore.dev/agent-serving); it acts only while this replica leads.
+    pub fn start_signer(
+        &mut self,
+        client: kube::Client,
+        authority: Arc<crate::certs::Authority>,
+        agent_username: String,
+        shutdown: &CancellationToken,
+    ) {
+        let queue = WorkQueue::new(Backoff::default());
+        let (signer, watch) = crate::certs::CsrSigner::new(
+            client,
+            authority,
+            agent_username,
+            queue.clone(),
+            shutdown.clone(),
+        );
+        self.tasks.spawn(watch);
+        // CSRs are few (one per agent a day); one worker settles them in order.
+        self.spawn_runner(signer, queue, 1, shutdown);
     }
 
     /// Starts the ImageList distributor; it acts only while this replica leads.
