@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -51,6 +51,46 @@ async fn agent_channel(ctx: &TestContext) -> Result<Channel> {
         .tls_config(tls)?
         .connect_timeout(Duration::from_secs(5));
     Ok(endpoint.connect().await?)
+}
+
+/// The deployed agent serves a certificate issued through the CSR API: it verifies
+/// against the control plane's signer CA alone, for the node's IP (the script-made
+/// certificate it served before came from the cluster CA).
+#[tokio::test]
+async fn deployed_agent_serves_a_certificate_issued_by_the_signer() -> Result<()> {
+    run_in_namespace("deployed-agent-csr", |ctx| async move {
+        agent_pod(&ctx.client, ctx.cluster).await?;
+        poll_until(
+            "the agent serving a certificate of the signer CA",
+            READY,
+            || connect_trusting_only_the_signer(&ctx),
+        )
+        .await
+    })
+    .await
+}
+
+/// Connects to the deployed agent trusting the signer CA (Secret
+/// kube-system/stevedore-agent-ca) and nothing else.
+async fn connect_trusting_only_the_signer(ctx: &TestContext) -> Result<Option<()>> {
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), "kube-system");
+    let Some(ca) = secrets
+        .get_opt("stevedore-agent-ca")
+        .await?
+        .and_then(|secret| secret.data?.remove("ca.crt"))
+    else {
+        bail!("no Secret kube-system/stevedore-agent-ca yet");
+    };
+    let node_ip = &ctx.cluster.node_ip;
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca.0))
+        .domain_name(node_ip.clone());
+    Endpoint::from_shared(format!("https://{node_ip}:{AGENT_PORT}"))?
+        .tls_config(tls)?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await?;
+    Ok(Some(()))
 }
 
 #[tokio::test]

@@ -139,7 +139,7 @@ pub async fn reload_files(
                 tracing::info!(cert = %cert.display(), "serving the changed certificate files");
             }
             Err(err) => {
-                tracing::warn!(error = %err, "the changed certificate files do not load yet")
+                tracing::warn!(error = %err, "the changed certificate files do not load yet");
             }
         }
     }

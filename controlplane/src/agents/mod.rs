@@ -1,7 +1,8 @@
 //! The control plane's clients for the node agents' gRPC API.
 //!
 //! Every node runs an agent serving TLS on `<InternalIP>:<agent port>` (a certificate
-//! from the cluster CA with the node IP as SAN) and demanding a bearer token bound to its
+//! with the node IP as SAN, from the control plane's signer CA or a CA in
+//! `--agent-ca-file`: [`CaSource`]) and demanding a bearer token bound to its
 //! own node's audience `stevedore-agent:<node>`, which the pool requests per node with
 //! the TokenRequest API ([`TokenIssuer`]). [`AgentPool`] keeps one lazily opened channel per node and
 //! sends unary calls under a global concurrency cap, with a per-attempt deadline and
