@@ -91,7 +91,7 @@ async fn exercise(
     let admin_csrs = Api::<CertificateSigningRequest>::all(ctx.client.clone());
     for name in [
         issued.as_ref().ok().map(|i| i.csr.clone()),
-        denied_name(&refused),
+        csr_name(&refused),
     ]
     .into_iter()
     .flatten()
@@ -111,7 +111,8 @@ async fn exercise(
     Ok(())
 }
 
-fn denied_name(result: &Result<Issued, CsrError>) -> Option<String> {
+/// The CSR a request made, to delete it afterwards.
+fn csr_name(result: &Result<Issued, CsrError>) -> Option<String> {
     match result {
         Ok(issued) => Some(issued.csr.clone()),
         Err(CsrError::Denied { name, .. } | CsrError::Failed { name, .. }) => Some(name.clone()),

@@ -25,7 +25,7 @@ use kube::{Api, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
 
 use super::approval::AGENT_SERVING_SIGNER;
-use super::authority::{Authority, AuthorityError};
+use super::authority::Authority;
 use super::decision::{Step, next_step, requester_node};
 use crate::controller::api_error::{ApiError, api_error};
 use crate::controller::queue::WorkQueue;
@@ -43,8 +43,6 @@ const FAILED_REASON: &str = "SigningFailed";
 pub enum SignerError {
     #[error(transparent)]
     Api(#[from] ApiError),
-    #[error(transparent)]
-    Sign(#[from] AuthorityError),
 }
 
 /// Approves, denies and signs the agents' serving-certificate CSRs.
@@ -126,6 +124,17 @@ impl CsrSigner {
         Ok(())
     }
 
+    async fn fail(
+        &self,
+        csr: CertificateSigningRequest,
+        reason: String,
+    ) -> Result<(), SignerError> {
+        let name = csr.name_any();
+        tracing::warn!(csr = %name, %reason, "an approved agent serving certificate cannot be issued");
+        let csr = with_condition(csr, "Failed", FAILED_REASON, reason);
+        self.write_status(&csr, "Marking as failed").await
+    }
+
     async fn write_status(
         &self,
         csr: &CertificateSigningRequest,
@@ -161,18 +170,22 @@ impl Reconciler for CsrSigner {
             Step::Nothing => {}
             Step::Approve { node } => self.approve(csr, &node).await?,
             Step::Deny(reason) => self.deny(csr, reason).await?,
-            Step::Sign(parsed) => {
-                let pem = self.authority.sign(&parsed, SystemTime::now())?;
-                csr.status.get_or_insert_with(Default::default).certificate =
-                    Some(ByteString(pem.into_bytes()));
-                self.write_status(&csr, "Issuing the certificate of")
-                    .await?;
-                tracing::info!(csr = %name, "issued an agent serving certificate");
-            }
-            Step::Fail(reason) => {
-                let csr = with_condition(csr, "Failed", FAILED_REASON, reason);
-                self.write_status(&csr, "Marking as failed").await?;
-            }
+            Step::Sign(parsed) => match self.authority.sign(&parsed, SystemTime::now()) {
+                Ok(pem) => {
+                    csr.status.get_or_insert_with(Default::default).certificate =
+                        Some(ByteString(pem.into_bytes()));
+                    self.write_status(&csr, "Issuing the certificate of")
+                        .await?;
+                    tracing::info!(csr = %name, "issued an agent serving certificate");
+                }
+                // The same request would fail the same way again: say so, as the
+                // built-in signers do, instead of retrying forever.
+                Err(err) => {
+                    let reason = format!("The certificate cannot be made: {err}.");
+                    self.fail(csr, reason).await?;
+                }
+            },
+            Step::Fail(reason) => self.fail(csr, reason).await?,
         }
         Ok(Outcome::Done)
     }
