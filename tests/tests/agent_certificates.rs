@@ -5,6 +5,8 @@
 //! - A CSR for the agent's own node is approved and issued, signed by the CA kept in
 //!   Secret kube-system/stevedore-agent-ca, for exactly that node's name and address.
 //! - A CSR naming another node's IP is denied, with a reason naming the address.
+//! - The whole agent started with `--csr-signer` serves the issued certificate without
+//!   a restart.
 //!
 //! The signer acts with the admin client: the control plane's own service account gets
 //! its CSR rights from deploy/controlplane/rbac.yaml, which this suite does not deploy.
@@ -13,27 +15,35 @@
 //! is deployed. The CA Secret is the deployment's: read, or created as the control plane
 //! creates it (a deployed signer then signs with the same CA, and decides alike).
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
+use clap::Parser as _;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject as _};
 use serde_json::json;
+use stevedore_agent::admin::AdminListeners;
+use stevedore_agent::config::Args;
+use stevedore_agent::server;
 use stevedore_agent::serving::{CsrError, CsrSettings, Issued, request_certificate};
 use stevedore_controlplane::certs::{AGENT_SERVING_SIGNER, CsrSigner, load_or_create};
 use stevedore_controlplane::controller::queue::{Backoff, WorkQueue};
 use stevedore_controlplane::controller::runner::{self, RunnerConfig};
 use stevedore_controlplane::runtime::metrics::Metrics;
 use stevedore_tests::auth::client_as_agent_pod;
-use stevedore_tests::{TestContext, run_in_namespace};
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 const AGENT_ACCOUNT: &str = "stevedore-agent";
 const AGENT_USER: &str = "system:serviceaccount:kube-system:stevedore-agent";
@@ -47,20 +57,128 @@ async fn the_signer_issues_an_agent_its_own_nodes_certificate_and_refuses_anothe
         let own_ip = internal_ip(&ctx, &node).await?;
         let other_ip = internal_ip(&ctx, &ctx.cluster.node_name).await?;
         ensure!(own_ip != other_ip, "the two nodes share {own_ip}");
-        let grant = grant_csr_requests(&ctx).await?;
-        let pod = agent_pod_on(&ctx, &node).await;
-        let shutdown = CancellationToken::new();
-        let result = match pod {
-            Ok(pod) => exercise(&ctx, &pod, &node, &own_ip, &other_ip, &shutdown).await,
-            Err(err) => Err(err),
-        };
-        shutdown.cancel();
-        revoke(&ctx, &grant).await;
-        let pods = Api::<Pod>::namespaced(ctx.client.clone(), "kube-system");
-        let _ = pods.delete(&grant, &DeleteParams::default()).await;
-        result
+        let (ctx, node) = (&ctx, node.as_str());
+        as_agent_on(ctx, node, |pod, shutdown| async move {
+            exercise(ctx, &pod, node, &own_ip, &other_ip, &shutdown).await
+        })
+        .await
     })
     .await
+}
+
+/// The whole agent, started with `--csr-signer`, serves its self-signed certificate
+/// first and then, without a restart, the one the signer issued for its node.
+#[tokio::test]
+async fn an_agent_started_with_the_csr_signer_serves_the_issued_certificate() -> Result<()> {
+    run_in_namespace("agent-csr-serving", |ctx| async move {
+        // Another node than the other test's, whose CSRs this one deletes.
+        let node = ctx.cluster.fake_node(1);
+        let node_ip = internal_ip(&ctx, &node).await?;
+        let (ctx, node) = (&ctx, node.as_str());
+        as_agent_on(ctx, node, |pod, shutdown| async move {
+            let ca_pem = start_signer(ctx, &shutdown).await?;
+            let agent = client_as_agent_pod(ctx, &pod).await?;
+            let addr = start_agent(node, &node_ip, agent, &shutdown).await?;
+            let served = poll_until("the agent serving the issued certificate", WAIT, || {
+                handshake_trusting(&ca_pem, addr, &node_ip)
+            })
+            .await;
+            shutdown.cancel();
+            delete_csrs_of(ctx, node).await?;
+            served
+        })
+        .await
+    })
+    .await
+}
+
+/// How long an issued certificate may take to be served.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `body` with the agent's CSR rights granted and a pod of the agent's account on
+/// `node` (whose token it acts with), and a token that stops what it started; removes
+/// the grant and the pod afterwards.
+async fn as_agent_on<F, Fut>(ctx: &TestContext, node: &str, body: F) -> Result<()>
+where
+    F: FnOnce(Pod, CancellationToken) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let grant = grant_csr_requests(ctx).await?;
+    let shutdown = CancellationToken::new();
+    let result = match agent_pod_on(ctx, node).await {
+        Ok(pod) => body(pod, shutdown.clone()).await,
+        Err(err) => Err(err),
+    };
+    shutdown.cancel();
+    revoke(ctx, &grant).await;
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), "kube-system");
+    let _ = pods.delete(&grant, &DeleteParams::default()).await;
+    result
+}
+
+/// Starts the agent (server::run, as main does) for `node` on loopback, with the
+/// CSR signer, acting with `kube`; containerd is never reached. Returns its gRPC address.
+async fn start_agent(
+    node: &str,
+    node_ip: &str,
+    kube: kube::Client,
+    shutdown: &CancellationToken,
+) -> Result<SocketAddr> {
+    let dir = std::env::temp_dir().join(format!("sd-csr-{}", std::process::id()));
+    let socket = dir.join("agent.sock");
+    let args = Args::try_parse_from([
+        "agent",
+        "--node-name",
+        node,
+        "--csr-signer",
+        AGENT_SERVING_SIGNER,
+        "--node-ip",
+        node_ip,
+        "--unix-socket",
+        &socket.to_string_lossy(),
+        "--containerd-socket",
+        &dir.join("no-containerd.sock").to_string_lossy(),
+    ])?;
+    let listeners = server::Listeners {
+        grpc: TcpListener::bind("127.0.0.1:0").await?,
+        unix: server::bind_unix(&socket)?,
+        admin: AdminListeners::Shared(TcpListener::bind("127.0.0.1:0").await?),
+    };
+    let addr = listeners.grpc.local_addr()?;
+    let tls = server::tls_material(&args).await?;
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = server::run(&args, listeners, tls, kube, shutdown).await;
+        let _ = std::fs::remove_dir_all(dir);
+    });
+    Ok(addr)
+}
+
+/// A TLS handshake with the agent at `addr`, trusting `ca_pem` alone and expecting a
+/// certificate for `name`: Some once it succeeds.
+async fn handshake_trusting(ca_pem: &str, addr: SocketAddr, name: &str) -> Result<Option<()>> {
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca_pem))
+        .domain_name(name);
+    Endpoint::from_shared(format!("https://{addr}"))?
+        .tls_config(tls)?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await?;
+    Ok(Some(()))
+}
+
+/// Deletes the CSRs the agent made for `node` (named after it by the agent).
+async fn delete_csrs_of(ctx: &TestContext, node: &str) -> Result<()> {
+    let csrs = Api::<CertificateSigningRequest>::all(ctx.client.clone());
+    let prefix = format!("stevedore-agent-{node}-");
+    for csr in csrs.list(&ListParams::default()).await? {
+        let name = csr.metadata.name.unwrap_or_default();
+        if name.starts_with(&prefix) {
+            let _ = csrs.delete(&name, &DeleteParams::default()).await;
+        }
+    }
+    Ok(())
 }
 
 /// Starts the signer, then makes the two requests as the agent and checks the answers.
