@@ -65,6 +65,29 @@ pub struct Args {
     #[arg(long, env = "STEVEDORE_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
+    /// Signer to ask for a serving certificate through the CSR API
+    /// (`stevedore.dev/agent-serving`, which the control plane approves and signs): the
+    /// agent makes a key in memory, requests a certificate for its own node (the node
+    /// name and `--node-ip` addresses), serves it as soon as it is issued (a self-signed
+    /// one until then) and renews it at 80% of its lifetime. Not with --tls-cert.
+    #[arg(
+        long,
+        env = "STEVEDORE_CSR_SIGNER",
+        conflicts_with = "tls_cert",
+        requires = "node_ips"
+    )]
+    pub csr_signer: Option<String>,
+
+    /// This node's IP addresses (the downward API's `status.hostIPs`), named in the
+    /// certificate requested with --csr-signer; repeatable or comma-separated.
+    #[arg(
+        long = "node-ip",
+        env = "STEVEDORE_NODE_IPS",
+        value_name = "IP",
+        value_delimiter = ','
+    )]
+    pub node_ips: Vec<std::net::IpAddr>,
+
     /// Prefix of the audience callers' bearer tokens must be bound to: the agent accepts
     /// only tokens for `<prefix>:<node name>`, so a token for one node's agent is refused
     /// by every other node's agent.
@@ -271,6 +294,41 @@ mod tests {
         let args = with_env(&env, || Args::try_parse_from(argv)).unwrap();
         assert_eq!(args.node_name, "from-flag");
         assert_eq!(args.max_concurrent_pulls.get(), 1);
+    }
+
+    #[test]
+    fn the_csr_signer_comes_with_the_node_addresses_and_without_files() {
+        let env = [
+            ("NODE_NAME", "node-a"),
+            ("STEVEDORE_CSR_SIGNER", "stevedore.dev/agent-serving"),
+            ("STEVEDORE_NODE_IPS", "10.0.0.1,fd00::1"),
+        ];
+        let args = with_env(&env, || Args::try_parse_from(["agent"])).unwrap();
+        assert_eq!(
+            args.csr_signer.as_deref(),
+            Some("stevedore.dev/agent-serving")
+        );
+        assert_eq!(
+            args.node_ips,
+            [
+                "10.0.0.1".parse::<std::net::IpAddr>().unwrap(),
+                "fd00::1".parse().unwrap()
+            ]
+        );
+
+        let signer = ["agent", "--node-name", "n", "--csr-signer", "s"];
+        let without_ips = with_env(&[], || Args::try_parse_from(signer));
+        assert!(without_ips.is_err(), "a CSR needs the node's addresses");
+        let with_files = signer.into_iter().chain([
+            "--node-ip",
+            "10.0.0.1",
+            "--tls-cert",
+            "/tmp/c",
+            "--tls-key",
+            "/tmp/k",
+        ]);
+        let both = with_env(&[], || Args::try_parse_from(with_files));
+        assert!(both.is_err(), "files and CSRs are two ways, not one");
     }
 
     #[test]

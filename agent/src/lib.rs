@@ -12,5 +12,6 @@ pub mod node;
 pub mod pods;
 pub mod reference;
 pub mod server;
+pub mod serving;
 pub mod shutdown;
 pub mod telemetry;

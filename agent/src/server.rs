@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::service::Routes;
-use tonic::transport::{Server, server::TcpIncoming};
+use tonic::transport::Server;
 use tonic_health::{ServingStatus, pb::health_server};
 use tonic_reflection::pb::{v1, v1alpha};
 
@@ -28,6 +28,7 @@ use crate::images::{AgentImageService, ConnectError};
 use crate::metrics::{Metrics, RpcMetricsLayer};
 use crate::node::NodeGrpc;
 use crate::pods::{KubePods, NodePods, PodGrpc};
+use crate::serving::{self, CertError, ServingCert, certified_key, tls_incoming};
 
 /// The services served, and so the ones reflection advertises.
 const SERVED: [&str; 7] = [
@@ -52,6 +53,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error("the serving certificate: {0}")]
+    Serving(#[from] CertError),
     #[error("containerd client")]
     Runtime(#[from] RuntimeError),
     #[error("starting the image service")]
@@ -131,6 +134,7 @@ pub async fn tls_material(args: &Args) -> Result<TlsMaterial, ServeError> {
         None => {
             let mut names = vec![args.node_name.clone(), "localhost".to_owned()];
             names.push(args.grpc_addr.ip().to_string());
+            names.extend(args.node_ips.iter().map(ToString::to_string));
             names.push("127.0.0.1".to_owned());
             names.dedup();
             tracing::info!(
@@ -186,6 +190,8 @@ struct Services {
 }
 
 /// Serves everything until `shutdown` is cancelled, then lets in-flight calls finish.
+/// `tls` is the certificate served first; it is replaced without a restart as the flags
+/// say (`serving::keep_current`: CSR renewals or changed files).
 #[tracing::instrument(skip_all, fields(node = %args.node_name))]
 pub async fn run(
     args: &Args,
@@ -232,14 +238,15 @@ pub async fn run(
         args.node_name.clone(),
     )));
 
+    let serving = ServingCert::new(certified_key(&tls.cert_pem, &tls.key_pem)?);
     let tcp = Server::builder()
-        .tls_config(tls.server_config())?
         .layer(RpcMetricsLayer::new(metrics.clone()))
         .add_routes(routes(&services, Some(&auth)).await?)
         .serve_with_incoming_shutdown(
-            TcpIncoming::from(listeners.grpc),
+            tls_incoming(listeners.grpc, serving.server_config()?, shutdown.clone()),
             shutdown.clone().cancelled_owned(),
         );
+    let certificates = serving::keep_current(args, kube.clone(), serving, shutdown.clone());
     let unix = Server::builder()
         .layer(RpcMetricsLayer::new(metrics.clone()))
         .add_routes(routes(&services, None).await?)
@@ -260,10 +267,11 @@ pub async fn run(
         }
         result
     };
-    let (tcp, unix, admin) = tokio::join!(
+    let (tcp, unix, admin, ()) = tokio::join!(
         async { stop_all(tcp.await.map_err(ServeError::from)) },
         async { stop_all(unix.await.map_err(ServeError::from)) },
         async { stop_all(admin.await.map_err(ServeError::Admin)) },
+        certificates,
     );
     tcp.and(unix).and(admin)
 }

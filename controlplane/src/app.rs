@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
 use crate::caches::Stores;
+use crate::certs::{Authority, CaSecretError, CsrSigner};
 use crate::cloneset::CloneSetController;
 use crate::config::Args;
 use crate::controller::events::EventSink;
@@ -33,6 +34,8 @@ pub enum AppError {
     Runtime(#[from] RuntimeError),
     #[error("setting up the agent client pool: {0}")]
     Agents(#[source] AgentError),
+    #[error("the agent serving CA: {0}")]
+    Ca(#[source] CaSecretError),
     #[error("the {component} cannot start: {source}")]
     UnknownStore {
         component: String,
@@ -44,6 +47,9 @@ pub enum AppError {
 /// Every workload is queued again this often, in case an event was missed.
 const RESYNC_PERIOD: Duration = Duration::from_secs(600);
 
+/// How often the agent CA bundle file is read again for a rotation.
+const CA_RELOAD_PERIOD: Duration = Duration::from_secs(30);
+
 /// Runs the control plane until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn run(args: Args) -> Result<(), AppError> {
     let client = kube::Client::try_default()
@@ -52,7 +58,15 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let shutdown = CancellationToken::new();
     let signals = shutdown_on_signal(shutdown.clone())?;
     let identity = args.identity();
-    let pool_config = AgentPoolConfig::from_args(&args, client.clone());
+    // Every replica reads (or, the first, creates) the CA before it serves: the pool
+    // trusts it whether or not this replica leads and signs.
+    let secrets = kube::Api::namespaced(client.clone(), &args.namespace);
+    let authority = crate::certs::load_or_create(&secrets, &args.agent_ca_secret)
+        .await
+        .map_err(AppError::Ca)?;
+    let mut pool_config = AgentPoolConfig::from_args(&args, client.clone());
+    pool_config.signer_ca = Some(authority.cert_pem().to_owned());
+    let agent_username = args.agent_username.clone();
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
     let mut running = Runtime::<Stores>::start(
@@ -75,6 +89,8 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             pool_config,
             workers_per_kind,
             metrics_addr,
+            authority: Arc::new(authority),
+            agent_username,
         },
         &shutdown,
     )
@@ -96,6 +112,8 @@ struct Workloads {
     pool_config: AgentPoolConfig,
     workers_per_kind: usize,
     metrics_addr: SocketAddr,
+    authority: Arc<Authority>,
+    agent_username: String,
 }
 
 /// Serves metrics, then starts the ImageList distributor and the controllers; each acts
@@ -113,6 +131,18 @@ async fn start_workloads(
     let client = workloads.client;
     let workers = workloads.workers_per_kind;
     let stores = running.stores.clone();
+    running.spawn(
+        agents
+            .clone()
+            .reload_ca_every(CA_RELOAD_PERIOD, shutdown.clone()),
+    );
+    start_signer(
+        running,
+        client.clone(),
+        workloads.authority,
+        workloads.agent_username,
+        shutdown,
+    )?;
 
     require_stores(
         running,
@@ -153,6 +183,28 @@ async fn start_workloads(
     Ok(())
 }
 
+/// Starts the signer of agent serving certificates (approval and issuance of CSRs for
+/// stevedore.dev/agent-serving); it acts only while this replica leads.
+fn start_signer<S: StoreSet>(
+    running: &mut Runtime<S>,
+    client: kube::Client,
+    authority: Arc<Authority>,
+    agent_username: String,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    let queue = WorkQueue::new(Backoff::default());
+    let (signer, watch) = CsrSigner::new(
+        client,
+        authority,
+        agent_username,
+        queue.clone(),
+        shutdown.clone(),
+    );
+    running.spawn(watch);
+    // CSRs are few (one per agent a day); one worker settles them in order.
+    spawn_runner(running, signer, queue, 1, shutdown)
+}
+
 /// Refuses `component` if it reads a kind the runtime caches no store for.
 fn require_stores<S: StoreSet>(
     running: &Runtime<S>,
@@ -175,8 +227,21 @@ fn start_reconciler<S: StoreSet, R: Reconciler>(
     workers: usize,
     shutdown: &CancellationToken,
 ) -> Result<WorkQueue<R::Key>, AppError> {
-    require_stores(running, format!("{} controller", R::KIND), R::READS)?;
     let queue = WorkQueue::new(Backoff::default());
+    spawn_runner(running, reconciler, queue.clone(), workers, shutdown)?;
+    Ok(queue)
+}
+
+/// Runs `reconciler`'s workers on `queue`, gated by this replica's leadership, once it is
+/// known to read only kinds the runtime caches.
+fn spawn_runner<S: StoreSet, R: Reconciler>(
+    running: &mut Runtime<S>,
+    reconciler: Arc<R>,
+    queue: WorkQueue<R::Key>,
+    workers: usize,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    require_stores(running, format!("{} controller", R::KIND), R::READS)?;
     running.spawn(runner::run(
         reconciler,
         queue.clone(),
@@ -188,7 +253,7 @@ fn start_reconciler<S: StoreSet, R: Reconciler>(
         running.metrics.clone(),
         shutdown.clone(),
     ));
-    Ok(queue)
+    Ok(())
 }
 
 #[cfg(test)]

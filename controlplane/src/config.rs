@@ -68,13 +68,33 @@ pub struct Args {
     #[arg(long, env = "POD_UID")]
     pub pod_uid: Option<String>,
 
-    /// CA bundle (PEM) that signed the agents' serving certificates: the cluster CA.
+    /// CA bundle (PEM) trusted for agents' serving certificates besides the control
+    /// plane's own CA (`--agent-ca-secret`): by default the cluster CA, which signed the
+    /// certificates made by deploy/local/lib/certs.sh. Re-read when it changes.
     #[arg(
         long,
         env = "STEVEDORE_AGENT_CA_FILE",
         default_value = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
     )]
     pub agent_ca_file: PathBuf,
+
+    /// Secret (in `--namespace`) holding the CA that signs agent serving certificates
+    /// (signer stevedore.dev/agent-serving); created by the first replica to start.
+    #[arg(
+        long,
+        env = "STEVEDORE_AGENT_CA_SECRET",
+        default_value = "stevedore-agent-ca"
+    )]
+    pub agent_ca_secret: String,
+
+    /// User name of the agents' service account: the only requester whose CSRs for
+    /// stevedore.dev/agent-serving are approved.
+    #[arg(
+        long,
+        env = "STEVEDORE_AGENT_USERNAME",
+        default_value = "system:serviceaccount:kube-system:stevedore-agent"
+    )]
+    pub agent_username: String,
 
     /// Deadline of one agent call attempt, in seconds.
     #[arg(
@@ -187,6 +207,11 @@ mod tests {
         assert_eq!(
             args.agent_ca_file,
             PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+        );
+        assert_eq!(args.agent_ca_secret, "stevedore-agent-ca");
+        assert_eq!(
+            args.agent_username,
+            "system:serviceaccount:kube-system:stevedore-agent"
         );
         assert_eq!(args.agent_rpc_timeout, 10);
         assert_eq!(args.max_concurrent_agent_rpcs.get(), 32);

@@ -129,6 +129,25 @@ pub async fn grant_pull_secrets(ctx: &TestContext) -> Result<()> {
     Ok(())
 }
 
+/// The CA bundle (PEM) a deployed agent's serving certificate verifies against: the
+/// control plane's signer CA (Secret kube-system/stevedore-agent-ca, for certificates
+/// issued through the CSR API) and the cluster CA (certificates made by
+/// deploy/local/lib/certs.sh, as the simulated agents use).
+pub async fn agent_ca_bundle(ctx: &TestContext) -> Result<Vec<u8>> {
+    use k8s_openapi::api::core::v1::Secret;
+    let mut bundle = std::fs::read(ctx.cluster.ca_cert())?;
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), "kube-system");
+    let signer_ca = secrets
+        .get_opt("stevedore-agent-ca")
+        .await?
+        .and_then(|secret| secret.data?.remove("ca.crt"));
+    if let Some(ca) = signer_ca {
+        bundle.push(b'\n');
+        bundle.extend_from_slice(&ca.0);
+    }
+    Ok(bundle)
+}
+
 /// A client with a token of the agent's service account bound to `agent_pod`, so the
 /// apiserver puts that pod's node into the token's user info, as for the agent itself.
 pub async fn client_as_agent_pod(

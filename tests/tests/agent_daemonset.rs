@@ -1,11 +1,12 @@
 //! E2E: the agent as deployed by `deploy/local/run.sh` — a DaemonSet pod on the kubelet
-//! node, serving TLS (certificate from the cluster CA) with token authentication, acting
+//! node, serving TLS (certificate issued through the CSR API by the control plane's
+//! signer; `agent_ca_bundle` also trusts the cluster CA) with token authentication, acting
 //! on pods with its own service account, and fenced to its node by the admission policy.
 
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -14,7 +15,8 @@ use stevedore_proto::stevedore::agent::v1::{
     node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
 };
 use stevedore_tests::auth::{
-    bind_cluster_role, client_as_agent_pod, node_info_once_allowed, token_for, unbind, with_token,
+    agent_ca_bundle, bind_cluster_role, client_as_agent_pod, node_info_once_allowed, token_for,
+    unbind, with_token,
 };
 use stevedore_tests::pods::{condition, is_ready};
 use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
@@ -39,8 +41,9 @@ async fn agent_pod(client: &kube::Client, cluster: &ClusterInfo) -> Result<Pod> 
     .await
 }
 
-async fn agent_channel(cluster: &ClusterInfo) -> Result<Channel> {
-    let ca = std::fs::read(cluster.ca_cert())?;
+async fn agent_channel(ctx: &TestContext) -> Result<Channel> {
+    let cluster = ctx.cluster;
+    let ca = agent_ca_bundle(ctx).await?;
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(ca))
         .domain_name(cluster.node_name.clone());
@@ -50,11 +53,51 @@ async fn agent_channel(cluster: &ClusterInfo) -> Result<Channel> {
     Ok(endpoint.connect().await?)
 }
 
+/// The deployed agent serves a certificate issued through the CSR API: it verifies
+/// against the control plane's signer CA alone, for the node's IP (the script-made
+/// certificate it served before came from the cluster CA).
+#[tokio::test]
+async fn deployed_agent_serves_a_certificate_issued_by_the_signer() -> Result<()> {
+    run_in_namespace("deployed-agent-csr", |ctx| async move {
+        agent_pod(&ctx.client, ctx.cluster).await?;
+        poll_until(
+            "the agent serving a certificate of the signer CA",
+            READY,
+            || connect_trusting_only_the_signer(&ctx),
+        )
+        .await
+    })
+    .await
+}
+
+/// Connects to the deployed agent trusting the signer CA (Secret
+/// kube-system/stevedore-agent-ca) and nothing else.
+async fn connect_trusting_only_the_signer(ctx: &TestContext) -> Result<Option<()>> {
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), "kube-system");
+    let Some(ca) = secrets
+        .get_opt("stevedore-agent-ca")
+        .await?
+        .and_then(|secret| secret.data?.remove("ca.crt"))
+    else {
+        bail!("no Secret kube-system/stevedore-agent-ca yet");
+    };
+    let node_ip = &ctx.cluster.node_ip;
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca.0))
+        .domain_name(node_ip.clone());
+    Endpoint::from_shared(format!("https://{node_ip}:{AGENT_PORT}"))?
+        .tls_config(tls)?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await?;
+    Ok(Some(()))
+}
+
 #[tokio::test]
 async fn deployed_agent_serves_tls_and_authorizes_callers() -> Result<()> {
     run_in_namespace("deployed-agent-auth", |ctx| async move {
         agent_pod(&ctx.client, ctx.cluster).await?;
-        let mut nodes = NodeServiceClient::new(agent_channel(ctx.cluster).await?);
+        let mut nodes = NodeServiceClient::new(agent_channel(&ctx).await?);
         let err = nodes
             .get_node_info(GetNodeInfoRequest {})
             .await
@@ -64,7 +107,7 @@ async fn deployed_agent_serves_tls_and_authorizes_callers() -> Result<()> {
 
         let token = token_for(&ctx, "operator", &ctx.cluster.node_name).await?;
         let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
-        let info = node_info_once_allowed(agent_channel(ctx.cluster).await?, &token).await;
+        let info = node_info_once_allowed(agent_channel(&ctx).await?, &token).await;
         unbind(&ctx, &binding).await;
         let info = info?;
         ensure!(info.node_name == ctx.cluster.node_name, "{info:?}");
@@ -98,7 +141,7 @@ async fn deployed_agent_flips_a_readiness_gate_on_its_node() -> Result<()> {
         let pod = web_pod(&ctx, "gated", &ctx.cluster.node_name).await?;
         let token = token_for(&ctx, "operator", &ctx.cluster.node_name).await?;
         let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
-        let pods = PodServiceClient::new(agent_channel(ctx.cluster).await?);
+        let pods = PodServiceClient::new(agent_channel(&ctx).await?);
         let request = SetPodConditionRequest {
             pod: Some(PodRef {
                 namespace: ctx.namespace.clone(),
@@ -198,7 +241,11 @@ async fn grpcurl_lists_the_agent_services_over_tls_and_the_unix_socket() -> Resu
         let token = token_for(&ctx, "operator", &ctx.cluster.node_name).await?;
         let binding = bind_cluster_role(&ctx, "stevedore:agent-client", "operator").await?;
         let cluster = ctx.cluster;
-        let ca = cluster.ca_cert().to_string_lossy().into_owned();
+        let ca_file = cluster
+            .log_dir()
+            .join(format!("{}-agent-ca.pem", ctx.namespace));
+        std::fs::write(&ca_file, agent_ca_bundle(&ctx).await?)?;
+        let ca = ca_file.to_string_lossy().into_owned();
         let addr = format!("{}:{AGENT_PORT}", cluster.node_ip);
         let header = format!("authorization: Bearer {token}");
         let tls_args = [
@@ -225,6 +272,7 @@ async fn grpcurl_lists_the_agent_services_over_tls_and_the_unix_socket() -> Resu
         )
         .await;
         unbind(&ctx, &binding).await;
+        let _ = std::fs::remove_file(&ca_file);
         let listed = listed?;
         for service in [
             "ImageService",

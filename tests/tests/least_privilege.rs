@@ -88,6 +88,8 @@ async fn service_accounts_hold_only_what_they_use() -> Result<()> {
             (CONTROLPLANE, "get", "secrets", ns, false),
             (CONTROLPLANE, "get", "secrets", None, false),
             (CONTROLPLANE, "get", "secrets", Some("kube-system"), false),
+            // Its signer CA's Secret only: created once, never listed.
+            (CONTROLPLANE, "list", "secrets", Some("kube-system"), false),
         ];
         let mut wrong = Vec::new();
         for (user, verb, resource, namespace, expected) in cases {

@@ -1,9 +1,7 @@
-//! The TLS identity of the gRPC listener: from files, or a self-signed certificate
-//! generated at start.
+//! The TLS identity the gRPC listener starts with: from files, or a self-signed
+//! certificate generated at start (`crate::serving` replaces it later).
 
 use std::path::{Path, PathBuf};
-
-use tonic::transport::{Identity, ServerTlsConfig};
 
 /// Why there is no TLS identity.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +47,6 @@ impl TlsMaterial {
             cert_pem: certified.cert.pem(),
             key_pem: certified.signing_key.serialize_pem(),
         })
-    }
-
-    pub fn server_config(&self) -> ServerTlsConfig {
-        ServerTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
     }
 }
 

@@ -15,8 +15,11 @@ pub struct AgentPoolConfig {
     /// Agent port on each node's InternalIP, unless the Node overrides it with the
     /// `agent.stevedore.dev/port` annotation.
     pub default_port: u16,
-    /// PEM bundle of the CA that signed the agents' serving certificates.
+    /// PEM bundle of CAs that signed agents' serving certificates (re-read by
+    /// [`AgentPool::reload_ca`](super::AgentPool::reload_ca)).
     pub ca_file: PathBuf,
+    /// The control plane's own signer CA (PEM), trusted as well.
+    pub signer_ca: Option<String>,
     /// The bearer tokens presented to agents.
     pub token: TokenSource,
     /// Limit on connecting (TCP and TLS) to one agent.
@@ -47,6 +50,7 @@ impl AgentPoolConfig {
         Self {
             default_port: args.agent_port,
             ca_file: args.agent_ca_file.clone(),
+            signer_ca: None,
             token: TokenSource::PerNode {
                 audience_prefix: args.agent_token_audience.clone(),
                 issuer,

@@ -1,7 +1,8 @@
 //! The control plane's clients for the node agents' gRPC API.
 //!
 //! Every node runs an agent serving TLS on `<InternalIP>:<agent port>` (a certificate
-//! from the cluster CA with the node IP as SAN) and demanding a bearer token bound to its
+//! with the node IP as SAN, from the control plane's signer CA or a CA in
+//! `--agent-ca-file`: [`CaSource`]) and demanding a bearer token bound to its
 //! own node's audience `stevedore-agent:<node>`, which the pool requests per node with
 //! the TokenRequest API ([`TokenIssuer`]). [`AgentPool`] keeps one lazily opened channel per node and
 //! sends unary calls under a global concurrency cap, with a per-attempt deadline and
@@ -13,6 +14,7 @@
 //! simulated nodes that share one IP and each run their own agent process.
 
 mod address;
+mod ca_bundle;
 mod config;
 mod error;
 mod node_tokens;
@@ -25,6 +27,7 @@ mod token_request;
 mod tests;
 
 pub use address::{AGENT_PORT_ANNOTATION, node_agent_address};
+pub use ca_bundle::CaSource;
 pub use config::{AgentPoolConfig, DEFAULT_CONNECT_TIMEOUT};
 pub use error::AgentError;
 pub use node_tokens::{node_audience, renew_after};

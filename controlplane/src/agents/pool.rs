@@ -15,6 +15,7 @@ use stevedore_proto::stevedore::agent::v1::{
     node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
 };
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 use tonic::{
     Code, Status,
     service::interceptor::InterceptedService,
@@ -23,8 +24,8 @@ use tonic::{
 use tracing::Instrument;
 
 use super::{
-    AgentError, AgentPoolConfig, BearerAuth, RetryPolicy, node_agent_address, retry::next_retry,
-    token::Tokens,
+    AgentError, AgentPoolConfig, BearerAuth, CaSource, RetryPolicy, node_agent_address,
+    retry::next_retry, token::Tokens,
 };
 use crate::runtime::metrics::Metrics;
 
@@ -43,7 +44,10 @@ pub struct AgentPool {
 
 struct Inner {
     default_port: u16,
-    ca: Certificate,
+    ca_source: CaSource,
+    /// The PEM bundle new channels trust; swapped (and the channels dropped) under the
+    /// `channels` lock when the bundle changes.
+    ca: Mutex<Vec<u8>>,
     connect_timeout: Duration,
     rpc_timeout: Duration,
     retry: RetryPolicy,
@@ -66,11 +70,16 @@ impl AgentPool {
     /// A pool with no connections yet. Reads the CA bundle now, so a missing or empty
     /// one stops the control plane at start instead of failing every call later.
     pub fn new(config: AgentPoolConfig, metrics: Metrics) -> Result<Self, AgentError> {
-        let ca = read_ca(&config.ca_file)?;
+        let ca_source = CaSource {
+            file: config.ca_file,
+            signer_ca: config.signer_ca,
+        };
+        let ca = ca_source.read()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 default_port: config.default_port,
-                ca,
+                ca_source,
+                ca: Mutex::new(ca),
                 connect_timeout: config.connect_timeout,
                 rpc_timeout: config.rpc_timeout,
                 retry: config.retry,
@@ -238,6 +247,36 @@ impl AgentPool {
         self.inner.tokens.forget(node_name);
     }
 
+    /// Reads the CA bundle again; if it changed, trusts the new one and drops every
+    /// channel, so the next call to each agent connects verifying against it. Returns
+    /// whether it changed; on an error the current bundle stays in use.
+    pub fn reload_ca(&self) -> Result<bool, AgentError> {
+        let bundle = self.inner.ca_source.read()?;
+        let mut channels = self.lock_channels();
+        let mut ca = lock(&self.inner.ca);
+        if *ca == bundle {
+            return Ok(false);
+        }
+        *ca = bundle;
+        channels.clear();
+        Ok(true)
+    }
+
+    /// Calls [`Self::reload_ca`] every `period` until `shutdown`.
+    pub async fn reload_ca_every(self, period: Duration, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+            match self.reload_ca() {
+                Ok(true) => tracing::info!("agent CA bundle changed; reconnecting to agents"),
+                Ok(false) => {}
+                Err(err) => tracing::warn!(error = %err, "agent CA bundle not reloaded"),
+            }
+        }
+    }
+
     async fn channel_for(&self, node: &Node) -> Result<AgentChannel, AgentError> {
         let addr = node_agent_address(node, self.inner.default_port)?;
         self.authenticated(&node_name(node), addr).await
@@ -273,8 +312,9 @@ impl AgentPool {
         };
         // The agent's certificate names the node IP; verify against it explicitly so
         // IPv6 addresses (bracketed in the URI) match their SAN too.
+        let ca = Certificate::from_pem(lock(&self.inner.ca).as_slice());
         let tls = ClientTlsConfig::new()
-            .ca_certificate(self.inner.ca.clone())
+            .ca_certificate(ca)
             .domain_name(addr.ip().to_string());
         Ok(Endpoint::from_shared(format!("https://{addr}"))
             .map_err(endpoint_error)?
@@ -288,32 +328,17 @@ impl AgentPool {
     }
 
     fn lock_channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, (SocketAddr, Channel)>> {
-        // Entries are inserted and removed whole, so a poisoned map is still consistent.
-        self.inner
-            .channels
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner.channels)
     }
+}
+
+/// Locks a mutex whose contents are replaced whole, so a poisoned one is still consistent.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn node_name(node: &Node) -> String {
     node.metadata.name.clone().unwrap_or_default()
-}
-
-fn read_ca(path: &std::path::Path) -> Result<Certificate, AgentError> {
-    use rustls::pki_types::{CertificateDer, pem::PemObject};
-
-    let ca_error = |reason: String| AgentError::Ca {
-        path: path.to_owned(),
-        reason,
-    };
-    let pem = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
-    // tonic accepts any bytes here and fails only at the first handshake; parse now.
-    let certificates = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ca_error(format!("not a PEM certificate bundle: {e}")))?;
-    if certificates.is_empty() {
-        return Err(ca_error("holds no PEM certificate".to_owned()));
-    }
-    Ok(Certificate::from_pem(pem))
 }

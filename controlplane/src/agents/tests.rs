@@ -224,6 +224,7 @@ fn config(ca_file: PathBuf, max_concurrent_rpcs: usize) -> AgentPoolConfig {
     AgentPoolConfig {
         default_port: 1,
         ca_file,
+        signer_ca: None,
         token: TokenSource::Static("test-token".into()),
         connect_timeout: Duration::from_secs(5),
         rpc_timeout: Duration::from_secs(10),
@@ -553,4 +554,58 @@ async fn each_agent_receives_the_token_for_its_own_node() {
         seen(&agent_b),
         [Some("Bearer stevedore-agent:node-b".to_owned())]
     );
+}
+
+#[tokio::test]
+async fn an_agent_certified_by_the_signer_ca_is_trusted_beside_the_file() {
+    let (dir, file_pki, signer_pki) = (TempDir::new("signer-ca"), pki(), pki());
+    let agent = start_agent(&signer_pki, Pace::Prompt, &[]).await;
+    let ca_file = dir.write("ca.crt", &file_pki.ca_pem);
+    let without = AgentPool::new(config(ca_file.clone(), 4), Metrics::new()).expect("pool");
+    let err = set_ready(&without, &node(agent.addr))
+        .await
+        .expect_err("the file's CA alone does not trust it");
+    assert_eq!(err.code(), Some(Code::Unavailable), "{err:?}");
+
+    let with = AgentPool::new(
+        AgentPoolConfig {
+            signer_ca: Some(signer_pki.ca_pem.clone()),
+            ..config(ca_file, 4)
+        },
+        Metrics::new(),
+    )
+    .expect("pool");
+    set_ready(&with, &node(agent.addr))
+        .await
+        .expect("trusted through the signer CA");
+}
+
+#[tokio::test]
+async fn a_rotated_ca_file_is_trusted_after_a_reload_without_a_new_pool() {
+    let (dir, old, rotated) = (TempDir::new("ca-reload"), pki(), pki());
+    let agent = start_agent(&rotated, Pace::Prompt, &[]).await;
+    let (pool, _) = pool(&dir, &old, 4);
+    set_ready(&pool, &node(agent.addr))
+        .await
+        .expect_err("not trusted before the rotation");
+    assert!(!pool.reload_ca().expect("reads"), "nothing changed yet");
+
+    dir.write("ca.crt", &rotated.ca_pem);
+    assert!(pool.reload_ca().expect("reads"), "the bundle changed");
+
+    set_ready(&pool, &node(agent.addr))
+        .await
+        .expect("trusted after the reload");
+}
+
+#[tokio::test]
+async fn a_broken_ca_file_keeps_the_current_bundle() {
+    let (dir, pki) = (TempDir::new("ca-broken"), pki());
+    let agent = start_agent(&pki, Pace::Prompt, &[]).await;
+    let (pool, _) = pool(&dir, &pki, 4);
+    dir.write("ca.crt", "not a certificate");
+    pool.reload_ca().expect_err("unusable bundle");
+    set_ready(&pool, &node(agent.addr))
+        .await
+        .expect("still trusted with the bundle read before");
 }

@@ -118,10 +118,6 @@ deploy_agent() {
   local image
   image=$(build_image agent 0:0)
   log "deploying the agent ($image)"
-  kubectl_admin -n kube-system create secret tls stevedore-agent-tls \
-    --cert="$PKI/agent-serving.crt" --key="$PKI/agent-serving.key" --dry-run=client -o yaml |
-    kubectl_admin apply -f - >>"$LOG_DIR/objects.log" 2>&1 ||
-    die "creating Secret kube-system/stevedore-agent-tls failed (log: $LOG_DIR/objects.log)"
   apply_overlay "$REPO_ROOT/deploy/local/agent" agent "$image"
   wait_for "agent DaemonSet rollout" 180 "$LOG_DIR/objects.log" -- \
     kubectl_admin -n kube-system rollout status ds/stevedore-agent --timeout=5s
