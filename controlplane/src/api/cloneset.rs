@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    INT_OR_PERCENT_RULE, InPlaceUpdateStrategy, Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy,
-    UpdateScatterTerm, is_default, is_zero,
+    FRACTIONAL_PERCENT_RULE, INT_OR_PERCENT_RULE, InPlaceUpdateStrategy, Lifecycle,
+    PodUpdatePolicy, UpdatePriorityStrategy, UpdateScatterTerm, is_default, is_zero,
 };
 use super::{schema, workload_rules};
 
@@ -202,10 +202,13 @@ pub struct CloneSetUpdateStrategy {
     #[schemars(extend("default" = "ReCreate"))]
     pub type_: Option<PodUpdatePolicy>,
 
-    /// The number or percentage of pods kept on old revisions. Defaults to 0.
+    /// Partition is the desired number of pods in old revisions: an absolute number (5) or
+    /// a percentage of replicas, which may have a fraction (10%, 12.5%). A percentage is
+    /// rounded up, but one below 100% still updates at least one pod when replicas > 1.
+    /// Defaults to 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = 0))]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.partition must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(FRACTIONAL_PERCENT_RULE).message("spec.updateStrategy.partition must be an integer >= 0 or a percentage from 0% to 100%, such as 10% or 12.5%"))]
     pub partition: Option<IntOrString>,
 
     /// The maximum number or percentage of unavailable pods during an update. Defaults to 20%.

@@ -9,9 +9,22 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// CEL: an int-or-string field holding an integer >= 0 or a percentage from 0% to 100%.
+/// The percentages an int-or-percent field takes: whole numbers from 0% to 100%.
+pub const WHOLE_PERCENT_REGEX: &str = "^(100|[1-9]?[0-9])%$";
+
+/// CEL: an int-or-string field holding an integer >= 0 or a percentage from 0% to 100%
+/// ([`WHOLE_PERCENT_REGEX`]); a fraction such as `"12.5%"` is refused.
 pub const INT_OR_PERCENT_RULE: &str =
     "type(self) == int ? int(self) >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')";
+
+/// The percentages CloneSet `partition` takes (kruise #1124): 0% to 100%, below 100% with
+/// an optional decimal fraction (`"12.5%"`, `"0.01%"`). `"100.0%"` is refused: OpenKruise
+/// tells 100% apart by its spelling.
+pub const FRACTIONAL_PERCENT_REGEX: &str = "^(100|[1-9]?[0-9]([.][0-9]+)?)%$";
+
+/// CEL: an integer >= 0 or a percentage matching [`FRACTIONAL_PERCENT_REGEX`].
+pub const FRACTIONAL_PERCENT_RULE: &str = "type(self) == int ? int(self) >= 0 : \
+    string(self).matches('^(100|[1-9]?[0-9]([.][0-9]+)?)%$')";
 
 /// How pods move to a new template revision (CloneSet `updateStrategy.type`, Advanced
 /// StatefulSet `podUpdatePolicy`).

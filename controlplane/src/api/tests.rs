@@ -139,3 +139,57 @@ fn crd_has_subresources_short_name_and_columns() {
         ]
     );
 }
+
+/// `partition` takes a fractional percentage; the other int-or-percent fields do not, and
+/// their rules (which name the field in their messages) refuse one.
+#[test]
+fn only_partition_takes_a_fractional_percentage() {
+    use super::common::{
+        FRACTIONAL_PERCENT_REGEX, FRACTIONAL_PERCENT_RULE, INT_OR_PERCENT_RULE, WHOLE_PERCENT_REGEX,
+    };
+    assert!(FRACTIONAL_PERCENT_RULE.contains(FRACTIONAL_PERCENT_REGEX));
+    assert!(INT_OR_PERCENT_RULE.contains(WHOLE_PERCENT_REGEX));
+    let fractional = regex::Regex::new(FRACTIONAL_PERCENT_REGEX).expect("valid regex");
+    let whole = regex::Regex::new(WHOLE_PERCENT_REGEX).expect("valid regex");
+    let cases = [
+        ("0%", true, true),
+        ("20%", true, true),
+        ("100%", true, true),
+        ("12.5%", true, false),
+        ("0.01%", true, false),
+        ("99.999%", true, false),
+        ("100.0%", false, false),
+        ("100.5%", false, false),
+        ("101%", false, false),
+        ("12.%", false, false),
+        (".5%", false, false),
+        ("-1.5%", false, false),
+        ("1e1%", false, false),
+        ("12.5", false, false),
+        ("05%", false, false),
+    ];
+    for (value, partition_ok, others_ok) in cases {
+        assert_eq!(
+            fractional.is_match(value),
+            partition_ok,
+            "partition {value}"
+        );
+        assert_eq!(whole.is_match(value), others_ok, "maxUnavailable {value}");
+    }
+
+    let crd = serde_json::to_string(&CloneSet::crd()).expect("CRD serializes");
+    let partition_rule = serde_json::to_string(FRACTIONAL_PERCENT_RULE).expect("string");
+    assert_eq!(crd.matches(partition_rule.trim_matches('"')).count(), 1);
+    for field in [
+        "spec.updateStrategy.maxUnavailable",
+        "spec.updateStrategy.maxSurge",
+        "spec.scaleStrategy.maxUnavailable",
+    ] {
+        assert!(
+            crd.contains(&format!(
+                "{field} must be an integer >= 0 or a percentage from 0% to 100%"
+            )),
+            "{field}"
+        );
+    }
+}

@@ -153,10 +153,67 @@ fn describe(value: &IntOrString) -> String {
     }
 }
 
+/// [`scaled_share`] for a percentage that may have a fraction (`"12.5%"`), as OpenKruise
+/// allows for CloneSet `partition` only (kruise #1124): the percentage of `total` is
+/// computed in binary floating point as Go's `math.Ceil(value * total / 100)` (or
+/// `Floor`) does, so results agree with OpenKruise even where the decimal is inexact.
+/// An integer is taken as is.
+pub fn scaled_fractional_share(
+    field: &'static str,
+    value: &IntOrString,
+    total: i32,
+    round_up: bool,
+) -> Result<i32, IntOrPercentError> {
+    let text = match value {
+        IntOrString::Int(_) => return scaled_share(field, value, total, round_up),
+        IntOrString::String(text) => text,
+    };
+    let percent = parse_fractional_percent(field, text)?;
+    if percent > 100.0 {
+        return Err(IntOrPercentError::AboveHundredPercent {
+            field,
+            value: text.clone(),
+        });
+    }
+    let scaled = percent * f64::from(total) / 100.0;
+    let rounded = if round_up {
+        scaled.ceil()
+    } else {
+        scaled.floor()
+    };
+    // Within [0, total] for a percentage in [0, 100], so the conversion is exact.
+    Ok(rounded.clamp(0.0, f64::from(total.max(0))) as i32)
+}
+
+/// `"<digits>[.<digits>]%"` as a number; the syntax the CRD's `partition` rule admits
+/// (no sign, exponent or blanks, which Go's `ParseFloat` would also take).
+fn parse_fractional_percent(field: &'static str, text: &str) -> Result<f64, IntOrPercentError> {
+    let Some(number) = text.strip_suffix('%') else {
+        return Err(IntOrPercentError::NotAPercentage {
+            field,
+            value: text.to_owned(),
+        });
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, "0"));
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || !digits(fraction) {
+        return Err(IntOrPercentError::InvalidNumber {
+            field,
+            value: text.to_owned(),
+        });
+    }
+    number
+        .parse::<f64>()
+        .map_err(|_| IntOrPercentError::InvalidNumber {
+            field,
+            value: text.to_owned(),
+        })
+}
+
 /// OpenKruise's `CalculatePartitionReplicas`: how many pods stay on the current revision.
-/// A percentage is rounded up (so any non-zero percentage keeps at least one old pod), but
-/// a percentage below 100% with more than one replica still updates at least one pod; the
-/// result is clamped to `[0, replicas]`.
+/// A percentage (which may have a fraction, `"12.5%"`) is rounded up, so any non-zero
+/// percentage keeps at least one old pod, but a percentage below 100% with more than one
+/// replica still updates at least one pod; the result is clamped to `[0, replicas]`.
 pub fn partition_replicas(
     partition: Option<&IntOrString>,
     replicas: i32,
@@ -164,7 +221,7 @@ pub fn partition_replicas(
     let Some(partition) = partition else {
         return Ok(0);
     };
-    let mut kept = scaled_share(PARTITION_FIELD, partition, replicas, true)?;
+    let mut kept = scaled_fractional_share(PARTITION_FIELD, partition, replicas, true)?;
     if let IntOrString::String(text) = partition
         && replicas > 1
         && kept == replicas

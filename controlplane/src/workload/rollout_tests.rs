@@ -167,6 +167,133 @@ fn partition_table() {
     assert!(partition_replicas(Some(&pct("x%")), 5).is_err());
 }
 
+#[test]
+fn fractional_percent_shares_round_like_openkruise() {
+    // (value, total, round_up, want): Go's math.Ceil/Floor(value * total / 100) in f64.
+    let cases: &[(IntOrString, i32, bool, i32)] = &[
+        (int(3), 10, true, 3),
+        (pct("50%"), 10, true, 5),
+        (pct("12.5%"), 8, true, 1),
+        (pct("12.5%"), 8, false, 1),
+        (pct("12.5%"), 10, true, 2),
+        (pct("12.5%"), 10, false, 1),
+        (pct("0.01%"), 100, true, 1),
+        (pct("0.01%"), 100, false, 0),
+        (pct("99.99%"), 10000, true, 9999),
+        (pct("33.3%"), 3, true, 1),
+        (pct("33.3%"), 3, false, 0),
+        (pct("0.5%"), 0, true, 0),
+        (pct("100%"), 7, true, 7),
+        // 0.07 * 10000 is 700.0000000000001 in binary floating point, so the scaled
+        // value rounds up to 8 where decimal arithmetic would give 7 — as in OpenKruise.
+        (pct("0.07%"), 10000, true, 8),
+        (pct("0.07%"), 10000, false, 7),
+    ];
+    for (value, total, round_up, want) in cases {
+        assert_eq!(
+            scaled_fractional_share(PARTITION_FIELD, value, *total, *round_up),
+            Ok(*want),
+            "{value:?} of {total}, round_up={round_up}"
+        );
+    }
+}
+
+#[test]
+fn bad_fractional_percents_name_the_field() {
+    let field = PARTITION_FIELD;
+    let invalid = |v: &str| IntOrPercentError::InvalidNumber {
+        field,
+        value: v.to_owned(),
+    };
+    let cases: &[(IntOrString, IntOrPercentError)] = &[
+        (pct("12.%"), invalid("12.%")),
+        (pct(".5%"), invalid(".5%")),
+        (pct("-1.5%"), invalid("-1.5%")),
+        (pct("+1.5%"), invalid("+1.5%")),
+        (pct("1e1%"), invalid("1e1%")),
+        (pct("NaN%"), invalid("NaN%")),
+        (pct("1.5 %"), invalid("1.5 %")),
+        (pct("1.2.3%"), invalid("1.2.3%")),
+        (
+            pct("12.5"),
+            IntOrPercentError::NotAPercentage {
+                field,
+                value: "12.5".into(),
+            },
+        ),
+        (
+            pct("100.5%"),
+            IntOrPercentError::AboveHundredPercent {
+                field,
+                value: "100.5%".into(),
+            },
+        ),
+        (
+            int(-1),
+            IntOrPercentError::Negative {
+                field,
+                value: "-1".into(),
+            },
+        ),
+    ];
+    for (value, want) in cases {
+        assert_eq!(
+            scaled_fractional_share(field, value, 10, true).as_ref(),
+            Err(want),
+            "{value:?}"
+        );
+    }
+    assert_eq!(
+        invalid("12.%").to_string(),
+        "spec.updateStrategy.partition: \"12.%\" is not a valid percentage"
+    );
+}
+
+#[test]
+fn fractional_partition_table() {
+    let cases: &[(IntOrString, i32, i32)] = &[
+        (pct("12.5%"), 8, 1),
+        (pct("12.5%"), 10, 2),
+        (pct("0.01%"), 100, 1),
+        (pct("0.5%"), 1, 1),
+        // Rounds up to all 4, but below 100% one pod still updates.
+        (pct("99.9%"), 4, 3),
+        (pct("99.99%"), 10000, 9999),
+        (pct("0.0%"), 5, 0),
+    ];
+    for (partition, replicas, want) in cases {
+        assert_eq!(
+            partition_replicas(Some(partition), *replicas),
+            Ok(*want),
+            "{partition:?} of {replicas}"
+        );
+    }
+}
+
+#[test]
+fn other_fields_keep_whole_percentages() {
+    // maxUnavailable, maxSurge and scaleStrategy.maxUnavailable go through scaled_share,
+    // which refuses a fraction naming the field, as OpenKruise's webhook does.
+    let params = RolloutParams {
+        replicas: 10,
+        max_surge: Some(pct("12.5%")),
+        ..RolloutParams::default()
+    };
+    assert_eq!(
+        calculate_diffs(&params, &[]),
+        Err(IntOrPercentError::InvalidNumber {
+            field: MAX_SURGE_FIELD,
+            value: "12.5%".into(),
+        })
+    );
+    let params = RolloutParams {
+        replicas: 8,
+        partition: Some(pct("12.5%")),
+        ..RolloutParams::default()
+    };
+    assert!(calculate_diffs(&params, &[]).is_ok());
+}
+
 /// A pod as the diff calculation reads it: on the update revision or not, serving
 /// (available, no update under way, lifecycle Normal) or not, specified for deletion or not.
 const fn pod(updated: bool, available: bool, specified_delete: bool) -> PodView {
