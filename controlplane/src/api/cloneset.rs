@@ -197,10 +197,14 @@ pub struct CloneSetScaleStrategy {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new(workload_rules::SURGE_OR_UNAVAILABLE).message(workload_rules::SURGE_OR_UNAVAILABLE_MESSAGE))]
 pub struct CloneSetUpdateStrategy {
-    /// Type is ReCreate (default), InPlaceIfPossible or InPlaceOnly.
+    /// Type is ReCreate (default), InPlaceIfPossible, InPlaceOnly or OnDelete. Under
+    /// OnDelete the controller changes no live pod: a template change reaches only the
+    /// pods deleted from outside, whose replacements are created at the update revision;
+    /// partition, maxSurge, paused, priorityStrategy, scatterStrategy and
+    /// inPlaceUpdateStrategy are ignored.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "ReCreate"))]
-    pub type_: Option<PodUpdatePolicy>,
+    pub type_: Option<CloneSetUpdateStrategyType>,
 
     /// Partition is the desired number of pods in old revisions: an absolute number (5) or
     /// a percentage of replicas, which may have a fraction (10%, 12.5%). A percentage is
@@ -238,6 +242,33 @@ pub struct CloneSetUpdateStrategy {
     /// Strategies of in-place update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_place_update_strategy: Option<InPlaceUpdateStrategy>,
+}
+
+/// CloneSet `updateStrategy.type`: how pods move to a new revision, or (OnDelete) that
+/// the controller does not move them at all.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CloneSetUpdateStrategyType {
+    /// Delete the old pod (and its PVCs) and create a new one from the new revision.
+    #[default]
+    ReCreate,
+    /// Update container images in place when only in-place-able fields changed,
+    /// recreate otherwise.
+    InPlaceIfPossible,
+    /// Only in-place updates; template changes that cannot be done in place are refused.
+    InPlaceOnly,
+    /// Only pods deleted from outside move: their replacements are created at the update
+    /// revision (OpenKruise 1.9, kruise #2224).
+    OnDelete,
+}
+
+impl From<PodUpdatePolicy> for CloneSetUpdateStrategyType {
+    fn from(policy: PodUpdatePolicy) -> Self {
+        match policy {
+            PodUpdatePolicy::ReCreate => Self::ReCreate,
+            PodUpdatePolicy::InPlaceIfPossible => Self::InPlaceIfPossible,
+            PodUpdatePolicy::InPlaceOnly => Self::InPlaceOnly,
+        }
+    }
 }
 
 /// The observed state of a CloneSet.
@@ -319,9 +350,27 @@ impl CloneSetSpec {
 }
 
 impl CloneSetUpdateStrategy {
-    /// The update policy (default ReCreate).
-    pub fn policy(&self) -> PodUpdatePolicy {
+    /// `type` with its default of ReCreate.
+    pub fn strategy_type(&self) -> CloneSetUpdateStrategyType {
         self.type_.unwrap_or_default()
+    }
+
+    /// How a pod moves to a new revision (default ReCreate). Under OnDelete the pods a
+    /// person deletes are recreated, so it is ReCreate too: no in-place readiness gate,
+    /// no in-place image pre-download.
+    pub fn policy(&self) -> PodUpdatePolicy {
+        match self.strategy_type() {
+            CloneSetUpdateStrategyType::ReCreate | CloneSetUpdateStrategyType::OnDelete => {
+                PodUpdatePolicy::ReCreate
+            }
+            CloneSetUpdateStrategyType::InPlaceIfPossible => PodUpdatePolicy::InPlaceIfPossible,
+            CloneSetUpdateStrategyType::InPlaceOnly => PodUpdatePolicy::InPlaceOnly,
+        }
+    }
+
+    /// `type: OnDelete`: the controller moves no live pod to the update revision.
+    pub fn on_delete(&self) -> bool {
+        self.strategy_type() == CloneSetUpdateStrategyType::OnDelete
     }
 
     /// maxUnavailable with its default of 20%.

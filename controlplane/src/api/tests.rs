@@ -193,3 +193,35 @@ fn only_partition_takes_a_fractional_percentage() {
         );
     }
 }
+
+#[test]
+fn update_strategy_type_on_delete_round_trips_and_is_in_the_schema() {
+    use super::cloneset::CloneSetUpdateStrategyType;
+    let cs = parse(
+        "apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: app, image: nginx}]}
+  updateStrategy: {type: OnDelete}
+",
+    );
+    let strategy = &cs.spec.update_strategy;
+    assert_eq!(strategy.type_, Some(CloneSetUpdateStrategyType::OnDelete));
+    assert!(strategy.on_delete());
+    assert_eq!(strategy.policy(), PodUpdatePolicy::ReCreate);
+    let json = serde_json::to_value(&cs.spec).expect("spec serializes");
+    assert_eq!(json["updateStrategy"]["type"], "OnDelete");
+    assert!(serde_json::from_str::<CloneSetUpdateStrategyType>("\"Rolling\"").is_err());
+
+    let crd = serde_json::to_value(CloneSet::crd()).expect("CRD serializes");
+    let type_schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["updateStrategy"]["properties"]["type"];
+    assert_eq!(
+        type_schema["enum"],
+        serde_json::json!(["ReCreate", "InPlaceIfPossible", "InPlaceOnly", "OnDelete"])
+    );
+}

@@ -9,7 +9,7 @@ use super::pods::{self, RevisionSpec, instance_id};
 use crate::api::CloneSet;
 use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy, UpdateScatterTerm};
 use crate::workload::actions::Create;
-use crate::workload::adapter::PodSetWorkload;
+use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType};
 use crate::workload::inplace::{
     InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method,
 };
@@ -28,6 +28,14 @@ impl PodSetWorkload for CloneSet {
 
     fn update_policy(&self) -> PodUpdatePolicy {
         self.spec.update_strategy.policy()
+    }
+
+    fn update_strategy_type(&self) -> UpdateStrategyType {
+        if self.spec.update_strategy.on_delete() {
+            UpdateStrategyType::OnDelete
+        } else {
+            UpdateStrategyType::RollingUpdate
+        }
     }
 
     fn lifecycle(&self) -> Option<&Lifecycle> {
@@ -155,5 +163,58 @@ mod tests {
         assert_eq!(params.scale_max_unavailable, Some(int(2)));
         assert!(params.paused && !params.revisions_consistent);
         assert!(cs.rollout_params("web-b", "web-b").revisions_consistent);
+    }
+
+    #[test]
+    fn update_strategy_type_chooses_on_delete_and_how_pods_come_back() {
+        use crate::api::cloneset::CloneSetUpdateStrategyType as Type;
+        use crate::workload::inplace::INPLACE_UPDATE_READY;
+        // (type, shared strategy type, policy, InPlaceUpdateReady gate on new pods)
+        let cases = [
+            (
+                None,
+                UpdateStrategyType::RollingUpdate,
+                PodUpdatePolicy::ReCreate,
+                false,
+            ),
+            (
+                Some(Type::ReCreate),
+                UpdateStrategyType::RollingUpdate,
+                PodUpdatePolicy::ReCreate,
+                false,
+            ),
+            (
+                Some(Type::InPlaceIfPossible),
+                UpdateStrategyType::RollingUpdate,
+                PodUpdatePolicy::InPlaceIfPossible,
+                true,
+            ),
+            (
+                Some(Type::InPlaceOnly),
+                UpdateStrategyType::RollingUpdate,
+                PodUpdatePolicy::InPlaceOnly,
+                true,
+            ),
+            // Replacements of deleted pods are new pods: no in-place gate that nothing
+            // would ever set (kruise #2291).
+            (
+                Some(Type::OnDelete),
+                UpdateStrategyType::OnDelete,
+                PodUpdatePolicy::ReCreate,
+                false,
+            ),
+        ];
+        for (type_, strategy, policy, gate) in cases {
+            let mut spec = CloneSetSpec::default();
+            spec.update_strategy.type_ = type_;
+            let cs = CloneSet::new("web", spec);
+            assert_eq!(cs.update_strategy_type(), strategy, "{type_:?}");
+            assert_eq!(cs.update_policy(), policy, "{type_:?}");
+            assert_eq!(
+                cs.readiness_gates().contains(&INPLACE_UPDATE_READY),
+                gate,
+                "{type_:?}"
+            );
+        }
     }
 }

@@ -112,7 +112,7 @@ fn with(mut cs: CloneSet, f: impl FnOnce(&mut CloneSetSpec)) -> CloneSet {
 }
 
 fn policy(cs: CloneSet, policy: PodUpdatePolicy) -> CloneSet {
-    with(cs, |s| s.update_strategy.type_ = Some(policy))
+    with(cs, |s| s.update_strategy.type_ = Some(policy.into()))
 }
 
 fn hook(labels: &[(&str, &str)], mark_pod_not_ready: bool) -> LifecycleHook {

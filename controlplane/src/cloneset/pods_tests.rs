@@ -202,7 +202,7 @@ fn readiness_gates_follow_the_update_policy_and_hooks() {
     ];
     for (name, policy, lifecycle, want) in cases {
         let cs = cloneset(|s| {
-            s.update_strategy.type_ = policy;
+            s.update_strategy.type_ = policy.map(Into::into);
             s.lifecycle = lifecycle;
         });
         let pod = pod_of(&cs);
@@ -216,7 +216,7 @@ fn readiness_gates_follow_the_update_policy_and_hooks() {
 #[test]
 fn readiness_gates_of_the_template_are_kept_once() {
     let cs = cloneset(|s| {
-        s.update_strategy.type_ = Some(PodUpdatePolicy::InPlaceIfPossible);
+        s.update_strategy.type_ = Some(PodUpdatePolicy::InPlaceIfPossible.into());
         s.template.spec.as_mut().unwrap().readiness_gates = Some(vec![
             PodReadinessGate {
                 condition_type: "example.com/ready".to_owned(),

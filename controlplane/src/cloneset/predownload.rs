@@ -71,7 +71,7 @@ mod tests {
         new: &RevisionSpec,
     ) -> Option<BTreeMap<String, String>> {
         let mut spec = CloneSetSpec::default();
-        spec.update_strategy.type_ = Some(policy);
+        spec.update_strategy.type_ = Some(policy.into());
         let cloneset = CloneSet::new("web", spec);
         crate::workload::adapter::in_place_images(&cloneset, old, new)
     }

@@ -19,6 +19,20 @@ use super::revision_adapter::RevisionAdapter;
 use super::rollout::RolloutParams;
 use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy, UpdateScatterTerm};
 
+/// Whether the controller moves live pods to the update revision (`updateStrategy.type`
+/// of Kubernetes' StatefulSet and DaemonSet, OpenKruise's CloneSet since 1.9).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpdateStrategyType {
+    /// The controller updates pods itself, in update order within maxUnavailable, as the
+    /// update policy says (in place or by recreating).
+    #[default]
+    RollingUpdate,
+    /// The controller updates no live pod: a template change reaches only the pods deleted
+    /// from outside (or named for deletion), whose replacements are created at the update
+    /// revision. Partition and surge, which only shape a rolling update, are ignored.
+    OnDelete,
+}
+
 /// A workload that runs a set of pods from revisions of a pod template.
 pub trait PodSetWorkload {
     /// What one revision records (CloneSet: the pod template and the claim templates).
@@ -32,6 +46,11 @@ pub trait PodSetWorkload {
 
     /// ReCreate, InPlaceIfPossible or InPlaceOnly.
     fn update_policy(&self) -> PodUpdatePolicy;
+
+    /// RollingUpdate, or OnDelete to leave live pods alone.
+    fn update_strategy_type(&self) -> UpdateStrategyType {
+        UpdateStrategyType::RollingUpdate
+    }
 
     /// The lifecycle hooks (preNormal, inPlaceUpdate, preDelete), if any.
     fn lifecycle(&self) -> Option<&Lifecycle>;

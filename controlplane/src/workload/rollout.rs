@@ -256,6 +256,19 @@ pub struct RolloutParams {
     pub exclude_preparing_delete: bool,
 }
 
+impl RolloutParams {
+    /// The settings under `updateStrategy.type: OnDelete`: no partition (a replacement is
+    /// created at the update revision) and no surge (surge only serves a rolling update);
+    /// maxUnavailable still bounds how many ready pods a scale-down deletes.
+    pub fn on_delete(self) -> Self {
+        Self {
+            partition: None,
+            max_surge: None,
+            ..self
+        }
+    }
+}
+
 /// OpenKruise's `expectationDiffs`: what this reconcile may do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RolloutDiffs {

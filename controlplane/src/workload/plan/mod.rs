@@ -12,6 +12,8 @@ mod refresh;
 mod update;
 
 #[cfg(test)]
+mod on_delete_tests;
+#[cfg(test)]
 mod toy_execute_tests;
 #[cfg(test)]
 mod toy_tests;
@@ -22,7 +24,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 use super::actions::Plan;
-use super::adapter::PodSetWorkload;
+use super::adapter::{PodSetWorkload, UpdateStrategyType};
 use super::inplace::InPlaceError;
 use super::lifecycle::PodHookView;
 use super::pod_view::{PodView, ViewContext, is_active, pod_labels};
@@ -109,6 +111,10 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
         let params = snap
             .workload
             .rollout_params(snap.current_revision, snap.update_revision);
+        let params = match snap.workload.update_strategy_type() {
+            UpdateStrategyType::RollingUpdate => params,
+            UpdateStrategyType::OnDelete => params.on_delete(),
+        };
         Self {
             snap,
             params,

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::{PodSet, PodSetSnapshot};
 use crate::api::common::{Lifecycle, LifecycleHook, PodUpdatePolicy};
 use crate::workload::actions::{ChangeReason, Create, DeleteReason, Plan};
-use crate::workload::adapter::{PodSetWorkload, new_pod_and_claims};
+use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType, new_pod_and_claims};
 use crate::workload::inplace::{INPLACE_UPDATE_READY, REASON_DONE, STATE_ANNOTATION};
 use crate::workload::revision_adapter::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, RevisionAdapter,
@@ -32,6 +32,9 @@ pub(super) const V2: &str = "toy-bbb222";
 pub(super) struct Toy {
     replicas: i32,
     policy: PodUpdatePolicy,
+    pub(super) strategy: UpdateStrategyType,
+    pub(super) partition: Option<IntOrString>,
+    pub(super) max_surge: Option<IntOrString>,
     selector: LabelSelector,
     lifecycle: Option<Lifecycle>,
 }
@@ -58,6 +61,10 @@ impl PodSetWorkload for Toy {
         self.policy
     }
 
+    fn update_strategy_type(&self) -> UpdateStrategyType {
+        self.strategy
+    }
+
     fn lifecycle(&self) -> Option<&Lifecycle> {
         self.lifecycle.as_ref()
     }
@@ -78,6 +85,8 @@ impl PodSetWorkload for Toy {
         RolloutParams {
             replicas: self.replicas,
             max_unavailable: Some(IntOrString::Int(1)),
+            partition: self.partition.clone(),
+            max_surge: self.max_surge.clone(),
             revisions_consistent: current == update,
             ..RolloutParams::default()
         }
@@ -116,6 +125,9 @@ pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
     Toy {
         replicas,
         policy,
+        strategy: UpdateStrategyType::RollingUpdate,
+        partition: None,
+        max_surge: None,
         selector: LabelSelector {
             match_labels: Some(BTreeMap::from([("app".to_owned(), "toy".to_owned())])),
             ..LabelSelector::default()

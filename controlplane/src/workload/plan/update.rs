@@ -11,6 +11,7 @@ use super::{PlanError, PodSet, PodSetWorkload, hook_view, now_string};
 use crate::workload::actions::{
     ChangeReason, ConditionChange, DeleteReason, Plan, PodChange, pod_patch_json,
 };
+use crate::workload::adapter::UpdateStrategyType;
 use crate::workload::inplace::{
     self, INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateSpec, REASON_START, STATE_ANNOTATION,
     UpdateMethod,
@@ -23,10 +24,12 @@ use crate::workload::rollout::RolloutDiffs;
 
 impl<W: PodSetWorkload> PodSet<'_, '_, W> {
     /// Starts moving up to `diffs.update` pods to the update revision, in update order,
-    /// within maxUnavailable.
+    /// within maxUnavailable; none under OnDelete, where only pods deleted from outside
+    /// move (their replacements are created at the update revision by the scale step).
     pub(super) fn update(&self, diffs: &RolloutDiffs, plan: &mut Plan) -> Result<(), PlanError> {
         let workload = self.snap.workload;
-        if self.params.paused || diffs.update <= 0 {
+        let on_delete = workload.update_strategy_type() == UpdateStrategyType::OnDelete;
+        if on_delete || self.params.paused || diffs.update <= 0 {
             return Ok(());
         }
         let views = &self.views;
