@@ -201,6 +201,7 @@ async fn printer_columns_and_scale_subresource() -> Result<()> {
             "DESIRED",
             "UPDATED",
             "UPDATED_READY",
+            "UPDATED_AVAILABLE",
             "READY",
             "TOTAL",
             "AGE",

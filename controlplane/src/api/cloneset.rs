@@ -18,6 +18,10 @@ use super::{schema, workload_rules};
 pub const DEFAULT_MAX_UNAVAILABLE: &str = "20%";
 /// The default of `revisionHistoryLimit`.
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
+/// A CloneSet label that turns on `scaleStrategy.excludePreparingDelete` for that CloneSet
+/// (OpenKruise's `CloneSetScalingExcludePreparingDeleteKey`, the v1alpha1 way to ask).
+pub const SCALING_EXCLUDE_PREPARING_DELETE_LABEL: &str =
+    "apps.kruise.io/cloneset-scaling-exclude-preparing-delete";
 
 /// Transition rule under InPlaceOnly: the containers (names and order) stay the same, and
 /// a container whose image did not change must not change at all. Not covered by CEL
@@ -64,6 +68,12 @@ const IN_PLACE_ONLY_IMAGES: &str = "!has(self.updateStrategy) || !has(self.updat
         type_ = "integer",
         json_path = ".status.updatedReadyReplicas",
         description = "The number of pods updated and ready."
+    ),
+    printcolumn(
+        name = "UPDATED_AVAILABLE",
+        type_ = "integer",
+        json_path = ".status.updatedAvailableReplicas",
+        description = "The number of pods updated and available."
     ),
     printcolumn(
         name = "READY",
@@ -190,6 +200,14 @@ pub struct CloneSetScaleStrategy {
         rename = "disablePVCReuse"
     )]
     pub disable_pvc_reuse: bool,
+
+    /// Count replicas without the pods in PreparingDelete, so a pod held by a preDelete
+    /// hook is replaced at once instead of after it is gone. OpenKruise's v1beta1 field;
+    /// under v1alpha1 OpenKruise reads the CloneSet label
+    /// `apps.kruise.io/cloneset-scaling-exclude-preparing-delete: "true"`, which Stevedore
+    /// honours too. Defaults to false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclude_preparing_delete: bool,
 }
 
 /// How pods are updated.
@@ -334,6 +352,20 @@ pub struct CloneSetCondition {
     /// Human-readable details of the last transition.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+}
+
+impl CloneSet {
+    /// Scale counts leave out pods in PreparingDelete: `scaleStrategy.excludePreparingDelete`
+    /// or the CloneSet's label saying `"true"`.
+    pub fn excludes_preparing_delete(&self) -> bool {
+        self.spec.scale_strategy.exclude_preparing_delete
+            || self
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|labels| labels.get(SCALING_EXCLUDE_PREPARING_DELETE_LABEL))
+                .is_some_and(|value| value == "true")
+    }
 }
 
 impl CloneSetSpec {

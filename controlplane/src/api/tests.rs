@@ -130,6 +130,7 @@ fn crd_has_subresources_short_name_and_columns() {
             "DESIRED",
             "UPDATED",
             "UPDATED_READY",
+            "UPDATED_AVAILABLE",
             "READY",
             "TOTAL",
             "AGE",

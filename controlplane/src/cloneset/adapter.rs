@@ -65,7 +65,7 @@ impl PodSetWorkload for CloneSet {
             paused: update.paused,
             revisions_consistent: current_revision == update_revision,
             partition_rollback: false,
-            exclude_preparing_delete: false,
+            exclude_preparing_delete: self.excludes_preparing_delete(),
         }
     }
 

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::api::cloneset::CloneSetSpec;
+use crate::api::cloneset::{CloneSetSpec, SCALING_EXCLUDE_PREPARING_DELETE_LABEL};
 use crate::api::common::{InPlaceUpdateStrategy, Lifecycle, LifecycleHook, PodUpdatePolicy};
 use crate::workload::actions::{Delete, DeleteReason, PodChange};
 use crate::workload::deletion::{self, REVISION_LABEL, SPECIFIED_DELETE_LABEL};
@@ -1772,6 +1772,42 @@ fn a_hooked_pod_in_preparing_delete_waits_and_is_not_replaced_early() {
         ])
         .plan();
     assert!(is_quiet(&plan), "{plan:#?}");
+}
+
+#[test]
+fn exclude_preparing_delete_replaces_a_held_pod_at_once() {
+    let held = || {
+        with_lifecycle(
+            cloneset(3),
+            Lifecycle {
+                pre_delete: Some(hook(&[("hold", "true")], false)),
+                ..Lifecycle::default()
+            },
+        )
+    };
+    let by_field = with(held(), |s| s.scale_strategy.exclude_preparing_delete = true);
+    let mut by_label = held();
+    by_label.metadata.labels = Some(BTreeMap::from([(
+        SCALING_EXCLUDE_PREPARING_DELETE_LABEL.to_owned(),
+        "true".to_owned(),
+    )]));
+    let pods = || {
+        vec![
+            pod("web-a", NEW),
+            pod("web-b", NEW)
+                .label("hold", "true")
+                .state(LifecycleState::PreparingDelete),
+            pod("web-c", NEW),
+        ]
+    };
+    let counted = Case::settled(held()).pods(pods()).plan();
+    assert!(counted.creates.is_empty(), "{counted:#?}");
+    for cs in [by_field, by_label] {
+        let plan = Case::settled(cs).pods(pods()).plan();
+        assert_eq!(plan.creates.len(), 1, "{plan:#?}");
+        assert_eq!(plan.creates[0].revision, NEW);
+        assert!(plan.deletes.is_empty(), "{plan:#?}");
+    }
 }
 
 #[test]
