@@ -1,9 +1,11 @@
 //! The CloneSet CRD against the real apiserver: the seed 002 CloneSets apply unchanged,
 //! each CEL/schema rule refuses a bad spec with a message naming the field, the printer
-//! columns are served, and the scale subresource reads and writes spec.replicas.
+//! columns are served, the scale subresource reads and writes spec.replicas, and the
+//! OpenKruise 1.9 strategy fields (OnDelete, fractional partition) apply.
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::CloneSet;
@@ -101,8 +103,33 @@ async fn bad_specs_are_refused_with_the_field_named() -> Result<()> {
             ),
             (
                 "/spec/updateStrategy",
+                json!({"partition": "12.%"}),
+                &["spec.updateStrategy.partition"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"partition": "100.0%"}),
+                &["spec.updateStrategy.partition"],
+            ),
+            (
+                "/spec/updateStrategy",
                 json!({"maxUnavailable": "half"}),
                 &["spec.updateStrategy.maxUnavailable"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"maxUnavailable": "12.5%"}),
+                &["spec.updateStrategy.maxUnavailable"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"maxSurge": "0.5%"}),
+                &["spec.updateStrategy.maxSurge"],
+            ),
+            (
+                "/spec/scaleStrategy",
+                json!({"maxUnavailable": "2.5%"}),
+                &["spec.scaleStrategy.maxUnavailable"],
             ),
             (
                 "/spec/updateStrategy",
@@ -134,6 +161,39 @@ async fn bad_specs_are_refused_with_the_field_named() -> Result<()> {
                 .await
                 .with_context(|| format!("setting {pointer}"))?;
         }
+        Ok(())
+    })
+    .await
+}
+
+/// OpenKruise 1.9 spellings apply unchanged: OnDelete, a fractional partition, and
+/// `scaleStrategy.excludePreparingDelete`.
+#[tokio::test]
+async fn openkruise_1_9_strategy_fields_apply() -> Result<()> {
+    run_in_namespace("crd-cloneset-1-9-fields", |ctx| async move {
+        setup(&ctx).await?;
+        let object = with(
+            seed(0)?,
+            "/spec/updateStrategy",
+            json!({"type": "OnDelete", "partition": "12.5%"}),
+        )?;
+        let object = with(
+            object,
+            "/spec/scaleStrategy",
+            json!({"excludePreparingDelete": true}),
+        )?;
+        let stored = apply(&ctx, &object).await?;
+        let strategy = &stored.spec.update_strategy;
+        ensure!(strategy.on_delete(), "type OnDelete kept");
+        ensure!(
+            strategy.partition == Some(IntOrString::String("12.5%".into())),
+            "fractional partition kept: {:?}",
+            strategy.partition
+        );
+        ensure!(
+            stored.spec.scale_strategy.exclude_preparing_delete,
+            "excludePreparingDelete kept"
+        );
         Ok(())
     })
     .await
