@@ -417,6 +417,16 @@ impl CloneSetUpdateStrategy {
         self.max_surge.clone().unwrap_or(IntOrString::Int(0))
     }
 
+    /// The partition that shapes the rollout: none under OnDelete, where a replacement
+    /// always gets the update revision (so `expectedUpdatedReplicas` is `replicas`).
+    pub fn partition_in_effect(&self) -> Option<&IntOrString> {
+        if self.on_delete() {
+            None
+        } else {
+            self.partition.as_ref()
+        }
+    }
+
     /// partition with its default of 0.
     pub fn partition_or_default(&self) -> IntOrString {
         self.partition.clone().unwrap_or(IntOrString::Int(0))

@@ -214,6 +214,14 @@ spec:
     assert_eq!(strategy.type_, Some(CloneSetUpdateStrategyType::OnDelete));
     assert!(strategy.on_delete());
     assert_eq!(strategy.policy(), PodUpdatePolicy::ReCreate);
+    let mut partitioned = strategy.clone();
+    partitioned.partition = Some(IntOrString::String("50%".into()));
+    assert_eq!(partitioned.partition_in_effect(), None);
+    partitioned.type_ = Some(CloneSetUpdateStrategyType::InPlaceIfPossible);
+    assert_eq!(
+        partitioned.partition_in_effect(),
+        Some(&IntOrString::String("50%".into()))
+    );
     let json = serde_json::to_value(&cs.spec).expect("spec serializes");
     assert_eq!(json["updateStrategy"]["type"], "OnDelete");
     assert!(serde_json::from_str::<CloneSetUpdateStrategyType>("\"Rolling\"").is_err());

@@ -59,7 +59,7 @@ pub fn compute_status(
     let mut requeue = count_pods(&mut status, pods, &ctx);
     let desired = spec.desired_replicas();
     let partition =
-        partition_replicas(spec.update_strategy.partition.as_ref(), desired).unwrap_or(0);
+        partition_replicas(spec.update_strategy.partition_in_effect(), desired).unwrap_or(0);
     status.expected_updated_replicas = (desired - partition).max(0);
     status.current_revision =
         if status.updated_replicas == status.replicas && status.replicas == desired {
