@@ -215,11 +215,8 @@ pub struct CloneSetScaleStrategy {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new(workload_rules::SURGE_OR_UNAVAILABLE).message(workload_rules::SURGE_OR_UNAVAILABLE_MESSAGE))]
 pub struct CloneSetUpdateStrategy {
-    /// Type is ReCreate (default), InPlaceIfPossible, InPlaceOnly or OnDelete. Under
-    /// OnDelete the controller changes no live pod: a template change reaches only the
-    /// pods deleted from outside, whose replacements are created at the update revision;
-    /// partition, maxSurge, paused, priorityStrategy, scatterStrategy and
-    /// inPlaceUpdateStrategy are ignored.
+    /// ReCreate (default), InPlaceIfPossible, InPlaceOnly or OnDelete; the schema shows
+    /// the description of [`CloneSetUpdateStrategyType`].
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "ReCreate"))]
     pub type_: Option<CloneSetUpdateStrategyType>,
@@ -262,8 +259,11 @@ pub struct CloneSetUpdateStrategy {
     pub in_place_update_strategy: Option<InPlaceUpdateStrategy>,
 }
 
-/// CloneSet `updateStrategy.type`: how pods move to a new revision, or (OnDelete) that
-/// the controller does not move them at all.
+/// Type is how pods move to a new template revision: ReCreate (default), InPlaceIfPossible
+/// or InPlaceOnly; or OnDelete, where the controller changes no live pod and a template
+/// change reaches only the pods deleted from outside, whose replacements are created at the
+/// update revision (partition, maxSurge, paused, priorityStrategy, scatterStrategy and
+/// inPlaceUpdateStrategy are then ignored).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum CloneSetUpdateStrategyType {
     /// Delete the old pod (and its PVCs) and create a new one from the new revision.
