@@ -286,7 +286,7 @@ pub struct CloneSetStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CloneSetCondition {
-    /// Type of the condition: FailedScale, FailedUpdate, Progressing, Available.
+    /// Type of the condition: FailedScale, FailedUpdate or Progressing.
     #[serde(rename = "type")]
     pub type_: String,
     /// Status of the condition: True, False or Unknown.
@@ -294,6 +294,10 @@ pub struct CloneSetCondition {
     /// Last time the condition changed status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
+    /// Last time the condition changed reason (Progressing: when the rollout's current
+    /// stage began; the progress deadline counts from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
     /// Machine-readable reason of the last transition.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,

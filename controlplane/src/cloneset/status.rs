@@ -1,5 +1,8 @@
 //! The CloneSet status, computed purely from the pods, the revisions and what the sync
-//! ran into; conditions keep their transition time while their status holds.
+//! ran into, with the conditions OpenKruise 1.9 writes: Progressing (reasons
+//! CloneSetUpdated, CloneSetAvailable, CloneSetPaused, ProgressPartitionAvailable,
+//! ProgressDeadlineExceeded) while a progress deadline is set, FailedScale and FailedUpdate
+//! while the sync runs into them.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,13 +15,21 @@ use crate::api::cloneset::CloneSetCondition;
 use crate::api::{CloneSet, CloneSetStatus};
 use crate::controller::conditions::{bool_status, set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active};
-use crate::workload::rollout::{MAX_UNAVAILABLE_FIELD, partition_replicas, scaled_share};
+use crate::workload::rollout::partition_replicas;
 use crate::workload::selector::format_selector;
 
 pub const FAILED_SCALE: &str = "FailedScale";
 pub const FAILED_UPDATE: &str = "FailedUpdate";
 pub const PROGRESSING: &str = "Progressing";
-pub const AVAILABLE: &str = "Available";
+/// The condition type Stevedore wrote before it followed OpenKruise; removed on sight.
+const LEGACY_AVAILABLE: &str = "Available";
+
+/// Reasons of the Progressing condition, as OpenKruise 1.9 spells them.
+pub const REASON_UPDATED: &str = "CloneSetUpdated";
+pub const REASON_AVAILABLE: &str = "CloneSetAvailable";
+pub const REASON_PAUSED: &str = "CloneSetPaused";
+pub const REASON_PARTITION_AVAILABLE: &str = "ProgressPartitionAvailable";
+pub const REASON_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 
 /// What the sync ran into, for the FailedScale / FailedUpdate conditions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,14 +93,9 @@ pub fn compute_status(
         now,
     );
 
-    set_available(&mut conditions, cloneset, status.available_replicas, now);
-    if let Some(deadline) = spec.progress_deadline_seconds {
-        let wait = progress(&mut conditions, &old, &status, desired, deadline, now);
-        if let Some(wait) = wait {
-            requeue = Some(requeue.map_or(wait, |r| r.min(wait)));
-        }
-    } else {
-        conditions.retain(|c| c.type_ != PROGRESSING);
+    conditions.retain(|c| c.type_ != LEGACY_AVAILABLE);
+    if let Some(wait) = set_progressing(&mut conditions, cloneset, &old, &status, now) {
+        requeue = Some(requeue.map_or(wait, |r| r.min(wait)));
     }
     status.conditions = conditions;
     (status, requeue)
@@ -107,13 +113,17 @@ fn count_pods(
     for pod in pods.iter().filter(|p| is_active(p)) {
         let view = PodView::of(pod, ctx);
         let updated = view.updated;
+        // OpenKruise's calculateStatus: ready is IsPodUpdateReady (Ready and not mid
+        // in-place update), available is IsPodAvailable (also lifecycle Normal or none).
+        let ready = view.update_ready();
+        let available = view.serving();
         status.replicas += 1;
-        status.ready_replicas += i32::from(view.ready);
-        status.available_replicas += i32::from(view.available);
+        status.ready_replicas += i32::from(ready);
+        status.available_replicas += i32::from(available);
         status.updated_replicas += i32::from(updated);
-        status.updated_ready_replicas += i32::from(updated && view.ready);
-        updated_available += i32::from(updated && view.available);
-        if view.ready
+        status.updated_ready_replicas += i32::from(updated && ready);
+        updated_available += i32::from(updated && available);
+        if ready
             && !view.available
             && let Some(since) = view.ready_since
         {
@@ -125,38 +135,6 @@ fn count_pods(
     }
     status.updated_available_replicas = Some(updated_available);
     requeue
-}
-
-/// Available: at least `replicas - maxUnavailable` pods available.
-fn set_available(
-    conditions: &mut Vec<CloneSetCondition>,
-    cloneset: &CloneSet,
-    available_replicas: i32,
-    now: Timestamp,
-) {
-    let desired = cloneset.spec.desired_replicas();
-    let max_unavailable = scaled_share(
-        MAX_UNAVAILABLE_FIELD,
-        &cloneset.spec.update_strategy.max_unavailable_or_default(),
-        desired,
-        true,
-    )
-    .unwrap_or(0);
-    let available = available_replicas >= desired - max_unavailable;
-    let (reason, message) = if available {
-        (
-            "MinimumReplicasAvailable",
-            "the CloneSet has minimum availability".to_owned(),
-        )
-    } else {
-        (
-            "MinimumReplicasUnavailable",
-            format!(
-                "{available_replicas} of {desired} pods available, fewer than replicas - maxUnavailable"
-            ),
-        )
-    };
-    set_condition(conditions, AVAILABLE, available, reason, message, now);
 }
 
 /// The status of a CloneSet the controller refuses to act on (its selector does not select
@@ -175,87 +153,154 @@ pub fn refused_status(
     status
 }
 
-/// The Deployment-style Progressing condition: True (CloneSetProgressing) whenever the
-/// counts move, True (CloneSetAvailable) once every pod is updated and available, False
-/// (ProgressDeadlineExceeded) when nothing moved for `deadline` seconds during a rollout.
-/// The time of the last progress is kept as the condition's transition time.
-fn progress(
-    conditions: &mut Vec<CloneSetCondition>,
+/// The progress deadline in seconds, when there is one: unset, not positive and
+/// `2147483647` (OpenKruise's and Deployment's "no deadline") mean none.
+fn progress_deadline(cloneset: &CloneSet) -> Option<i32> {
+    cloneset
+        .spec
+        .progress_deadline_seconds
+        .filter(|&seconds| seconds > 0 && seconds != i32::MAX)
+}
+
+/// Where a rollout stands, as OpenKruise 1.9's `calculateProgressingStatus` decides it:
+/// the first of these that holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Every pod is on the update revision and available.
+    Available,
+    /// `updateStrategy.paused`.
+    Paused,
+    /// A partition holds pods back and every pod the partition lets update is available.
+    PartitionAvailable,
+    /// The rollout took longer than the deadline; stays until the rollout completes,
+    /// pauses, reaches its partition, or a new update revision starts a new rollout.
+    DeadlineExceeded,
+    /// Under way since `since` (the deadline counts from it).
+    Progressing { since: Timestamp },
+}
+
+/// OpenKruise's `CloneSetAvailable` / `CloneSetBePaused` / `CloneSetPartitionAvailable` /
+/// `CloneSetDeadlineExceeded`, in that order, over the new counts and the condition the
+/// old status carries. Unlike a Deployment, progress of the counts does not restart the
+/// clock: the rollout as a whole must finish within the deadline.
+pub fn decide_progress(
+    cloneset: &CloneSet,
     old: &CloneSetStatus,
     new: &CloneSetStatus,
-    desired: i32,
     deadline: i32,
     now: Timestamp,
-) -> Option<Duration> {
-    let complete = new.updated_replicas >= new.expected_updated_replicas
+) -> Progress {
+    let desired = cloneset.spec.desired_replicas();
+    let updated_available = new.updated_available_replicas.unwrap_or(0);
+    if new.current_revision == new.update_revision
         && new.replicas == desired
-        && new.available_replicas == desired
-        && new.updated_available_replicas.unwrap_or(0) >= new.expected_updated_replicas;
-    let moved = old.updated_replicas != new.updated_replicas
-        || old.ready_replicas != new.ready_replicas
-        || old.available_replicas != new.available_replicas
-        || old.replicas != new.replicas
-        || old.update_revision != new.update_revision;
-    let existing = conditions.iter().find(|c| c.type_ == PROGRESSING).cloned();
-    let (status, reason, message) = if complete {
-        (
-            true,
-            "CloneSetAvailable",
-            "all pods are updated and available".to_owned(),
-        )
-    } else if moved || existing.is_none() {
-        (
-            true,
-            "CloneSetProgressing",
-            format!(
-                "{} of {} pods updated",
-                new.updated_replicas, new.expected_updated_replicas
-            ),
-        )
+        && updated_available == desired
+    {
+        return Progress::Available;
+    }
+    if cloneset.spec.update_strategy.paused {
+        return Progress::Paused;
+    }
+    if new.expected_updated_replicas < desired && updated_available >= new.expected_updated_replicas
+    {
+        return Progress::PartitionAvailable;
+    }
+    let same_rollout = old.update_revision == new.update_revision;
+    let existing = old
+        .conditions
+        .iter()
+        .find(|c| c.type_ == PROGRESSING)
+        .filter(|_| same_rollout);
+    if existing.is_some_and(|c| c.reason == REASON_DEADLINE_EXCEEDED) {
+        return Progress::DeadlineExceeded;
+    }
+    let since = existing
+        .filter(|c| c.reason == REASON_UPDATED && c.status == "True")
+        .and_then(|c| {
+            c.last_update_time
+                .as_ref()
+                .or(c.last_transition_time.as_ref())
+        })
+        .map_or(now, |t| t.0);
+    if now.duration_since(since) >= SignedDuration::from_secs(i64::from(deadline)) {
+        Progress::DeadlineExceeded
     } else {
-        let since = existing
-            .as_ref()
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map_or(now, |t| t.0);
-        let limit = SignedDuration::from_secs(i64::from(deadline));
-        let stalled = now.duration_since(since);
-        if existing
-            .as_ref()
-            .is_some_and(|c| c.reason == "ProgressDeadlineExceeded")
-            || stalled >= limit
-        {
-            (
-                false,
-                "ProgressDeadlineExceeded",
-                format!(
-                    "no progress for {deadline}s: {} of {} pods updated",
-                    new.updated_replicas, new.expected_updated_replicas
-                ),
-            )
-        } else {
-            return Some(
-                Duration::try_from(limit - stalled).unwrap_or_default() + Duration::from_secs(1),
-            );
+        Progress::Progressing { since }
+    }
+}
+
+/// The Progressing condition's status, reason and message for `progress`, exactly as
+/// OpenKruise 1.9 writes them.
+pub fn progress_condition(
+    progress: Progress,
+    update_revision: &str,
+) -> (bool, &'static str, String) {
+    match progress {
+        Progress::Available => (true, REASON_AVAILABLE, "CloneSet is available".to_owned()),
+        Progress::Paused => (true, REASON_PAUSED, "CloneSet is paused".to_owned()),
+        Progress::PartitionAvailable => (
+            true,
+            REASON_PARTITION_AVAILABLE,
+            "CloneSet has been paused due to partition ready".to_owned(),
+        ),
+        Progress::DeadlineExceeded => (
+            false,
+            REASON_DEADLINE_EXCEEDED,
+            format!("CloneSet revision {update_revision} has timed out progressing"),
+        ),
+        Progress::Progressing { .. } => {
+            (true, REASON_UPDATED, "CloneSet is progressing".to_owned())
         }
+    }
+}
+
+/// Sets the Progressing condition of `new` (or removes it without a deadline) and returns
+/// when the deadline would pass (plus a second) while the rollout is under way.
+fn set_progressing(
+    conditions: &mut Vec<CloneSetCondition>,
+    cloneset: &CloneSet,
+    old: &CloneSetStatus,
+    new: &CloneSetStatus,
+    now: Timestamp,
+) -> Option<Duration> {
+    let Some(deadline) = progress_deadline(cloneset) else {
+        conditions.retain(|c| c.type_ != PROGRESSING);
+        return None;
     };
-    let keep_time = existing.as_ref().is_some_and(|c| {
-        c.reason == reason
-            && c.status == bool_status(status)
-            && !(moved && reason == "CloneSetProgressing")
-    });
+    let progress = decide_progress(cloneset, old, new, deadline, now);
+    let (value, reason, message) = progress_condition(progress, &new.update_revision);
+    let status = bool_status(value);
+    let existing = conditions.iter().find(|c| c.type_ == PROGRESSING).cloned();
+    let same = |c: &CloneSetCondition| c.status == status && c.reason == reason;
+    // lastTransitionTime moves with the status, lastUpdateTime with the reason (OpenKruise's
+    // SetCloneSetCondition); a rollout under way is dated from when it began.
+    let last_transition_time = existing
+        .as_ref()
+        .filter(|c| c.status == status)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now));
+    let last_update_time = match progress {
+        Progress::Progressing { since } => Time(since),
+        _ => existing
+            .as_ref()
+            .filter(|c| same(c))
+            .and_then(|c| c.last_update_time.clone())
+            .unwrap_or(Time(now)),
+    };
     conditions.retain(|c| c.type_ != PROGRESSING);
     conditions.push(CloneSetCondition {
         type_: PROGRESSING.to_owned(),
-        status: bool_status(status).to_owned(),
-        last_transition_time: if keep_time {
-            existing.and_then(|c| c.last_transition_time)
-        } else {
-            Some(Time(now))
-        },
+        status: status.to_owned(),
+        last_transition_time: Some(last_transition_time),
+        last_update_time: Some(last_update_time),
         reason: reason.to_owned(),
         message,
     });
-    (!complete && status).then(|| Duration::from_secs(u64::try_from(deadline).unwrap_or(0) + 1))
+    let Progress::Progressing { since } = progress else {
+        return None;
+    };
+    let due = since + SignedDuration::from_secs(i64::from(deadline));
+    Some(Duration::try_from(due.duration_since(now)).unwrap_or_default() + Duration::from_secs(1))
 }
 
 #[cfg(test)]

@@ -80,6 +80,7 @@ impl StatusCondition for CloneSetCondition {
             type_: type_.to_owned(),
             status: status.to_owned(),
             last_transition_time: Some(transition),
+            last_update_time: None,
             reason: reason.to_owned(),
             message,
         }
