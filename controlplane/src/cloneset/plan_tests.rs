@@ -1939,6 +1939,34 @@ fn refresh_moves_lifecycle_states() {
     }
 }
 
+#[test]
+fn a_new_pod_without_hooks_turns_normal_on_the_next_sync_even_unscheduled() {
+    // Every pod is created PreparingNormal; without a lifecycle the next sync's refresh
+    // moves it to Normal whether or not it is scheduled or ready (OpenKruise's
+    // refreshPodState), so it is counted available only once that has happened.
+    for (name, p) in [
+        (
+            "unscheduled",
+            pod("web-a", NEW)
+                .state(LifecycleState::PreparingNormal)
+                .unscheduled()
+                .not_ready(),
+        ),
+        (
+            "running",
+            pod("web-a", NEW).state(LifecycleState::PreparingNormal),
+        ),
+    ] {
+        let plan = Case::settled(cloneset(1)).pods(vec![p]).plan();
+        let got = patch_label(change(&plan, "web-a"), lifecycle::STATE_LABEL);
+        assert_eq!(
+            got.and_then(Value::as_str),
+            Some("Normal"),
+            "{name}: {plan:#?}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Refresh: in-place completion, readiness gates, grace periods
 // ---------------------------------------------------------------------------------------
