@@ -15,6 +15,23 @@ use crate::workload::inplace::{
 };
 use crate::workload::rollout::RolloutParams;
 
+/// CloneSet label (value `"true"`) that makes scaling leave pods in PreparingDelete out of
+/// its counts, so a replacement is created while a preDelete hook still holds the old pod
+/// (OpenKruise's `CloneSetScalingExcludePreparingDeleteKey`; a label on the CloneSet, not
+/// on its pods).
+pub const SCALING_EXCLUDE_PREPARING_DELETE_LABEL: &str =
+    "apps.kruise.io/cloneset-scaling-exclude-preparing-delete";
+
+/// OpenKruise's `shouldScalingExcludePreparingDelete`, from the CloneSet's label.
+fn scaling_excludes_preparing_delete(cloneset: &CloneSet) -> bool {
+    cloneset
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(SCALING_EXCLUDE_PREPARING_DELETE_LABEL))
+        .is_some_and(|v| v == "true")
+}
+
 impl PodSetWorkload for CloneSet {
     type Revision = RevisionSpec;
 
@@ -57,7 +74,7 @@ impl PodSetWorkload for CloneSet {
             paused: update.paused,
             revisions_consistent: current_revision == update_revision,
             partition_rollback: false,
-            exclude_preparing_delete: false,
+            exclude_preparing_delete: scaling_excludes_preparing_delete(self),
         }
     }
 
