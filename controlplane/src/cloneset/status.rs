@@ -8,28 +8,20 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::api::cloneset::CloneSetCondition;
+use super::progress::set_progressing;
 use crate::api::{CloneSet, CloneSetStatus};
-use crate::controller::conditions::{bool_status, set_condition, set_problem};
+use crate::controller::conditions::{set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::partition_replicas;
 use crate::workload::selector::format_selector;
 
 pub const FAILED_SCALE: &str = "FailedScale";
 pub const FAILED_UPDATE: &str = "FailedUpdate";
-pub const PROGRESSING: &str = "Progressing";
+pub use super::progress::PROGRESSING;
 /// The condition type Stevedore wrote before it followed OpenKruise; removed on sight.
 const LEGACY_AVAILABLE: &str = "Available";
-
-/// Reasons of the Progressing condition, as OpenKruise 1.9 spells them.
-pub const REASON_UPDATED: &str = "CloneSetUpdated";
-pub const REASON_AVAILABLE: &str = "CloneSetAvailable";
-pub const REASON_PAUSED: &str = "CloneSetPaused";
-pub const REASON_PARTITION_AVAILABLE: &str = "ProgressPartitionAvailable";
-pub const REASON_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 
 /// What the sync ran into, for the FailedScale / FailedUpdate conditions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -151,156 +143,6 @@ pub fn refused_status(
     status.observed_generation = cloneset.metadata.generation.unwrap_or(0);
     set_condition(&mut status.conditions, type_, true, reason, message, now);
     status
-}
-
-/// The progress deadline in seconds, when there is one: unset, not positive and
-/// `2147483647` (OpenKruise's and Deployment's "no deadline") mean none.
-fn progress_deadline(cloneset: &CloneSet) -> Option<i32> {
-    cloneset
-        .spec
-        .progress_deadline_seconds
-        .filter(|&seconds| seconds > 0 && seconds != i32::MAX)
-}
-
-/// Where a rollout stands, as OpenKruise 1.9's `calculateProgressingStatus` decides it:
-/// the first of these that holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Progress {
-    /// Every pod is on the update revision and available.
-    Available,
-    /// `updateStrategy.paused`.
-    Paused,
-    /// A partition holds pods back and every pod the partition lets update is available.
-    PartitionAvailable,
-    /// The rollout took longer than the deadline; stays until the rollout completes,
-    /// pauses, reaches its partition, or a new update revision starts a new rollout.
-    DeadlineExceeded,
-    /// Under way since `since` (the deadline counts from it).
-    Progressing { since: Timestamp },
-}
-
-/// OpenKruise's `CloneSetAvailable` / `CloneSetBePaused` / `CloneSetPartitionAvailable` /
-/// `CloneSetDeadlineExceeded`, in that order, over the new counts and the condition the
-/// old status carries. Unlike a Deployment, progress of the counts does not restart the
-/// clock: the rollout as a whole must finish within the deadline.
-pub fn decide_progress(
-    cloneset: &CloneSet,
-    old: &CloneSetStatus,
-    new: &CloneSetStatus,
-    deadline: i32,
-    now: Timestamp,
-) -> Progress {
-    let desired = cloneset.spec.desired_replicas();
-    let updated_available = new.updated_available_replicas.unwrap_or(0);
-    if new.current_revision == new.update_revision
-        && new.replicas == desired
-        && updated_available == desired
-    {
-        return Progress::Available;
-    }
-    if cloneset.spec.update_strategy.paused {
-        return Progress::Paused;
-    }
-    if new.expected_updated_replicas < desired && updated_available >= new.expected_updated_replicas
-    {
-        return Progress::PartitionAvailable;
-    }
-    let same_rollout = old.update_revision == new.update_revision;
-    let existing = old
-        .conditions
-        .iter()
-        .find(|c| c.type_ == PROGRESSING)
-        .filter(|_| same_rollout);
-    if existing.is_some_and(|c| c.reason == REASON_DEADLINE_EXCEEDED) {
-        return Progress::DeadlineExceeded;
-    }
-    let since = existing
-        .filter(|c| c.reason == REASON_UPDATED && c.status == "True")
-        .and_then(|c| {
-            c.last_update_time
-                .as_ref()
-                .or(c.last_transition_time.as_ref())
-        })
-        .map_or(now, |t| t.0);
-    if now.duration_since(since) >= SignedDuration::from_secs(i64::from(deadline)) {
-        Progress::DeadlineExceeded
-    } else {
-        Progress::Progressing { since }
-    }
-}
-
-/// The Progressing condition's status, reason and message for `progress`, exactly as
-/// OpenKruise 1.9 writes them.
-pub fn progress_condition(
-    progress: Progress,
-    update_revision: &str,
-) -> (bool, &'static str, String) {
-    match progress {
-        Progress::Available => (true, REASON_AVAILABLE, "CloneSet is available".to_owned()),
-        Progress::Paused => (true, REASON_PAUSED, "CloneSet is paused".to_owned()),
-        Progress::PartitionAvailable => (
-            true,
-            REASON_PARTITION_AVAILABLE,
-            "CloneSet has been paused due to partition ready".to_owned(),
-        ),
-        Progress::DeadlineExceeded => (
-            false,
-            REASON_DEADLINE_EXCEEDED,
-            format!("CloneSet revision {update_revision} has timed out progressing"),
-        ),
-        Progress::Progressing { .. } => {
-            (true, REASON_UPDATED, "CloneSet is progressing".to_owned())
-        }
-    }
-}
-
-/// Sets the Progressing condition of `new` (or removes it without a deadline) and returns
-/// when the deadline would pass (plus a second) while the rollout is under way.
-fn set_progressing(
-    conditions: &mut Vec<CloneSetCondition>,
-    cloneset: &CloneSet,
-    old: &CloneSetStatus,
-    new: &CloneSetStatus,
-    now: Timestamp,
-) -> Option<Duration> {
-    let Some(deadline) = progress_deadline(cloneset) else {
-        conditions.retain(|c| c.type_ != PROGRESSING);
-        return None;
-    };
-    let progress = decide_progress(cloneset, old, new, deadline, now);
-    let (value, reason, message) = progress_condition(progress, &new.update_revision);
-    let status = bool_status(value);
-    let existing = conditions.iter().find(|c| c.type_ == PROGRESSING).cloned();
-    let same = |c: &CloneSetCondition| c.status == status && c.reason == reason;
-    // lastTransitionTime moves with the status, lastUpdateTime with the reason (OpenKruise's
-    // SetCloneSetCondition); a rollout under way is dated from when it began.
-    let last_transition_time = existing
-        .as_ref()
-        .filter(|c| c.status == status)
-        .and_then(|c| c.last_transition_time.clone())
-        .unwrap_or(Time(now));
-    let last_update_time = match progress {
-        Progress::Progressing { since } => Time(since),
-        _ => existing
-            .as_ref()
-            .filter(|c| same(c))
-            .and_then(|c| c.last_update_time.clone())
-            .unwrap_or(Time(now)),
-    };
-    conditions.retain(|c| c.type_ != PROGRESSING);
-    conditions.push(CloneSetCondition {
-        type_: PROGRESSING.to_owned(),
-        status: status.to_owned(),
-        last_transition_time: Some(last_transition_time),
-        last_update_time: Some(last_update_time),
-        reason: reason.to_owned(),
-        message,
-    });
-    let Progress::Progressing { since } = progress else {
-        return None;
-    };
-    let due = since + SignedDuration::from_secs(i64::from(deadline));
-    Some(Duration::try_from(due.duration_since(now)).unwrap_or_default() + Duration::from_secs(1))
 }
 
 #[cfg(test)]

@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+    LabelSelector, LabelSelectorRequirement, ObjectMeta, Time,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
-use crate::api::cloneset::CloneSetSpec;
+use crate::api::cloneset::{CloneSetCondition, CloneSetSpec};
+use crate::cloneset::progress::*;
 use crate::workload::deletion::REVISION_LABEL;
 use crate::workload::inplace::INPLACE_UPDATE_READY;
 use crate::workload::lifecycle::STATE_LABEL;
@@ -488,7 +489,7 @@ fn progressing_needs_a_progress_deadline() {
 fn progressing_reasons_and_messages_are_openkruises() {
     let partitioned = |cs: CloneSet| {
         with(cs, |s| {
-            s.update_strategy.partition = Some(IntOrString::Int(1))
+            s.update_strategy.partition = Some(IntOrString::Int(1));
         })
     };
     let paused = |cs: CloneSet| with(cs, |s| s.update_strategy.paused = true);

@@ -1,3 +1,8 @@
+#![allow(
+    clippy::type_complexity,
+    reason = "case tables are tuples read in one place"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodSpec, PodStatus};
