@@ -156,8 +156,10 @@ pub struct CloneSetSpec {
     #[schemars(range(min = 0))]
     pub min_ready_seconds: i32,
 
-    /// Seconds a rollout may make no progress before the Progressing condition turns
-    /// False with reason ProgressDeadlineExceeded (as for a Deployment). Unset: no deadline.
+    /// Seconds a rollout may take before the Progressing condition turns False with reason
+    /// ProgressDeadlineExceeded (counted from when it began, as OpenKruise does; a pause or
+    /// a reached partition stops the clock). Unset or 2147483647: no deadline and no
+    /// Progressing condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub progress_deadline_seconds: Option<i32>,
