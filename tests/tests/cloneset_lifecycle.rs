@@ -210,6 +210,7 @@ async fn drop_finalizers(ctx: &TestContext, name: &str) {
 
 async fn pre_normal_body(ctx: &TestContext, name: &str) -> Result<()> {
     let spec = json!({ "spec": {
+        "progressDeadlineSeconds": PRE_NORMAL_DEADLINE,
         "lifecycle": { "preNormal": { "finalizersHandler": [REGISTERED] } }
     } });
     create(ctx, cloneset(ctx, name, 2, spec)).await?;
@@ -234,6 +235,12 @@ async fn pre_normal_body(ctx: &TestContext, name: &str) -> Result<()> {
         );
     }
     ensure!(pods_now.len() == pods.len(), "no pod replaced meanwhile");
+    // Held pods are not available (only Normal ones are), so the rollout times out.
+    let available = progressing_reason(ctx, name, "ProgressDeadlineExceeded").await?;
+    ensure!(
+        available == 0,
+        "pods held in PreparingNormal counted available: {available}"
+    );
 
     // The user controller registers the pods: they become Normal.
     for pod in &pods_now {
@@ -266,7 +273,28 @@ async fn pre_normal_body(ctx: &TestContext, name: &str) -> Result<()> {
             .is_some_and(|s| s.available_replicas == 2),
         "both pods available once Normal"
     );
+    progressing_reason(ctx, name, "CloneSetAvailable").await?;
     Ok(())
+}
+
+/// Short enough to pass while the test holds the pods, long enough for them to start.
+const PRE_NORMAL_DEADLINE: i32 = 20;
+
+/// Waits for the CloneSet's Progressing condition to have `reason`; returns the status's
+/// availableReplicas at that moment.
+async fn progressing_reason(ctx: &TestContext, name: &str, reason: &str) -> Result<i32> {
+    let api = ctx.api::<stevedore_controlplane::api::CloneSet>();
+    let what = format!("Progressing with reason {reason}");
+    poll_until(&what, CONVERGE, || async {
+        let status = api.get(name).await?.status.unwrap_or_default();
+        let found = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Progressing" && c.reason == reason)
+            .map(|_| status.available_replicas);
+        Ok(found)
+    })
+    .await
 }
 
 #[tokio::test]
