@@ -345,7 +345,10 @@ fn failed_scale_and_failed_update_follow_the_sync_problems() {
     ] {
         let c = condition(&status, type_).expect(type_);
         assert_eq!(c.status, "True");
-        assert_eq!(c.reason, type_);
+        assert_eq!(
+            c.reason, "",
+            "OpenKruise leaves the reason of {type_} empty"
+        );
         assert_eq!(c.message, message);
         assert_eq!(c.last_transition_time, Some(Time(ts(10))));
     }
