@@ -192,6 +192,64 @@ async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() -> Result<()> 
     .await
 }
 
+#[tokio::test]
+async fn excluding_preparing_delete_replaces_a_held_pod_at_once() -> Result<()> {
+    run_in_namespace("cloneset-lifecycle-exclude", |ctx| async move {
+        let name = "web";
+        let spec = json!({
+            "metadata": { "labels": {
+                "apps.kruise.io/cloneset-scaling-exclude-preparing-delete": "true"
+            } },
+            "spec": {
+                "template": { "metadata": { "labels": { HOLD: "true" } } },
+                "lifecycle": { "preDelete": { "labelsHandler": { HOLD: "true" } } }
+            }
+        });
+        create(&ctx, cloneset(&ctx, name, 2, spec)).await?;
+        let converged = wait_converged(&ctx, name, 2).await?;
+        let doomed = converged.pods[0].name_any();
+        patch_pod(
+            &ctx,
+            &doomed,
+            json!({ "metadata": { "labels": { "apps.kruise.io/specified-delete": "true" } } }),
+        )
+        .await?;
+        // Held in PreparingDelete, left out of the scaling counts: a replacement runs
+        // beside it and status.replicas counts both.
+        poll_until("a replacement beside the held pod", CONVERGE, || async {
+            let cs = ctx
+                .api::<stevedore_controlplane::api::CloneSet>()
+                .get(name)
+                .await?;
+            let pods = live_pods(&ctx, name).await?;
+            let held = pods.iter().any(|p| {
+                p.name_any() == doomed && label(p, STATE_LABEL) == Some("PreparingDelete")
+            });
+            let replicas = cs.status.map_or(0, |s| s.replicas);
+            if held && pods.len() == 3 && replicas == 3 {
+                return Ok(Some(()));
+            }
+            bail!("status.replicas {replicas}; pods: {}", describe(&pods))
+        })
+        .await?;
+
+        // Released, the held pod goes and two remain.
+        patch_pod(
+            &ctx,
+            &doomed,
+            json!({ "metadata": { "labels": { HOLD: null } } }),
+        )
+        .await?;
+        let converged = wait_converged(&ctx, name, 2).await?;
+        ensure!(
+            converged.pods.iter().all(|p| p.name_any() != doomed),
+            "the released pod is gone"
+        );
+        Ok(())
+    })
+    .await
+}
+
 const REGISTERED: &str = "example.com/registered";
 
 /// Removes the hook finalizer from every pod, so the namespace can go.
