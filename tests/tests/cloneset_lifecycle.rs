@@ -192,6 +192,64 @@ async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() -> Result<()> 
     .await
 }
 
+#[tokio::test]
+async fn excluding_preparing_delete_replaces_a_held_pod_at_once() -> Result<()> {
+    run_in_namespace("cloneset-lifecycle-exclude", |ctx| async move {
+        let name = "web";
+        let spec = json!({
+            "metadata": { "labels": {
+                "apps.kruise.io/cloneset-scaling-exclude-preparing-delete": "true"
+            } },
+            "spec": {
+                "template": { "metadata": { "labels": { HOLD: "true" } } },
+                "lifecycle": { "preDelete": { "labelsHandler": { HOLD: "true" } } }
+            }
+        });
+        create(&ctx, cloneset(&ctx, name, 2, spec)).await?;
+        let converged = wait_converged(&ctx, name, 2).await?;
+        let doomed = converged.pods[0].name_any();
+        patch_pod(
+            &ctx,
+            &doomed,
+            json!({ "metadata": { "labels": { "apps.kruise.io/specified-delete": "true" } } }),
+        )
+        .await?;
+        // Held in PreparingDelete, left out of the scaling counts: a replacement runs
+        // beside it and status.replicas counts both.
+        poll_until("a replacement beside the held pod", CONVERGE, || async {
+            let cs = ctx
+                .api::<stevedore_controlplane::api::CloneSet>()
+                .get(name)
+                .await?;
+            let pods = live_pods(&ctx, name).await?;
+            let held = pods.iter().any(|p| {
+                p.name_any() == doomed && label(p, STATE_LABEL) == Some("PreparingDelete")
+            });
+            let replicas = cs.status.map_or(0, |s| s.replicas);
+            if held && pods.len() == 3 && replicas == 3 {
+                return Ok(Some(()));
+            }
+            bail!("status.replicas {replicas}; pods: {}", describe(&pods))
+        })
+        .await?;
+
+        // Released, the held pod goes and two remain.
+        patch_pod(
+            &ctx,
+            &doomed,
+            json!({ "metadata": { "labels": { HOLD: null } } }),
+        )
+        .await?;
+        let converged = wait_converged(&ctx, name, 2).await?;
+        ensure!(
+            converged.pods.iter().all(|p| p.name_any() != doomed),
+            "the released pod is gone"
+        );
+        Ok(())
+    })
+    .await
+}
+
 const REGISTERED: &str = "example.com/registered";
 
 /// Removes the hook finalizer from every pod, so the namespace can go.
@@ -210,6 +268,7 @@ async fn drop_finalizers(ctx: &TestContext, name: &str) {
 
 async fn pre_normal_body(ctx: &TestContext, name: &str) -> Result<()> {
     let spec = json!({ "spec": {
+        "progressDeadlineSeconds": PRE_NORMAL_DEADLINE,
         "lifecycle": { "preNormal": { "finalizersHandler": [REGISTERED] } }
     } });
     create(ctx, cloneset(ctx, name, 2, spec)).await?;
@@ -234,6 +293,12 @@ async fn pre_normal_body(ctx: &TestContext, name: &str) -> Result<()> {
         );
     }
     ensure!(pods_now.len() == pods.len(), "no pod replaced meanwhile");
+    // Held pods are not available (only Normal ones are), so the rollout times out.
+    let available = progressing_reason(ctx, name, "ProgressDeadlineExceeded").await?;
+    ensure!(
+        available == 0,
+        "pods held in PreparingNormal counted available: {available}"
+    );
 
     // The user controller registers the pods: they become Normal.
     for pod in &pods_now {
@@ -266,7 +331,28 @@ async fn pre_normal_body(ctx: &TestContext, name: &str) -> Result<()> {
             .is_some_and(|s| s.available_replicas == 2),
         "both pods available once Normal"
     );
+    progressing_reason(ctx, name, "CloneSetAvailable").await?;
     Ok(())
+}
+
+/// Short enough to pass while the test holds the pods, long enough for them to start.
+const PRE_NORMAL_DEADLINE: i32 = 20;
+
+/// Waits for the CloneSet's Progressing condition to have `reason`; returns the status's
+/// availableReplicas at that moment.
+async fn progressing_reason(ctx: &TestContext, name: &str, reason: &str) -> Result<i32> {
+    let api = ctx.api::<stevedore_controlplane::api::CloneSet>();
+    let what = format!("Progressing with reason {reason}");
+    poll_until(&what, CONVERGE, || async {
+        let status = api.get(name).await?.status.unwrap_or_default();
+        let found = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Progressing" && c.reason == reason)
+            .map(|_| status.available_replicas);
+        Ok(found)
+    })
+    .await
 }
 
 #[tokio::test]

@@ -166,8 +166,10 @@ pub struct CloneSetSpec {
     #[schemars(range(min = 0))]
     pub min_ready_seconds: i32,
 
-    /// Seconds a rollout may make no progress before the Progressing condition turns
-    /// False with reason ProgressDeadlineExceeded (as for a Deployment). Unset: no deadline.
+    /// Seconds a rollout may take before the Progressing condition turns False with reason
+    /// ProgressDeadlineExceeded (counted from when it began, as OpenKruise does; a pause or
+    /// a reached partition stops the clock). Unset or 2147483647: no deadline and no
+    /// Progressing condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub progress_deadline_seconds: Option<i32>,
@@ -338,7 +340,7 @@ pub struct CloneSetStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CloneSetCondition {
-    /// Type of the condition: FailedScale, FailedUpdate, Progressing, Available.
+    /// Type of the condition: FailedScale, FailedUpdate or Progressing.
     #[serde(rename = "type")]
     pub type_: String,
     /// Status of the condition: True, False or Unknown.
@@ -346,6 +348,10 @@ pub struct CloneSetCondition {
     /// Last time the condition changed status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
+    /// Last time the condition changed reason (Progressing: when the rollout's current
+    /// stage began; the progress deadline counts from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
     /// Machine-readable reason of the last transition.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,

@@ -9,6 +9,7 @@ pub mod plan;
 pub mod pods;
 pub mod pods_to_delete;
 pub mod predownload;
+pub mod progress;
 pub mod random;
 pub mod reconcile;
 pub mod status;

@@ -1665,6 +1665,48 @@ fn a_pod_held_in_preparing_delete_does_not_stall_the_rollout() {
     assert_eq!(got, vec!["web-a", "web-c", "web-d"], "{plan:#?}");
 }
 
+#[test]
+fn excluding_preparing_delete_replaces_a_held_pod_at_once() {
+    // Replicas 3: c is specified for deletion and held by the preDelete hook. Counted, it
+    // fills its place until released; with the CloneSet labelled to exclude PreparingDelete
+    // from scaling, a replacement is created now (status.replicas then counts 4 pods).
+    let held = || {
+        vec![
+            pod("web-a", NEW),
+            pod("web-b", NEW),
+            pod("web-c", NEW)
+                .state(LifecycleState::PreparingDelete)
+                .label("hold", "true")
+                .label(SPECIFIED_DELETE_LABEL, "true"),
+        ]
+    };
+    let cs = |label: Option<&str>| {
+        let mut cs = with_lifecycle(
+            cloneset(3),
+            Lifecycle {
+                pre_delete: Some(hook(&[("hold", "true")], false)),
+                ..Lifecycle::default()
+            },
+        );
+        if let Some(value) = label {
+            cs.metadata.labels.get_or_insert_default().insert(
+                SCALING_EXCLUDE_PREPARING_DELETE_LABEL.to_owned(),
+                value.to_owned(),
+            );
+        }
+        cs
+    };
+    for (name, label, creates) in [
+        ("no label: the held pod counts", None, 0),
+        ("label \"false\": the held pod counts", Some("false"), 0),
+        ("label \"true\": replaced at once", Some("true"), 1),
+    ] {
+        let plan = Case::settled(cs(label)).pods(held()).plan();
+        assert_eq!(plan.creates.len(), creates, "{name}: {plan:#?}");
+        assert!(plan.deletes.is_empty(), "{name}: {plan:#?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Lifecycle hooks
 // ---------------------------------------------------------------------------------------
@@ -1972,6 +2014,34 @@ fn refresh_moves_lifecycle_states() {
             .and_then(Value::as_str);
         assert_eq!(got, want, "{name}: {plan:#?}");
         assert!(plan.deletes.is_empty() && plan.creates.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn a_new_pod_without_hooks_turns_normal_on_the_next_sync_even_unscheduled() {
+    // Every pod is created PreparingNormal; without a lifecycle the next sync's refresh
+    // moves it to Normal whether or not it is scheduled or ready (OpenKruise's
+    // refreshPodState), so it is counted available only once that has happened.
+    for (name, p) in [
+        (
+            "unscheduled",
+            pod("web-a", NEW)
+                .state(LifecycleState::PreparingNormal)
+                .unscheduled()
+                .not_ready(),
+        ),
+        (
+            "running",
+            pod("web-a", NEW).state(LifecycleState::PreparingNormal),
+        ),
+    ] {
+        let plan = Case::settled(cloneset(1)).pods(vec![p]).plan();
+        let got = patch_label(change(&plan, "web-a"), lifecycle::STATE_LABEL);
+        assert_eq!(
+            got.and_then(Value::as_str),
+            Some("Normal"),
+            "{name}: {plan:#?}"
+        );
     }
 }
 

@@ -127,7 +127,7 @@ pub fn new_revision(
 }
 
 /// A new pod of `cloneset` at `revision` (its spec) with `instance_id`: template labels
-/// plus the revision, short hash and instance id labels, the initial lifecycle state, the
+/// plus the revision, short hash and instance id labels, lifecycle state PreparingNormal, the
 /// readiness gates its update policy and hooks need, and one volume per claim template.
 pub fn new_pod(cloneset: &CloneSet, revision: &str, spec: &RevisionSpec, instance_id: &str) -> Pod {
     let name = cloneset.name_any();
@@ -136,13 +136,10 @@ pub fn new_pod(cloneset: &CloneSet, revision: &str, spec: &RevisionSpec, instanc
     let mut labels = template_meta.labels.unwrap_or_default();
     labels.extend(cloneset.revision_adapter().pod_labels(revision));
     labels.insert(INSTANCE_ID_LABEL.to_owned(), instance_id.to_owned());
-    let lifecycle = cloneset.spec.lifecycle.as_ref();
-    if lifecycle.is_some() {
-        labels.insert(
-            STATE_LABEL.to_owned(),
-            lifecycle::initial_state(lifecycle).as_str().to_owned(),
-        );
-    }
+    labels.insert(
+        STATE_LABEL.to_owned(),
+        lifecycle::CREATED_STATE.as_str().to_owned(),
+    );
     // Only the template's finalizers (and labels): the preNormal hook's are the user
     // controller's to add, which is what moves the pod from PreparingNormal to Normal
     // (OpenKruise `newVersionedPods` adds none either).

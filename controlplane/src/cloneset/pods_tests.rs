@@ -113,6 +113,7 @@ fn new_pod_is_named_labelled_and_owned() {
         Some(labels(&[
             ("app", "web"),
             ("tier", "front"),
+            ("lifecycle.apps.kruise.io/state", "PreparingNormal"),
             (CONTROLLER_REVISION_HASH_LABEL, REV),
             (POD_TEMPLATE_HASH_LABEL, "6d8f7c9b5"),
             (INSTANCE_ID_LABEL, "x7k2m"),
@@ -241,14 +242,20 @@ fn lifecycle_sets_the_initial_state_and_pre_normal_handlers() {
         Vec<(&str, &str)>,
         Option<Vec<&str>>,
     )> = vec![
-        ("no lifecycle: no state label", None, None, vec![], None),
         (
-            "lifecycle without preNormal: Normal",
+            "no lifecycle: PreparingNormal all the same, as OpenKruise creates every pod",
+            None,
+            Some("PreparingNormal"),
+            vec![],
+            None,
+        ),
+        (
+            "lifecycle without preNormal: PreparingNormal too (the next sync makes it Normal)",
             Some(Lifecycle {
                 pre_delete: Some(hook(&[("hold", "true")], &[], false)),
                 ..Lifecycle::default()
             }),
-            Some("Normal"),
+            Some("PreparingNormal"),
             vec![],
             None,
         ),

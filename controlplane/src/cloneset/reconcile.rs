@@ -21,6 +21,7 @@ use super::guards;
 use super::plan::{self, Snapshot};
 use super::pods::{RevisionSpec, new_revision, owner_reference};
 use super::predownload;
+use super::progress::{ProgressEvent, progress_event};
 use super::status::{SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
@@ -131,6 +132,9 @@ async fn sync(
         now,
     );
     write_status(ctl, key, cloneset, &new_status).await?;
+    if let Some(event) = progress_event(cloneset.status.as_ref(), &new_status) {
+        publish_progress(ctl, cloneset, event).await;
+    }
     pre_download(
         ctl,
         key,
@@ -267,6 +271,20 @@ async fn write_status(
     .await
     .map_err(api_error("writing status"))?;
     Ok(())
+}
+
+/// Publishes the event behind a change of the Progressing reason.
+async fn publish_progress(ctl: &CloneSetController, cloneset: &CloneSet, event: ProgressEvent) {
+    let object = reference(cloneset);
+    if event.warning {
+        ctl.events
+            .warning(&object, &event.reason, "Progress", event.note)
+            .await;
+    } else {
+        ctl.events
+            .normal(&object, &event.reason, "Progress", event.note)
+            .await;
+    }
 }
 
 /// Deletes revisions beyond the history limit that no pod uses.

@@ -1,5 +1,4 @@
-//! Status counts and conditions, as OpenKruise's `cloneset_status.go` computes them, with
-//! Deployment-style Progressing / Available conditions.
+//! Status counts and conditions, as OpenKruise 1.9's `cloneset_status.go` computes them.
 
 #![allow(
     clippy::type_complexity,
@@ -10,13 +9,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+    LabelSelector, LabelSelectorRequirement, ObjectMeta, Time,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
-use crate::api::cloneset::CloneSetSpec;
+use crate::api::cloneset::{CloneSetCondition, CloneSetSpec};
+use crate::cloneset::progress::*;
 use crate::workload::deletion::REVISION_LABEL;
+use crate::workload::inplace::INPLACE_UPDATE_READY;
+use crate::workload::lifecycle::STATE_LABEL;
 
 const OLD: &str = "web-oldhash1";
 const NEW: &str = "web-newhash2";
@@ -343,7 +345,10 @@ fn failed_scale_and_failed_update_follow_the_sync_problems() {
     ] {
         let c = condition(&status, type_).expect(type_);
         assert_eq!(c.status, "True");
-        assert_eq!(c.reason, type_);
+        assert_eq!(
+            c.reason, "",
+            "OpenKruise leaves the reason of {type_} empty"
+        );
         assert_eq!(c.message, message);
         assert_eq!(c.last_transition_time, Some(Time(ts(10))));
     }
@@ -367,177 +372,267 @@ fn failed_scale_and_failed_update_follow_the_sync_problems() {
     assert!(condition(&status, FAILED_SCALE).is_none());
 }
 
-#[test]
-fn available_condition_compares_with_replicas_minus_max_unavailable() {
-    let pods = |ready_count: usize, total: usize| -> Vec<Pod> {
-        (0..total)
-            .map(|i| {
-                let name = format!("p{i}");
-                if i < ready_count {
-                    ready(&name, NEW)
-                } else {
-                    pod(&name, NEW, None)
-                }
-            })
-            .collect()
-    };
-    let cases: Vec<(&str, i32, Option<IntOrString>, Vec<Pod>, bool)> = vec![
-        ("all available", 5, None, pods(5, 5), true),
-        ("default 20% of 5 = 1 missing", 5, None, pods(4, 5), true),
-        ("two missing", 5, None, pods(3, 5), false),
-        ("int 2", 5, Some(IntOrString::Int(2)), pods(3, 5), true),
-        ("int 0", 5, Some(IntOrString::Int(0)), pods(4, 5), false),
-        ("no replicas", 0, None, vec![], true),
-    ];
-    for (name, replicas, max_unavailable, pods, want) in cases {
-        let cs = with(cloneset(replicas), |s| {
-            s.update_strategy.max_unavailable = max_unavailable;
-        });
-        let (status, _) = status_of(&cs, &pods);
-        let want_reason = if want {
-            "MinimumReplicasAvailable"
-        } else {
-            "MinimumReplicasUnavailable"
-        };
-        assert_eq!(
-            condition_summary(&status, AVAILABLE),
-            summary(if want { "True" } else { "False" }, want_reason),
-            "{name}"
-        );
-    }
-}
-
-#[test]
-fn available_condition_keeps_its_transition_time_while_unchanged() {
-    let strict = || {
-        with(cloneset(1), |s| {
-            s.update_strategy.max_unavailable = Some(IntOrString::Int(0));
-        })
-    };
-    let cs = strict();
-    let (first, _) = status_with(&cs, &[ready("a", NEW)], &SyncProblems::default(), ts(10));
-    let cs = with_status(strict(), first);
-    let (second, _) = status_with(&cs, &[ready("a", NEW)], &SyncProblems::default(), ts(50));
-    assert_eq!(
-        condition(&second, AVAILABLE).unwrap().last_transition_time,
-        Some(Time(ts(10)))
-    );
-    let cs = with_status(strict(), second);
-    let (third, _) = status_with(
-        &cs,
-        &[pod("a", NEW, None)],
-        &SyncProblems::default(),
-        ts(90),
-    );
-    let c = condition(&third, AVAILABLE).unwrap();
-    assert_eq!(c.status, "False");
-    assert_eq!(c.last_transition_time, Some(Time(ts(90))));
-}
-
 fn deadline(cs: CloneSet, seconds: i32) -> CloneSet {
     with(cs, |s| s.progress_deadline_seconds = Some(seconds))
 }
 
+/// `p` with the lifecycle state label `state`.
+fn in_state(mut p: Pod, state: &str) -> Pod {
+    p.metadata
+        .labels
+        .get_or_insert_default()
+        .insert(STATE_LABEL.to_owned(), state.to_owned());
+    p
+}
+
+/// `p` with its `InPlaceUpdateReady` condition set to `status`.
+fn in_place_ready(mut p: Pod, status: &str) -> Pod {
+    p.status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .get_or_insert_default()
+        .push(PodCondition {
+            type_: INPLACE_UPDATE_READY.to_owned(),
+            status: status.to_owned(),
+            ..PodCondition::default()
+        });
+    p
+}
+
+fn progressing(status: &CloneSetStatus) -> Option<(String, String, String)> {
+    condition(status, PROGRESSING).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+fn says(status: &str, reason: &str, message: &str) -> Option<(String, String, String)> {
+    Some((status.to_owned(), reason.to_owned(), message.to_owned()))
+}
+
+#[test]
+fn no_available_condition_is_written_and_an_old_one_is_removed() {
+    let legacy = CloneSetStatus {
+        conditions: vec![CloneSetCondition {
+            type_: "Available".to_owned(),
+            status: "True".to_owned(),
+            reason: "MinimumReplicasAvailable".to_owned(),
+            ..CloneSetCondition::default()
+        }],
+        ..CloneSetStatus::default()
+    };
+    let cs = with_status(deadline(cloneset(1), 60), legacy);
+    let (status, _) = status_of(&cs, &[ready("a", NEW)]);
+    let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, vec![PROGRESSING]);
+}
+
+#[test]
+fn pods_held_by_a_hook_or_an_in_place_update_are_not_available() {
+    // (name, pods, [ready, available, updatedReady, updatedAvailable])
+    let cases: Vec<(&str, Vec<Pod>, [i32; 4])> = vec![
+        (
+            "Normal",
+            vec![in_state(ready("a", NEW), "Normal")],
+            [1, 1, 1, 1],
+        ),
+        (
+            "held in PreparingNormal by preNormal: ready, not available",
+            vec![in_state(ready("a", NEW), "PreparingNormal")],
+            [1, 0, 1, 0],
+        ),
+        (
+            "PreparingDelete",
+            vec![in_state(ready("a", NEW), "PreparingDelete")],
+            [1, 0, 1, 0],
+        ),
+        (
+            "mid in-place update: Ready but InPlaceUpdateReady False",
+            vec![in_place_ready(ready("a", NEW), "False")],
+            [0, 0, 0, 0],
+        ),
+        (
+            "in-place update done",
+            vec![in_place_ready(ready("a", NEW), "True")],
+            [1, 1, 1, 1],
+        ),
+    ];
+    for (name, pods, want) in cases {
+        let (status, _) = status_of(&cloneset(1), &pods);
+        let got = [
+            status.ready_replicas,
+            status.available_replicas,
+            status.updated_ready_replicas,
+            status.updated_available_replicas.unwrap_or(-1),
+        ];
+        assert_eq!(got, want, "{name}");
+    }
+}
+
 #[test]
 fn progressing_needs_a_progress_deadline() {
-    let (status, _) = status_of(&cloneset(2), &[ready("a", OLD)]);
-    assert!(condition(&status, PROGRESSING).is_none());
+    for (name, seconds) in [
+        ("unset", None),
+        ("2147483647 means none", Some(i32::MAX)),
+        ("zero", Some(0)),
+    ] {
+        let cs = with(cloneset(2), |s| s.progress_deadline_seconds = seconds);
+        let (status, requeue) = status_of(&cs, &[ready("a", OLD)]);
+        assert!(condition(&status, PROGRESSING).is_none(), "{name}");
+        assert_eq!(requeue, None, "{name}");
+    }
 
-    // A deadline removed later removes the condition too.
+    // A deadline removed (or set to 2147483647) later removes the condition too.
     let (with_deadline, _) = status_of(&deadline(cloneset(2), 60), &[ready("a", OLD)]);
     assert!(condition(&with_deadline, PROGRESSING).is_some());
-    let cs = with_status(cloneset(2), with_deadline);
+    let cs = with_status(deadline(cloneset(2), i32::MAX), with_deadline);
     let (status, _) = status_of(&cs, &[ready("a", OLD)]);
     assert!(condition(&status, PROGRESSING).is_none());
 }
 
 #[test]
+fn progressing_reasons_and_messages_are_openkruises() {
+    let partitioned = |cs: CloneSet| {
+        with(cs, |s| {
+            s.update_strategy.partition = Some(IntOrString::Int(1));
+        })
+    };
+    let paused = |cs: CloneSet| with(cs, |s| s.update_strategy.paused = true);
+    let cases: Vec<(&str, CloneSet, Vec<Pod>, Option<(String, String, String)>)> = vec![
+        (
+            "all updated and available",
+            cloneset(2),
+            vec![ready("a", NEW), ready("b", NEW)],
+            says("True", REASON_AVAILABLE, "CloneSet is available"),
+        ),
+        (
+            "under way",
+            cloneset(2),
+            vec![ready("a", NEW), ready("b", OLD)],
+            says("True", REASON_UPDATED, "CloneSet is progressing"),
+        ),
+        (
+            "paused",
+            paused(cloneset(2)),
+            vec![ready("a", NEW), ready("b", OLD)],
+            says("True", REASON_PAUSED, "CloneSet is paused"),
+        ),
+        (
+            "complete beats paused",
+            paused(cloneset(2)),
+            vec![ready("a", NEW), ready("b", NEW)],
+            says("True", REASON_AVAILABLE, "CloneSet is available"),
+        ),
+        (
+            "partition reached",
+            partitioned(cloneset(2)),
+            vec![ready("a", NEW), ready("b", OLD)],
+            says(
+                "True",
+                REASON_PARTITION_AVAILABLE,
+                "CloneSet has been paused due to partition ready",
+            ),
+        ),
+        (
+            "partition not reached: the updated pod is not available",
+            partitioned(cloneset(2)),
+            vec![pod("a", NEW, None), ready("b", OLD)],
+            says("True", REASON_UPDATED, "CloneSet is progressing"),
+        ),
+        (
+            "a pod held in PreparingNormal keeps the rollout under way",
+            cloneset(1),
+            vec![in_state(ready("a", NEW), "PreparingNormal")],
+            says("True", REASON_UPDATED, "CloneSet is progressing"),
+        ),
+    ];
+    for (name, cs, pods, want) in cases {
+        let (status, _) = status_of(&deadline(cs, 60), &pods);
+        assert_eq!(progressing(&status), want, "{name}");
+    }
+}
+
+#[test]
 fn progressing_through_a_rollout() {
     let problems = SyncProblems::default();
+    let cs = || deadline(cloneset(2), 60);
     // Start: one of two pods updated, first look.
     let pods = [ready("a", NEW), ready("b", OLD)];
-    let (s1, requeue) = status_with(&deadline(cloneset(2), 60), &pods, &problems, ts(100));
+    let (s1, requeue) = status_with(&cs(), &pods, &problems, ts(100));
+    let c = condition(&s1, PROGRESSING).unwrap();
     assert_eq!(
-        condition_summary(&s1, PROGRESSING),
-        summary("True", "CloneSetProgressing")
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", REASON_UPDATED)
     );
-    assert_eq!(
-        condition(&s1, PROGRESSING).unwrap().last_transition_time,
-        Some(Time(ts(100)))
-    );
+    assert_eq!(c.last_update_time, Some(Time(ts(100))));
     assert_eq!(requeue, Some(Duration::from_secs(61)));
 
-    // Nothing moved, 30s later: wait for the rest of the deadline (+1s).
-    let cs = with_status(deadline(cloneset(2), 60), s1.clone());
-    let (s2, requeue) = status_with(&cs, &pods, &problems, ts(130));
-    assert_eq!(
-        condition_summary(&s2, PROGRESSING),
-        summary("True", "CloneSetProgressing")
-    );
-    assert_eq!(
-        condition(&s2, PROGRESSING).unwrap().last_transition_time,
-        Some(Time(ts(100)))
-    );
+    // 30s later, a count moved: the rollout as a whole still has only the rest of its
+    // deadline (OpenKruise does not restart the clock on progress).
+    let moving = [ready("a", NEW), pod("b", NEW, None)];
+    let (s2, requeue) = status_with(&with_status(cs(), s1), &moving, &problems, ts(130));
+    let c = condition(&s2, PROGRESSING).unwrap();
+    assert_eq!(c.reason, REASON_UPDATED);
+    assert_eq!(c.last_update_time, Some(Time(ts(100))));
     assert_eq!(requeue, Some(Duration::from_secs(31)));
 
-    // Nothing moved for the whole deadline: exceeded.
-    let cs = with_status(deadline(cloneset(2), 60), s2);
-    let (s3, _) = status_with(&cs, &pods, &problems, ts(160));
+    // The deadline passes before the rollout completes: exceeded, naming the revision.
+    let (s3, requeue) = status_with(&with_status(cs(), s2), &moving, &problems, ts(160));
     assert_eq!(
-        condition_summary(&s3, PROGRESSING),
-        summary("False", "ProgressDeadlineExceeded")
+        progressing(&s3),
+        says(
+            "False",
+            REASON_DEADLINE_EXCEEDED,
+            &format!("CloneSet revision {NEW} has timed out progressing")
+        )
     );
-    assert_eq!(
-        condition(&s3, PROGRESSING).unwrap().last_transition_time,
-        Some(Time(ts(160)))
-    );
+    let c = condition(&s3, PROGRESSING).unwrap();
+    assert_eq!(c.last_transition_time, Some(Time(ts(160))));
+    assert_eq!(requeue, None);
 
-    // Stays exceeded while nothing moves.
-    let cs = with_status(deadline(cloneset(2), 60), s3.clone());
-    let (s4, _) = status_with(&cs, &pods, &problems, ts(500));
+    // Stays exceeded while the rollout is unfinished, whatever moves.
+    let (s4, _) = status_with(&with_status(cs(), s3), &pods, &problems, ts(500));
+    let c = condition(&s4, PROGRESSING).unwrap();
     assert_eq!(
-        condition_summary(&s4, PROGRESSING),
-        summary("False", "ProgressDeadlineExceeded")
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", REASON_DEADLINE_EXCEEDED)
     );
-    assert_eq!(
-        condition(&s4, PROGRESSING).unwrap().last_transition_time,
-        Some(Time(ts(160)))
-    );
+    assert_eq!(c.last_transition_time, Some(Time(ts(160))));
 
-    // A count moves (b becomes not ready while it is recreated): progressing again.
-    let moving = [ready("a", NEW), pod("b", NEW, None)];
-    let cs = with_status(deadline(cloneset(2), 60), s4);
-    let (s5, requeue) = status_with(&cs, &moving, &problems, ts(510));
+    // Everything updated and available at last: available, no deadline requeue.
+    let done = [ready("a", NEW), ready("b", NEW)];
+    let (s5, requeue) = status_with(&with_status(cs(), s4), &done, &problems, ts(520));
     assert_eq!(
-        condition_summary(&s5, PROGRESSING),
-        summary("True", "CloneSetProgressing")
+        progressing(&s5),
+        says("True", REASON_AVAILABLE, "CloneSet is available")
     );
     assert_eq!(
         condition(&s5, PROGRESSING).unwrap().last_transition_time,
-        Some(Time(ts(510)))
-    );
-    assert_eq!(requeue, Some(Duration::from_secs(61)));
-
-    // Everything updated and available: complete, no more deadline requeue.
-    let done = [ready("a", NEW), ready("b", NEW)];
-    let cs = with_status(deadline(cloneset(2), 60), s5);
-    let (s6, requeue) = status_with(&cs, &done, &problems, ts(520));
-    assert_eq!(
-        condition_summary(&s6, PROGRESSING),
-        summary("True", "CloneSetAvailable")
+        Some(Time(ts(520)))
     );
     assert_eq!(requeue, None);
 
-    // Long after, still complete: no deadline applies.
-    let cs = with_status(deadline(cloneset(2), 60), s6);
-    let (s7, _) = status_with(&cs, &done, &problems, ts(5_000));
-    assert_eq!(
-        condition_summary(&s7, PROGRESSING),
-        summary("True", "CloneSetAvailable")
+    // Long after, still available, times kept.
+    let (s6, _) = status_with(&with_status(cs(), s5), &done, &problems, ts(5_000));
+    let c = condition(&s6, PROGRESSING).unwrap();
+    assert_eq!(c.reason, REASON_AVAILABLE);
+    assert_eq!(c.last_transition_time, Some(Time(ts(520))));
+    assert_eq!(c.last_update_time, Some(Time(ts(520))));
+}
+
+#[test]
+fn a_pod_held_in_preparing_normal_reaches_the_deadline() {
+    let cs = || deadline(cloneset(1), 60);
+    let held = [in_state(ready("a", NEW), "PreparingNormal")];
+    let (first, _) = status_with(&cs(), &held, &SyncProblems::default(), ts(0));
+    assert_eq!(first.available_replicas, 0);
+    let (later, _) = status_with(
+        &with_status(cs(), first),
+        &held,
+        &SyncProblems::default(),
+        ts(61),
     );
     assert_eq!(
-        condition(&s7, PROGRESSING).unwrap().last_transition_time,
-        Some(Time(ts(520)))
+        condition_summary(&later, PROGRESSING),
+        summary("False", REASON_DEADLINE_EXCEEDED)
     );
 }
 
@@ -554,47 +649,94 @@ fn a_partitioned_rollout_is_complete_at_the_partition() {
     assert_eq!(status.expected_updated_replicas, 1);
     assert_eq!(
         condition_summary(&status, PROGRESSING),
-        summary("True", "CloneSetAvailable")
+        summary("True", REASON_PARTITION_AVAILABLE)
     );
     assert_eq!(requeue, None);
     assert_eq!(status.current_revision, OLD);
 }
 
-#[test]
-fn a_new_update_revision_counts_as_progress() {
-    let cs = deadline(cloneset(1), 60);
-    // Complete on OLD a long time ago...
-    let old_status = CloneSetStatus {
+/// The old status of a CloneSet whose Progressing condition says `reason` since t=0 and
+/// whose rollout is on `update_revision`.
+fn old_status(reason: &str, value: &str, update_revision: &str) -> CloneSetStatus {
+    CloneSetStatus {
         replicas: 1,
-        ready_replicas: 1,
-        available_replicas: 1,
-        updated_replicas: 1,
-        updated_ready_replicas: 1,
-        updated_available_replicas: Some(1),
-        expected_updated_replicas: 1,
-        update_revision: OLD.to_owned(),
+        update_revision: update_revision.to_owned(),
         current_revision: OLD.to_owned(),
         conditions: vec![CloneSetCondition {
             type_: PROGRESSING.to_owned(),
-            status: "True".to_owned(),
+            status: value.to_owned(),
             last_transition_time: Some(Time(ts(0))),
-            reason: "CloneSetAvailable".to_owned(),
+            last_update_time: Some(Time(ts(0))),
+            reason: reason.to_owned(),
             message: String::new(),
         }],
         ..CloneSetStatus::default()
-    };
-    // ...then the template changes: the pod is on the old revision.
-    let cs = with_status(cs, old_status);
-    let (status, requeue) = status_of(&cs, &[ready("a", OLD)]);
-    assert_eq!(
-        condition_summary(&status, PROGRESSING),
-        summary("True", "CloneSetProgressing")
-    );
-    assert_eq!(
-        condition(&status, PROGRESSING)
-            .unwrap()
-            .last_transition_time,
-        Some(Time(now()))
-    );
-    assert_eq!(requeue, Some(Duration::from_secs(61)));
+    }
+}
+
+#[test]
+fn when_the_deadline_clock_starts() {
+    // (name, old status, now, want reason, want requeue)
+    let cases: Vec<(&str, CloneSetStatus, i64, &str, Option<u64>)> = vec![
+        (
+            "under way since t=0, 30s in",
+            old_status(REASON_UPDATED, "True", NEW),
+            30,
+            REASON_UPDATED,
+            Some(31),
+        ),
+        (
+            "under way since t=0, 60s in",
+            old_status(REASON_UPDATED, "True", NEW),
+            60,
+            REASON_DEADLINE_EXCEEDED,
+            None,
+        ),
+        (
+            "was available: a scale-up starts the clock now",
+            old_status(REASON_AVAILABLE, "True", NEW),
+            1_000,
+            REASON_UPDATED,
+            Some(61),
+        ),
+        (
+            "was paused: resuming starts the clock now",
+            old_status(REASON_PAUSED, "True", NEW),
+            1_000,
+            REASON_UPDATED,
+            Some(61),
+        ),
+        (
+            "was exceeded: stays exceeded",
+            old_status(REASON_DEADLINE_EXCEEDED, "False", NEW),
+            1_000,
+            REASON_DEADLINE_EXCEEDED,
+            None,
+        ),
+        (
+            "was exceeded, then a new update revision: a new rollout, a new clock",
+            old_status(REASON_DEADLINE_EXCEEDED, "False", OLD),
+            1_000,
+            REASON_UPDATED,
+            Some(61),
+        ),
+        (
+            "under way on another revision: a new clock",
+            old_status(REASON_UPDATED, "True", OLD),
+            1_000,
+            REASON_UPDATED,
+            Some(61),
+        ),
+    ];
+    for (name, old, at, want_reason, want_requeue) in cases {
+        let cs = with_status(deadline(cloneset(1), 60), old);
+        let (status, requeue) =
+            status_with(&cs, &[ready("a", OLD)], &SyncProblems::default(), ts(at));
+        assert_eq!(
+            condition(&status, PROGRESSING).unwrap().reason,
+            want_reason,
+            "{name}"
+        );
+        assert_eq!(requeue, want_requeue.map(Duration::from_secs), "{name}");
+    }
 }

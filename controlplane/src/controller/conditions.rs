@@ -49,8 +49,9 @@ pub fn set_condition<C: StatusCondition>(
     }
 }
 
-/// A problem condition (reason = type): present (True) while the problem lasts, removed
-/// after. While it lasts the condition keeps its first message, like the ReplicaSet's
+/// A problem condition: present (True) while the problem lasts, removed after, its
+/// message the error and its reason empty, as OpenKruise writes FailedScale and
+/// FailedUpdate. While it lasts the condition keeps its first message, like the ReplicaSet's
 /// ReplicaFailure: messages name the pod that failed, which differs on every retry, and a
 /// status write on every retry would requeue the workload at once, past its backoff.
 pub fn set_problem<C: StatusCondition>(
@@ -61,7 +62,7 @@ pub fn set_problem<C: StatusCondition>(
 ) {
     match problem {
         Some(_) if find(conditions, type_).is_some_and(|c| c.status() == "True") => {}
-        Some(message) => set_condition(conditions, type_, true, type_, message.to_owned(), now),
+        Some(message) => set_condition(conditions, type_, true, "", message.to_owned(), now),
         None => conditions.retain(|c| c.condition_type() != type_),
     }
 }
@@ -80,6 +81,7 @@ impl StatusCondition for CloneSetCondition {
             type_: type_.to_owned(),
             status: status.to_owned(),
             last_transition_time: Some(transition),
+            last_update_time: None,
             reason: reason.to_owned(),
             message,
         }
@@ -156,10 +158,14 @@ mod tests {
         let mut conditions: Vec<CloneSetCondition> = Vec::new();
         set_problem(&mut conditions, "FailedScale", Some("pod a failed"), at(0));
         set_problem(&mut conditions, "FailedScale", Some("pod b failed"), at(5));
-        assert_eq!(
-            conditions,
-            [condition("FailedScale", "True", "pod a failed", 0)]
+        let first = CloneSetCondition::new(
+            "FailedScale",
+            "True",
+            "",
+            "pod a failed".to_owned(),
+            Time(at(0)),
         );
+        assert_eq!(conditions, [first]);
         set_problem(&mut conditions, "FailedScale", None, at(9));
         assert!(conditions.is_empty());
     }

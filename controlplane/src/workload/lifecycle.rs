@@ -162,14 +162,12 @@ impl StateChange {
     }
 }
 
-/// The lifecycle state a new pod is created in.
-pub fn initial_state(lifecycle: Option<&Lifecycle>) -> LifecycleState {
-    if lifecycle.is_some_and(|l| l.pre_normal.is_some()) {
-        LifecycleState::PreparingNormal
-    } else {
-        LifecycleState::Normal
-    }
-}
+/// The lifecycle state every new pod is created in, with or without hooks (OpenKruise's
+/// `createPods`): the next sync's refresh moves it to Normal, at once without a preNormal
+/// hook, else once the user controller has attached all the hook's labels and finalizers.
+/// So a pod is never available before a sync has seen it, and tools that wait for the
+/// state label see it from the start, even while the pod is unscheduled.
+pub const CREATED_STATE: LifecycleState = LifecycleState::PreparingNormal;
 
 /// What to do with a pod the workload wants to delete.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -191,17 +191,6 @@ fn not_ready_policy_per_state() {
     assert_eq!(not_ready_policy(Updating, true), None);
 }
 
-#[test]
-fn initial_state_depends_on_pre_normal() {
-    assert_eq!(initial_state(None), Normal);
-    assert_eq!(initial_state(Some(&Lifecycle::default())), Normal);
-    let with_pre_normal = Lifecycle {
-        pre_normal: Some(hook(&[("a", "1")], &[], false)),
-        ..Lifecycle::default()
-    };
-    assert_eq!(initial_state(Some(&with_pre_normal)), PreparingNormal);
-}
-
 fn pre_delete(mark: bool) -> Lifecycle {
     Lifecycle {
         pre_delete: Some(hook(&[("hold", "true")], &["example.io/drain"], mark)),

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::deletion::{POD_DELETION_COST_ANNOTATION, SPECIFIED_DELETE_LABEL, parse_deletion_cost};
-use super::inplace::{GRACE_ANNOTATION, STATE_ANNOTATION};
+use super::inplace::{GRACE_ANNOTATION, INPLACE_UPDATE_READY, STATE_ANNOTATION};
 use super::lifecycle::LifecycleState;
 use super::revision_adapter::RevisionAdapter;
 
@@ -29,6 +29,9 @@ pub struct PodView {
     pub ready_since: Option<Timestamp>,
     /// Ready for at least `minReadySeconds`.
     pub available: bool,
+    /// The `InPlaceUpdateReady` condition is present and not True: an in-place update
+    /// holds the pod back (OpenKruise's `IsPodUpdateReady` reads it besides Ready).
+    pub in_place_not_ready: bool,
     /// Parsed `controller.kubernetes.io/pod-deletion-cost`; invalid values count as 0.
     pub deletion_cost: i32,
     /// Highest restart count among the pod's containers.
@@ -89,6 +92,8 @@ impl PodView {
             ready,
             ready_since,
             available,
+            in_place_not_ready: pod_condition(pod, INPLACE_UPDATE_READY)
+                .is_some_and(|status| status != "True"),
             deletion_cost: annotations
                 .and_then(|a| a.get(POD_DELETION_COST_ANNOTATION))
                 .map_or(0, |v| parse_deletion_cost(v)),
@@ -117,10 +122,20 @@ impl PodView {
         self.lifecycle == Some(LifecycleState::PreparingUpdate)
     }
 
-    /// Available as a rollout counts it: available, no in-place update under way, and in
-    /// lifecycle state Normal (or none) — a pod held by a hook does not serve.
+    /// Ready as OpenKruise's `IsPodUpdateReady` counts it: Ready, and not held back by an
+    /// in-place update (`InPlaceUpdateReady` absent or True) — a pod whose containers are
+    /// about to restart is not ready yet, whatever its Ready condition still says.
+    pub fn update_ready(&self) -> bool {
+        self.ready && !self.in_place_not_ready
+    }
+
+    /// Available as a rollout and the status count it (OpenKruise's `IsPodAvailable`):
+    /// update-ready for `minReadySeconds`, no in-place update under way, and in lifecycle
+    /// state Normal (or none) — a pod held by a hook (PreparingNormal, PreparingUpdate,
+    /// PreparingDelete) does not serve.
     pub fn serving(&self) -> bool {
         self.available
+            && !self.in_place_not_ready
             && !self.updating_in_place
             && matches!(self.lifecycle, None | Some(LifecycleState::Normal))
     }

@@ -1,3 +1,8 @@
+#![allow(
+    clippy::type_complexity,
+    reason = "case tables are tuples read in one place"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodSpec, PodStatus};
@@ -79,6 +84,7 @@ fn facts_from_pod() {
             ready: true,
             ready_since: Some(ts(100)),
             available: true,
+            in_place_not_ready: false,
             deletion_cost: -3,
             max_restarts: 5,
             created: Some(ts(0)),
@@ -136,4 +142,78 @@ fn named_pods_short_hashes_and_in_place_updates_show_in_the_view() {
         view.available && !view.serving(),
         "an in-place update is not serving"
     );
+}
+
+/// `pod("p")` (Ready since t=100, no lifecycle state) with `InPlaceUpdateReady` set to
+/// `in_place` (None: absent) and the lifecycle state label set to `state` (None: absent).
+fn held(in_place: Option<&str>, state: Option<&str>) -> Pod {
+    let mut p = pod("p");
+    if let Some(status) = in_place {
+        let conditions = p
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .get_or_insert_default();
+        conditions.push(PodCondition {
+            type_: INPLACE_UPDATE_READY.to_owned(),
+            status: status.to_owned(),
+            ..PodCondition::default()
+        });
+    }
+    if let Some(state) = state {
+        let labels = p.metadata.labels.get_or_insert_default();
+        labels.insert(STATE_LABEL.to_owned(), state.to_owned());
+    }
+    p
+}
+
+#[test]
+fn update_ready_and_serving_follow_openkruise() {
+    // (name, InPlaceUpdateReady, lifecycle state, update_ready, serving)
+    let cases: Vec<(&str, Option<&str>, Option<&str>, bool, bool)> = vec![
+        ("plain ready pod", None, None, true, true),
+        ("in-place update done", Some("True"), None, true, true),
+        (
+            "mid in-place update: Ready still True, not update-ready",
+            Some("False"),
+            None,
+            false,
+            false,
+        ),
+        ("lifecycle Normal", None, Some("Normal"), true, true),
+        (
+            "held in PreparingNormal by preNormal: ready, not available",
+            None,
+            Some("PreparingNormal"),
+            true,
+            false,
+        ),
+        (
+            "PreparingUpdate",
+            None,
+            Some("PreparingUpdate"),
+            true,
+            false,
+        ),
+        (
+            "PreparingDelete",
+            None,
+            Some("PreparingDelete"),
+            true,
+            false,
+        ),
+        (
+            "Updated, waiting for the hook",
+            None,
+            Some("Updated"),
+            true,
+            false,
+        ),
+    ];
+    for (name, in_place, state, update_ready, serving) in cases {
+        let v = view(&held(in_place, state), "rev-2", 0, ts(200));
+        assert_eq!(v.update_ready(), update_ready, "{name}: update_ready");
+        assert_eq!(v.serving(), serving, "{name}: serving");
+    }
 }

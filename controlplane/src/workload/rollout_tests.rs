@@ -305,6 +305,7 @@ const fn pod(updated: bool, available: bool, specified_delete: bool) -> PodView 
         ready: available,
         ready_since: None,
         available,
+        in_place_not_ready: false,
         deletion_cost: 0,
         max_restarts: 0,
         created: None,
