@@ -96,8 +96,9 @@ pub struct FailurePolicy {
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "FailFast"))]
     pub type_: Option<FailurePolicyType>,
-    /// A pod whose containers restarted more than this many times in total counts as
-    /// failed; 0 means no limit.
+    /// Under restartPolicy OnFailure, a pod whose containers restarted more than this
+    /// many times in total counts as failed (0: the first restart fails it, as in
+    /// OpenKruise).
     #[serde(default, skip_serializing_if = "is_zero")]
     #[schemars(range(min = 0))]
     pub restart_limit: i32,
@@ -106,7 +107,7 @@ pub struct FailurePolicy {
 /// What a failed pod does to the job.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum FailurePolicyType {
-    /// The job goes on; it ends Failed only once every pod finished.
+    /// The job goes on and completes once every node finished, failed pods counted.
     Continue,
     /// The job fails at the first failed pod and deletes its running pods.
     #[default]

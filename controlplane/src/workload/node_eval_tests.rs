@@ -106,14 +106,16 @@ fn taint_unfit(key: &str, effect: &str) -> Option<Unfit> {
     })
 }
 
+/// (case, spec, node, should_run, should_continue_running, unfit)
+type TaintCase = (&'static str, PodSpec, Node, bool, bool, Option<Unfit>);
+
 #[test]
 fn taints_against_tolerations() {
     let plain = node("n1", &[], &[]);
     let no_schedule = node("n1", &[], &[("dedicated", "gpu", "NoSchedule")]);
     let no_execute = node("n1", &[], &[("dedicated", "gpu", "NoExecute")]);
     let prefer = node("n1", &[], &[("dedicated", "gpu", "PreferNoSchedule")]);
-    // (case, spec, node, should_run, should_continue_running, unfit)
-    let cases: Vec<(&str, PodSpec, Node, bool, bool, Option<Unfit>)> = vec![
+    let cases: Vec<TaintCase> = vec![
         ("no taints", PodSpec::default(), plain, true, true, None),
         (
             "NoSchedule untolerated: no new pod, a running one stays",

@@ -1,0 +1,6 @@
+//! BroadcastJob: one pod run to completion on every node that fits its template.
+//! `pods` builds and reads the job's pods; `plan` decides, from the job, the nodes, its
+//! pods and the time, what to create, delete, and when to look again.
+
+pub mod plan;
+pub mod pods;
