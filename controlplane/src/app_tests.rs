@@ -107,10 +107,11 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 3] = [
+    let components: [(&str, &[&str]); 4] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("ImagePullJob", ImagePullJobController::READS),
+        ("BroadcastJob", BroadcastJobController::READS),
     ];
     for (component, reads) in components {
         assert!(!reads.is_empty(), "{component} names no kind it reads");
@@ -132,7 +133,8 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "ControllerRevision",
             "CloneSet",
             "ImageList",
-            "ImagePullJob"
+            "ImagePullJob",
+            "BroadcastJob"
         ],
         "the kinds /readyz reports, in its order"
     );

@@ -1,5 +1,5 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
-//! ControllerRevisions, CloneSets, ImageLists, ImagePullJobs), read by every reconciler.
+//! ControllerRevisions, CloneSets, ImageLists, ImagePullJobs, BroadcastJobs), read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
-use crate::api::{CloneSet, ImageList, ImagePullJob};
+use crate::api::{BroadcastJob, CloneSet, ImageList, ImagePullJob};
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
@@ -23,6 +23,7 @@ pub struct Stores {
     pub clonesets: Store<CloneSet>,
     pub imagelists: Store<ImageList>,
     pub imagepulljobs: Store<ImagePullJob>,
+    pub broadcastjobs: Store<BroadcastJob>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -38,6 +39,7 @@ pub struct Changes {
     pub clonesets: broadcast::Sender<Arc<CloneSet>>,
     pub imagelists: broadcast::Sender<Arc<ImageList>>,
     pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
+    pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
 }
 
 impl StoreSet for Stores {
@@ -54,6 +56,7 @@ impl StoreSet for Stores {
             keep_managed_fields: true,
         });
         let imagepulljobs: Cache<ImagePullJob> = registry.watch(plain);
+        let broadcastjobs: Cache<BroadcastJob> = registry.watch(plain);
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -63,6 +66,7 @@ impl StoreSet for Stores {
                 clonesets: clonesets.changes,
                 imagelists: imagelists.changes,
                 imagepulljobs: imagepulljobs.changes,
+                broadcastjobs: broadcastjobs.changes,
             },
             pods: pods.store,
             nodes: nodes.store,
@@ -71,6 +75,7 @@ impl StoreSet for Stores {
             clonesets: clonesets.store,
             imagelists: imagelists.store,
             imagepulljobs: imagepulljobs.store,
+            broadcastjobs: broadcastjobs.store,
             sync: registry.finish(),
         }
     }

@@ -10,7 +10,7 @@
 //! (OpenKruise #1199). With completion policy Always the job completes once no pod is
 //! active and every fit node has had one; with Never it runs until deleted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -59,6 +59,8 @@ pub struct Snapshot<'a> {
     pub status: &'a BroadcastJobStatus,
     pub nodes: &'a [Node],
     pub pods: &'a [Pod],
+    /// Nodes whose last pod create failed and is backing off: no create there now.
+    pub backing_off: &'a BTreeSet<String>,
     pub now: Timestamp,
 }
 
@@ -137,7 +139,11 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
             counts.nodes.len() + fit_without_pod.len(),
         );
         let room = limit.saturating_sub(counts.active.len());
-        plan.create_on = fit_without_pod.into_iter().take(room).collect();
+        plan.create_on = fit_without_pod
+            .into_iter()
+            .filter(|node| !s.backing_off.contains(node))
+            .take(room)
+            .collect();
         plan.status.active += to_i32(plan.create_on.len());
     }
     let always = s.spec.completion_policy.policy_type() == CompletionPolicyType::Always;

@@ -118,6 +118,7 @@ fn run(spec: &BroadcastJobSpec, status: &BroadcastJobStatus, nodes: &[Node], pod
         status,
         nodes,
         pods,
+        backing_off: &BTreeSet::new(),
         now: at(NOW),
     })
 }
@@ -479,4 +480,20 @@ fn the_start_time_is_set_once() {
     assert_eq!(first.status.start_time, Some(Time(at(NOW))));
     let later = run(&spec(), &started(30), &nodes(1), &[]);
     assert_eq!(later.status.start_time, Some(Time(at(NOW - 30))));
+}
+
+#[test]
+fn a_node_whose_create_backs_off_gets_no_pod_and_keeps_the_job_open() {
+    let backing_off = BTreeSet::from(["n1".to_owned()]);
+    let plan = plan(&Snapshot {
+        spec: &spec(),
+        status: &started(5),
+        nodes: &nodes(2),
+        pods: &[pod("n0", Some("Succeeded"), 0)],
+        backing_off: &backing_off,
+        now: at(NOW),
+    });
+    assert!(plan.create_on.is_empty());
+    assert_eq!(plan.status.desired, 2);
+    assert_eq!(plan.status.phase, BroadcastJobPhase::Running);
 }
