@@ -10,6 +10,7 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
+use crate::advancedcronjob::AdvancedCronJobController;
 use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
 use crate::broadcastjob::BroadcastJobController;
 use crate::caches::Stores;
@@ -183,12 +184,22 @@ async fn start_workloads(
     ));
 
     // BroadcastJob: one pod per fit node, created here, run by the kubelets.
-    let broadcastjobs = BroadcastJobController::new(client, stores.clone(), events);
+    let broadcastjobs = BroadcastJobController::new(client.clone(), stores.clone(), events.clone());
     let queue = start_reconciler(running, Arc::new(broadcastjobs), workers, shutdown)?;
     running.spawn(crate::broadcastjob::triggers::run(
         stores.changes.clone(),
         stores.broadcastjobs.clone(),
         stores.nodes.clone(),
+        queue,
+        shutdown.clone(),
+    ));
+
+    // AdvancedCronJob: creates Jobs (run by the cluster's Job controller) or BroadcastJobs.
+    let crons = AdvancedCronJobController::new(client, stores.clone(), events);
+    let queue = start_reconciler(running, Arc::new(crons), workers, shutdown)?;
+    running.spawn(crate::advancedcronjob::triggers::run(
+        stores.changes.clone(),
+        stores.advancedcronjobs.clone(),
         queue,
         shutdown.clone(),
     ));

@@ -107,11 +107,12 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 4] = [
+    let components: [(&str, &[&str]); 5] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("ImagePullJob", ImagePullJobController::READS),
         ("BroadcastJob", BroadcastJobController::READS),
+        ("AdvancedCronJob", AdvancedCronJobController::READS),
     ];
     for (component, reads) in components {
         assert!(!reads.is_empty(), "{component} names no kind it reads");
@@ -134,7 +135,9 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "CloneSet",
             "ImageList",
             "ImagePullJob",
-            "BroadcastJob"
+            "BroadcastJob",
+            "AdvancedCronJob",
+            "Job"
         ],
         "the kinds /readyz reports, in its order"
     );

@@ -1,16 +1,17 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
-//! ControllerRevisions, CloneSets, ImageLists, ImagePullJobs, BroadcastJobs), read by every reconciler.
+//! ControllerRevisions, CloneSets, ImageLists, ImagePullJobs, BroadcastJobs, AdvancedCronJobs, batch Jobs), read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
-use crate::api::{BroadcastJob, CloneSet, ImageList, ImagePullJob};
+use crate::api::{AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob};
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
@@ -24,6 +25,8 @@ pub struct Stores {
     pub imagelists: Store<ImageList>,
     pub imagepulljobs: Store<ImagePullJob>,
     pub broadcastjobs: Store<BroadcastJob>,
+    pub advancedcronjobs: Store<AdvancedCronJob>,
+    pub jobs: Store<Job>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -40,6 +43,8 @@ pub struct Changes {
     pub imagelists: broadcast::Sender<Arc<ImageList>>,
     pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
     pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
+    pub advancedcronjobs: broadcast::Sender<Arc<AdvancedCronJob>>,
+    pub jobs: broadcast::Sender<Arc<Job>>,
 }
 
 impl StoreSet for Stores {
@@ -57,6 +62,8 @@ impl StoreSet for Stores {
         });
         let imagepulljobs: Cache<ImagePullJob> = registry.watch(plain);
         let broadcastjobs: Cache<BroadcastJob> = registry.watch(plain);
+        let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(plain);
+        let jobs: Cache<Job> = registry.watch(plain);
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -67,6 +74,8 @@ impl StoreSet for Stores {
                 imagelists: imagelists.changes,
                 imagepulljobs: imagepulljobs.changes,
                 broadcastjobs: broadcastjobs.changes,
+                advancedcronjobs: advancedcronjobs.changes,
+                jobs: jobs.changes,
             },
             pods: pods.store,
             nodes: nodes.store,
@@ -76,6 +85,8 @@ impl StoreSet for Stores {
             imagelists: imagelists.store,
             imagepulljobs: imagepulljobs.store,
             broadcastjobs: broadcastjobs.store,
+            advancedcronjobs: advancedcronjobs.store,
+            jobs: jobs.store,
             sync: registry.finish(),
         }
     }

@@ -55,7 +55,7 @@ mod tests {
 
     #[test]
     fn each_kind_is_served_in_openkruise_1_9_versions_with_one_storage_version() {
-        let expected: [(&str, &[(&str, bool)]); 4] = [
+        let expected: [(&str, &[(&str, bool)]); 5] = [
             ("clonesets.apps.kruise.io", &[("v1alpha1", true)]),
             (
                 "imagepulljobs.apps.kruise.io",
@@ -64,6 +64,10 @@ mod tests {
             ("imagelists.stevedore.dev", &[("v1alpha1", true)]),
             (
                 "broadcastjobs.apps.kruise.io",
+                &[("v1alpha1", true), ("v1beta1", false)],
+            ),
+            (
+                "advancedcronjobs.apps.kruise.io",
                 &[("v1alpha1", true), ("v1beta1", false)],
             ),
         ];
