@@ -22,8 +22,8 @@ use crate::api::broadcastjob::{
 };
 use crate::api::common::CompletionPolicyType;
 use crate::controller::conditions::{find, set_condition};
-use crate::imagepulljob::plan::parallelism;
 use crate::workload::node_eval;
+use crate::workload::rollout::parallelism;
 
 use super::pods::{pinned_node, restart_count};
 
