@@ -10,7 +10,9 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
+use crate::advancedcronjob::AdvancedCronJobController;
 use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
+use crate::broadcastjob::BroadcastJobController;
 use crate::caches::Stores;
 use crate::certs::{Authority, CaSecretError, CsrSigner};
 use crate::cloneset::CloneSetController;
@@ -170,13 +172,34 @@ async fn start_workloads(
     ));
 
     // ImagePullJob: writes its entries into the ImageLists the distributor creates.
-    let imagepulljobs = ImagePullJobController::new(client, stores.clone(), events);
+    let imagepulljobs = ImagePullJobController::new(client.clone(), stores.clone(), events.clone());
     let queue = start_reconciler(running, Arc::new(imagepulljobs), workers, shutdown)?;
     running.spawn(crate::imagepulljob::triggers::run(
         stores.changes.clone(),
         stores.imagepulljobs.clone(),
         stores.nodes.clone(),
         stores.pods.clone(),
+        queue,
+        shutdown.clone(),
+    ));
+
+    // BroadcastJob: one pod per fit node, created here, run by the kubelets.
+    let broadcastjobs = BroadcastJobController::new(client.clone(), stores.clone(), events.clone());
+    let queue = start_reconciler(running, Arc::new(broadcastjobs), workers, shutdown)?;
+    running.spawn(crate::broadcastjob::triggers::run(
+        stores.changes.clone(),
+        stores.broadcastjobs.clone(),
+        stores.nodes.clone(),
+        queue,
+        shutdown.clone(),
+    ));
+
+    // AdvancedCronJob: creates Jobs (run by the cluster's Job controller) or BroadcastJobs.
+    let crons = AdvancedCronJobController::new(client, stores.clone(), events);
+    let queue = start_reconciler(running, Arc::new(crons), workers, shutdown)?;
+    running.spawn(crate::advancedcronjob::triggers::run(
+        stores.changes.clone(),
+        stores.advancedcronjobs.clone(),
         queue,
         shutdown.clone(),
     ));

@@ -107,10 +107,12 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 3] = [
+    let components: [(&str, &[&str]); 5] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("ImagePullJob", ImagePullJobController::READS),
+        ("BroadcastJob", BroadcastJobController::READS),
+        ("AdvancedCronJob", AdvancedCronJobController::READS),
     ];
     for (component, reads) in components {
         assert!(!reads.is_empty(), "{component} names no kind it reads");
@@ -132,7 +134,10 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "ControllerRevision",
             "CloneSet",
             "ImageList",
-            "ImagePullJob"
+            "ImagePullJob",
+            "BroadcastJob",
+            "AdvancedCronJob",
+            "Job"
         ],
         "the kinds /readyz reports, in its order"
     );

@@ -1,16 +1,17 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
-//! ControllerRevisions, CloneSets, ImageLists, ImagePullJobs), read by every reconciler.
+//! ControllerRevisions, CloneSets, ImageLists, ImagePullJobs, BroadcastJobs, AdvancedCronJobs, batch Jobs), read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
-use crate::api::{CloneSet, ImageList, ImagePullJob};
+use crate::api::{AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob};
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
@@ -23,6 +24,9 @@ pub struct Stores {
     pub clonesets: Store<CloneSet>,
     pub imagelists: Store<ImageList>,
     pub imagepulljobs: Store<ImagePullJob>,
+    pub broadcastjobs: Store<BroadcastJob>,
+    pub advancedcronjobs: Store<AdvancedCronJob>,
+    pub jobs: Store<Job>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -38,6 +42,9 @@ pub struct Changes {
     pub clonesets: broadcast::Sender<Arc<CloneSet>>,
     pub imagelists: broadcast::Sender<Arc<ImageList>>,
     pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
+    pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
+    pub advancedcronjobs: broadcast::Sender<Arc<AdvancedCronJob>>,
+    pub jobs: broadcast::Sender<Arc<Job>>,
 }
 
 impl StoreSet for Stores {
@@ -54,6 +61,9 @@ impl StoreSet for Stores {
             keep_managed_fields: true,
         });
         let imagepulljobs: Cache<ImagePullJob> = registry.watch(plain);
+        let broadcastjobs: Cache<BroadcastJob> = registry.watch(plain);
+        let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(plain);
+        let jobs: Cache<Job> = registry.watch(plain);
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -63,6 +73,9 @@ impl StoreSet for Stores {
                 clonesets: clonesets.changes,
                 imagelists: imagelists.changes,
                 imagepulljobs: imagepulljobs.changes,
+                broadcastjobs: broadcastjobs.changes,
+                advancedcronjobs: advancedcronjobs.changes,
+                jobs: jobs.changes,
             },
             pods: pods.store,
             nodes: nodes.store,
@@ -71,6 +84,9 @@ impl StoreSet for Stores {
             clonesets: clonesets.store,
             imagelists: imagelists.store,
             imagepulljobs: imagepulljobs.store,
+            broadcastjobs: broadcastjobs.store,
+            advancedcronjobs: advancedcronjobs.store,
+            jobs: jobs.store,
             sync: registry.finish(),
         }
     }

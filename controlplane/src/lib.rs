@@ -5,6 +5,7 @@ pub mod advancedcronjob;
 pub mod agents;
 pub mod api;
 pub mod app;
+pub mod broadcastjob;
 pub mod caches;
 pub mod certs;
 pub mod cloneset;

@@ -2,6 +2,8 @@
 //! field names, Stevedore's own ImageList, and the CustomResourceDefinitions generated
 //! from them.
 
+pub mod advancedcronjob;
+pub mod broadcastjob;
 pub mod cloneset;
 pub mod common;
 pub mod duration;
@@ -20,6 +22,8 @@ pub mod workload_rules;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 
+pub use advancedcronjob::{AdvancedCronJob, AdvancedCronJobSpec, AdvancedCronJobStatus};
+pub use broadcastjob::{BroadcastJob, BroadcastJobSpec, BroadcastJobStatus};
 pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
@@ -31,6 +35,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         CloneSet::crd(),
         versions::also_served(ImagePullJob::crd(), &["v1beta1"]),
         ImageList::crd(),
+        versions::also_served(BroadcastJob::crd(), &["v1beta1"]),
+        versions::also_served(AdvancedCronJob::crd(), &["v1beta1"]),
     ]
 }
 

@@ -55,13 +55,21 @@ mod tests {
 
     #[test]
     fn each_kind_is_served_in_openkruise_1_9_versions_with_one_storage_version() {
-        let expected: [(&str, &[(&str, bool)]); 3] = [
+        let expected: [(&str, &[(&str, bool)]); 5] = [
             ("clonesets.apps.kruise.io", &[("v1alpha1", true)]),
             (
                 "imagepulljobs.apps.kruise.io",
                 &[("v1alpha1", true), ("v1beta1", false)],
             ),
             ("imagelists.stevedore.dev", &[("v1alpha1", true)]),
+            (
+                "broadcastjobs.apps.kruise.io",
+                &[("v1alpha1", true), ("v1beta1", false)],
+            ),
+            (
+                "advancedcronjobs.apps.kruise.io",
+                &[("v1alpha1", true), ("v1beta1", false)],
+            ),
         ];
         let crds = crds();
         assert_eq!(crds.len(), expected.len());

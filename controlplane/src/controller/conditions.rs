@@ -6,6 +6,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::api::broadcastjob::JobCondition;
 use crate::api::cloneset::CloneSetCondition;
 
 /// A workload's status condition type (`type`, `status`, `reason`, `message`,
@@ -90,6 +91,37 @@ impl StatusCondition for CloneSetCondition {
     fn update(&mut self, status: &str, reason: &str, message: String, transition: Option<Time>) {
         if transition.is_some() {
             self.last_transition_time = transition;
+        }
+        status.clone_into(&mut self.status);
+        reason.clone_into(&mut self.reason);
+        self.message = message;
+    }
+}
+
+impl StatusCondition for JobCondition {
+    fn condition_type(&self) -> &str {
+        &self.type_
+    }
+
+    fn status(&self) -> &str {
+        &self.status
+    }
+
+    fn new(type_: &str, status: &str, reason: &str, message: String, transition: Time) -> Self {
+        Self {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            last_probe_time: Some(transition.clone()),
+            last_transition_time: Some(transition),
+            reason: reason.to_owned(),
+            message,
+        }
+    }
+
+    fn update(&mut self, status: &str, reason: &str, message: String, transition: Option<Time>) {
+        if transition.is_some() {
+            self.last_transition_time.clone_from(&transition);
+            self.last_probe_time = transition;
         }
         status.clone_into(&mut self.status);
         reason.clone_into(&mut self.reason);

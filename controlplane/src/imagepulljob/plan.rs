@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::ImagePullJob;
@@ -23,6 +22,7 @@ use crate::api::common::CompletionPolicyType;
 use crate::api::imagelist::{ImageListEntry, ImagePullPhase, ImageStatus, PullSecretReference};
 use crate::api::imagepulljob::{ImagePullJobStatus, ImagePullPolicy};
 use crate::workload::node::is_ready;
+pub use crate::workload::rollout::parallelism;
 use crate::workload::selector::selector_matches;
 
 /// How often a node that has the image pulls it again under completion policy Never.
@@ -414,22 +414,6 @@ pub fn entry_for(job: &ImagePullJob, repull: bool) -> ImageListEntry {
             .collect(),
         timeout_seconds: pull_policy.timeout_seconds,
         backoff_limit: pull_policy.backoff_limit,
-    }
-}
-
-/// The number of nodes pulling at once: an integer, or a percentage of the desired nodes
-/// rounded up (so any non-zero percentage of a non-empty job lets one node pull).
-pub fn parallelism(value: &IntOrString, desired: usize) -> usize {
-    match value {
-        IntOrString::Int(n) => usize::try_from(*n).unwrap_or(0),
-        IntOrString::String(s) => {
-            let percent: usize = s
-                .strip_suffix('%')
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(100)
-                .min(100);
-            (desired * percent).div_ceil(100)
-        }
     }
 }
 

@@ -10,6 +10,7 @@ pub mod history;
 pub mod inplace;
 pub mod lifecycle;
 pub mod node;
+pub mod node_eval;
 pub mod ordering;
 pub mod ownership;
 pub mod plan;

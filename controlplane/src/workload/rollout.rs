@@ -98,6 +98,23 @@ pub fn scaled_value(
     })
 }
 
+/// A job's parallelism (ImagePullJob, BroadcastJob): the most tasks active at once, an
+/// integer, or a percentage of the desired tasks rounded up (so any non-zero percentage of
+/// a non-empty job lets one task run).
+pub fn parallelism(value: &IntOrString, desired: usize) -> usize {
+    match value {
+        IntOrString::Int(n) => usize::try_from(*n).unwrap_or(0),
+        IntOrString::String(s) => {
+            let percent: usize = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(100)
+                .min(100);
+            (desired * percent).div_ceil(100)
+        }
+    }
+}
+
 /// [`scaled_value`] for a share of the replicas (partition, maxUnavailable, maxSurge): also
 /// refuses negative values and percentages above 100%, which admission should have caught.
 pub fn scaled_share(
