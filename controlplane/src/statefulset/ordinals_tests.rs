@@ -4,6 +4,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
 
+/// (case, replicas, start, reserveOrdinals, wanted ordinals)
+type WantedCase = (&'static str, i32, i32, Vec<IntOrString>, Vec<i32>);
+/// (case, wanted, existing, missing, condemned)
+type LayoutCase = (&'static str, Vec<i32>, Vec<i32>, Vec<i32>, Vec<i32>);
+
 fn reserved(entries: &[IntOrString]) -> ReservedOrdinals {
     ReservedOrdinals::parse(entries).expect("valid reserveOrdinals")
 }
@@ -18,7 +23,7 @@ fn text(s: &str) -> IntOrString {
 
 #[test]
 fn wanted_ordinals_follow_replicas_start_and_reserved() {
-    let cases: Vec<(&str, i32, i32, Vec<IntOrString>, Vec<i32>)> = vec![
+    let cases: Vec<WantedCase> = vec![
         ("plain", 3, 0, vec![], vec![0, 1, 2]),
         ("none", 0, 0, vec![], vec![]),
         ("seed 002: start 3", 5, 3, vec![], vec![3, 4, 5, 6, 7]),
@@ -133,7 +138,7 @@ fn identity_is_applied_and_checked() {
 
 #[test]
 fn layout_creates_lowest_first_and_deletes_highest_first() {
-    let cases: Vec<(&str, Vec<i32>, Vec<i32>, Vec<i32>, Vec<i32>)> = vec![
+    let cases: Vec<LayoutCase> = vec![
         ("empty", vec![0, 1, 2], vec![], vec![0, 1, 2], vec![]),
         ("steady", vec![0, 1], vec![1, 0], vec![], vec![]),
         ("scale down", vec![0], vec![0, 1, 2], vec![], vec![2, 1]),
