@@ -14,11 +14,14 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::{Halt, Snapshot, StatefulSetPlan, plan};
 use crate::api::StatefulSet;
-use crate::api::common::PodUpdatePolicy;
+use crate::api::common::{
+    Lifecycle, LifecycleHook, PodUpdatePolicy, UpdatePriorityStrategy, UpdatePriorityWeightTerm,
+};
 use crate::api::statefulset::{
     PodManagementPolicy, PvcRetentionPolicy, PvcRetentionPolicyType,
     RollingUpdateStatefulSetStrategy, StatefulSetOrdinals, StatefulSetScaleStrategy,
     StatefulSetSpec, StatefulSetUpdateStrategy, StatefulSetUpdateStrategyType,
+    UnorderedUpdateStrategy,
 };
 use crate::workload::actions::{ChangeReason, Create, DeleteReason};
 use crate::workload::adapter::PodSetWorkload;
@@ -556,4 +559,94 @@ fn a_new_pod_carries_its_identity_full_revision_name_and_claim() {
         (owners[0].kind.as_str(), owners[0].controller),
         ("StatefulSet", None)
     );
+}
+
+#[test]
+fn a_specified_delete_pod_is_deleted_within_max_unavailable() {
+    let set = web(3, PodManagementPolicy::Parallel);
+    let mark = |mut pod: Pod| {
+        if let Some(labels) = pod.metadata.labels.as_mut() {
+            labels.insert(
+                "apps.kruise.io/specified-delete".to_owned(),
+                "true".to_owned(),
+            );
+        }
+        pod
+    };
+    let pods = [
+        running(&set, 0, V1),
+        mark(running(&set, 1, V1)),
+        mark(running(&set, 2, V1)),
+    ];
+    let out = sync(&set, &pods);
+    assert_eq!(
+        deleted(&out),
+        [("web-2", DeleteReason::Specified)],
+        "maxUnavailable 1"
+    );
+
+    let pods = [
+        pending(&set, 0),
+        mark(running(&set, 1, V1)),
+        running(&set, 2, V1),
+    ];
+    let out = sync(&set, &pods);
+    assert!(
+        out.plan.deletes.is_empty(),
+        "web-0 takes the one unavailable slot"
+    );
+}
+
+#[test]
+fn a_pre_delete_hook_holds_a_scaled_down_pod() {
+    let mut set = web(1, PodManagementPolicy::OrderedReady);
+    set.spec.lifecycle = Some(Lifecycle {
+        pre_delete: Some(LifecycleHook {
+            finalizers_handler: vec!["example.dev/drain".to_owned()],
+            ..LifecycleHook::default()
+        }),
+        ..Lifecycle::default()
+    });
+    let mut hooked = running(&set, 1, V1);
+    hooked.metadata.finalizers = Some(vec!["example.dev/drain".to_owned()]);
+    let out = sync(&set, &[running(&set, 0, V1), hooked]);
+    assert!(out.plan.deletes.is_empty());
+    let preparing: Vec<&str> = out
+        .plan
+        .pod_changes
+        .iter()
+        .filter(|c| c.reason == ChangeReason::PreparingDelete)
+        .map(|c| c.pod.as_str())
+        .collect();
+    assert_eq!(preparing, ["web-1"]);
+}
+
+#[test]
+fn unordered_update_follows_the_priority_not_the_ordinal() {
+    let mut set = web(3, PodManagementPolicy::Parallel);
+    let priority = UpdatePriorityStrategy {
+        weight_priority: vec![UpdatePriorityWeightTerm {
+            weight: 50,
+            match_selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    "statefulset.kubernetes.io/pod-name".to_owned(),
+                    "web-0".to_owned(),
+                )])),
+                ..LabelSelector::default()
+            },
+        }],
+        ..UpdatePriorityStrategy::default()
+    };
+    rolling(
+        &mut set,
+        RollingUpdateStatefulSetStrategy {
+            unordered_update: Some(UnorderedUpdateStrategy {
+                priority_strategy: Some(priority),
+            }),
+            ..RollingUpdateStatefulSetStrategy::default()
+        },
+    );
+    let pods: Vec<Pod> = (0..3).map(|o| running(&set, o, V1)).collect();
+    let out = sync_with(&set, &pods, &[], V2);
+    assert_eq!(deleted(&out), [("web-0", DeleteReason::RecreateUpdate)]);
 }
