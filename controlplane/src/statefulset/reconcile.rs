@@ -19,11 +19,12 @@ use serde_json::json;
 
 use super::controller::{StatefulSetController, SyncError, reference};
 use super::plan::{self, Snapshot};
-use super::status::{Revisions, SyncProblems, compute_status};
+use super::status::{FAILED_CREATE_POD, Revisions, SyncProblems, compute_status};
 use crate::api::{StatefulSet, StatefulSetStatus};
 use crate::cloneset::pods::RevisionSpec;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
+use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
@@ -35,6 +36,7 @@ use crate::workload::execute::{Executor, KubeParts, KubePodWrites, NewPod, NewPo
 use crate::workload::history::{History, HistoryStep, HistoryWriter};
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
+use crate::workload::selector::selector_selects_template;
 
 impl ObjectReconciler for StatefulSetController {
     type Object = StatefulSet;
@@ -116,6 +118,14 @@ async fn sync(
     key: &ObjectKey,
     set: &StatefulSet,
 ) -> Result<Outcome, SyncError> {
+    // Before any claim or create: a selector that misses the template would create pods
+    // it cannot own, without end. The CRD refuses such a set; an older CRD may not have.
+    let labels = (set.spec.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    if let Err(mismatch) = selector_selects_template(&set.spec.selector, &labels) {
+        return refuse_mismatched_selector(ctl, key, set, &mismatch.to_string()).await;
+    }
     let Some(owned) = read_owned(ctl, key, set).await? else {
         return Ok(Outcome::RequeueAfter(Duration::ZERO));
     };
@@ -159,6 +169,24 @@ async fn sync(
         .fold(Outcome::Done, |outcome, after| {
             outcome.min(Outcome::RequeueAfter(after))
         }))
+}
+
+/// Holds the set: no claim, create or delete, a FailedCreatePod condition saying why.
+async fn refuse_mismatched_selector(
+    ctl: &StatefulSetController,
+    key: &ObjectKey,
+    set: &StatefulSet,
+    message: &str,
+) -> Result<Outcome, SyncError> {
+    let mut status = set.status.clone().unwrap_or_default();
+    set_problem(
+        &mut status.conditions,
+        FAILED_CREATE_POD,
+        Some(message),
+        Timestamp::now(),
+    );
+    write_status(ctl, key, set, &status).await?;
+    Ok(Outcome::Done)
 }
 
 /// Claims the set's pods, reads the claims of its namespace, and makes sure a revision
