@@ -12,7 +12,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use super::plan::Halt;
 use crate::api::statefulset::{StatefulSetCondition, StatefulSetUpdateStrategyType};
 use crate::api::{StatefulSet, StatefulSetStatus};
-use crate::controller::conditions::{StatusCondition, set_problem};
+use crate::controller::conditions::{StatusCondition, set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::selector::format_selector;
@@ -113,8 +113,19 @@ pub fn compute_status(
         problems.update.as_deref(),
         now,
     );
-    let waiting = problems.halted.as_ref().map(Halt::message);
-    set_problem(&mut conditions, WAITING_FOR_POD, waiting.as_deref(), now);
+    // Not a problem condition: its message follows the pod waited on, which moves up one
+    // ordinal at a time during a healthy scale-up.
+    match &problems.halted {
+        Some(halt) => set_condition(
+            &mut conditions,
+            WAITING_FOR_POD,
+            true,
+            WAITING_FOR_POD,
+            halt.message(),
+            now,
+        ),
+        None => conditions.retain(|c| c.type_ != WAITING_FOR_POD),
+    }
     status.conditions = conditions;
     (status, requeue)
 }

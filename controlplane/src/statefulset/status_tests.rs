@@ -148,6 +148,21 @@ fn a_halt_is_a_condition_naming_the_pod_and_cleared_after() {
     assert_eq!(condition.status, "True");
     assert!(condition.message.contains("web-0"), "{}", condition.message);
 
+    let mut moved_on = set.clone();
+    moved_on.status = Some(status.clone());
+    let problems = SyncProblems {
+        halted: Some(Halt::NotHealthy("web-1".to_owned())),
+        ..SyncProblems::default()
+    };
+    let (next, _) = compute_status(&moved_on, &refs, revisions(V1), &problems, ts(150));
+    let condition = &next.conditions[0];
+    assert!(condition.message.contains("web-1"), "{}", condition.message);
+    assert_eq!(
+        condition.last_transition_time,
+        Some(Time(ts(100))),
+        "still waiting"
+    );
+
     let mut later = set.clone();
     later.status = Some(status);
     let (status, _) = compute_status(
