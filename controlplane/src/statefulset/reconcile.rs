@@ -19,7 +19,9 @@ use serde_json::json;
 
 use super::controller::{StatefulSetController, SyncError, reference};
 use super::plan::{self, Snapshot};
-use super::status::{FAILED_CREATE_POD, Revisions, SyncProblems, compute_status};
+use super::status::{
+    FAILED_CREATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status, stuck_warning,
+};
 use crate::api::{StatefulSet, StatefulSetStatus};
 use crate::cloneset::pods::RevisionSpec;
 use crate::controller::ObjectKey;
@@ -154,6 +156,15 @@ async fn sync(
     let (new_status, status_requeue) =
         compute_status(set, &snapshot.pods, revisions, &problems, now);
     write_status(ctl, key, set, &new_status).await?;
+    if let Some(note) =
+        (problems.halted.as_ref()).and_then(|h| stuck_warning(h, &snapshot.pods, now))
+    {
+        // Repeats every look while it lasts; the event recorder counts them as one series.
+        let action = "Scale";
+        ctl.events
+            .warning(&reference(set), WAITING_FOR_POD, action, note)
+            .await;
+    }
     truncate_history(ctl, key, set, &owned).await?;
     let create_retry = executed?;
     let halted_requeue = problems.halted.as_ref().map(|_| Duration::from_secs(15));

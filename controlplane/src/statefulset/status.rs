@@ -130,6 +130,34 @@ pub fn compute_status(
     (status, requeue)
 }
 
+/// How long a pod may stay not Running and Ready before an OrderedReady halt on it is
+/// worth a Warning: a healthy scale-up waits on each new pod for seconds.
+pub const STUCK_AFTER: Duration = Duration::from_secs(60);
+
+/// The Warning note for a halt that lasts: the pod waited on is older than
+/// [`STUCK_AFTER`] (or terminating for that long); `None` while it is young.
+pub fn stuck_warning(halt: &Halt, pods: &[&Pod], now: Timestamp) -> Option<String> {
+    let name = match halt {
+        Halt::NotHealthy(name) | Halt::Terminating(name) => name,
+    };
+    let pod = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))?;
+    let since = match halt {
+        Halt::NotHealthy(_) => pod.metadata.creation_timestamp.as_ref(),
+        Halt::Terminating(_) => pod.metadata.deletion_timestamp.as_ref(),
+    }?;
+    let waited = now.duration_since(since.0);
+    let stuck = SignedDuration::try_from(STUCK_AFTER).is_ok_and(|limit| waited >= limit);
+    // No duration in the note: the same note every time lets the recorder count one series.
+    stuck.then(|| {
+        format!(
+            "{} (over a minute now); the StatefulSet makes no other change until then",
+            halt.message()
+        )
+    })
+}
+
 /// How long until a ready pod counts as available (plus a second), if it does not yet.
 fn until_available(view: &PodView, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {
     if !view.ready || view.available {

@@ -174,3 +174,33 @@ fn a_halt_is_a_condition_naming_the_pod_and_cleared_after() {
     );
     assert!(status.conditions.is_empty());
 }
+
+#[test]
+fn only_a_lasting_halt_is_worth_a_warning() {
+    let mut young = pod(0, V1, None);
+    young.metadata.creation_timestamp = Some(Time(ts(90)));
+    let mut old = pod(1, V1, None);
+    old.metadata.creation_timestamp = Some(Time(ts(0)));
+    let mut leaving = pod(2, V1, Some(0));
+    leaving.metadata.deletion_timestamp = Some(Time(ts(30)));
+    let pods = [&young, &old, &leaving];
+    let cases = [
+        (Halt::NotHealthy("web-0".into()), None),
+        (Halt::NotHealthy("web-1".into()), Some("web-1")),
+        (Halt::Terminating("web-2".into()), Some("web-2")),
+        (Halt::NotHealthy("web-9".into()), None),
+    ];
+    for (halt, want) in cases {
+        let note = stuck_warning(&halt, &pods, ts(100));
+        match want {
+            None => assert_eq!(note, None, "{halt:?}"),
+            Some(name) => {
+                let note = note.unwrap_or_default();
+                assert!(
+                    note.contains(name) && note.contains("no other change"),
+                    "{note}"
+                );
+            }
+        }
+    }
+}
