@@ -26,6 +26,7 @@ use crate::imagepulljob::ImagePullJobController;
 use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeError, shutdown_on_signal};
+use crate::statefulset::StatefulSetController;
 
 /// Why the control plane could not start.
 #[derive(Debug, Error)]
@@ -162,11 +163,26 @@ async fn start_workloads(
 
     let events = EventSink::new(client.clone(), &workloads.identity);
     let agents: Arc<dyn PodConditions> = Arc::new(agents);
-    let cloneset = CloneSetController::new(client.clone(), stores.clone(), agents, events.clone());
+    let cloneset = CloneSetController::new(
+        client.clone(),
+        stores.clone(),
+        agents.clone(),
+        events.clone(),
+    );
     let queue = start_reconciler(running, Arc::new(cloneset), workers, shutdown)?;
     running.spawn(crate::cloneset::triggers::run(
         stores.changes.clone(),
         stores.clonesets.clone(),
+        queue,
+        shutdown.clone(),
+    ));
+
+    let statefulset =
+        StatefulSetController::new(client.clone(), stores.clone(), agents, events.clone());
+    let queue = start_reconciler(running, Arc::new(statefulset), workers, shutdown)?;
+    running.spawn(crate::statefulset::triggers::run(
+        stores.changes.clone(),
+        stores.statefulsets.clone(),
         queue,
         shutdown.clone(),
     ));

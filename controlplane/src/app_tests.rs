@@ -107,9 +107,10 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 5] = [
+    let components: [(&str, &[&str]); 6] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
+        ("StatefulSet", StatefulSetController::READS),
         ("ImagePullJob", ImagePullJobController::READS),
         ("BroadcastJob", BroadcastJobController::READS),
         ("AdvancedCronJob", AdvancedCronJobController::READS),
@@ -133,6 +134,7 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "PersistentVolumeClaim",
             "ControllerRevision",
             "CloneSet",
+            "StatefulSet",
             "ImageList",
             "ImagePullJob",
             "BroadcastJob",

@@ -1,5 +1,6 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
-//! ControllerRevisions, CloneSets, ImageLists, ImagePullJobs, BroadcastJobs, AdvancedCronJobs, batch Jobs), read by every reconciler.
+//! ControllerRevisions, CloneSets, Advanced StatefulSets, ImageLists, ImagePullJobs,
+//! BroadcastJobs, AdvancedCronJobs, batch Jobs), read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
@@ -11,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
-use crate::api::{AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob};
+use crate::api::{AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob, StatefulSet};
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
@@ -22,6 +23,7 @@ pub struct Stores {
     pub pvcs: Store<PersistentVolumeClaim>,
     pub revisions: Store<ControllerRevision>,
     pub clonesets: Store<CloneSet>,
+    pub statefulsets: Store<StatefulSet>,
     pub imagelists: Store<ImageList>,
     pub imagepulljobs: Store<ImagePullJob>,
     pub broadcastjobs: Store<BroadcastJob>,
@@ -40,6 +42,7 @@ pub struct Changes {
     pub pvcs: broadcast::Sender<Arc<PersistentVolumeClaim>>,
     pub revisions: broadcast::Sender<Arc<ControllerRevision>>,
     pub clonesets: broadcast::Sender<Arc<CloneSet>>,
+    pub statefulsets: broadcast::Sender<Arc<StatefulSet>>,
     pub imagelists: broadcast::Sender<Arc<ImageList>>,
     pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
     pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
@@ -56,6 +59,7 @@ impl StoreSet for Stores {
         let pvcs: Cache<PersistentVolumeClaim> = registry.watch(plain);
         let revisions: Cache<ControllerRevision> = registry.watch(plain);
         let clonesets: Cache<CloneSet> = registry.watch(plain);
+        let statefulsets: Cache<StatefulSet> = registry.watch(plain);
         // An ImageList's managedFields say which entries each ImagePullJob holds.
         let imagelists: Cache<ImageList> = registry.watch(WatchOptions {
             keep_managed_fields: true,
@@ -71,6 +75,7 @@ impl StoreSet for Stores {
                 pvcs: pvcs.changes,
                 revisions: revisions.changes,
                 clonesets: clonesets.changes,
+                statefulsets: statefulsets.changes,
                 imagelists: imagelists.changes,
                 imagepulljobs: imagepulljobs.changes,
                 broadcastjobs: broadcastjobs.changes,
@@ -82,6 +87,7 @@ impl StoreSet for Stores {
             pvcs: pvcs.store,
             revisions: revisions.store,
             clonesets: clonesets.store,
+            statefulsets: statefulsets.store,
             imagelists: imagelists.store,
             imagepulljobs: imagepulljobs.store,
             broadcastjobs: broadcastjobs.store,

@@ -15,5 +15,6 @@ pub mod imagelist;
 pub mod imagepulljob;
 pub mod predownload;
 pub mod runtime;
+pub mod statefulset;
 pub mod telemetry;
 pub mod workload;

@@ -12,10 +12,13 @@ pub mod imagelist;
 pub mod imagepulljob;
 pub mod pod_schema;
 mod schema;
+pub mod statefulset;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_images;
+#[cfg(test)]
+mod tests_statefulset;
 pub mod versions;
 pub mod workload_rules;
 
@@ -27,6 +30,7 @@ pub use broadcastjob::{BroadcastJob, BroadcastJobSpec, BroadcastJobStatus};
 pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
+pub use statefulset::{StatefulSet, StatefulSetSpec, StatefulSetStatus};
 
 /// Every CRD Stevedore serves, in the order they are written to `deploy/crds/`, each in
 /// the versions OpenKruise 1.9 serves it in (`versions`).
@@ -37,6 +41,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         ImageList::crd(),
         versions::also_served(BroadcastJob::crd(), &["v1beta1"]),
         versions::also_served(AdvancedCronJob::crd(), &["v1beta1"]),
+        versions::also_served(StatefulSet::crd(), &["v1alpha1"]),
     ]
 }
 

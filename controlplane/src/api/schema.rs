@@ -99,16 +99,38 @@ pub(crate) fn pod_template(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// A bound on claim templates per workload, far above real use, for the CEL cost
+/// estimate of the rules that compare them.
+const MAX_CLAIM_TEMPLATES: u32 = 64;
+/// Kubernetes' limit on an object name (a DNS subdomain).
+const NAME_MAX: u32 = 253;
+
 /// A list of `v1.PersistentVolumeClaim` templates, each named by its metadata.
 pub(crate) fn pvc_templates(_: &mut SchemaGenerator) -> Schema {
+    claim_templates(
+        "VolumeClaimTemplates is a list of claims that pods are allowed to reference; each pod gets its own PVC per template, named <template>-<pod name>. The PVC is deleted with its pod when the CloneSet deletes the pod.",
+    )
+}
+
+/// Advanced StatefulSet's claim templates: the claims outlive pod updates.
+pub(crate) fn statefulset_pvc_templates(_: &mut SchemaGenerator) -> Schema {
+    claim_templates(
+        "VolumeClaimTemplates is a list of claims that pods are allowed to reference; each pod gets its own PVC per template, named <template>-<statefulset name>-<ordinal>, created before the pod and kept across pod updates. Templates cannot be added or removed after creation.",
+    )
+}
+
+fn claim_templates(description: &str) -> Schema {
+    let mut metadata = object_meta();
+    metadata["properties"]["name"]["maxLength"] = NAME_MAX.into();
     json_schema!({
         "type": "array",
-        "description": "VolumeClaimTemplates is a list of claims that pods are allowed to reference; each pod gets its own PVC per template, named <template>-<pod name>. The PVC is deleted with its pod when the CloneSet deletes the pod.",
+        "description": description,
+        "maxItems": MAX_CLAIM_TEMPLATES,
         "items": {
             "type": "object",
             "x-kubernetes-preserve-unknown-fields": true,
             "properties": {
-                "metadata": object_meta(),
+                "metadata": metadata,
                 "spec": {
                     "type": "object",
                     "description": "Spec of the claims (a core/v1 PersistentVolumeClaimSpec).",

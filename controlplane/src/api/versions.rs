@@ -1,6 +1,7 @@
 //! The API versions each kind is served in, as OpenKruise 1.9 serves them.
 //!
-//! OpenKruise 1.9 added `v1beta1` for BroadcastJob, AdvancedCronJob, ImagePullJob,
+//! OpenKruise 1.9 serves Advanced StatefulSet in `v1beta1` (storage) and `v1alpha1`, and
+//! added `v1beta1` for BroadcastJob, AdvancedCronJob, ImagePullJob,
 //! ImageListPullJob, NodeImage, Advanced DaemonSet and SidecarSet; CloneSet stayed
 //! `v1alpha1` only (its `v1beta1` came later, with other defaults, e.g. `disablePVCReuse:
 //! true`, so serving a `v1beta1` CloneSet with the `v1alpha1` schema would read YAML written
@@ -55,7 +56,7 @@ mod tests {
 
     #[test]
     fn each_kind_is_served_in_openkruise_1_9_versions_with_one_storage_version() {
-        let expected: [(&str, &[(&str, bool)]); 5] = [
+        let expected: [(&str, &[(&str, bool)]); 6] = [
             ("clonesets.apps.kruise.io", &[("v1alpha1", true)]),
             (
                 "imagepulljobs.apps.kruise.io",
@@ -69,6 +70,10 @@ mod tests {
             (
                 "advancedcronjobs.apps.kruise.io",
                 &[("v1alpha1", true), ("v1beta1", false)],
+            ),
+            (
+                "statefulsets.apps.kruise.io",
+                &[("v1beta1", true), ("v1alpha1", false)],
             ),
         ];
         let crds = crds();

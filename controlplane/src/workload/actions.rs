@@ -54,6 +54,8 @@ pub enum DeleteReason {
     ScaleDown,
     Specified,
     RecreateUpdate,
+    /// A failed pod whose identity a replacement takes (StatefulSet).
+    Failed,
 }
 
 impl DeleteReason {
@@ -63,6 +65,7 @@ impl DeleteReason {
             Self::ScaleDown => "scale down",
             Self::Specified => "specified for deletion",
             Self::RecreateUpdate => "recreate update",
+            Self::Failed => "failed pod replaced",
         }
     }
 }
@@ -123,6 +126,8 @@ pub enum ChangeReason {
     PreparingDelete,
     /// Holds a pod waiting in PreparingDelete not ready.
     HoldNotReady,
+    /// Restores the identity labels of a StatefulSet pod that lost them.
+    Identity,
 }
 
 impl ChangeReason {
@@ -136,6 +141,7 @@ impl ChangeReason {
             Self::PreparingUpdate => "lifecycle: PreparingUpdate",
             Self::PreparingDelete => "lifecycle: PreparingDelete",
             Self::HoldNotReady => "lifecycle: hold not ready",
+            Self::Identity => "identity labels restored",
         }
     }
 

@@ -15,6 +15,7 @@ use super::inplace::{
     INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method,
 };
 use super::lifecycle::KRUISE_POD_READY;
+use super::pod_view::PodView;
 use super::revision_adapter::RevisionAdapter;
 use super::rollout::RolloutParams;
 use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy, UpdateScatterTerm};
@@ -77,6 +78,21 @@ pub trait PodSetWorkload {
     /// `updateStrategy.scatterStrategy`.
     fn update_scatter(&self) -> &[UpdateScatterTerm] {
         &[]
+    }
+
+    /// Pods the rollout leaves on their revision whatever the counts say (StatefulSet:
+    /// ordinals below the partition).
+    fn holds_back(&self, pod: &PodView) -> bool {
+        let _ = pod;
+        false
+    }
+
+    /// The order in which the `waiting` pods (indexes into `pods`) are updated, when the
+    /// workload keeps one of its own (StatefulSet: highest ordinal first); `None` takes the
+    /// shared order (`ordering::update_order` with `update_priority` and `update_scatter`).
+    fn update_order(&self, pods: &[PodView], waiting: &[usize]) -> Option<Vec<usize>> {
+        let _ = (pods, waiting);
+        None
     }
 
     /// The readiness gates a new pod carries.

@@ -168,6 +168,18 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
         self.update(&diffs, plan)
     }
 
+    /// The update step alone, for a workload that scales by rules of its own
+    /// (StatefulSet: by ordinal) and updates only once its scale step is settled.
+    pub fn update_only(&self, plan: &mut Plan) -> Result<(), PlanError> {
+        let diffs = self.diffs()?;
+        self.update(&diffs, plan)
+    }
+
+    /// The active pods and their views, in the same order.
+    pub fn active_views(&self) -> impl Iterator<Item = (&'a Pod, &PodView)> {
+        self.active.iter().copied().zip(&self.views)
+    }
+
     fn pod_named(&self, name: &str) -> Option<usize> {
         self.views.iter().position(|v| v.name == name)
     }

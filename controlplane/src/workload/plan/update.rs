@@ -35,14 +35,16 @@ impl<W: PodSetWorkload> PodSet<'_, '_, W> {
         let views = &self.views;
         let waiting: Vec<usize> = (0..views.len())
             .filter(|&i| !views[i].updated && !views[i].preparing_delete())
-            .filter(|&i| !views[i].specified_delete)
+            .filter(|&i| !views[i].specified_delete && !workload.holds_back(&views[i]))
             .collect();
-        let order = ordering::update_order(
-            views,
-            &waiting,
-            workload.update_priority(),
-            workload.update_scatter(),
-        );
+        let order = workload.update_order(views, &waiting).unwrap_or_else(|| {
+            ordering::update_order(
+                views,
+                &waiting,
+                workload.update_priority(),
+                workload.update_scatter(),
+            )
+        });
         let unavailable = views
             .iter()
             .filter(|v| !v.serving() || v.preparing_delete())

@@ -1,0 +1,121 @@
+//! The thin layer's pure parts: the executor builds a StatefulSet's pods by ordinal, and a
+//! revision records the template alone and reads back.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::*;
+use crate::api::StatefulSetSpec;
+
+fn template(image: &str) -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(BTreeMap::from([("app".to_owned(), "web".to_owned())])),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "nginx".to_owned(),
+                image: Some(image.to_owned()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+    }
+}
+
+fn web() -> StatefulSet {
+    let mut set = StatefulSet::new(
+        "web",
+        StatefulSetSpec {
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([("app".to_owned(), "web".to_owned())])),
+                ..LabelSelector::default()
+            },
+            template: template("nginx:1"),
+            volume_claim_templates: vec![PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some("www".to_owned()),
+                    ..ObjectMeta::default()
+                },
+                ..PersistentVolumeClaim::default()
+            }],
+            ..StatefulSetSpec::default()
+        },
+    );
+    set.metadata.namespace = Some("default".to_owned());
+    set.metadata.uid = Some("web-uid".to_owned());
+    set
+}
+
+fn create(ordinal: &str, revision: &str) -> Create {
+    Create {
+        instance_id: ordinal.to_owned(),
+        revision: revision.to_owned(),
+    }
+}
+
+#[test]
+fn the_executor_gets_the_pod_of_an_ordinal_with_its_claims_first() {
+    let set = web();
+    let templates = BTreeMap::from([("web-aaa".to_owned(), template("nginx:1"))]);
+    let pods = StatefulSetPods {
+        set: &set,
+        templates: &templates,
+    };
+    let built = pods.new_pod(&create("2", "web-aaa")).expect("a pod");
+    assert_eq!(built.pod.metadata.name.as_deref(), Some("web-2"));
+    let claims: Vec<Option<&str>> = built
+        .claims
+        .iter()
+        .map(|c| c.metadata.name.as_deref())
+        .collect();
+    assert_eq!(claims, [Some("www-web-2")]);
+    assert!(pods.new_pod(&create("2", "web-gone")).is_none());
+    assert!(
+        pods.new_pod(&create("", "web-aaa")).is_none(),
+        "no nameless pods"
+    );
+}
+
+#[test]
+fn a_revision_records_the_template_and_reads_it_back() {
+    let set = web();
+    let spec = RevisionSpec {
+        template: set.spec.template.clone(),
+        volume_claim_templates: Vec::new(),
+    };
+    let data = spec.to_data().expect("serializes");
+    let read = RevisionSpec::from_data(&data).expect("reads back");
+    assert_eq!(read.template, set.spec.template);
+
+    let revision = new_revision(&set, "web-abc", "abc", 3, data).expect("a revision");
+    let labels = revision.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.get(REVISION_HASH_LABEL).map(String::as_str),
+        Some("abc")
+    );
+    assert_eq!(labels.get("app").map(String::as_str), Some("web"));
+    let owners = revision.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners[0].kind, "StatefulSet");
+    assert_eq!(owners[0].api_version, "apps.kruise.io/v1beta1");
+    assert_eq!(revision.revision, 3);
+}
+
+#[test]
+fn a_status_without_conditions_clears_them() {
+    let patch = status_patch(&StatefulSetStatus::default());
+    assert_eq!(patch["status"]["conditions"], serde_json::json!([]));
+    let with_one = StatefulSetStatus {
+        conditions: vec![crate::api::statefulset::StatefulSetCondition {
+            type_: "WaitingForPod".to_owned(),
+            status: "True".to_owned(),
+            ..Default::default()
+        }],
+        ..StatefulSetStatus::default()
+    };
+    let patch = status_patch(&with_one);
+    assert_eq!(patch["status"]["conditions"][0]["type"], "WaitingForPod");
+}

@@ -1,0 +1,198 @@
+//! The StatefulSet status, computed purely from the pods, the revisions and what the sync
+//! ran into (the native `computeReplicaStatus` and `completeRollingUpdate`), with a
+//! condition saying which pod an OrderedReady set waits on.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::plan::Halt;
+use crate::api::statefulset::{StatefulSetCondition, StatefulSetUpdateStrategyType};
+use crate::api::{StatefulSet, StatefulSetStatus};
+use crate::controller::conditions::{StatusCondition, set_condition, set_problem};
+use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
+use crate::workload::revision_adapter::RevisionAdapter;
+use crate::workload::selector::format_selector;
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;
+
+/// Creating a pod or claim failed (OpenKruise's condition type).
+pub const FAILED_CREATE_POD: &str = "FailedCreatePod";
+/// Updating a pod failed or was refused.
+pub const FAILED_UPDATE_POD: &str = "FailedUpdatePod";
+/// OrderedReady waits on a pod that is not Running and Ready, or still terminating.
+pub const WAITING_FOR_POD: &str = "WaitingForPod";
+
+/// What the sync ran into.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncProblems {
+    /// Creating pods or claims failed: the apiserver's message.
+    pub create: Option<String>,
+    /// Updating pods failed or was refused.
+    pub update: Option<String>,
+    /// The pod an OrderedReady set waits on.
+    pub halted: Option<Halt>,
+}
+
+/// The revisions a status is computed against.
+#[derive(Clone, Copy, Debug)]
+pub struct Revisions<'a> {
+    pub update: &'a str,
+    pub current: &'a str,
+    pub collision_count: i32,
+}
+
+/// The new status, and when to look again (a pod turning available after minReadySeconds).
+pub fn compute_status(
+    set: &StatefulSet,
+    pods: &[&Pod],
+    revisions: Revisions<'_>,
+    problems: &SyncProblems,
+    now: Timestamp,
+) -> (StatefulSetStatus, Option<Duration>) {
+    let spec = &set.spec;
+    let old = set.status.clone().unwrap_or_default();
+    let mut status = StatefulSetStatus {
+        observed_generation: set.metadata.generation.unwrap_or(0),
+        update_revision: revisions.update.to_owned(),
+        collision_count: (revisions.collision_count > 0).then_some(revisions.collision_count),
+        label_selector: format_selector(&spec.selector),
+        ..StatefulSetStatus::default()
+    };
+    let named = BTreeSet::new();
+    let ctx = ViewContext {
+        update_revision: revisions.update,
+        min_ready_seconds: spec.effective_min_ready_seconds(),
+        now,
+        named_for_deletion: &named,
+    };
+    let mut requeue: Option<Duration> = None;
+    let mut updated_available = 0;
+    for pod in pods.iter().filter(|p| is_active(p)) {
+        let view = PodView::of(pod, &ctx);
+        status.replicas += 1;
+        status.ready_replicas += i32::from(view.ready);
+        status.available_replicas += i32::from(view.available);
+        status.current_replicas +=
+            i32::from(RevisionAdapter::is_on(pod_labels(pod), revisions.current));
+        status.updated_replicas += i32::from(view.updated);
+        status.updated_ready_replicas += i32::from(view.updated && view.ready);
+        updated_available += i32::from(view.updated && view.available);
+        if let Some(wait) = until_available(&view, ctx.min_ready_seconds, now) {
+            requeue = Some(requeue.map_or(wait, |r| r.min(wait)));
+        }
+    }
+    status.updated_available_replicas = Some(updated_available);
+    // The native `completeRollingUpdate`: once every pod is updated and ready, the update
+    // revision becomes the current one.
+    let complete = spec.update_type() == StatefulSetUpdateStrategyType::RollingUpdate
+        && status.replicas == spec.desired_replicas()
+        && status.updated_replicas == status.replicas
+        && status.ready_replicas == status.replicas;
+    if complete {
+        status.current_revision = revisions.update.to_owned();
+        status.current_replicas = status.updated_replicas;
+    } else {
+        status.current_revision = revisions.current.to_owned();
+    }
+    let mut conditions = old.conditions;
+    set_problem(
+        &mut conditions,
+        FAILED_CREATE_POD,
+        problems.create.as_deref(),
+        now,
+    );
+    set_problem(
+        &mut conditions,
+        FAILED_UPDATE_POD,
+        problems.update.as_deref(),
+        now,
+    );
+    // Not a problem condition: its message follows the pod waited on, which moves up one
+    // ordinal at a time during a healthy scale-up.
+    match &problems.halted {
+        Some(halt) => set_condition(
+            &mut conditions,
+            WAITING_FOR_POD,
+            true,
+            WAITING_FOR_POD,
+            halt.message(),
+            now,
+        ),
+        None => conditions.retain(|c| c.type_ != WAITING_FOR_POD),
+    }
+    status.conditions = conditions;
+    (status, requeue)
+}
+
+/// How long a pod may stay not Running and Ready before an OrderedReady halt on it is
+/// worth a Warning: a healthy scale-up waits on each new pod for seconds.
+pub const STUCK_AFTER: Duration = Duration::from_secs(60);
+
+/// The Warning note for a halt that lasts: the pod waited on is older than
+/// [`STUCK_AFTER`] (or terminating for that long); `None` while it is young.
+pub fn stuck_warning(halt: &Halt, pods: &[&Pod], now: Timestamp) -> Option<String> {
+    let name = match halt {
+        Halt::NotHealthy(name) | Halt::Terminating(name) => name,
+    };
+    let pod = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))?;
+    let since = match halt {
+        Halt::NotHealthy(_) => pod.metadata.creation_timestamp.as_ref(),
+        Halt::Terminating(_) => pod.metadata.deletion_timestamp.as_ref(),
+    }?;
+    let waited = now.duration_since(since.0);
+    let stuck = SignedDuration::try_from(STUCK_AFTER).is_ok_and(|limit| waited >= limit);
+    // No duration in the note: the same note every time lets the recorder count one series.
+    stuck.then(|| {
+        format!(
+            "{} (over a minute now); the StatefulSet makes no other change until then",
+            halt.message()
+        )
+    })
+}
+
+/// How long until a ready pod counts as available (plus a second), if it does not yet.
+fn until_available(view: &PodView, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {
+    if !view.ready || view.available {
+        return None;
+    }
+    let due = view.ready_since? + SignedDuration::from_secs(i64::from(min_ready_seconds));
+    let wait = now.duration_until(due).max(SignedDuration::ZERO);
+    Some(Duration::try_from(wait).unwrap_or_default() + Duration::from_secs(1))
+}
+
+impl StatusCondition for StatefulSetCondition {
+    fn condition_type(&self) -> &str {
+        &self.type_
+    }
+
+    fn status(&self) -> &str {
+        &self.status
+    }
+
+    fn new(type_: &str, status: &str, reason: &str, message: String, transition: Time) -> Self {
+        Self {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            last_transition_time: Some(transition),
+            reason: reason.to_owned(),
+            message,
+        }
+    }
+
+    fn update(&mut self, status: &str, reason: &str, message: String, transition: Option<Time>) {
+        if transition.is_some() {
+            self.last_transition_time = transition;
+        }
+        status.clone_into(&mut self.status);
+        reason.clone_into(&mut self.reason);
+        self.message = message;
+    }
+}

@@ -1,0 +1,108 @@
+//! Which StatefulSets a change concerns: the set itself, the controller of a pod or
+//! revision, and, for an orphan pod, every set in its namespace whose selector matches it
+//! (it may be adopted).
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::reflector::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::StatefulSet;
+use crate::caches::Changes;
+use crate::controller::ObjectKey;
+use crate::controller::queue::WorkQueue;
+use crate::controller::triggers::received;
+use crate::workload::triggers::owner_keys;
+
+/// The StatefulSet keys an object's change concerns.
+pub fn keys_for(
+    meta: &ObjectMeta,
+    sets: &[Arc<StatefulSet>],
+    orphan_lookup: bool,
+) -> Vec<ObjectKey> {
+    owner_keys(meta, sets, |s| &s.spec.selector, orphan_lookup)
+}
+
+/// Feeds `queue` from the shared watches until `shutdown`.
+pub async fn run(
+    changes: Changes,
+    sets: Store<StatefulSet>,
+    queue: WorkQueue<ObjectKey>,
+    shutdown: CancellationToken,
+) {
+    let mut own = changes.statefulsets.subscribe();
+    let mut pods = changes.pods.subscribe();
+    let mut revisions = changes.revisions.subscribe();
+    let all = || {
+        (sets.state().iter())
+            .map(|s| ObjectKey::of(s.as_ref()))
+            .collect()
+    };
+    loop {
+        let keys = tokio::select! {
+            () = shutdown.cancelled() => return,
+            r = own.recv() => received(r, |s| vec![ObjectKey::of(s.as_ref())]),
+            r = pods.recv() => received(r, |p| keys_for(&p.metadata, &sets.state(), true)),
+            r = revisions.recv() => received(r, |r| keys_for(&r.metadata, &[], false)),
+        };
+        if !keys.queue(&queue, "StatefulSet", all) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+
+    use super::*;
+    use crate::api::StatefulSetSpec;
+    use crate::workload::adapter::PodSetWorkload as _;
+
+    fn web() -> Arc<StatefulSet> {
+        let mut set = StatefulSet::new(
+            "web",
+            StatefulSetSpec {
+                selector: LabelSelector {
+                    match_labels: Some(BTreeMap::from([("app".to_owned(), "web".to_owned())])),
+                    ..LabelSelector::default()
+                },
+                ..StatefulSetSpec::default()
+            },
+        );
+        set.metadata.namespace = Some("default".to_owned());
+        set.metadata.uid = Some("web-uid".to_owned());
+        Arc::new(set)
+    }
+
+    fn pod(labels: &[(&str, &str)], owner: Option<OwnerReference>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some("web-0".to_owned()),
+            namespace: Some("default".to_owned()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            owner_references: owner.map(|o| vec![o]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn an_owned_or_adoptable_pod_wakes_its_set() {
+        let set = web();
+        let sets = [set.clone()];
+        let key = ObjectKey::of(set.as_ref());
+        let owned = pod(&[], Some(set.owner_reference()));
+        assert_eq!(keys_for(&owned, &sets, true), std::slice::from_ref(&key));
+        let orphan = pod(&[("app", "web")], None);
+        assert_eq!(keys_for(&orphan, &sets, true), [key]);
+        let stranger = pod(&[("app", "db")], None);
+        assert!(keys_for(&stranger, &sets, true).is_empty());
+    }
+}

@@ -1,0 +1,196 @@
+//! The Advanced StatefulSet CRD against the real apiserver: the Kubernetes documentation's
+//! native `web` StatefulSet with only its apiVersion changed and seed 002's manifests apply
+//! unchanged and read back with OpenKruise's defaults, each CEL rule refuses a bad spec
+//! naming the field, and claim templates cannot be added after creation (#2343).
+
+use anyhow::{Context, Result, bail, ensure};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::StatefulSet;
+use stevedore_tests::{TestContext, run_in_namespace};
+
+const CRD_YAML: &str = include_str!("../../deploy/crds/apps.kruise.io_statefulsets.yaml");
+const WEB: &str = include_str!("../fixtures/kubernetes/web-statefulset.yaml");
+const INPLACE: &str = include_str!("../fixtures/seed-002/statefulset-inplace.yaml");
+const ORDINALS: &str = include_str!("../fixtures/seed-002/statefulset-ordinals.yaml");
+
+fn manifest(yaml: &str) -> Result<Value> {
+    Ok(serde_saphyr::from_str(yaml)?)
+}
+
+async fn apply(ctx: &TestContext, object: &Value) -> Result<StatefulSet> {
+    let name = object["metadata"]["name"]
+        .as_str()
+        .context("the manifest has a name")?;
+    let pp = PatchParams::apply("stevedore-tests").force();
+    Ok(ctx
+        .api::<StatefulSet>()
+        .patch(name, &pp, &Patch::Apply(object))
+        .await?)
+}
+
+/// Applies `object` and expects a refusal whose message contains every one of `words`.
+async fn expect_refused(ctx: &TestContext, object: &Value, words: &[&str]) -> Result<()> {
+    match apply(ctx, object).await {
+        Ok(_) => bail!("the apiserver accepted an invalid StatefulSet: {object}"),
+        Err(e) => {
+            let message = e.to_string();
+            for word in words {
+                ensure!(
+                    message.contains(word),
+                    "refusal {message:?} does not name {word:?}"
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn with(mut object: Value, pointer: &str, value: Value) -> Result<Value> {
+    let (parent, key) = pointer.rsplit_once('/').context("pointer has a parent")?;
+    let parent = object.pointer_mut(parent).context("parent exists")?;
+    parent
+        .as_object_mut()
+        .context("parent is an object")?
+        .insert(key.to_owned(), value);
+    Ok(object)
+}
+
+async fn setup(ctx: &TestContext) -> Result<()> {
+    stevedore_tests::crds::install(&ctx.client, &[CRD_YAML]).await
+}
+
+#[tokio::test]
+async fn native_and_seed_manifests_apply_with_openkruise_defaults() -> Result<()> {
+    run_in_namespace("crd-statefulset-apply", |ctx| async move {
+        setup(&ctx).await?;
+        let web = apply(&ctx, &manifest(WEB)?).await?;
+        let spec = serde_json::to_value(&web.spec)?;
+        ensure!(spec["podManagementPolicy"] == "OrderedReady", "{spec}");
+        ensure!(spec["revisionHistoryLimit"] == 10, "{spec}");
+        ensure!(spec["minReadySeconds"] == 10, "native field kept: {spec}");
+        let rolling = &spec["updateStrategy"]["rollingUpdate"];
+        ensure!(spec["updateStrategy"]["type"] == "RollingUpdate", "{spec}");
+        ensure!(rolling["partition"] == 0, "{spec}");
+        ensure!(rolling["maxUnavailable"] == 1, "{spec}");
+        ensure!(rolling["podUpdatePolicy"] == "ReCreate", "{spec}");
+        let retention = &spec["persistentVolumeClaimRetentionPolicy"];
+        ensure!(
+            *retention == json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            "{spec}"
+        );
+        for yaml in [INPLACE, ORDINALS] {
+            let mut object = manifest(yaml)?;
+            object["metadata"]["name"] = json!(format!(
+                "sample-{}",
+                if yaml == INPLACE {
+                    "inplace"
+                } else {
+                    "ordinals"
+                }
+            ));
+            apply(&ctx, &object).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn bad_specs_are_refused_with_the_field_named() -> Result<()> {
+    run_in_namespace("crd-statefulset-rules", |ctx| async move {
+        setup(&ctx).await?;
+        let base = manifest(WEB)?;
+        let cases: Vec<(&str, Value, &[&str])> = vec![
+            (
+                "/spec/selector/matchLabels/app",
+                json!("other"),
+                &["spec.selector.matchLabels"],
+            ),
+            ("/spec/replicas", json!(-1), &["spec.replicas"]),
+            (
+                "/spec/podManagementPolicy",
+                json!("Sometimes"),
+                &["spec.podManagementPolicy"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"type": "OnDelete", "rollingUpdate": {"partition": 1}}),
+                &["spec.updateStrategy.rollingUpdate"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"rollingUpdate": {"maxUnavailable": 0}}),
+                &["spec.updateStrategy.rollingUpdate.maxUnavailable"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"rollingUpdate": {"maxUnavailable": "120%"}}),
+                &["spec.updateStrategy.rollingUpdate.maxUnavailable"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"rollingUpdate": {"minReadySeconds": 301}}),
+                &["minReadySeconds"],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"rollingUpdate": {"unorderedUpdate": {"priorityStrategy": {}}}}),
+                &[
+                    "spec.updateStrategy.rollingUpdate.unorderedUpdate",
+                    "Parallel",
+                ],
+            ),
+            (
+                "/spec/scaleStrategy",
+                json!({"maxUnavailable": 2}),
+                &["spec.scaleStrategy.maxUnavailable", "Parallel"],
+            ),
+            (
+                "/spec/reserveOrdinals",
+                json!([1, "5-x"]),
+                &["spec.reserveOrdinals"],
+            ),
+            (
+                "/spec/ordinals",
+                json!({"start": -1}),
+                &["spec.ordinals.start"],
+            ),
+        ];
+        for (pointer, value, words) in cases {
+            let object = with(base.clone(), pointer, value)?;
+            expect_refused(&ctx, &object, words)
+                .await
+                .with_context(|| format!("setting {pointer}"))?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_claim_template_added_later_is_refused_with_the_reason() -> Result<()> {
+    run_in_namespace("crd-statefulset-claims", |ctx| async move {
+        setup(&ctx).await?;
+        let base = manifest(WEB)?;
+        apply(&ctx, &base).await?;
+        let mut templates = base["spec"]["volumeClaimTemplates"].clone();
+        let mut extra = templates[0].clone();
+        extra["metadata"]["name"] = json!("logs");
+        templates
+            .as_array_mut()
+            .context("a list of claim templates")?
+            .push(extra);
+        let changed = with(base.clone(), "/spec/volumeClaimTemplates", templates)?;
+        expect_refused(
+            &ctx,
+            &changed,
+            &["spec.volumeClaimTemplates", "cannot be added"],
+        )
+        .await?;
+        // Other changes still go through.
+        apply(&ctx, &with(base, "/spec/replicas", json!(5))?).await?;
+        Ok(())
+    })
+    .await
+}
