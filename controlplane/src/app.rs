@@ -163,13 +163,39 @@ async fn start_workloads(
 
     let events = EventSink::new(client.clone(), &workloads.identity);
     let agents: Arc<dyn PodConditions> = Arc::new(agents);
+    let controllers = Controllers {
+        client,
+        stores,
+        events,
+        workers,
+    };
+    start_pod_sets(running, &controllers, agents, shutdown)?;
+    start_jobs(running, &controllers, shutdown)
+}
+
+/// What every controller is built from.
+struct Controllers {
+    client: kube::Client,
+    stores: Stores,
+    events: EventSink,
+    workers: usize,
+}
+
+/// The pod-set controllers (CloneSet, Advanced StatefulSet) and their triggers.
+fn start_pod_sets(
+    running: &mut Runtime<Stores>,
+    c: &Controllers,
+    agents: Arc<dyn PodConditions>,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    let (client, stores, events) = (&c.client, &c.stores, &c.events);
     let cloneset = CloneSetController::new(
         client.clone(),
         stores.clone(),
         agents.clone(),
         events.clone(),
     );
-    let queue = start_reconciler(running, Arc::new(cloneset), workers, shutdown)?;
+    let queue = start_reconciler(running, Arc::new(cloneset), c.workers, shutdown)?;
     running.spawn(crate::cloneset::triggers::run(
         stores.changes.clone(),
         stores.clonesets.clone(),
@@ -179,17 +205,26 @@ async fn start_workloads(
 
     let statefulset =
         StatefulSetController::new(client.clone(), stores.clone(), agents, events.clone());
-    let queue = start_reconciler(running, Arc::new(statefulset), workers, shutdown)?;
+    let queue = start_reconciler(running, Arc::new(statefulset), c.workers, shutdown)?;
     running.spawn(crate::statefulset::triggers::run(
         stores.changes.clone(),
         stores.statefulsets.clone(),
         queue,
         shutdown.clone(),
     ));
+    Ok(())
+}
 
+/// The job controllers (ImagePullJob, BroadcastJob, AdvancedCronJob) and their triggers.
+fn start_jobs(
+    running: &mut Runtime<Stores>,
+    c: &Controllers,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    let (client, stores, events) = (&c.client, &c.stores, &c.events);
     // ImagePullJob: writes its entries into the ImageLists the distributor creates.
     let imagepulljobs = ImagePullJobController::new(client.clone(), stores.clone(), events.clone());
-    let queue = start_reconciler(running, Arc::new(imagepulljobs), workers, shutdown)?;
+    let queue = start_reconciler(running, Arc::new(imagepulljobs), c.workers, shutdown)?;
     running.spawn(crate::imagepulljob::triggers::run(
         stores.changes.clone(),
         stores.imagepulljobs.clone(),
@@ -201,7 +236,7 @@ async fn start_workloads(
 
     // BroadcastJob: one pod per fit node, created here, run by the kubelets.
     let broadcastjobs = BroadcastJobController::new(client.clone(), stores.clone(), events.clone());
-    let queue = start_reconciler(running, Arc::new(broadcastjobs), workers, shutdown)?;
+    let queue = start_reconciler(running, Arc::new(broadcastjobs), c.workers, shutdown)?;
     running.spawn(crate::broadcastjob::triggers::run(
         stores.changes.clone(),
         stores.broadcastjobs.clone(),
@@ -211,8 +246,8 @@ async fn start_workloads(
     ));
 
     // AdvancedCronJob: creates Jobs (run by the cluster's Job controller) or BroadcastJobs.
-    let crons = AdvancedCronJobController::new(client, stores.clone(), events);
-    let queue = start_reconciler(running, Arc::new(crons), workers, shutdown)?;
+    let crons = AdvancedCronJobController::new(client.clone(), stores.clone(), events.clone());
+    let queue = start_reconciler(running, Arc::new(crons), c.workers, shutdown)?;
     running.spawn(crate::advancedcronjob::triggers::run(
         stores.changes.clone(),
         stores.advancedcronjobs.clone(),
