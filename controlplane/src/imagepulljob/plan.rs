@@ -117,48 +117,23 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     }
 
     let targets = targets(s);
-    let states: BTreeMap<&str, NodeState> = targets
-        .iter()
-        .map(|node| (*node, state(s, node, start)))
-        .collect();
+    let nodes = Nodes(
+        targets
+            .iter()
+            .map(|node| (*node, state(s, node, start)))
+            .collect(),
+    );
     plan.release = owned
         .iter()
         .filter(|n| !targets.contains(*n))
         .map(|n| (*n).to_owned())
         .collect();
-    let count = |wanted: NodeState| states.values().filter(|st| **st == wanted).count();
-    let nodes_in = |wanted: NodeState| -> Vec<String> {
-        states
-            .iter()
-            .filter(|(_, st)| **st == wanted)
-            .map(|(n, _)| (*n).to_owned())
-            .collect()
-    };
     let desired = targets.len();
-    let succeeded = count(NodeState::Succeeded);
-    let mut failed_nodes = nodes_in(NodeState::Failed);
+    let mut failed_nodes = nodes.named(NodeState::Failed);
     plan.status.desired = to_i32(desired);
-    plan.status.succeeded = to_i32(succeeded);
-
-    for node in failed_nodes
-        .iter()
-        .filter(|n| !old.failed_nodes.contains(n))
-    {
-        let message = s
-            .lists
-            .get(node)
-            .and_then(|image| image.status.as_ref())
-            .map(|status| status.message.as_str())
-            .unwrap_or_default();
-        plan.events.push(JobEvent {
-            warning: true,
-            reason: "PullFailed",
-            note: format!(
-                "pulling {} failed on node {node}: {message}",
-                job.spec.image
-            ),
-        });
-    }
+    plan.status.succeeded = to_i32(nodes.count(NodeState::Succeeded));
+    plan.events
+        .extend(new_failure_events(s, &failed_nodes, &old.failed_nodes));
 
     if policy == CompletionPolicyType::Always
         && let Some(seconds) = job.spec.completion_policy.active_deadline_seconds
@@ -166,11 +141,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         let deadline = start.saturating_add(SignedDuration::from_secs(seconds));
         match deadline {
             Ok(deadline) if deadline <= s.now => {
-                let unfinished: Vec<String> = states
-                    .iter()
-                    .filter(|(_, st)| !matches!(st, NodeState::Succeeded | NodeState::Failed))
-                    .map(|(n, _)| (*n).to_owned())
-                    .collect();
+                let unfinished = nodes.unfinished();
                 plan.events.push(JobEvent {
                     warning: true,
                     reason: "DeadlineExceeded",
@@ -196,42 +167,78 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
             Err(_) => {}
         }
     }
+    run_nodes(s, (&nodes, desired), &owned, failed_nodes, plan)
+}
 
-    // Start nodes while slots are free, in name order.
-    let entry = entry_for(job, false);
-    let mut active = count(NodeState::Active);
+/// The target nodes and where each stands.
+struct Nodes<'a>(BTreeMap<&'a str, NodeState>);
+
+impl Nodes<'_> {
+    fn count(&self, wanted: NodeState) -> usize {
+        self.0.values().filter(|st| **st == wanted).count()
+    }
+
+    fn named(&self, wanted: NodeState) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(_, st)| **st == wanted)
+            .map(|(n, _)| (*n).to_owned())
+            .collect()
+    }
+
+    /// The nodes that have neither succeeded nor failed.
+    fn unfinished(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(_, st)| !matches!(st, NodeState::Succeeded | NodeState::Failed))
+            .map(|(n, _)| (*n).to_owned())
+            .collect()
+    }
+}
+
+/// A Warning for each node that failed since the last status.
+fn new_failure_events(s: &Snapshot<'_>, failed: &[String], reported: &[String]) -> Vec<JobEvent> {
+    failed
+        .iter()
+        .filter(|n| !reported.contains(n))
+        .map(|node| {
+            let message = s
+                .lists
+                .get(node)
+                .and_then(|image| image.status.as_ref())
+                .map(|status| status.message.as_str())
+                .unwrap_or_default();
+            JobEvent {
+                warning: true,
+                reason: "PullFailed",
+                note: format!(
+                    "pulling {} failed on node {node}: {message}",
+                    s.job.spec.image
+                ),
+            }
+        })
+        .collect()
+}
+
+/// A job within its deadline: starts pending nodes while slots are free, keeps the entries
+/// it holds in line with its spec, and completes an Always job with nothing left to do.
+fn run_nodes(
+    s: &Snapshot<'_>,
+    (nodes, desired): (&Nodes<'_>, usize),
+    owned: &[&str],
+    failed_nodes: Vec<String>,
+    mut plan: Plan,
+) -> Plan {
+    let job = s.job;
+    let policy = job.spec.completion_policy.policy_type();
+    let succeeded = nodes.count(NodeState::Succeeded);
     let limit = parallelism(&job.spec.parallelism_or_default(), desired);
-    let mut started = Vec::new();
-    for node in nodes_in(NodeState::Pending) {
-        if active >= limit {
-            break;
-        }
-        active += 1;
-        plan.apply.push((node.clone(), entry.clone()));
-        started.push(node);
-    }
-    if !started.is_empty() {
-        plan.events.push(JobEvent {
-            warning: false,
-            reason: "Pulling",
-            note: format!("pulling {} on {}", job.spec.image, started.join(", ")),
-        });
-    }
-    // Entries the job holds follow its spec; under Never a node that has the image
-    // re-pulls it daily.
-    for (node, st) in &states {
-        let Some(current) = s.lists.get(*node).and_then(|i| i.owned.as_ref()) else {
-            continue;
-        };
-        let repull = policy == CompletionPolicyType::Never && *st == NodeState::Succeeded;
-        let wanted = entry_for(job, repull);
-        if *current != wanted {
-            plan.apply.push(((*node).to_owned(), wanted));
-        }
-    }
+    let started = start_pending(&mut plan, job, nodes, limit);
+    follow_spec(&mut plan, s, nodes, policy);
 
-    let no_list = count(NodeState::NoList);
-    let pending = count(NodeState::Pending) - started.len();
+    let active = nodes.count(NodeState::Active) + started;
+    let no_list = nodes.count(NodeState::NoList);
+    let pending = nodes.count(NodeState::Pending) - started;
     plan.status.active = to_i32(active);
     plan.status.failed = to_i32(failed_nodes.len());
     plan.status.failed_nodes = failed_nodes;
@@ -246,7 +253,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
                 failed.len()
             ),
         });
-        finish(&mut plan, &owned, failed, MESSAGE_COMPLETED, s.now, job);
+        finish(&mut plan, owned, failed, MESSAGE_COMPLETED, s.now, job);
         return plan;
     }
     plan.status.message = running_message(desired, active, succeeded, no_list, limit);
@@ -254,6 +261,44 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         plan.requeue_after = earlier(plan.requeue_after, MISSING_LIST_REQUEUE);
     }
     plan
+}
+
+/// Starts pending nodes while fewer than `limit` are active, in name order; returns how
+/// many it started.
+fn start_pending(plan: &mut Plan, job: &ImagePullJob, nodes: &Nodes<'_>, limit: usize) -> usize {
+    let entry = entry_for(job, false);
+    let free = limit.saturating_sub(nodes.count(NodeState::Active));
+    let started: Vec<String> = nodes
+        .named(NodeState::Pending)
+        .into_iter()
+        .take(free)
+        .collect();
+    for node in &started {
+        plan.apply.push((node.clone(), entry.clone()));
+    }
+    if !started.is_empty() {
+        plan.events.push(JobEvent {
+            warning: false,
+            reason: "Pulling",
+            note: format!("pulling {} on {}", job.spec.image, started.join(", ")),
+        });
+    }
+    started.len()
+}
+
+/// Entries the job holds follow its spec; under Never a node that has the image re-pulls
+/// it daily.
+fn follow_spec(plan: &mut Plan, s: &Snapshot<'_>, nodes: &Nodes<'_>, policy: CompletionPolicyType) {
+    for (node, st) in &nodes.0 {
+        let Some(current) = s.lists.get(*node).and_then(|i| i.owned.as_ref()) else {
+            continue;
+        };
+        let repull = policy == CompletionPolicyType::Never && *st == NodeState::Succeeded;
+        let wanted = entry_for(s.job, repull);
+        if *current != wanted {
+            plan.apply.push(((*node).to_owned(), wanted));
+        }
+    }
 }
 
 /// Ends an Always job: completion time, message, every entry released, then the TTL.
