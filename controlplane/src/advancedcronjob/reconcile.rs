@@ -16,7 +16,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource as _;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
-use serde_json::json;
 
 use super::children::{broadcast_child, facts, job_child, reference, run_meta};
 use super::plan::{self, Child, CronPlan, Notice, Run, RunState};
@@ -32,6 +31,7 @@ use crate::controller::expectations::{
 };
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
+use crate::controller::status_patch::status_merge_patch;
 use crate::workload::ownership::is_controlled_by;
 
 const ACTION: &str = "Schedule";
@@ -394,7 +394,7 @@ impl AdvancedCronJobController {
             .patch_status(
                 &key.name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
+                &Patch::Merge(status_merge_patch(Some(&old), &status)),
             )
             .await
             .map_err(api_error("writing status"))?;

@@ -33,6 +33,7 @@ use crate::controller::expectations::{
 };
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
+use crate::controller::status_patch::status_merge_patch;
 use crate::workload::ownership::{delete_params, is_controlled_by};
 
 const ACTION: &str = "BroadcastJob";
@@ -303,7 +304,7 @@ impl BroadcastJobController {
             .patch_status(
                 &key.name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
+                &Patch::Merge(status_merge_patch(job.status.as_ref(), status)),
             )
             .await
             .map_err(api_error("writing status"))?;

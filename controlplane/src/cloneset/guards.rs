@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
 use tokio::time::Instant;
 
 use super::controller::{CloneSetController, SyncError, reference};
@@ -17,6 +16,7 @@ use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{api_error, api_message, status_code};
 use crate::controller::runner::Outcome;
+use crate::controller::status_patch::status_merge_patch;
 use crate::workload::actions::{DeleteReason, Plan, PodChange};
 use crate::workload::selector::{SelectorMismatch, selector_selects_template};
 use crate::workload::template_check::Verdict;
@@ -76,7 +76,7 @@ pub async fn refuse_mismatched_selector(
     api.patch_status(
         &key.name,
         &PatchParams::default(),
-        &Patch::Merge(json!({ "status": status })),
+        &Patch::Merge(status_merge_patch(cloneset.status.as_ref(), &status)),
     )
     .await
     .map_err(api_error("writing status"))?;

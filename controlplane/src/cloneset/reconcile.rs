@@ -13,7 +13,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
-use serde_json::json;
 
 use super::controller::{CloneSetController, SyncError, reference};
 use super::execute::{CloneSetPods, execute};
@@ -29,6 +28,7 @@ use crate::controller::api_error::api_error;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
+use crate::controller::status_patch::status_merge_patch;
 use crate::predownload::jobs;
 use crate::workload::actions::Plan;
 use crate::workload::claim::claim_objects;
@@ -266,7 +266,7 @@ async fn write_status(
     api.patch_status(
         &key.name,
         &PatchParams::default(),
-        &Patch::Merge(json!({ "status": new_status })),
+        &Patch::Merge(status_merge_patch(cloneset.status.as_ref(), new_status)),
     )
     .await
     .map_err(api_error("writing status"))?;

@@ -11,6 +11,7 @@ pub mod object;
 pub mod pod_conditions;
 pub mod queue;
 pub mod runner;
+pub mod status_patch;
 pub mod triggers;
 
 use std::fmt;

@@ -15,7 +15,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
-use serde_json::json;
 
 use super::controller::{StatefulSetController, SyncError, reference};
 use super::plan::{self, Snapshot};
@@ -30,6 +29,7 @@ use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
+use crate::controller::status_patch::status_merge_patch;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
@@ -344,22 +344,11 @@ async fn write_status(
     api.patch_status(
         &key.name,
         &PatchParams::default(),
-        &Patch::Merge(status_patch(new_status)),
+        &Patch::Merge(status_merge_patch(set.status.as_ref(), new_status)),
     )
     .await
     .map_err(api_error("writing status"))?;
     Ok(())
-}
-
-/// The merge patch that writes `status`. An empty condition list is spelled out: left
-/// out, a merge patch would keep the old conditions, the status would never match and
-/// every sync would write it again.
-fn status_patch(status: &StatefulSetStatus) -> serde_json::Value {
-    let mut value = json!({ "status": status });
-    if status.conditions.is_empty() {
-        value["status"]["conditions"] = json!([]);
-    }
-    value
 }
 
 /// Deletes revisions beyond the history limit that no pod uses.

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::*;
 use crate::api::StatefulSetSpec;
+use crate::controller::status_patch::status_merge_patch;
 
 fn template(image: &str) -> PodTemplateSpec {
     PodTemplateSpec {
@@ -106,8 +107,6 @@ fn a_revision_records_the_template_and_reads_it_back() {
 
 #[test]
 fn a_status_without_conditions_clears_them() {
-    let patch = status_patch(&StatefulSetStatus::default());
-    assert_eq!(patch["status"]["conditions"], serde_json::json!([]));
     let with_one = StatefulSetStatus {
         conditions: vec![crate::api::statefulset::StatefulSetCondition {
             type_: "WaitingForPod".to_owned(),
@@ -116,6 +115,8 @@ fn a_status_without_conditions_clears_them() {
         }],
         ..StatefulSetStatus::default()
     };
-    let patch = status_patch(&with_one);
+    let patch = status_merge_patch(Some(&with_one), &StatefulSetStatus::default());
+    assert_eq!(patch["status"]["conditions"], serde_json::Value::Null);
+    let patch = status_merge_patch(None, &with_one);
     assert_eq!(patch["status"]["conditions"][0]["type"], "WaitingForPod");
 }
