@@ -14,6 +14,7 @@ use crate::workload::inplace::{
     InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method,
 };
 use crate::workload::rollout::RolloutParams;
+use crate::workload::template_defaults;
 
 impl PodSetWorkload for CloneSet {
     type Revision = RevisionSpec;
@@ -90,10 +91,14 @@ impl PodSetWorkload for CloneSet {
         new: &RevisionSpec,
     ) -> Result<UpdateMethod, InPlaceError> {
         let policy = self.update_policy();
-        if old.template == new.template {
+        // Revision data is stored without defaults; the update revision's spec may be the
+        // object's own, defaulted: compare both without them.
+        if template_defaults::same_template(&old.template, &new.template) {
             Ok(UpdateMethod::InPlace(InPlaceUpdateSpec::default()))
-        } else if old.volume_claim_templates != new.volume_claim_templates
-            && policy != PodUpdatePolicy::ReCreate
+        } else if !template_defaults::same_claim_templates(
+            &old.volume_claim_templates,
+            &new.volume_claim_templates,
+        ) && policy != PodUpdatePolicy::ReCreate
         {
             Ok(UpdateMethod::Recreate {
                 changed: vec!["spec.volumeClaimTemplates".to_owned()],

@@ -16,6 +16,7 @@
 use std::sync::LazyLock;
 
 use kube::CustomResourceExt as _;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::CloneSet;
@@ -99,6 +100,23 @@ pub fn strip_pod_spec(pod_spec: &mut Value) {
     if let Some(schema) = SCHEMAS.template.pointer("/properties/spec") {
         strip_defaults(pod_spec, schema);
     }
+}
+
+/// Whether two pod templates are the same once their defaults are stripped (one may come
+/// from revision data, stored stripped, the other from the object as read, defaulted).
+pub fn same_template<T: Serialize>(a: &T, b: &T) -> bool {
+    stripped(a, &SCHEMAS.template) == stripped(b, &SCHEMAS.template)
+}
+
+/// Whether two lists of claim templates are the same once their defaults are stripped.
+pub fn same_claim_templates<T: Serialize>(a: &[T], b: &[T]) -> bool {
+    stripped(a, &SCHEMAS.claims) == stripped(b, &SCHEMAS.claims)
+}
+
+fn stripped<T: Serialize + ?Sized>(value: &T, schema: &Value) -> Option<Value> {
+    let mut value = serde_json::to_value(value).ok()?;
+    strip_defaults(&mut value, schema);
+    Some(value)
 }
 
 /// Whether two ControllerRevisions' data hold the same template once defaults are

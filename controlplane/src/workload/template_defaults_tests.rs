@@ -288,3 +288,26 @@ fn an_image_change_after_the_defaults_is_still_in_place() {
         "{method:?}"
     );
 }
+
+#[test]
+fn stored_and_defaulted_claim_templates_and_templates_are_the_same() {
+    let (template, claims) = (written_template(), written_claims());
+    let (defaulted_template, defaulted_claims) = defaulted(&template, &claims);
+    assert_ne!(
+        claims, defaulted_claims,
+        "the schema defaults something in a claim"
+    );
+    let stored = revision_spec(template, claims);
+    let object = revision_spec(defaulted_template, defaulted_claims);
+    assert!(same_claim_templates(
+        &stored.volume_claim_templates,
+        &object.volume_claim_templates
+    ));
+    assert!(same_template(&stored.template, &object.template));
+    let mut other = object.clone();
+    other.volume_claim_templates[0].metadata.name = Some("logs".to_owned());
+    assert!(!same_claim_templates(
+        &stored.volume_claim_templates,
+        &other.volume_claim_templates
+    ));
+}
