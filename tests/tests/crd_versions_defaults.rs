@@ -173,11 +173,9 @@ async fn an_imagepulljob_round_trips_between_v1alpha1_and_v1beta1() -> Result<()
         let written = create(&ctx, &beta, object.clone()).await?;
         ensure!(written["spec"] == object["spec"], "v1beta1 kept the spec: {}", written["spec"]);
 
-        let mut as_alpha = read(&ctx, &alpha, "trip").await?;
+        let as_alpha = read(&ctx, &alpha, "trip").await?;
         ensure!(as_alpha["spec"] == object["spec"], "v1alpha1 reads the same spec: {}", as_alpha["spec"]);
-        as_alpha["spec"]["parallelism"] = json!(3);
-        let as_alpha: DynamicObject = serde_json::from_value(as_alpha)?;
-        api(&ctx, &alpha).replace("trip", &PostParams::default(), &as_alpha).await?;
+        edit(&ctx, &alpha, "trip", |o| o["spec"]["parallelism"] = json!(3)).await?;
 
         let as_beta = read(&ctx, &beta, "trip").await?;
         ensure!(as_beta["spec"]["parallelism"] == json!(3), "the v1alpha1 update reads back in v1beta1");

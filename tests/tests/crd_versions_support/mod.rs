@@ -187,20 +187,29 @@ pub fn cloneset_defaults() -> Vec<(String, Value)> {
     defaults
 }
 
-/// Reads `name`, changes it with `edit` and writes it back with `replace`.
+/// Reads `name`, changes it with `edit` and writes it back with `replace`; a write that
+/// lost a race with the controller (409: it wrote status or a finalizer meanwhile) is read
+/// and edited again.
 pub async fn edit(
     ctx: &TestContext,
     resource: &ApiResource,
     name: &str,
-    edit: impl FnOnce(&mut Value),
+    edit: impl Fn(&mut Value),
 ) -> Result<Value> {
-    let mut object = read(ctx, resource, name).await?;
-    edit(&mut object);
-    let object: DynamicObject = serde_json::from_value(object)?;
-    let replaced = api(ctx, resource)
-        .replace(name, &PostParams::default(), &object)
-        .await?;
-    Ok(serde_json::to_value(replaced)?)
+    let mut attempts = 0;
+    loop {
+        let mut object = read(ctx, resource, name).await?;
+        edit(&mut object);
+        let object: DynamicObject = serde_json::from_value(object)?;
+        match api(ctx, resource)
+            .replace(name, &PostParams::default(), &object)
+            .await
+        {
+            Ok(replaced) => return Ok(serde_json::to_value(replaced)?),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempts < 5 => attempts += 1,
+            Err(err) => return Err(err.into()),
+        }
+    }
 }
 
 pub fn minimal_imagepulljob(name: &str, version: &str) -> Value {
