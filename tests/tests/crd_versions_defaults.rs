@@ -6,7 +6,7 @@
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::CloneSet;
 use stevedore_controlplane::cloneset::pods::RevisionSpec;
