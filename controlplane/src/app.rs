@@ -27,6 +27,7 @@ use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeError, shutdown_on_signal};
 use crate::statefulset::StatefulSetController;
+use crate::switches::ControllerSwitches;
 
 /// Why the control plane could not start.
 #[derive(Debug, Error)]
@@ -72,6 +73,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let agent_username = args.agent_username.clone();
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
+    let switches = args.controllers.clone();
     let mut running = Runtime::<Stores>::start(
         client.clone(),
         RuntimeConfig {
@@ -94,6 +96,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             metrics_addr,
             authority: Arc::new(authority),
             agent_username,
+            switches,
         },
         &shutdown,
     )
@@ -117,6 +120,7 @@ struct Workloads {
     metrics_addr: SocketAddr,
     authority: Arc<Authority>,
     agent_username: String,
+    switches: ControllerSwitches,
 }
 
 /// Serves metrics, then starts the ImageList distributor and the controllers; each acts
@@ -139,27 +143,31 @@ async fn start_workloads(
             .clone()
             .reload_ca_every(CA_RELOAD_PERIOD, shutdown.clone()),
     );
-    start_signer(
-        running,
-        client.clone(),
-        workloads.authority,
-        workloads.agent_username,
-        shutdown,
-    )?;
-
-    require_stores(
-        running,
-        "ImageList distributor".to_owned(),
-        Distributor::READS,
-    )?;
-    running.spawn(
-        Distributor {
-            client: client.clone(),
-            stores: stores.clone(),
-            agents: agents.clone(),
-        }
-        .run(running.leadership.clone(), shutdown.clone()),
-    );
+    let switches = workloads.switches;
+    if switches.enabled("csr-signer") {
+        start_signer(
+            running,
+            client.clone(),
+            workloads.authority,
+            workloads.agent_username,
+            shutdown,
+        )?;
+    }
+    if switches.enabled("imagelist-distributor") {
+        require_stores(
+            running,
+            "ImageList distributor".to_owned(),
+            Distributor::READS,
+        )?;
+        running.spawn(
+            Distributor {
+                client: client.clone(),
+                stores: stores.clone(),
+                agents: agents.clone(),
+            }
+            .run(running.leadership.clone(), shutdown.clone()),
+        );
+    }
 
     let events = EventSink::new(client.clone(), &workloads.identity);
     let agents: Arc<dyn PodConditions> = Arc::new(agents);
@@ -168,6 +176,7 @@ async fn start_workloads(
         stores,
         events,
         workers,
+        switches,
     };
     start_pod_sets(running, &controllers, agents, shutdown)?;
     start_jobs(running, &controllers, shutdown)
@@ -179,9 +188,11 @@ struct Controllers {
     stores: Stores,
     events: EventSink,
     workers: usize,
+    switches: ControllerSwitches,
 }
 
-/// The pod-set controllers (CloneSet, Advanced StatefulSet) and their triggers.
+/// The pod-set controllers (CloneSet, Advanced StatefulSet) and their triggers, each as
+/// `--controllers` says.
 fn start_pod_sets(
     running: &mut Runtime<Stores>,
     c: &Controllers,
@@ -189,71 +200,79 @@ fn start_pod_sets(
     shutdown: &CancellationToken,
 ) -> Result<(), AppError> {
     let (client, stores, events) = (&c.client, &c.stores, &c.events);
-    let cloneset = CloneSetController::new(
-        client.clone(),
-        stores.clone(),
-        agents.clone(),
-        events.clone(),
-    );
-    let queue = start_reconciler(running, Arc::new(cloneset), c.workers, shutdown)?;
-    running.spawn(crate::cloneset::triggers::run(
-        stores.changes.clone(),
-        stores.clonesets.clone(),
-        queue,
-        shutdown.clone(),
-    ));
-
-    let statefulset =
-        StatefulSetController::new(client.clone(), stores.clone(), agents, events.clone());
-    let queue = start_reconciler(running, Arc::new(statefulset), c.workers, shutdown)?;
-    running.spawn(crate::statefulset::triggers::run(
-        stores.changes.clone(),
-        stores.statefulsets.clone(),
-        queue,
-        shutdown.clone(),
-    ));
+    if c.switches.enabled("cloneset") {
+        let cloneset = CloneSetController::new(
+            client.clone(),
+            stores.clone(),
+            agents.clone(),
+            events.clone(),
+        );
+        let queue = start_reconciler(running, Arc::new(cloneset), c.workers, shutdown)?;
+        running.spawn(crate::cloneset::triggers::run(
+            stores.changes.clone(),
+            stores.clonesets.clone(),
+            queue,
+            shutdown.clone(),
+        ));
+    }
+    if c.switches.enabled("statefulset") {
+        let statefulset =
+            StatefulSetController::new(client.clone(), stores.clone(), agents, events.clone());
+        let queue = start_reconciler(running, Arc::new(statefulset), c.workers, shutdown)?;
+        running.spawn(crate::statefulset::triggers::run(
+            stores.changes.clone(),
+            stores.statefulsets.clone(),
+            queue,
+            shutdown.clone(),
+        ));
+    }
     Ok(())
 }
 
-/// The job controllers (ImagePullJob, BroadcastJob, AdvancedCronJob) and their triggers.
+/// The job controllers (ImagePullJob, BroadcastJob, AdvancedCronJob) and their triggers,
+/// each as `--controllers` says.
 fn start_jobs(
     running: &mut Runtime<Stores>,
     c: &Controllers,
     shutdown: &CancellationToken,
 ) -> Result<(), AppError> {
     let (client, stores, events) = (&c.client, &c.stores, &c.events);
-    // ImagePullJob: writes its entries into the ImageLists the distributor creates.
-    let imagepulljobs = ImagePullJobController::new(client.clone(), stores.clone(), events.clone());
-    let queue = start_reconciler(running, Arc::new(imagepulljobs), c.workers, shutdown)?;
-    running.spawn(crate::imagepulljob::triggers::run(
-        stores.changes.clone(),
-        stores.imagepulljobs.clone(),
-        stores.nodes.clone(),
-        stores.pods.clone(),
-        queue,
-        shutdown.clone(),
-    ));
-
-    // BroadcastJob: one pod per fit node, created here, run by the kubelets.
-    let broadcastjobs = BroadcastJobController::new(client.clone(), stores.clone(), events.clone());
-    let queue = start_reconciler(running, Arc::new(broadcastjobs), c.workers, shutdown)?;
-    running.spawn(crate::broadcastjob::triggers::run(
-        stores.changes.clone(),
-        stores.broadcastjobs.clone(),
-        stores.nodes.clone(),
-        queue,
-        shutdown.clone(),
-    ));
-
-    // AdvancedCronJob: creates Jobs (run by the cluster's Job controller) or BroadcastJobs.
-    let crons = AdvancedCronJobController::new(client.clone(), stores.clone(), events.clone());
-    let queue = start_reconciler(running, Arc::new(crons), c.workers, shutdown)?;
-    running.spawn(crate::advancedcronjob::triggers::run(
-        stores.changes.clone(),
-        stores.advancedcronjobs.clone(),
-        queue,
-        shutdown.clone(),
-    ));
+    if c.switches.enabled("imagepulljob") {
+        // ImagePullJob: writes its entries into the ImageLists the distributor creates.
+        let jobs = ImagePullJobController::new(client.clone(), stores.clone(), events.clone());
+        let queue = start_reconciler(running, Arc::new(jobs), c.workers, shutdown)?;
+        running.spawn(crate::imagepulljob::triggers::run(
+            stores.changes.clone(),
+            stores.imagepulljobs.clone(),
+            stores.nodes.clone(),
+            stores.pods.clone(),
+            queue,
+            shutdown.clone(),
+        ));
+    }
+    if c.switches.enabled("broadcastjob") {
+        // BroadcastJob: one pod per fit node, created here, run by the kubelets.
+        let jobs = BroadcastJobController::new(client.clone(), stores.clone(), events.clone());
+        let queue = start_reconciler(running, Arc::new(jobs), c.workers, shutdown)?;
+        running.spawn(crate::broadcastjob::triggers::run(
+            stores.changes.clone(),
+            stores.broadcastjobs.clone(),
+            stores.nodes.clone(),
+            queue,
+            shutdown.clone(),
+        ));
+    }
+    if c.switches.enabled("advancedcronjob") {
+        // AdvancedCronJob: creates Jobs (run by the cluster's Job controller) or BroadcastJobs.
+        let crons = AdvancedCronJobController::new(client.clone(), stores.clone(), events.clone());
+        let queue = start_reconciler(running, Arc::new(crons), c.workers, shutdown)?;
+        running.spawn(crate::advancedcronjob::triggers::run(
+            stores.changes.clone(),
+            stores.advancedcronjobs.clone(),
+            queue,
+            shutdown.clone(),
+        ));
+    }
     Ok(())
 }
 

@@ -117,6 +117,16 @@ pub struct Args {
     #[arg(long, env = "STEVEDORE_CONCURRENCY_PER_KIND", default_value = "4")]
     pub concurrency_per_kind: NonZeroUsize,
 
+    /// Which controllers run, as kube-controller-manager's flag: `*` for all, `name` to
+    /// turn one on, `-name` to turn it off (`*,-broadcastjob`). Caches are kept either way.
+    #[arg(
+        long,
+        env = "STEVEDORE_CONTROLLERS",
+        default_value = "*",
+        value_parser = clap::value_parser!(crate::switches::ControllerSwitches)
+    )]
+    pub controllers: crate::switches::ControllerSwitches,
+
     /// Log output format.
     #[arg(long, env = "STEVEDORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -217,6 +227,7 @@ mod tests {
         assert_eq!(args.max_concurrent_agent_rpcs.get(), 32);
         assert_eq!(args.concurrency_per_kind.get(), 4);
         assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(args.controllers, Default::default());
         assert!(!args.identity().is_empty());
     }
 

@@ -16,5 +16,6 @@ pub mod imagepulljob;
 pub mod predownload;
 pub mod runtime;
 pub mod statefulset;
+pub mod switches;
 pub mod telemetry;
 pub mod workload;
