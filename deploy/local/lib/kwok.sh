@@ -28,8 +28,10 @@ YAML
       printf -- '---\n'
       cat "$stages/$f"
     done
-    printf -- '---\n'
-    cat "$HERE/kwok/pod-inplace-update.yaml"
+    for f in "$HERE"/kwok/*.yaml; do
+      printf -- '---\n'
+      cat "$f"
+    done
   } >"$STATE_DIR/kwok.yaml.new"
   # A running kwok reads its stages at start only: restart it when they changed.
   if ! cmp -s "$STATE_DIR/kwok.yaml.new" "$STATE_DIR/kwok.yaml" 2>/dev/null; then

@@ -9,6 +9,10 @@
 //!       waits for the simulated restart, then InPlaceUpdateReady=True and the annotation
 //!       removed — the writes of one in-place update, all pods at once.
 //!
+//!   api-floor tasks --namespace NS --node-label K=V --image IMAGE
+//!       creates one task pod pinned to each node with that label (as a BroadcastJob does,
+//!       by required node affinity) that kwok runs to success, and waits until all Succeeded.
+//!
 //! Prints the elapsed seconds on stdout.
 
 use std::io::Write as _;
@@ -48,6 +52,15 @@ enum Command {
     Inplace {
         #[arg(long)]
         namespace: String,
+        #[arg(long)]
+        image: String,
+    },
+    Tasks {
+        #[arg(long)]
+        namespace: String,
+        /// The simulated nodes' label, `key=value`.
+        #[arg(long)]
+        node_label: String,
         #[arg(long)]
         image: String,
     },
@@ -143,11 +156,63 @@ async fn main() -> Result<()> {
             })
             .await?;
         }
+        Command::Tasks {
+            namespace,
+            node_label,
+            image,
+        } => {
+            let nodes = labelled_nodes(client.clone(), &node_label).await?;
+            let api = Arc::new(Api::<Pod>::namespaced(client, &namespace));
+            for_each(&api, &nodes, args.concurrency, |api, node| {
+                let pod = task_pod(&node, &image);
+                async move {
+                    api.create(&PostParams::default(), &pod?).await?;
+                    Ok(())
+                }
+            })
+            .await?;
+            let want = nodes.len();
+            wait(&api, |pods| {
+                pods.len() == want && pods.iter().all(|p| phase(p) == Some("Succeeded"))
+            })
+            .await?;
+        }
     }
     // The one line of output the benchmark script reads.
     let mut out = std::io::stdout().lock();
     writeln!(out, "{:.2}", started.elapsed().as_secs_f64())?;
     Ok(())
+}
+
+async fn labelled_nodes(client: kube::Client, label: &str) -> Result<Vec<String>> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+    let list = nodes.list(&ListParams::default().labels(label)).await?;
+    Ok(list.items.iter().map(|n| n.name_any()).collect())
+}
+
+/// A task pod pinned to `node` the way a BroadcastJob pins its pods, which kwok completes.
+fn task_pod(node: &str, image: &str) -> Result<Pod> {
+    Ok(serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("task-{node}"),
+            "labels": { LABEL: "true" },
+            "annotations": { "stevedore.dev/kwok-complete": "true" }
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "tolerations": [{ "operator": "Exists" }],
+            "affinity": { "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{ "matchFields": [{
+                    "key": "metadata.name", "operator": "In", "values": [node]
+                }] }]
+            } } },
+            "containers": [{ "name": "task", "image": image }]
+        }
+    }))?)
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
 }
 
 fn condition(pod: &Pod, type_: &str) -> bool {
