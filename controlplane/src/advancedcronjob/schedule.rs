@@ -173,7 +173,24 @@ fn check_fields(fields: &str) -> Result<(), String> {
             }
         }
     }
-    Ok(())
+    check_day_of_week(parts[4])
+}
+
+/// robfig's day of week is 0-6 (Sunday is 0 only); croner would also take 7.
+fn check_day_of_week(field: &str) -> Result<(), String> {
+    let values = field
+        .split(',')
+        .map(|term| term.split_once('/').map_or(term, |(range, _)| range))
+        .flat_map(|range| range.split('-'));
+    match values
+        .filter_map(|v| v.parse::<u32>().ok())
+        .find(|v| *v > 6)
+    {
+        Some(v) => Err(format!(
+            "the day-of-week field has {v}, beyond its range 0-6 (Sunday is 0)"
+        )),
+        None => Ok(()),
+    }
 }
 
 fn is_robfig_term(term: &str) -> bool {

@@ -57,13 +57,6 @@ fn next_times_follow_robfig_standard_semantics() {
             "2026-11-29T00:00:00Z",
             "? is *; 0 is Sunday",
         ),
-        (
-            "0 0 * * 7",
-            None,
-            "2026-11-24T00:00:00Z",
-            "2026-11-29T00:00:00Z",
-            "7 is Sunday too",
-        ),
         // Day-of-month and day-of-week both restricted: either matches (cron's OR).
         (
             "0 0 13 * 5",
@@ -230,6 +223,12 @@ fn what_robfig_refuses_is_refused_naming_the_field() {
         ("0 0 15W * *", None, "day-of-month field has \"15W\""),
         ("0 0 * * 5#3", None, "day-of-week field has \"5#3\""),
         ("0 0 * * +1", None, "day-of-week field has \"+1\""),
+        (
+            "0 0 * * 7",
+            None,
+            "day-of-week field has 7, beyond its range 0-6",
+        ),
+        ("0 0 * * 1-7/2", None, "day-of-week field has 7"),
         ("61 * * * *", None, "spec.schedule \"61 * * * *\""),
         ("*/0 * * * *", None, "spec.schedule"),
         ("@fortnightly", None, "unknown descriptor"),

@@ -1,8 +1,9 @@
 //! AdvancedCronJob (`apps.kruise.io/v1alpha1`, also served as `v1beta1`): a batch/v1 Job
 //! or a BroadcastJob created on a cron schedule in a time zone. OpenKruise's field names
 //! and the defaults of its `SetDefaultsAdvancedCronJob` as schema defaults. The schedule's
-//! language and the time zone's name cannot be checked by a schema rule; the controller
-//! refuses them with an Event naming the field (`advancedcronjob::schedule`).
+//! language and the time zone's spelling are checked at admission (`cron_rules`); what a
+//! rule cannot see (a reversed range, a zone missing from the IANA database) the
+//! controller refuses with an Event naming the field (`advancedcronjob::schedule`).
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -12,6 +13,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::broadcastjob::BroadcastJobSpec;
+use super::cron_rules;
 
 /// The default of `successfulJobsHistoryLimit`.
 pub const DEFAULT_SUCCESSFUL_HISTORY: i32 = 3;
@@ -59,12 +61,17 @@ pub const DEFAULT_FAILED_HISTORY: i32 = 1;
 pub struct AdvancedCronJobSpec {
     /// The schedule in cron format: five fields, a descriptor (`@hourly`, ...) or
     /// `@every <duration>`.
-    #[schemars(length(min = 1))]
-    #[x_kube(validation = Rule::new("!self.startsWith('TZ=') && !self.startsWith('CRON_TZ=')").message("spec.schedule must not set a time zone (TZ= or CRON_TZ=): use spec.timeZone"))]
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(
+        validation = Rule::new("!self.startsWith('TZ=') && !self.startsWith('CRON_TZ=')").message("spec.schedule must not set a time zone (TZ= or CRON_TZ=): use spec.timeZone"),
+        validation = Rule::new(cron_rules::SCHEDULE_RULE).message(cron_rules::SCHEDULE_MESSAGE)
+    )]
     pub schedule: String,
 
     /// The IANA name of the schedule's time zone. Unset: the control plane's zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new(cron_rules::TIME_ZONE_RULE).message(cron_rules::TIME_ZONE_MESSAGE))]
     pub time_zone: Option<String>,
 
     /// Seconds after its scheduled time within which a missed run still starts.

@@ -6,6 +6,7 @@ pub mod advancedcronjob;
 pub mod broadcastjob;
 pub mod cloneset;
 pub mod common;
+pub mod cron_rules;
 pub mod duration;
 pub mod image_reference;
 pub mod imagelist;

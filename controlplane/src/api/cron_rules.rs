@@ -1,0 +1,194 @@
+//! Admission rules (CEL) for a cron `schedule` and a `timeZone`, so that a malformed one is
+//! refused when applied, naming the field, rather than reported later by the controller.
+//!
+//! The schedule rule is robfig/cron's standard language as a regular expression: five
+//! fields with each field's value bounds (minute 0-59, hour 0-23, day of month 1-31, month
+//! 1-12 or JAN-DEC, day of week 0-6 or SUN-SAT), lists, ranges, `*`, `?` and `/step` (a
+//! positive step); the descriptors; `@every <duration>` in Go's duration syntax. What a
+//! regular expression cannot see — a range whose start is past its end (`30-10`) — is still
+//! refused by the controller's parser (`advancedcronjob::schedule`) with an event.
+//!
+//! The time-zone rule is Kubernetes' own CronJob validation: each `/`-separated part 1-14
+//! of `A-Za-z.-_0-9+`, and not `Local`. Whether the name is in the IANA database is checked
+//! by the controller.
+
+/// A value, range or `*`/`?`, with an optional positive step, over values matching `$v`.
+macro_rules! cron_term {
+    ($v:expr) => {
+        concat!("([*?]|(", $v, ")(-(", $v, "))?)(/0*[1-9][0-9]*)?")
+    };
+}
+
+/// A comma list of terms.
+macro_rules! cron_field {
+    ($v:expr) => {
+        concat!(cron_term!($v), "(,", cron_term!($v), ")*")
+    };
+}
+
+macro_rules! minute {
+    () => {
+        "[0-5]?[0-9]"
+    };
+}
+macro_rules! hour {
+    () => {
+        "[01]?[0-9]|2[0-3]"
+    };
+}
+macro_rules! day_of_month {
+    () => {
+        "0?[1-9]|[12][0-9]|3[01]"
+    };
+}
+macro_rules! month {
+    () => {
+        "0?[1-9]|1[0-2]|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
+    };
+}
+macro_rules! day_of_week {
+    () => {
+        "0?[0-6]|sun|mon|tue|wed|thu|fri|sat"
+    };
+}
+
+/// The schedule language as one RE2 expression (CEL's `matches`), case-insensitive as
+/// robfig reads names.
+macro_rules! schedule_regex {
+    () => {
+        concat!(
+            "(?i)^[ \t]*(",
+            cron_field!(minute!()),
+            "[ \t]+",
+            cron_field!(hour!()),
+            "[ \t]+",
+            cron_field!(day_of_month!()),
+            "[ \t]+",
+            cron_field!(month!()),
+            "[ \t]+",
+            cron_field!(day_of_week!()),
+            "|@(yearly|annually|monthly|weekly|daily|midnight|hourly)",
+            "|@every[ \t]+(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|ms|s|m|h))+",
+            ")[ \t]*$"
+        )
+    };
+}
+
+/// CEL: `spec.schedule` is in robfig/cron's standard language.
+pub const SCHEDULE_RULE: &str = concat!("self.matches(r'", schedule_regex!(), "')");
+
+/// What a refused schedule is told.
+pub const SCHEDULE_MESSAGE: &str = "spec.schedule must be a cron schedule: five fields \
+(minute 0-59, hour 0-23, day of month 1-31, month 1-12 or JAN-DEC, day of week 0-6 or \
+SUN-SAT), each a comma list of *, ?, values and ranges with an optional /step; or one of \
+@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly; or @every <duration>";
+
+macro_rules! time_zone_regex {
+    () => {
+        "^[A-Za-z._0-9+-]{1,14}(/[A-Za-z._0-9+-]{1,14})*$"
+    };
+}
+
+/// CEL: `spec.timeZone` is spelled as Kubernetes accepts for a CronJob.
+pub const TIME_ZONE_RULE: &str = concat!(
+    "self.matches('",
+    time_zone_regex!(),
+    "') && self.lowerAscii() != 'local'"
+);
+
+/// What a refused time zone is told.
+pub const TIME_ZONE_MESSAGE: &str = "spec.timeZone must be the name of a time zone of the \
+IANA database, such as Europe/Berlin or UTC (not Local)";
+
+#[cfg(test)]
+mod tests {
+    use chrono_tz::Tz;
+    use regex::Regex;
+
+    use crate::advancedcronjob::schedule::Schedule;
+
+    fn schedule_regex() -> Regex {
+        Regex::new(schedule_regex!()).expect("the schedule rule is a valid regex")
+    }
+
+    #[test]
+    fn the_rule_accepts_what_the_controller_parses_and_refuses_the_rest() {
+        // (schedule, accepted by robfig/cron's standard parser)
+        let cases: &[(&str, bool)] = &[
+            ("*/1 * * * *", true),
+            ("0 0 * * *", true),
+            ("5,10-20/5 1-23/2 1,15 JAN-MAR mon-fri", true),
+            ("0 12 ? * SUN", true),
+            ("  59 23 31 12 6  ", true),
+            ("0 0 1 1 *", true),
+            ("@hourly", true),
+            ("@Daily", true),
+            ("@every 1h30m", true),
+            ("@every 90s", true),
+            ("@every 1.5h", true),
+            ("60 * * * *", false),
+            ("* 24 * * *", false),
+            ("* * 0 * *", false),
+            ("* * 32 * *", false),
+            ("* * * 13 *", false),
+            ("* * * * 7", false),
+            ("* * * * 5-7", false),
+            ("* * * * */7", true),
+            ("* * * *", false),
+            ("* * * * * *", false),
+            ("*/0 * * * *", false),
+            ("L * * * *", false),
+            ("* * 15W * *", false),
+            ("* * * * 5#3", false),
+            ("@fortnightly", false),
+            ("@every", false),
+            ("@every 5", false),
+            ("", false),
+            ("TZ=UTC 0 * * * *", false),
+            ("0 0 * foo *", false),
+        ];
+        let regex = schedule_regex();
+        for (schedule, valid) in cases {
+            assert_eq!(regex.is_match(schedule), *valid, "rule on {schedule:?}");
+            let parsed = Schedule::parse(schedule, Some("UTC"), Tz::UTC).map(|_| ());
+            assert_eq!(parsed.is_ok(), *valid, "parser on {schedule:?}: {parsed:?}");
+        }
+    }
+
+    #[test]
+    fn a_reversed_range_passes_the_rule_and_is_left_to_the_controller() {
+        assert!(schedule_regex().is_match("30-10 * * * *"));
+    }
+
+    #[test]
+    fn time_zones_are_refused_as_kubernetes_refuses_them() {
+        let regex = Regex::new(time_zone_regex!()).unwrap();
+        let local = |z: &str| z.eq_ignore_ascii_case("local");
+        for (zone, valid) in [
+            ("UTC", true),
+            ("Europe/Berlin", true),
+            ("America/Argentina/Buenos_Aires", true),
+            ("Etc/GMT+5", true),
+            ("Local", false),
+            ("local", false),
+            ("", false),
+            ("Europe/", false),
+            ("/UTC", false),
+            ("Europe/Berlin Time", false),
+            ("Abcdefghijklmno", false),
+        ] {
+            assert_eq!(
+                regex.is_match(zone) && !local(zone),
+                valid,
+                "time zone {zone:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_rules_are_cel_raw_strings_without_quotes_inside() {
+        assert!(super::SCHEDULE_RULE.starts_with("self.matches(r'(?i)^"));
+        assert_eq!(super::SCHEDULE_RULE.matches('\'').count(), 2);
+        assert_eq!(super::TIME_ZONE_RULE.matches('\'').count(), 4);
+    }
+}
