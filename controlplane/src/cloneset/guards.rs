@@ -72,7 +72,7 @@ pub async fn refuse_mismatched_selector(
         return Ok(Outcome::Done);
     }
     tracing::warn!(%mismatch, "the selector does not select the template; nothing is done");
-    let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    let api: Api<CloneSet> = Api::namespaced(ctl.parts.client.clone(), &key.namespace);
     api.patch_status(
         &key.name,
         &PatchParams::default(),
@@ -80,7 +80,8 @@ pub async fn refuse_mismatched_selector(
     )
     .await
     .map_err(api_error("writing status"))?;
-    ctl.events
+    ctl.parts
+        .events
         .warning(&reference(cloneset), reason, "Create", message)
         .await;
     Ok(Outcome::Done)
@@ -115,7 +116,7 @@ pub async fn template_verdict(
     spec: &RevisionSpec,
 ) -> Verdict {
     let now = Instant::now();
-    if let Some(verdict) = ctl.template_checks.cached(key, revision, now) {
+    if let Some(verdict) = ctl.parts.template_checks.cached(key, revision, now) {
         return verdict;
     }
     let pod = new_pod(
@@ -124,7 +125,7 @@ pub async fn template_verdict(
         spec,
         &fresh_instance_id(&BTreeSet::new(), &mut super::random::random_u64),
     );
-    let pods: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    let pods: Api<Pod> = Api::namespaced(ctl.parts.client.clone(), &key.namespace);
     let dry_run = PostParams {
         dry_run: true,
         ..PostParams::default()
@@ -135,9 +136,12 @@ pub async fn template_verdict(
             .map(|_| ())
             .map_err(|err| (status_code(&err), api_message(&err))),
     );
-    ctl.template_checks.record(key, revision, &verdict, now);
+    ctl.parts
+        .template_checks
+        .record(key, revision, &verdict, now);
     if let Verdict::Refused(message) = &verdict {
-        ctl.events
+        ctl.parts
+            .events
             .warning(
                 &reference(cloneset),
                 FAILED_UPDATE,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
 
@@ -24,16 +24,13 @@ use super::progress::{ProgressEvent, progress_event};
 use super::status::{SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::api_error;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
 use crate::predownload::jobs;
 use crate::workload::actions::Plan;
 use crate::workload::claim::claim_objects;
-use crate::workload::deletion::REVISION_LABEL;
-use crate::workload::history::{History, HistoryStep, HistoryWriter};
+use crate::workload::history::{History, HistoryStep};
 use crate::workload::ownership::is_controlled_by;
 
 impl ObjectReconciler for CloneSetController {
@@ -50,24 +47,26 @@ impl ObjectReconciler for CloneSetController {
     const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
     fn objects(&self) -> &Store<CloneSet> {
-        &self.stores.clonesets
+        &self.parts.stores.clonesets
     }
 
     fn expectations(&self) -> &Expectations<ObjectKey> {
-        &self.expectations
+        &self.parts.expectations
     }
 
     fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        CloneSetController::seen(self, namespace, kind, name)
+        self.parts.seen(namespace, kind, name)
     }
 
     fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+        self.parts
+            .stores
+            .sync
+            .synced(<Self as ObjectReconciler>::READS)
     }
 
     fn forget(&self, key: &ObjectKey) {
-        self.create_backoff.forget(key);
-        self.template_checks.forget(key);
+        self.parts.forget(key);
     }
 
     /// Garbage collection removes the pods, claims and revisions a deleted set owns.
@@ -131,7 +130,9 @@ async fn sync(
         &problems,
         now,
     );
-    write_status(ctl, key, cloneset, &new_status).await?;
+    (ctl.parts)
+        .write_status::<CloneSet, _>(key, cloneset.status.as_ref(), &new_status)
+        .await?;
     if let Some(event) = progress_event(cloneset.status.as_ref(), &new_status) {
         publish_progress(ctl, cloneset, event).await;
     }
@@ -143,7 +144,11 @@ async fn sync(
         new_status.updated_ready_replicas,
     )
     .await;
-    truncate_history(ctl, key, cloneset, &owned).await?;
+    let name = cloneset.name_any();
+    let limit = cloneset.spec.history_limit();
+    (ctl.parts)
+        .truncate_history::<CloneSet>(key, &name, &owned.history, &owned.pods, limit)
+        .await?;
 
     let create_retry = executed?;
     let requeues = [
@@ -169,8 +174,9 @@ async fn read_owned(
 ) -> Result<Option<Owned>, SyncError> {
     let uid = cloneset.uid().unwrap_or_default();
     let in_namespace = |namespace: Option<&str>| namespace == Some(key.namespace.as_str());
-    let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    let pods_api: Api<Pod> = Api::namespaced(ctl.parts.client.clone(), &key.namespace);
     let candidates = ctl
+        .parts
         .stores
         .pods
         .state()
@@ -181,10 +187,10 @@ async fn read_owned(
     let controlled = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         in_namespace(meta.namespace.as_deref()) && is_controlled_by(meta, &uid)
     };
-    let pvcs: Vec<Arc<PersistentVolumeClaim>> = (ctl.stores.pvcs.state().into_iter())
+    let pvcs: Vec<Arc<PersistentVolumeClaim>> = (ctl.parts.stores.pvcs.state().into_iter())
         .filter(|p| controlled(&p.metadata))
         .collect();
-    let cached: Vec<Arc<ControllerRevision>> = (ctl.stores.revisions.state().into_iter())
+    let cached: Vec<Arc<ControllerRevision>> = (ctl.parts.stores.revisions.state().into_iter())
         .filter(|r| controlled(&r.metadata))
         .collect();
 
@@ -192,7 +198,9 @@ async fn read_owned(
     let data = spec.to_data()?;
     let status = cloneset.status.clone().unwrap_or_default();
     let name = cloneset.name_any();
-    let step = history_writer(ctl, key, &name)
+    let step = ctl
+        .parts
+        .history_writer::<CloneSet>(&key.namespace, &name)
         .sync_update_revision(
             cached,
             &data,
@@ -214,18 +222,6 @@ async fn read_owned(
         history,
         specs,
     }))
-}
-
-fn history_writer<'a>(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    name: &'a str,
-) -> HistoryWriter<'a, CloneSet> {
-    HistoryWriter {
-        revisions: Api::namespaced(ctl.client.clone(), &key.namespace),
-        owner: Api::namespaced(ctl.client.clone(), &key.namespace),
-        owner_name: name,
-    }
 }
 
 /// Before a rollout disrupts its first pod: if the apiserver refuses (or could not be
@@ -252,62 +248,20 @@ async fn hold_refused_update(
     }
 }
 
-/// Writes the status when it changed.
-async fn write_status(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    cloneset: &CloneSet,
-    new_status: &crate::api::cloneset::CloneSetStatus,
-) -> Result<(), SyncError> {
-    if cloneset.status.as_ref() == Some(new_status) {
-        return Ok(());
-    }
-    let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
-    api.patch_status(
-        &key.name,
-        &PatchParams::default(),
-        &Patch::Merge(status_merge_patch(cloneset.status.as_ref(), new_status)),
-    )
-    .await
-    .map_err(api_error("writing status"))?;
-    Ok(())
-}
-
 /// Publishes the event behind a change of the Progressing reason.
 async fn publish_progress(ctl: &CloneSetController, cloneset: &CloneSet, event: ProgressEvent) {
     let object = reference(cloneset);
     if event.warning {
-        ctl.events
+        ctl.parts
+            .events
             .warning(&object, &event.reason, "Progress", event.note)
             .await;
     } else {
-        ctl.events
+        ctl.parts
+            .events
             .normal(&object, &event.reason, "Progress", event.note)
             .await;
     }
-}
-
-/// Deletes revisions beyond the history limit that no pod uses.
-async fn truncate_history(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    cloneset: &CloneSet,
-    owned: &Owned,
-) -> Result<(), SyncError> {
-    let pod_labels: Vec<Option<&str>> = owned
-        .pods
-        .iter()
-        .map(|p| {
-            (p.metadata.labels.as_ref())
-                .and_then(|l| l.get(REVISION_LABEL))
-                .map(String::as_str)
-        })
-        .collect();
-    let name = cloneset.name_any();
-    history_writer(ctl, key, &name)
-        .truncate(&owned.history, &pod_labels, cloneset.spec.history_limit())
-        .await?;
-    Ok(())
 }
 
 /// Pre-pulls the update revision's new images on the nodes of pods still to update (see
@@ -356,7 +310,14 @@ async fn pre_download(
         owner: owner_reference(cloneset),
         reference: &reference,
     };
-    jobs::sync(&ctl.client, &ctl.stores, &ctl.events, &workload, &rollout).await;
+    jobs::sync(
+        &ctl.parts.client,
+        &ctl.parts.stores,
+        &ctl.parts.events,
+        &workload,
+        &rollout,
+    )
+    .await;
 }
 
 /// An unreachable agent or a refused update is looked at again soon, without backoff

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, PodSpec, PodT
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::*;
-use crate::api::StatefulSetSpec;
+use crate::api::{StatefulSetSpec, StatefulSetStatus};
 use crate::controller::status_patch::status_merge_patch;
 
 fn template(image: &str) -> PodTemplateSpec {
