@@ -10,7 +10,6 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::reflector::Store;
@@ -32,9 +31,8 @@ use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
 use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
-use crate::workload::history::{History, HistoryStep};
+use crate::workload::history::{History, HistoryStep, new_revision};
 use crate::workload::ownership::is_controlled_by;
-use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
 use crate::workload::selector::selector_selects_template;
 
 impl ObjectReconciler for StatefulSetController {
@@ -263,32 +261,6 @@ async fn read_owned(
         history,
         templates,
     }))
-}
-
-/// The ControllerRevision for the set's template, labelled with the selector's labels
-/// and the hash, owned by the set.
-fn new_revision(
-    set: &StatefulSet,
-    name: &str,
-    hash: &str,
-    number: i64,
-    data: Vec<u8>,
-) -> Result<ControllerRevision, RevisionError> {
-    let value: serde_json::Value =
-        serde_json::from_slice(&data).map_err(|source| RevisionError::Serialize { source })?;
-    let mut labels = set.spec.selector.match_labels.clone().unwrap_or_default();
-    labels.insert(REVISION_HASH_LABEL.to_owned(), hash.to_owned());
-    Ok(ControllerRevision {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: set.namespace(),
-            labels: Some(labels),
-            owner_references: Some(vec![set.owner_reference()]),
-            ..ObjectMeta::default()
-        },
-        data: Some(RawExtension(value)),
-        revision: number,
-    })
 }
 
 /// Runs the plan through the shared executor; problems for the status conditions are
