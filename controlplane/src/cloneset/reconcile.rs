@@ -19,19 +19,19 @@ use super::execute::{CloneSetPods, execute};
 use super::guards;
 use super::plan::{self, Snapshot};
 use super::pods::{RevisionSpec, new_revision, owner_reference};
-use super::predownload;
 use super::progress::{ProgressEvent, progress_event};
-use super::status::{SyncProblems, compute_status};
+use super::status::{FAILED_UPDATE, SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::predownload::jobs;
+use crate::predownload::workload as predownload;
 use crate::workload::actions::Plan;
 use crate::workload::claim::claim_objects;
 use crate::workload::history::{History, HistoryStep};
 use crate::workload::ownership::is_controlled_by;
+use crate::workload::update_guard;
 
 impl ObjectReconciler for CloneSetController {
     type Object = CloneSet;
@@ -136,12 +136,17 @@ async fn sync(
     if let Some(event) = progress_event(cloneset.status.as_ref(), &new_status) {
         publish_progress(ctl, cloneset, event).await;
     }
-    pre_download(
-        ctl,
-        key,
+    let object_ref = reference(cloneset);
+    let (history, specs) = (&owned.history, &owned.specs);
+    let updated_ready = new_status.updated_ready_replicas;
+    predownload::sync(
+        &ctl.parts,
+        &key.namespace,
         cloneset,
-        &owned,
-        new_status.updated_ready_replicas,
+        &object_ref,
+        history,
+        specs,
+        updated_ready,
     )
     .await;
     let name = cloneset.name_any();
@@ -234,16 +239,23 @@ async fn hold_refused_update(
     planned: &mut Plan,
     problems: &mut SyncProblems,
 ) {
-    let update_revision = &owned.history.update_revision;
-    if !guards::disrupts_for_update(planned) {
-        return;
-    }
-    let Some(spec) = owned.specs.get(update_revision) else {
-        return;
+    let revision = &owned.history.update_revision;
+    let pod = || {
+        let spec = owned.specs.get(revision)?;
+        Some(guards::update_revision_pod(cloneset, revision, spec))
     };
-    let verdict = guards::template_verdict(ctl, key, cloneset, update_revision, spec).await;
-    if let Some(message) = guards::hold_message(&verdict, update_revision) {
-        guards::hold_update_disruptions(planned);
+    let reference = reference(cloneset);
+    let held = update_guard::hold_refused_update(
+        &ctl.parts,
+        key,
+        &reference,
+        FAILED_UPDATE,
+        revision,
+        pod,
+        planned,
+    )
+    .await;
+    if let Some(message) = held {
         problems.update = Some(message);
     }
 }
@@ -262,62 +274,6 @@ async fn publish_progress(ctl: &CloneSetController, cloneset: &CloneSet, event: 
             .normal(&object, &event.reason, "Progress", event.note)
             .await;
     }
-}
-
-/// Pre-pulls the update revision's new images on the nodes of pods still to update (see
-/// `crate::predownload`), and removes the pre-download jobs once they are not needed.
-async fn pre_download(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    cloneset: &CloneSet,
-    owned: &Owned,
-    updated_ready: i32,
-) {
-    let (current_revision, update_revision) = (
-        owned.history.current_revision.as_str(),
-        owned.history.update_revision.as_str(),
-    );
-    // A revision created in this sync is not cached yet; the next sync sees it.
-    let Some(update) = (owned.history.objects.iter())
-        .find(|r| r.metadata.name.as_deref() == Some(update_revision))
-    else {
-        return;
-    };
-    // A converged rollout only cleans up: no template diff on every steady-state sync.
-    let specs = &owned.specs;
-    let images = match (specs.get(current_revision), specs.get(update_revision)) {
-        _ if current_revision == update_revision => None,
-        (Some(old), Some(new)) => crate::workload::adapter::in_place_images(cloneset, old, new),
-        _ => None,
-    };
-    let rollout = match predownload::rollout(
-        cloneset,
-        current_revision,
-        update,
-        updated_ready,
-        images.as_ref(),
-    ) {
-        Ok(rollout) => rollout,
-        // The planner reported the same error as FailedUpdate already.
-        Err(err) => {
-            tracing::debug!(%err, "no image pre-download");
-            return;
-        }
-    };
-    let reference = reference(cloneset);
-    let workload = jobs::Workload {
-        namespace: &key.namespace,
-        owner: owner_reference(cloneset),
-        reference: &reference,
-    };
-    jobs::sync(
-        &ctl.parts.client,
-        &ctl.parts.stores,
-        &ctl.parts.events,
-        &workload,
-        &rollout,
-    )
-    .await;
 }
 
 /// An unreachable agent or a refused update is looked at again soon, without backoff

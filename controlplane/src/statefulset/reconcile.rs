@@ -18,7 +18,8 @@ use kube::{Resource as _, ResourceExt as _};
 use super::controller::{StatefulSetController, SyncError, reference};
 use super::plan::{self, Snapshot};
 use super::status::{
-    FAILED_CREATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status, stuck_warning,
+    FAILED_CREATE_POD, FAILED_UPDATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status,
+    stuck_warning,
 };
 use crate::api::StatefulSet;
 use crate::cloneset::pods::RevisionSpec;
@@ -27,6 +28,7 @@ use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
+use crate::predownload::workload as predownload;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
@@ -34,6 +36,7 @@ use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problem
 use crate::workload::history::{History, HistoryStep, new_revision};
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::selector::selector_selects_template;
+use crate::workload::update_guard;
 
 impl ObjectReconciler for StatefulSetController {
     type Object = StatefulSet;
@@ -140,11 +143,12 @@ async fn sync(
         revisions: &owned.templates,
         now,
     };
-    let planned = plan::plan(&snapshot)?;
+    let mut planned = plan::plan(&snapshot)?;
     let mut problems = SyncProblems {
         halted: planned.halted.clone(),
         ..SyncProblems::default()
     };
+    problems.update = hold_refused_update(ctl, key, set, &owned, &mut planned.plan).await;
     let executed = execute(ctl, key, set, &owned, &planned.plan, &mut problems).await;
     let revisions = Revisions {
         update: &history.update_revision,
@@ -166,17 +170,32 @@ async fn sync(
             .warning(&reference(set), WAITING_FOR_POD, action, note)
             .await;
     }
+    let updated_ready = new_status.updated_ready_replicas;
+    let (object_ref, templates) = (reference(set), &owned.templates);
+    predownload::sync(
+        &ctl.parts,
+        &key.namespace,
+        set,
+        &object_ref,
+        history,
+        templates,
+        updated_ready,
+    )
+    .await;
     let limit = set.spec.history_limit();
     (ctl.parts)
         .truncate_history::<StatefulSet>(key, &set.name_any(), &owned.history, &owned.pods, limit)
         .await?;
     let create_retry = executed?;
-    let halted_requeue = problems.halted.as_ref().map(|_| Duration::from_secs(15));
+    // A halt or a refused update is looked at again soon, without backoff growing:
+    // nothing is wrong with the set itself.
+    let problem_requeue =
+        (problems.halted.is_some() || problems.update.is_some()).then_some(Duration::from_secs(15));
     let requeues = [
         create_retry,
         planned.plan.requeue_after,
         status_requeue,
-        halted_requeue,
+        problem_requeue,
     ];
     Ok(requeues
         .into_iter()
@@ -263,6 +282,41 @@ async fn read_owned(
     }))
 }
 
+/// Before a rollout disrupts its first pod: if the apiserver refuses (or could not be
+/// asked about) the update revision's pod, every update disruption of the plan is held;
+/// the message says why.
+async fn hold_refused_update(
+    ctl: &StatefulSetController,
+    key: &ObjectKey,
+    set: &StatefulSet,
+    owned: &Owned,
+    planned: &mut Plan,
+) -> Option<String> {
+    let revision = &owned.history.update_revision;
+    let pod = || {
+        let create = Create {
+            instance_id: set.spec.start_ordinal().to_string(),
+            revision: revision.clone(),
+        };
+        let (mut pod, _) = new_pod_and_claims(set, &owned.templates, &create)?;
+        // The dry run must not collide with a live pod's name.
+        pod.metadata.generate_name = Some(format!("{}-", set.name_any()));
+        pod.metadata.name = None;
+        Some(pod)
+    };
+    let reference = reference(set);
+    update_guard::hold_refused_update(
+        &ctl.parts,
+        key,
+        &reference,
+        FAILED_UPDATE_POD,
+        revision,
+        pod,
+        planned,
+    )
+    .await
+}
+
 /// Runs the plan through the shared executor; problems for the status conditions are
 /// filled in. `Ok(Some(wait))`: creates failed or are backing off.
 async fn execute(
@@ -287,7 +341,10 @@ async fn execute(
         expectations: &ctl.parts.expectations,
         create_backoff: &ctl.parts.create_backoff,
     };
-    let mut shared = Problems::default();
+    let mut shared = Problems {
+        scale: problems.create.take(),
+        update: problems.update.take(),
+    };
     let executed = executor.execute(plan, &mut shared).await;
     problems.create = shared.scale;
     problems.update = shared.update;

@@ -25,3 +25,4 @@ pub mod set_controller;
 pub mod template_check;
 pub mod template_defaults;
 pub mod triggers;
+pub mod update_guard;
