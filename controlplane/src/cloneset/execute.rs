@@ -16,7 +16,7 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::new_pod_and_claims;
-use crate::workload::execute::{Executor, KubeParts, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
 
 /// CloneSet's pods and claims for a `Create`, from the revision it names.
 pub(super) struct CloneSetPods<'a> {
@@ -51,21 +51,14 @@ pub(super) async fn execute(
         None => Ok(()),
     };
     let reference = reference(cloneset);
-    let parts = KubeParts {
-        client: &ctl.client,
-        claims: &ctl.stores.pvcs,
-        nodes: &ctl.stores.nodes,
-        agents: &ctl.agents,
-        events: &ctl.events,
-    };
-    let writes = KubePodWrites::new(parts, &key.namespace, &reference);
+    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
     let executor = Executor {
         key,
         generation: cloneset.metadata.generation.unwrap_or(0),
         writes: &writes,
         new_pods,
-        expectations: &ctl.expectations,
-        create_backoff: &ctl.create_backoff,
+        expectations: &ctl.parts.expectations,
+        create_backoff: &ctl.parts.create_backoff,
     };
     let mut shared = Problems {
         scale: problems.scale.take(),
@@ -86,7 +79,7 @@ async fn clean_pods_to_delete(
     cloneset: &CloneSet,
     kept: &[String],
 ) -> Result<(), SyncError> {
-    let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    let api: Api<CloneSet> = Api::namespaced(ctl.parts.client.clone(), &key.namespace);
     let listed = &cloneset.spec.scale_strategy.pods_to_delete;
     let dropped = pods_to_delete::dropped(listed, kept);
     let mut resource_version = cloneset.metadata.resource_version.clone();

@@ -5,18 +5,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodReadinessGate,
-    PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::{Resource as _, ResourceExt as _};
 use serde::{Deserialize, Serialize};
 
 use crate::api::CloneSet;
-use crate::workload::adapter::{PodSetWorkload as _, marks_pods_not_ready};
+use crate::workload::adapter::{PodSetWorkload as _, add_readiness_gates, marks_pods_not_ready};
 use crate::workload::lifecycle::{self, STATE_LABEL};
-use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
+use crate::workload::revision::RevisionError;
 use crate::workload::template_defaults;
 
 /// Label shared by a pod and its PVCs.
@@ -104,26 +102,7 @@ pub fn new_revision(
     number: i64,
     data: Vec<u8>,
 ) -> Result<ControllerRevision, RevisionError> {
-    let value: serde_json::Value =
-        serde_json::from_slice(&data).map_err(|source| RevisionError::Serialize { source })?;
-    let mut labels = cloneset
-        .spec
-        .selector
-        .match_labels
-        .clone()
-        .unwrap_or_default();
-    labels.insert(REVISION_HASH_LABEL.to_owned(), hash.to_owned());
-    Ok(ControllerRevision {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: cloneset.namespace(),
-            labels: Some(labels),
-            owner_references: Some(vec![owner_reference(cloneset)]),
-            ..ObjectMeta::default()
-        },
-        data: Some(RawExtension(value)),
-        revision: number,
-    })
+    crate::workload::history::new_revision(cloneset, name, hash, number, data)
 }
 
 /// A new pod of `cloneset` at `revision` (its spec) with `instance_id`: template labels
@@ -146,17 +125,7 @@ pub fn new_pod(cloneset: &CloneSet, revision: &str, spec: &RevisionSpec, instanc
     let finalizers = template_meta.finalizers.unwrap_or_default();
 
     let mut pod_spec = template.spec.clone().unwrap_or_default();
-    let mut gates = pod_spec.readiness_gates.take().unwrap_or_default();
-    for condition in cloneset.readiness_gates() {
-        if !gates.iter().any(|g| g.condition_type == condition) {
-            gates.push(PodReadinessGate {
-                condition_type: condition.to_owned(),
-            });
-        }
-    }
-    if !gates.is_empty() {
-        pod_spec.readiness_gates = Some(gates);
-    }
+    add_readiness_gates(&mut pod_spec, &cloneset.readiness_gates());
     let mut volumes = pod_spec.volumes.take().unwrap_or_default();
     for claim in &spec.volume_claim_templates {
         let claim_name = claim.name_any();

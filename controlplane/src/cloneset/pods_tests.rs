@@ -8,7 +8,7 @@
 )]
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, PersistentVolumeClaimSpec, PodSpec,
+    Container, EmptyDirVolumeSource, PersistentVolumeClaimSpec, PodReadinessGate, PodSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
@@ -19,7 +19,9 @@ use crate::api::common::{Lifecycle, LifecycleHook, PodUpdatePolicy};
 use crate::workload::inplace::INPLACE_UPDATE_READY;
 use crate::workload::lifecycle::KRUISE_POD_READY;
 use crate::workload::ownership::{controller_of, is_controlled_by};
-use crate::workload::revision::{CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL};
+use crate::workload::revision::{
+    CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL,
+};
 
 const REV: &str = "web-6d8f7c9b5";
 

@@ -6,6 +6,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 
 use crate::api::CloneSet;
 use crate::predownload::plan::{CREATED_LABEL, Rollout};
+use crate::predownload::workload::PreDownloadRollout;
 use crate::workload::revision::REVISION_HASH_LABEL;
 use crate::workload::rollout::{IntOrPercentError, partition_replicas, scaled_share};
 
@@ -51,6 +52,18 @@ pub fn rollout<'a>(
             .filter(|name| !name.is_empty())
             .collect(),
     })
+}
+
+impl PreDownloadRollout for CloneSet {
+    fn pre_download_rollout<'a>(
+        &'a self,
+        current: &'a str,
+        update: &'a ControllerRevision,
+        updated_ready: i32,
+        images: Option<&'a BTreeMap<String, String>>,
+    ) -> Result<Rollout<'a>, IntOrPercentError> {
+        rollout(self, current, update, updated_ready, images)
+    }
 }
 
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();

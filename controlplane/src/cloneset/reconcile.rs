@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
 
@@ -19,22 +19,19 @@ use super::execute::{CloneSetPods, execute};
 use super::guards;
 use super::plan::{self, Snapshot};
 use super::pods::{RevisionSpec, new_revision, owner_reference};
-use super::predownload;
 use super::progress::{ProgressEvent, progress_event};
-use super::status::{SyncProblems, compute_status};
+use super::status::{FAILED_UPDATE, SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::api_error;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
-use crate::predownload::jobs;
+use crate::predownload::workload as predownload;
 use crate::workload::actions::Plan;
 use crate::workload::claim::claim_objects;
-use crate::workload::deletion::REVISION_LABEL;
-use crate::workload::history::{History, HistoryStep, HistoryWriter};
+use crate::workload::history::{History, HistoryStep};
 use crate::workload::ownership::is_controlled_by;
+use crate::workload::update_guard;
 
 impl ObjectReconciler for CloneSetController {
     type Object = CloneSet;
@@ -50,24 +47,26 @@ impl ObjectReconciler for CloneSetController {
     const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
     fn objects(&self) -> &Store<CloneSet> {
-        &self.stores.clonesets
+        &self.parts.stores.clonesets
     }
 
     fn expectations(&self) -> &Expectations<ObjectKey> {
-        &self.expectations
+        &self.parts.expectations
     }
 
     fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        CloneSetController::seen(self, namespace, kind, name)
+        self.parts.seen(namespace, kind, name)
     }
 
     fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+        self.parts
+            .stores
+            .sync
+            .synced(<Self as ObjectReconciler>::READS)
     }
 
     fn forget(&self, key: &ObjectKey) {
-        self.create_backoff.forget(key);
-        self.template_checks.forget(key);
+        self.parts.forget(key);
     }
 
     /// Garbage collection removes the pods, claims and revisions a deleted set owns.
@@ -131,19 +130,30 @@ async fn sync(
         &problems,
         now,
     );
-    write_status(ctl, key, cloneset, &new_status).await?;
+    (ctl.parts)
+        .write_status::<CloneSet, _>(key, cloneset.status.as_ref(), &new_status)
+        .await?;
     if let Some(event) = progress_event(cloneset.status.as_ref(), &new_status) {
         publish_progress(ctl, cloneset, event).await;
     }
-    pre_download(
-        ctl,
-        key,
+    let object_ref = reference(cloneset);
+    let (history, specs) = (&owned.history, &owned.specs);
+    let updated_ready = new_status.updated_ready_replicas;
+    predownload::sync(
+        &ctl.parts,
+        &key.namespace,
         cloneset,
-        &owned,
-        new_status.updated_ready_replicas,
+        &object_ref,
+        history,
+        specs,
+        updated_ready,
     )
     .await;
-    truncate_history(ctl, key, cloneset, &owned).await?;
+    let name = cloneset.name_any();
+    let limit = cloneset.spec.history_limit();
+    (ctl.parts)
+        .truncate_history::<CloneSet>(key, &name, &owned.history, &owned.pods, limit)
+        .await?;
 
     let create_retry = executed?;
     let requeues = [
@@ -169,8 +179,9 @@ async fn read_owned(
 ) -> Result<Option<Owned>, SyncError> {
     let uid = cloneset.uid().unwrap_or_default();
     let in_namespace = |namespace: Option<&str>| namespace == Some(key.namespace.as_str());
-    let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    let pods_api: Api<Pod> = Api::namespaced(ctl.parts.client.clone(), &key.namespace);
     let candidates = ctl
+        .parts
         .stores
         .pods
         .state()
@@ -181,10 +192,10 @@ async fn read_owned(
     let controlled = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         in_namespace(meta.namespace.as_deref()) && is_controlled_by(meta, &uid)
     };
-    let pvcs: Vec<Arc<PersistentVolumeClaim>> = (ctl.stores.pvcs.state().into_iter())
+    let pvcs: Vec<Arc<PersistentVolumeClaim>> = (ctl.parts.stores.pvcs.state().into_iter())
         .filter(|p| controlled(&p.metadata))
         .collect();
-    let cached: Vec<Arc<ControllerRevision>> = (ctl.stores.revisions.state().into_iter())
+    let cached: Vec<Arc<ControllerRevision>> = (ctl.parts.stores.revisions.state().into_iter())
         .filter(|r| controlled(&r.metadata))
         .collect();
 
@@ -192,7 +203,9 @@ async fn read_owned(
     let data = spec.to_data()?;
     let status = cloneset.status.clone().unwrap_or_default();
     let name = cloneset.name_any();
-    let step = history_writer(ctl, key, &name)
+    let step = ctl
+        .parts
+        .history_writer::<CloneSet>(&key.namespace, &name)
         .sync_update_revision(
             cached,
             &data,
@@ -216,18 +229,6 @@ async fn read_owned(
     }))
 }
 
-fn history_writer<'a>(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    name: &'a str,
-) -> HistoryWriter<'a, CloneSet> {
-    HistoryWriter {
-        revisions: Api::namespaced(ctl.client.clone(), &key.namespace),
-        owner: Api::namespaced(ctl.client.clone(), &key.namespace),
-        owner_name: name,
-    }
-}
-
 /// Before a rollout disrupts its first pod: if the apiserver refuses (or could not be
 /// asked about) the update revision's pod, hold every update disruption of the plan.
 async fn hold_refused_update(
@@ -238,125 +239,41 @@ async fn hold_refused_update(
     planned: &mut Plan,
     problems: &mut SyncProblems,
 ) {
-    let update_revision = &owned.history.update_revision;
-    if !guards::disrupts_for_update(planned) {
-        return;
-    }
-    let Some(spec) = owned.specs.get(update_revision) else {
-        return;
+    let revision = &owned.history.update_revision;
+    let pod = || {
+        let spec = owned.specs.get(revision)?;
+        Some(guards::update_revision_pod(cloneset, revision, spec))
     };
-    let verdict = guards::template_verdict(ctl, key, cloneset, update_revision, spec).await;
-    if let Some(message) = guards::hold_message(&verdict, update_revision) {
-        guards::hold_update_disruptions(planned);
+    let reference = reference(cloneset);
+    let held = update_guard::hold_refused_update(
+        &ctl.parts,
+        key,
+        &reference,
+        FAILED_UPDATE,
+        revision,
+        pod,
+        planned,
+    )
+    .await;
+    if let Some(message) = held {
         problems.update = Some(message);
     }
-}
-
-/// Writes the status when it changed.
-async fn write_status(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    cloneset: &CloneSet,
-    new_status: &crate::api::cloneset::CloneSetStatus,
-) -> Result<(), SyncError> {
-    if cloneset.status.as_ref() == Some(new_status) {
-        return Ok(());
-    }
-    let api: Api<CloneSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
-    api.patch_status(
-        &key.name,
-        &PatchParams::default(),
-        &Patch::Merge(status_merge_patch(cloneset.status.as_ref(), new_status)),
-    )
-    .await
-    .map_err(api_error("writing status"))?;
-    Ok(())
 }
 
 /// Publishes the event behind a change of the Progressing reason.
 async fn publish_progress(ctl: &CloneSetController, cloneset: &CloneSet, event: ProgressEvent) {
     let object = reference(cloneset);
     if event.warning {
-        ctl.events
+        ctl.parts
+            .events
             .warning(&object, &event.reason, "Progress", event.note)
             .await;
     } else {
-        ctl.events
+        ctl.parts
+            .events
             .normal(&object, &event.reason, "Progress", event.note)
             .await;
     }
-}
-
-/// Deletes revisions beyond the history limit that no pod uses.
-async fn truncate_history(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    cloneset: &CloneSet,
-    owned: &Owned,
-) -> Result<(), SyncError> {
-    let pod_labels: Vec<Option<&str>> = owned
-        .pods
-        .iter()
-        .map(|p| {
-            (p.metadata.labels.as_ref())
-                .and_then(|l| l.get(REVISION_LABEL))
-                .map(String::as_str)
-        })
-        .collect();
-    let name = cloneset.name_any();
-    history_writer(ctl, key, &name)
-        .truncate(&owned.history, &pod_labels, cloneset.spec.history_limit())
-        .await?;
-    Ok(())
-}
-
-/// Pre-pulls the update revision's new images on the nodes of pods still to update (see
-/// `crate::predownload`), and removes the pre-download jobs once they are not needed.
-async fn pre_download(
-    ctl: &CloneSetController,
-    key: &ObjectKey,
-    cloneset: &CloneSet,
-    owned: &Owned,
-    updated_ready: i32,
-) {
-    let (current_revision, update_revision) = (
-        owned.history.current_revision.as_str(),
-        owned.history.update_revision.as_str(),
-    );
-    // A revision created in this sync is not cached yet; the next sync sees it.
-    let Some(update) = (owned.history.objects.iter())
-        .find(|r| r.metadata.name.as_deref() == Some(update_revision))
-    else {
-        return;
-    };
-    // A converged rollout only cleans up: no template diff on every steady-state sync.
-    let specs = &owned.specs;
-    let images = match (specs.get(current_revision), specs.get(update_revision)) {
-        _ if current_revision == update_revision => None,
-        (Some(old), Some(new)) => crate::workload::adapter::in_place_images(cloneset, old, new),
-        _ => None,
-    };
-    let rollout = match predownload::rollout(
-        cloneset,
-        current_revision,
-        update,
-        updated_ready,
-        images.as_ref(),
-    ) {
-        Ok(rollout) => rollout,
-        // The planner reported the same error as FailedUpdate already.
-        Err(err) => {
-            tracing::debug!(%err, "no image pre-download");
-            return;
-        }
-    };
-    let reference = reference(cloneset);
-    let workload = jobs::Workload {
-        namespace: &key.namespace,
-        owner: owner_reference(cloneset),
-        reference: &reference,
-    };
-    jobs::sync(&ctl.client, &ctl.stores, &ctl.events, &workload, &rollout).await;
 }
 
 /// An unreachable agent or a refused update is looked at again soon, without backoff

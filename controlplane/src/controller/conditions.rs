@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::broadcastjob::JobCondition;
 use crate::api::cloneset::CloneSetCondition;
+use crate::api::statefulset::StatefulSetCondition;
 
 /// A workload's status condition type (`type`, `status`, `reason`, `message`,
 /// `lastTransitionTime`).
@@ -68,35 +69,43 @@ pub fn set_problem<C: StatusCondition>(
     }
 }
 
-impl StatusCondition for CloneSetCondition {
-    fn condition_type(&self) -> &str {
-        &self.type_
-    }
+/// `StatusCondition` for condition types with the usual fields (type, status,
+/// lastTransitionTime, reason, message); any other field keeps its default.
+macro_rules! usual_status_condition {
+    ($($condition:ty),+) => {$(
+        impl StatusCondition for $condition {
+            fn condition_type(&self) -> &str {
+                &self.type_
+            }
 
-    fn status(&self) -> &str {
-        &self.status
-    }
+            fn status(&self) -> &str {
+                &self.status
+            }
 
-    fn new(type_: &str, status: &str, reason: &str, message: String, transition: Time) -> Self {
-        Self {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            last_transition_time: Some(transition),
-            last_update_time: None,
-            reason: reason.to_owned(),
-            message,
+            fn new(type_: &str, status: &str, reason: &str, message: String, transition: Time) -> Self {
+                Self {
+                    type_: type_.to_owned(),
+                    status: status.to_owned(),
+                    last_transition_time: Some(transition),
+                    reason: reason.to_owned(),
+                    message,
+                    ..Self::default()
+                }
+            }
+
+            fn update(&mut self, status: &str, reason: &str, message: String, transition: Option<Time>) {
+                if transition.is_some() {
+                    self.last_transition_time = transition;
+                }
+                status.clone_into(&mut self.status);
+                reason.clone_into(&mut self.reason);
+                self.message = message;
+            }
         }
-    }
-
-    fn update(&mut self, status: &str, reason: &str, message: String, transition: Option<Time>) {
-        if transition.is_some() {
-            self.last_transition_time = transition;
-        }
-        status.clone_into(&mut self.status);
-        reason.clone_into(&mut self.reason);
-        self.message = message;
-    }
+    )+};
 }
+
+usual_status_condition!(CloneSetCondition, StatefulSetCondition);
 
 impl StatusCondition for JobCondition {
     fn condition_type(&self) -> &str {

@@ -8,8 +8,7 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodReadinessGate,
-    PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -22,7 +21,7 @@ use crate::api::statefulset::{
     PodManagementPolicy, PvcRetentionPolicyType, StatefulSetUpdateStrategyType,
 };
 use crate::workload::actions::Create;
-use crate::workload::adapter::PodSetWorkload;
+use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType, add_readiness_gates};
 use crate::workload::lifecycle::{self, STATE_LABEL};
 use crate::workload::pod_view::PodView;
 use crate::workload::rollout::RolloutParams;
@@ -74,12 +73,18 @@ impl PodSetWorkload for StatefulSet {
         self.spec.effective_min_ready_seconds()
     }
 
+    fn update_strategy_type(&self) -> UpdateStrategyType {
+        match self.spec.update_type() {
+            StatefulSetUpdateStrategyType::RollingUpdate => UpdateStrategyType::RollingUpdate,
+            StatefulSetUpdateStrategyType::OnDelete => UpdateStrategyType::OnDelete,
+        }
+    }
+
     /// The partition is by ordinal (`holds_back`), not by count; OrderedReady updates one
-    /// pod at a time; OnDelete and `paused` leave pods to the user.
+    /// pod at a time; `paused` holds the rolling update (OnDelete: `update_strategy_type`).
     fn rollout_params(&self, current_revision: &str, update_revision: &str) -> RolloutParams {
         let rolling = self.spec.rolling_update();
         let parallel = self.spec.management_policy() == PodManagementPolicy::Parallel;
-        let on_delete = self.spec.update_type() == StatefulSetUpdateStrategyType::OnDelete;
         RolloutParams {
             replicas: self.spec.desired_replicas(),
             max_unavailable: Some(if parallel {
@@ -92,7 +97,7 @@ impl PodSetWorkload for StatefulSet {
                 .scale_strategy
                 .as_ref()
                 .and_then(|s| s.max_unavailable.clone()),
-            paused: rolling.paused || on_delete,
+            paused: rolling.paused,
             revisions_consistent: current_revision == update_revision,
             ..RolloutParams::default()
         }
@@ -151,15 +156,7 @@ impl PodSetWorkload for StatefulSet {
             lifecycle::CREATED_STATE.as_str().to_owned(),
         );
         let mut spec = revision.spec.clone().unwrap_or_default();
-        let mut gates = spec.readiness_gates.take().unwrap_or_default();
-        for gate in self.readiness_gates() {
-            if !gates.iter().any(|g| g.condition_type == gate) {
-                gates.push(PodReadinessGate {
-                    condition_type: gate.to_owned(),
-                });
-            }
-        }
-        spec.readiness_gates = (!gates.is_empty()).then_some(gates);
+        add_readiness_gates(&mut spec, &self.readiness_gates());
         spec.volumes = claim_volumes(spec.volumes.take(), self, ordinal);
         let mut pod = Pod {
             metadata: ObjectMeta {

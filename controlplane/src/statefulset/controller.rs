@@ -4,20 +4,17 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource as _;
-use kube::runtime::reflector::ObjectRef;
 
 use super::plan::StatefulSetPlanError;
 use crate::api::StatefulSet;
 use crate::caches::Stores;
-use crate::controller::ObjectKey;
 use crate::controller::api_error::ApiError;
-use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
 use crate::controller::pod_conditions::PodConditions;
 use crate::workload::execute::ExecuteError;
 use crate::workload::history::HistoryError;
 use crate::workload::revision::RevisionError;
+use crate::workload::set_controller::PodSetParts;
 
 /// Why a StatefulSet sync failed; it is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -34,14 +31,10 @@ pub enum SyncError {
     History(#[from] HistoryError),
 }
 
-/// The StatefulSet controller's state, shared by its workers.
+/// The StatefulSet controller's state, shared by its workers: the pod-set parts every
+/// such controller holds.
 pub struct StatefulSetController {
-    pub(super) client: kube::Client,
-    pub(super) stores: Stores,
-    pub(super) agents: Arc<dyn PodConditions>,
-    pub(super) events: EventSink,
-    pub(super) expectations: Expectations<ObjectKey>,
-    pub(super) create_backoff: CreateBackoff<ObjectKey>,
+    pub(super) parts: PodSetParts,
 }
 
 impl StatefulSetController {
@@ -52,29 +45,7 @@ impl StatefulSetController {
         events: EventSink,
     ) -> Self {
         Self {
-            client,
-            stores,
-            agents,
-            events,
-            expectations: Expectations::new(EXPECTATION_TIMEOUT),
-            create_backoff: CreateBackoff::default(),
-        }
-    }
-
-    /// What the cache shows of an object a sync wrote (for expectations).
-    pub(super) fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        match kind {
-            "Pod" => self
-                .stores
-                .pods
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|p| Seen::of(&p.metadata)),
-            "PersistentVolumeClaim" => self
-                .stores
-                .pvcs
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|p| Seen::of(&p.metadata)),
-            _ => None,
+            parts: PodSetParts::new(client, stores, agents, events),
         }
     }
 }

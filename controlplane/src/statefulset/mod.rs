@@ -8,6 +8,7 @@ pub mod adapter;
 mod controller;
 pub mod ordinals;
 pub mod plan;
+mod predownload;
 pub mod reconcile;
 pub mod status;
 pub mod triggers;

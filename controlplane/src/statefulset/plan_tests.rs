@@ -500,6 +500,43 @@ fn in_place_update_starts_on_the_highest_ordinal_and_on_delete_or_paused_waits()
 }
 
 #[test]
+fn on_delete_is_the_shared_update_strategy_type_and_paused_stays_the_users() {
+    use crate::workload::adapter::UpdateStrategyType;
+    // (type, rollingUpdate.paused, shared strategy type, paused as the rollout sees it)
+    let cases = [
+        (None, false, UpdateStrategyType::RollingUpdate, false),
+        (
+            Some(StatefulSetUpdateStrategyType::RollingUpdate),
+            true,
+            UpdateStrategyType::RollingUpdate,
+            true,
+        ),
+        (
+            Some(StatefulSetUpdateStrategyType::OnDelete),
+            false,
+            UpdateStrategyType::OnDelete,
+            false,
+        ),
+    ];
+    for (type_, paused, strategy, rollout_paused) in cases {
+        let mut set = web(3, PodManagementPolicy::Parallel);
+        set.spec.update_strategy = Some(StatefulSetUpdateStrategy {
+            type_,
+            rolling_update: Some(RollingUpdateStatefulSetStrategy {
+                paused,
+                ..RollingUpdateStatefulSetStrategy::default()
+            }),
+        });
+        assert_eq!(set.update_strategy_type(), strategy, "{type_:?}");
+        assert_eq!(
+            set.rollout_params(V1, V2).paused,
+            rollout_paused,
+            "{type_:?}"
+        );
+    }
+}
+
+#[test]
 fn new_pods_below_the_partition_stay_on_the_current_revision() {
     let mut set = web(3, PodManagementPolicy::Parallel);
     rolling(

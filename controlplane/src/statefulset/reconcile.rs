@@ -10,35 +10,33 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
 
 use super::controller::{StatefulSetController, SyncError, reference};
 use super::plan::{self, Snapshot};
 use super::status::{
-    FAILED_CREATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status, stuck_warning,
+    FAILED_CREATE_POD, FAILED_UPDATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status,
+    stuck_warning,
 };
-use crate::api::{StatefulSet, StatefulSetStatus};
+use crate::api::StatefulSet;
 use crate::cloneset::pods::RevisionSpec;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::api_error;
 use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
+use crate::predownload::workload as predownload;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
-use crate::workload::deletion::REVISION_LABEL;
-use crate::workload::execute::{Executor, KubeParts, KubePodWrites, NewPod, NewPods, Problems};
-use crate::workload::history::{History, HistoryStep, HistoryWriter};
+use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::history::{History, HistoryStep, new_revision};
 use crate::workload::ownership::is_controlled_by;
-use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
 use crate::workload::selector::selector_selects_template;
+use crate::workload::update_guard;
 
 impl ObjectReconciler for StatefulSetController {
     type Object = StatefulSet;
@@ -54,23 +52,26 @@ impl ObjectReconciler for StatefulSetController {
     const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
     fn objects(&self) -> &Store<StatefulSet> {
-        &self.stores.statefulsets
+        &self.parts.stores.statefulsets
     }
 
     fn expectations(&self) -> &Expectations<ObjectKey> {
-        &self.expectations
+        &self.parts.expectations
     }
 
     fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        StatefulSetController::seen(self, namespace, kind, name)
+        self.parts.seen(namespace, kind, name)
     }
 
     fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+        self.parts
+            .stores
+            .sync
+            .synced(<Self as ObjectReconciler>::READS)
     }
 
     fn forget(&self, key: &ObjectKey) {
-        self.create_backoff.forget(key);
+        self.parts.forget(key);
     }
 
     /// Garbage collection removes the pods and revisions a deleted set owns, and the
@@ -142,11 +143,12 @@ async fn sync(
         revisions: &owned.templates,
         now,
     };
-    let planned = plan::plan(&snapshot)?;
+    let mut planned = plan::plan(&snapshot)?;
     let mut problems = SyncProblems {
         halted: planned.halted.clone(),
         ..SyncProblems::default()
     };
+    problems.update = hold_refused_update(ctl, key, set, &owned, &mut planned.plan).await;
     let executed = execute(ctl, key, set, &owned, &planned.plan, &mut problems).await;
     let revisions = Revisions {
         update: &history.update_revision,
@@ -155,24 +157,45 @@ async fn sync(
     };
     let (new_status, status_requeue) =
         compute_status(set, &snapshot.pods, revisions, &problems, now);
-    write_status(ctl, key, set, &new_status).await?;
+    (ctl.parts)
+        .write_status::<StatefulSet, _>(key, set.status.as_ref(), &new_status)
+        .await?;
     if let Some(note) =
         (problems.halted.as_ref()).and_then(|h| stuck_warning(h, &snapshot.pods, now))
     {
         // Repeats every look while it lasts; the event recorder counts them as one series.
         let action = "Scale";
-        ctl.events
+        ctl.parts
+            .events
             .warning(&reference(set), WAITING_FOR_POD, action, note)
             .await;
     }
-    truncate_history(ctl, key, set, &owned).await?;
+    let updated_ready = new_status.updated_ready_replicas;
+    let (object_ref, templates) = (reference(set), &owned.templates);
+    predownload::sync(
+        &ctl.parts,
+        &key.namespace,
+        set,
+        &object_ref,
+        history,
+        templates,
+        updated_ready,
+    )
+    .await;
+    let limit = set.spec.history_limit();
+    (ctl.parts)
+        .truncate_history::<StatefulSet>(key, &set.name_any(), &owned.history, &owned.pods, limit)
+        .await?;
     let create_retry = executed?;
-    let halted_requeue = problems.halted.as_ref().map(|_| Duration::from_secs(15));
+    // A halt or a refused update is looked at again soon, without backoff growing:
+    // nothing is wrong with the set itself.
+    let problem_requeue =
+        (problems.halted.is_some() || problems.update.is_some()).then_some(Duration::from_secs(15));
     let requeues = [
         create_retry,
         planned.plan.requeue_after,
         status_requeue,
-        halted_requeue,
+        problem_requeue,
     ];
     Ok(requeues
         .into_iter()
@@ -196,7 +219,9 @@ async fn refuse_mismatched_selector(
         Some(message),
         Timestamp::now(),
     );
-    write_status(ctl, key, set, &status).await?;
+    (ctl.parts)
+        .write_status::<StatefulSet, _>(key, set.status.as_ref(), &status)
+        .await?;
     Ok(Outcome::Done)
 }
 
@@ -211,16 +236,17 @@ async fn read_owned(
     let uid = set.uid().unwrap_or_default();
     let in_namespace =
         |meta: &ObjectMeta| meta.namespace.as_deref() == Some(key.namespace.as_str());
-    let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
-    let candidates = (ctl.stores.pods.state().into_iter()).filter(|p| in_namespace(&p.metadata));
+    let pods_api: Api<Pod> = Api::namespaced(ctl.parts.client.clone(), &key.namespace);
+    let candidates =
+        (ctl.parts.stores.pods.state().into_iter()).filter(|p| in_namespace(&p.metadata));
     let owner = set.owner_reference();
     let pods = claim_objects(&pods_api, candidates, &owner, &set.spec.selector).await?;
     // A StatefulSet's claims carry no controller reference (the native controller's do
     // not either); the plan finds them by name.
-    let claims: Vec<Arc<PersistentVolumeClaim>> = (ctl.stores.pvcs.state().into_iter())
+    let claims: Vec<Arc<PersistentVolumeClaim>> = (ctl.parts.stores.pvcs.state().into_iter())
         .filter(|p| in_namespace(&p.metadata))
         .collect();
-    let cached: Vec<Arc<ControllerRevision>> = (ctl.stores.revisions.state().into_iter())
+    let cached: Vec<Arc<ControllerRevision>> = (ctl.parts.stores.revisions.state().into_iter())
         .filter(|r| in_namespace(&r.metadata) && is_controlled_by(&r.metadata, &uid))
         .collect();
     let spec = RevisionSpec {
@@ -230,7 +256,9 @@ async fn read_owned(
     let data = spec.to_data()?;
     let status = set.status.clone().unwrap_or_default();
     let name = set.name_any();
-    let step = history_writer(ctl, key, &name)
+    let step = ctl
+        .parts
+        .history_writer::<StatefulSet>(&key.namespace, &name)
         .sync_update_revision(
             cached,
             &data,
@@ -254,42 +282,39 @@ async fn read_owned(
     }))
 }
 
-/// The ControllerRevision for the set's template, labelled with the selector's labels
-/// and the hash, owned by the set.
-fn new_revision(
-    set: &StatefulSet,
-    name: &str,
-    hash: &str,
-    number: i64,
-    data: Vec<u8>,
-) -> Result<ControllerRevision, RevisionError> {
-    let value: serde_json::Value =
-        serde_json::from_slice(&data).map_err(|source| RevisionError::Serialize { source })?;
-    let mut labels = set.spec.selector.match_labels.clone().unwrap_or_default();
-    labels.insert(REVISION_HASH_LABEL.to_owned(), hash.to_owned());
-    Ok(ControllerRevision {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: set.namespace(),
-            labels: Some(labels),
-            owner_references: Some(vec![set.owner_reference()]),
-            ..ObjectMeta::default()
-        },
-        data: Some(RawExtension(value)),
-        revision: number,
-    })
-}
-
-fn history_writer<'a>(
+/// Before a rollout disrupts its first pod: if the apiserver refuses (or could not be
+/// asked about) the update revision's pod, every update disruption of the plan is held;
+/// the message says why.
+async fn hold_refused_update(
     ctl: &StatefulSetController,
     key: &ObjectKey,
-    name: &'a str,
-) -> HistoryWriter<'a, StatefulSet> {
-    HistoryWriter {
-        revisions: Api::namespaced(ctl.client.clone(), &key.namespace),
-        owner: Api::namespaced(ctl.client.clone(), &key.namespace),
-        owner_name: name,
-    }
+    set: &StatefulSet,
+    owned: &Owned,
+    planned: &mut Plan,
+) -> Option<String> {
+    let revision = &owned.history.update_revision;
+    let pod = || {
+        let create = Create {
+            instance_id: set.spec.start_ordinal().to_string(),
+            revision: revision.clone(),
+        };
+        let (mut pod, _) = new_pod_and_claims(set, &owned.templates, &create)?;
+        // The dry run must not collide with a live pod's name.
+        pod.metadata.generate_name = Some(format!("{}-", set.name_any()));
+        pod.metadata.name = None;
+        Some(pod)
+    };
+    let reference = reference(set);
+    update_guard::hold_refused_update(
+        &ctl.parts,
+        key,
+        &reference,
+        FAILED_UPDATE_POD,
+        revision,
+        pod,
+        planned,
+    )
+    .await
 }
 
 /// Runs the plan through the shared executor; problems for the status conditions are
@@ -303,14 +328,7 @@ async fn execute(
     problems: &mut SyncProblems,
 ) -> Result<Option<Duration>, SyncError> {
     let reference = reference(set);
-    let parts = KubeParts {
-        client: &ctl.client,
-        claims: &ctl.stores.pvcs,
-        nodes: &ctl.stores.nodes,
-        agents: &ctl.agents,
-        events: &ctl.events,
-    };
-    let writes = KubePodWrites::new(parts, &key.namespace, &reference);
+    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
     let new_pods = StatefulSetPods {
         set,
         templates: &owned.templates,
@@ -320,56 +338,17 @@ async fn execute(
         generation: set.metadata.generation.unwrap_or(0),
         writes: &writes,
         new_pods: &new_pods,
-        expectations: &ctl.expectations,
-        create_backoff: &ctl.create_backoff,
+        expectations: &ctl.parts.expectations,
+        create_backoff: &ctl.parts.create_backoff,
     };
-    let mut shared = Problems::default();
+    let mut shared = Problems {
+        scale: problems.create.take(),
+        update: problems.update.take(),
+    };
     let executed = executor.execute(plan, &mut shared).await;
     problems.create = shared.scale;
     problems.update = shared.update;
     Ok(executed?)
-}
-
-/// Writes the status when it changed.
-async fn write_status(
-    ctl: &StatefulSetController,
-    key: &ObjectKey,
-    set: &StatefulSet,
-    new_status: &StatefulSetStatus,
-) -> Result<(), SyncError> {
-    if set.status.as_ref() == Some(new_status) {
-        return Ok(());
-    }
-    let api: Api<StatefulSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
-    api.patch_status(
-        &key.name,
-        &PatchParams::default(),
-        &Patch::Merge(status_merge_patch(set.status.as_ref(), new_status)),
-    )
-    .await
-    .map_err(api_error("writing status"))?;
-    Ok(())
-}
-
-/// Deletes revisions beyond the history limit that no pod uses.
-async fn truncate_history(
-    ctl: &StatefulSetController,
-    key: &ObjectKey,
-    set: &StatefulSet,
-    owned: &Owned,
-) -> Result<(), SyncError> {
-    let pod_labels: Vec<Option<&str>> = (owned.pods.iter())
-        .map(|p| {
-            (p.metadata.labels.as_ref())
-                .and_then(|l| l.get(REVISION_LABEL))
-                .map(String::as_str)
-        })
-        .collect();
-    let name = set.name_any();
-    history_writer(ctl, key, &name)
-        .truncate(&owned.history, &pod_labels, set.spec.history_limit())
-        .await?;
-    Ok(())
 }
 
 #[cfg(test)]

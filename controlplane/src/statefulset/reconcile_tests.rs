@@ -7,8 +7,9 @@ use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, PodSpec, PodT
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::*;
-use crate::api::StatefulSetSpec;
+use crate::api::{StatefulSetSpec, StatefulSetStatus};
 use crate::controller::status_patch::status_merge_patch;
+use crate::workload::revision::REVISION_HASH_LABEL;
 
 fn template(image: &str) -> PodTemplateSpec {
     PodTemplateSpec {

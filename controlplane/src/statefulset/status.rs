@@ -6,13 +6,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::plan::Halt;
-use crate::api::statefulset::{StatefulSetCondition, StatefulSetUpdateStrategyType};
+use crate::api::statefulset::StatefulSetUpdateStrategyType;
 use crate::api::{StatefulSet, StatefulSetStatus};
-use crate::controller::conditions::{StatusCondition, set_condition, set_problem};
+use crate::controller::conditions::{set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::selector::format_selector;
@@ -166,33 +165,4 @@ fn until_available(view: &PodView, min_ready_seconds: i32, now: Timestamp) -> Op
     let due = view.ready_since? + SignedDuration::from_secs(i64::from(min_ready_seconds));
     let wait = now.duration_until(due).max(SignedDuration::ZERO);
     Some(Duration::try_from(wait).unwrap_or_default() + Duration::from_secs(1))
-}
-
-impl StatusCondition for StatefulSetCondition {
-    fn condition_type(&self) -> &str {
-        &self.type_
-    }
-
-    fn status(&self) -> &str {
-        &self.status
-    }
-
-    fn new(type_: &str, status: &str, reason: &str, message: String, transition: Time) -> Self {
-        Self {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            last_transition_time: Some(transition),
-            reason: reason.to_owned(),
-            message,
-        }
-    }
-
-    fn update(&mut self, status: &str, reason: &str, message: String, transition: Option<Time>) {
-        if transition.is_some() {
-            self.last_transition_time = transition;
-        }
-        status.clone_into(&mut self.status);
-        reason.clone_into(&mut self.reason);
-        self.message = message;
-    }
 }

@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, Pod, PodReadinessGate, PodSpec, PodTemplateSpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 
 use super::actions::Create;
@@ -132,6 +134,20 @@ pub trait PodSetWorkload {
         let _ = (pod, claims);
         Vec::new()
     }
+}
+
+/// Adds the readiness `gates` a new pod needs to those its template lists, each once; an
+/// empty list stays absent.
+pub fn add_readiness_gates(spec: &mut PodSpec, gates: &[&str]) {
+    let mut listed = spec.readiness_gates.take().unwrap_or_default();
+    for &gate in gates {
+        if !listed.iter().any(|g| g.condition_type == gate) {
+            listed.push(PodReadinessGate {
+                condition_type: gate.to_owned(),
+            });
+        }
+    }
+    spec.readiness_gates = (!listed.is_empty()).then_some(listed);
 }
 
 /// The pod and claims to create for `create`, from the revision it names; `None` when that

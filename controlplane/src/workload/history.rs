@@ -9,12 +9,15 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::controller::api_error::{ApiError, api_error};
+use crate::workload::adapter::PodSetWorkload;
 use crate::workload::revision::{
     self, REVISION_HASH_LABEL, Revision, RevisionError, UpdateRevisionPlan, current_revision_name,
     revisions_to_truncate,
@@ -203,3 +206,29 @@ pub fn to_revision(r: &ControllerRevision) -> Revision {
 #[cfg(test)]
 #[path = "history_tests.rs"]
 mod tests;
+
+/// The ControllerRevision `name` of `workload` holding `data` (JSON), labelled with the
+/// selector's labels and `hash`, numbered `number`, controlled by the workload.
+pub fn new_revision<W: PodSetWorkload + kube::Resource>(
+    workload: &W,
+    name: &str,
+    hash: &str,
+    number: i64,
+    data: Vec<u8>,
+) -> Result<ControllerRevision, RevisionError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(&data).map_err(|source| RevisionError::Serialize { source })?;
+    let mut labels = workload.selector().match_labels.clone().unwrap_or_default();
+    labels.insert(REVISION_HASH_LABEL.to_owned(), hash.to_owned());
+    Ok(ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: workload.namespace(),
+            labels: Some(labels),
+            owner_references: Some(vec![workload.owner_reference()]),
+            ..ObjectMeta::default()
+        },
+        data: Some(RawExtension(value)),
+        revision: number,
+    })
+}

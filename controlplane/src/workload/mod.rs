@@ -21,6 +21,8 @@ pub mod rollout;
 #[cfg(test)]
 mod scripted_api;
 pub mod selector;
+pub mod set_controller;
 pub mod template_check;
 pub mod template_defaults;
 pub mod triggers;
+pub mod update_guard;

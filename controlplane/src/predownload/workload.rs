@@ -1,0 +1,80 @@
+//! Pre-download for any pod-set kind mid-rollout: the kind says how its rollout reads
+//! ([`PreDownloadRollout`]); this finds the update revision and the images an in-place
+//! update changes, and hands the decision to [`super::jobs::sync`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::ObjectReference;
+
+use super::jobs;
+use super::plan::Rollout;
+use crate::workload::adapter::{PodSetWorkload, in_place_images};
+use crate::workload::history::History;
+use crate::workload::rollout::IntOrPercentError;
+use crate::workload::set_controller::PodSetParts;
+
+/// A pod-set kind whose in-place rollouts pre-download their new images.
+pub trait PreDownloadRollout: PodSetWorkload {
+    /// The rollout from `current` to `update` (the revision object from the cache), with
+    /// `updated_ready` updated pods ready and `images` the in-place image changes.
+    fn pre_download_rollout<'a>(
+        &'a self,
+        current: &'a str,
+        update: &'a ControllerRevision,
+        updated_ready: i32,
+        images: Option<&'a BTreeMap<String, String>>,
+    ) -> Result<Rollout<'a>, IntOrPercentError>;
+}
+
+/// Pre-pulls the update revision's new images on the nodes of pods still to update, and
+/// removes the pre-download jobs once they are not needed. Never fails the sync.
+pub async fn sync<W: PreDownloadRollout>(
+    parts: &PodSetParts,
+    namespace: &str,
+    workload: &W,
+    reference: &ObjectReference,
+    history: &History,
+    revisions: &BTreeMap<String, W::Revision>,
+    updated_ready: i32,
+) {
+    let (current, update) = (
+        history.current_revision.as_str(),
+        history.update_revision.as_str(),
+    );
+    // A revision created in this sync is not cached yet; the next sync sees it.
+    let Some(update_object) =
+        (history.objects.iter()).find(|r| r.metadata.name.as_deref() == Some(update))
+    else {
+        return;
+    };
+    // A converged rollout only cleans up: no template diff on every steady-state sync.
+    let images = match (revisions.get(current), revisions.get(update)) {
+        _ if current == update => None,
+        (Some(old), Some(new)) => in_place_images(workload, old, new),
+        _ => None,
+    };
+    let rollout =
+        match workload.pre_download_rollout(current, update_object, updated_ready, images.as_ref())
+        {
+            Ok(rollout) => rollout,
+            // The planner reported the same error as a failed update already.
+            Err(err) => {
+                tracing::debug!(%err, "no image pre-download");
+                return;
+            }
+        };
+    let owner = jobs::Workload {
+        namespace,
+        owner: workload.owner_reference(),
+        reference,
+    };
+    jobs::sync(
+        &parts.client,
+        &parts.stores,
+        &parts.events,
+        &owner,
+        &rollout,
+    )
+    .await;
+}

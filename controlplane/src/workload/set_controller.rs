@@ -1,0 +1,160 @@
+//! What every pod-set controller (CloneSet, Advanced StatefulSet) holds and the writes
+//! around its plan that do not depend on the kind: the cache lookup behind expectations,
+//! the parts the shared executor writes through, the status write, and the revision
+//! history's writer and truncation. A kind keeps only what is its own beside these.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::deletion::REVISION_LABEL;
+use super::execute::KubeParts;
+use super::history::{History, HistoryWriter};
+use super::template_check::TemplateChecks;
+use crate::caches::Stores;
+use crate::controller::ObjectKey;
+use crate::controller::api_error::{ApiError, api_error};
+use crate::controller::create_backoff::CreateBackoff;
+use crate::controller::events::EventSink;
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
+use crate::controller::pod_conditions::PodConditions;
+use crate::controller::status_patch::status_merge_patch;
+
+/// A pod-set controller's state, shared by its workers.
+pub struct PodSetParts {
+    pub client: kube::Client,
+    pub stores: Stores,
+    pub agents: Arc<dyn PodConditions>,
+    pub events: EventSink,
+    pub expectations: Expectations<ObjectKey>,
+    pub create_backoff: CreateBackoff<ObjectKey>,
+    /// The apiserver's verdict on each set's update revision (`template_check`).
+    pub template_checks: TemplateChecks<ObjectKey>,
+}
+
+impl PodSetParts {
+    pub fn new(
+        client: kube::Client,
+        stores: Stores,
+        agents: Arc<dyn PodConditions>,
+        events: EventSink,
+    ) -> Self {
+        Self {
+            client,
+            stores,
+            agents,
+            events,
+            expectations: Expectations::new(EXPECTATION_TIMEOUT),
+            create_backoff: CreateBackoff::default(),
+            template_checks: TemplateChecks::default(),
+        }
+    }
+
+    /// What the cache shows of a pod or claim a sync wrote (for expectations).
+    pub fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
+        match kind {
+            "Pod" => (self
+                .stores
+                .pods
+                .get(&ObjectRef::new(name).within(namespace)))
+            .map(|p| Seen::of(&p.metadata)),
+            "PersistentVolumeClaim" => (self
+                .stores
+                .pvcs
+                .get(&ObjectRef::new(name).within(namespace)))
+            .map(|p| Seen::of(&p.metadata)),
+            _ => None,
+        }
+    }
+
+    /// Forgets what was kept about a set that is gone.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.create_backoff.forget(key);
+        self.template_checks.forget(key);
+    }
+
+    /// What the shared executor's pod writes go through.
+    pub fn kube_parts(&self) -> KubeParts<'_> {
+        KubeParts {
+            client: &self.client,
+            claims: &self.stores.pvcs,
+            nodes: &self.stores.nodes,
+            agents: &self.agents,
+            events: &self.events,
+        }
+    }
+
+    /// The writer of the revisions of the set `owner_name` of kind `K` in `namespace`.
+    pub fn history_writer<'a, K>(
+        &self,
+        namespace: &str,
+        owner_name: &'a str,
+    ) -> HistoryWriter<'a, K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        HistoryWriter {
+            revisions: Api::namespaced(self.client.clone(), namespace),
+            owner: Api::namespaced(self.client.clone(), namespace),
+            owner_name,
+        }
+    }
+
+    /// Writes the set's status when it changed from `old`, as a merge patch that spells out
+    /// as null what `new` leaves out.
+    pub async fn write_status<K, S>(
+        &self,
+        key: &ObjectKey,
+        old: Option<&S>,
+        new: &S,
+    ) -> Result<(), ApiError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+        S: Serialize + PartialEq,
+    {
+        if old == Some(new) {
+            return Ok(());
+        }
+        let api: Api<K> = Api::namespaced(self.client.clone(), &key.namespace);
+        let patch = Patch::Merge(status_merge_patch(old, new));
+        api.patch_status(&key.name, &PatchParams::default(), &patch)
+            .await
+            .map_err(api_error("writing status"))?;
+        Ok(())
+    }
+
+    /// Deletes the revisions of the set `owner_name` beyond `limit` that none of `pods`
+    /// uses.
+    pub async fn truncate_history<K>(
+        &self,
+        key: &ObjectKey,
+        owner_name: &str,
+        history: &History,
+        pods: &[Arc<Pod>],
+        limit: i32,
+    ) -> Result<(), ApiError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        let pod_labels: Vec<Option<&str>> = (pods.iter())
+            .map(|p| {
+                (p.metadata.labels.as_ref())
+                    .and_then(|l| l.get(REVISION_LABEL))
+                    .map(String::as_str)
+            })
+            .collect();
+        (self.history_writer::<K>(&key.namespace, owner_name))
+            .truncate(history, &pod_labels, limit)
+            .await
+    }
+}
