@@ -187,6 +187,7 @@ mod tests {
             node: None,
             conditions: Vec::new(),
             patch: None,
+            resize: None,
             resource_version: None,
             reason,
         }
