@@ -190,6 +190,8 @@ async fn rbac_grants_the_reconcilers_needs_and_no_more() -> Result<()> {
             attrs("update", "", "pods", ns, Some("p")),
             attrs("delete", "", "pods", ns, Some("p")),
             attrs("patch", "", "pods/status", ns, Some("p")),
+            // In-place resize of container resources.
+            attrs("patch", "", "pods/resize", ns, Some("p")),
             attrs("create", "", "persistentvolumeclaims", ns, None),
             attrs("create", "apps", "controllerrevisions", ns, None),
             attrs("watch", "", "nodes", None, None),

@@ -1114,6 +1114,7 @@ fn in_place_image_update_patches_image_revision_and_state() {
                 "app".to_owned(),
                 InPlaceUpdateContainerStatus {
                     image_id: format!("sha-{OLD_IMAGE}"),
+                    ..Default::default()
                 }
             )])
         );
@@ -1568,6 +1569,7 @@ fn pods_mid_in_place_update_count_as_unavailable() {
             "app".to_owned(),
             InPlaceUpdateContainerStatus {
                 image_id: format!("sha-{OLD_IMAGE}"),
+                ..Default::default()
             },
         )]),
         other: BTreeMap::new(),
@@ -2057,6 +2059,7 @@ fn in_place_state(updated_at: Timestamp, old_image_id: &str) -> String {
             "app".to_owned(),
             InPlaceUpdateContainerStatus {
                 image_id: old_image_id.to_owned(),
+                ..Default::default()
             },
         )]),
         other: BTreeMap::new(),
@@ -2089,8 +2092,8 @@ fn refresh_finishes_an_in_place_update_once_the_container_restarted() {
             true,
         ),
         (
-            "still the old image ID",
-            updating_pod(OLD_IMAGE, "sha-old", ts(910), true),
+            "still the old image ID in the old container",
+            updating_pod(OLD_IMAGE, "sha-old", ts(890), true),
             false,
         ),
         (
@@ -2104,8 +2107,13 @@ fn refresh_finishes_an_in_place_update_once_the_container_restarted() {
             false,
         ),
         (
-            "same digest under a new tag (kruise #2297): the spec image decides",
+            "same digest under a new tag (kruise #2297): the restart decides",
             updating_pod(NEW_IMAGE, "sha-old", ts(910), true),
+            true,
+        ),
+        (
+            "same digest, and containerd 1.6 reports the image's first (old) tag",
+            updating_pod(OLD_IMAGE, "sha-old", ts(910), true),
             true,
         ),
     ];
@@ -2215,6 +2223,7 @@ fn grace_pod(started: Timestamp, grace_seconds: i32, label_revision: &str) -> Po
     let grace = GraceSpec {
         revision: NEW.to_owned(),
         container_images: BTreeMap::from([("app".to_owned(), NEW_IMAGE.to_owned())]),
+        container_resources: BTreeMap::new(),
         meta_data_patch: None,
         grace_seconds,
         other: BTreeMap::new(),

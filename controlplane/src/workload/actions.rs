@@ -180,6 +180,9 @@ pub struct PodChange {
     pub conditions: Vec<ConditionChange>,
     /// A strategic-merge patch, or `None`.
     pub patch: Option<Value>,
+    /// A strategic-merge patch of the pod's `resize` subresource (new container
+    /// resources), applied before `patch` so a refused resize leaves the pod untouched.
+    pub resize: Option<Value>,
     /// Make the patch conditional on the resourceVersion the plan was made from, for
     /// changes that must not land on a pod that changed meanwhile (starting an update).
     pub resource_version: Option<String>,
@@ -195,6 +198,7 @@ impl PodChange {
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             conditions: Vec::new(),
             patch: None,
+            resize: None,
             resource_version: None,
             reason,
         }
@@ -209,7 +213,7 @@ impl PodChange {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.conditions.is_empty() && self.patch.is_none()
+        self.conditions.is_empty() && self.patch.is_none() && self.resize.is_none()
     }
 }
 

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
@@ -18,8 +18,12 @@ use crate::api::common::PodUpdatePolicy;
 use super::revision_adapter::{CONTROLLER_REVISION_HASH_LABEL, RevisionAdapter};
 use super::template_defaults;
 
+#[path = "inplace_resize.rs"]
+pub mod resize;
 #[path = "inplace_state.rs"]
 pub mod state;
+
+use resize::ResourcesChange;
 
 pub use state::{
     AnnotationError, GRACE_ANNOTATION, GraceSpec, InPlaceUpdateContainerStatus, InPlaceUpdateState,
@@ -36,7 +40,7 @@ pub const REASON_DONE: &str = "InPlaceUpdateDone";
 #[derive(Debug, thiserror::Error)]
 pub enum InPlaceError {
     #[error(
-        "updateStrategy.type is InPlaceOnly but the template change cannot be applied in place: {} changed; only container images and pod labels/annotations can change in place",
+        "updateStrategy.type is InPlaceOnly but the template change cannot be applied in place: {} changed; only container images, container cpu/memory resources (keeping the pod's QoS class) and pod labels/annotations can change in place",
         .changed.join(", ")
     )]
     InPlaceOnlyRefused { changed: Vec<String> },
@@ -50,16 +54,18 @@ pub enum InPlaceError {
 pub type MetadataChanges = BTreeMap<String, Option<String>>;
 
 /// What an in-place update changes on the pod.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct InPlaceUpdateSpec {
     /// Container name → new image.
     pub container_images: BTreeMap<String, String>,
+    /// Container name → new resources, applied through the pod's `resize` subresource.
+    pub container_resources: BTreeMap<String, ResourceRequirements>,
     pub labels: MetadataChanges,
     pub annotations: MetadataChanges,
 }
 
 /// How to move a pod from one template to another.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum UpdateMethod {
     InPlace(InPlaceUpdateSpec),
     /// Delete and recreate; `changed` names the fields that could not change in place
@@ -132,6 +138,14 @@ pub fn template_diff(
         }
         _ => {}
     }
+    if !spec.container_resources.is_empty()
+        && resize::qos_class(&old_spec) != resize::qos_class(&new_spec)
+    {
+        // Kubernetes refuses a resize that changes the QoS class.
+        for name in std::mem::take(&mut spec.container_resources).into_keys() {
+            changed.insert(format!("spec.containers[{name}].resources"));
+        }
+    }
     Ok((spec, changed.into_iter().collect()))
 }
 
@@ -165,8 +179,9 @@ fn diff_objects(prefix: &str, old: &Value, new: &Value, changed: &mut BTreeSet<S
     }
 }
 
-/// Containers change in place only image by image: the same containers, in the same
-/// order (OpenKruise accepts only `replace` ops on `/spec/containers/N/image`).
+/// Containers change in place only by image and resizable resources: the same
+/// containers, in the same order (OpenKruise accepts only `replace` ops on
+/// `/spec/containers/N/image` and, since 1.8, on their `resources`).
 fn diff_containers(
     old: Option<&Value>,
     new: Option<&Value>,
@@ -200,21 +215,35 @@ fn diff_containers(
                 }
             }
         }
+        let old_resources = o.as_object_mut().and_then(|m| m.remove("resources"));
+        let new_resources = n.as_object_mut().and_then(|m| m.remove("resources"));
+        match resize::resources_change(old_resources.as_ref(), new_resources.as_ref()) {
+            ResourcesChange::Unchanged => {}
+            ResourcesChange::Resize(resources) => {
+                spec.container_resources
+                    .insert(container.clone(), resources);
+            }
+            ResourcesChange::NotResizable => {
+                changed.insert(format!("spec.containers[{container}].resources"));
+            }
+        }
         diff_objects(&format!("spec.containers[{container}]"), &o, &n, changed);
     }
 }
 
 /// A patch to apply to the pod, as plain values.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodPatch {
     pub labels: MetadataChanges,
     pub annotations: MetadataChanges,
     /// Container name → new image.
     pub container_images: BTreeMap<String, String>,
+    /// Container name → new resources, for the `resize` subresource (not the patch).
+    pub container_resources: BTreeMap<String, ResourceRequirements>,
 }
 
 /// The first step of an in-place update.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BeginUpdate {
     /// Set `InPlaceUpdateReady=False` (reason StartInPlaceUpdate) through the pod's agent
     /// before patching, so the pod leaves endpoints first; only when the gate is injected.
@@ -247,13 +276,14 @@ pub fn begin_update(
         Some(revisions.hash_label_value(revision)),
     );
     let requeue_after_seconds = if grace_seconds <= 0 {
-        apply_spec(spec, container_statuses(pod), &mut state, &mut patch);
+        apply_spec(spec, pod, &mut state, &mut patch);
         patch.annotations.insert(GRACE_ANNOTATION.to_owned(), None);
         None
     } else {
         let grace = GraceSpec {
             revision: revision.to_owned(),
             container_images: spec.container_images.clone(),
+            container_resources: spec.container_resources.clone(),
             meta_data_patch: metadata_patch(spec),
             grace_seconds,
             other: BTreeMap::new(),
@@ -273,25 +303,39 @@ pub fn begin_update(
     })
 }
 
-/// Records the running image IDs of the containers about to change and puts the new
-/// images and metadata into the patch (OpenKruise `defaultPatchUpdateSpecToPod`).
+/// Records what the containers about to change run now (image and container IDs, or the
+/// resources of a resize) and puts the new images, resources and metadata into the patch
+/// (OpenKruise `defaultPatchUpdateSpecToPod`).
 fn apply_spec(
     spec: &InPlaceUpdateSpec,
-    statuses: &[ContainerStatus],
+    pod: &Pod,
     state: &mut InPlaceUpdateState,
     patch: &mut PodPatch,
 ) {
+    let statuses = container_statuses(pod);
+    let status_of = |name: &str| statuses.iter().find(|s| s.name == name);
     for name in spec.container_images.keys() {
-        let image_id = statuses
-            .iter()
-            .find(|s| &s.name == name)
-            .map(|s| s.image_id.clone())
-            .unwrap_or_default();
-        state
+        let status = status_of(name);
+        let entry = state
             .last_container_statuses
-            .insert(name.clone(), InPlaceUpdateContainerStatus { image_id });
+            .entry(name.clone())
+            .or_default();
+        entry.image_id = status.map(|s| s.image_id.clone()).unwrap_or_default();
+        entry.container_id = status
+            .and_then(|s| s.container_id.clone())
+            .unwrap_or_default();
+    }
+    for name in spec.container_resources.keys() {
+        let entry = state
+            .last_container_statuses
+            .entry(name.clone())
+            .or_default();
+        entry.resources = Some(spec_resources(pod, name).cloned().unwrap_or_default());
     }
     patch.container_images.extend(spec.container_images.clone());
+    patch
+        .container_resources
+        .extend(spec.container_resources.clone());
     patch.labels.extend(spec.labels.clone());
     patch.annotations.extend(spec.annotations.clone());
 }
@@ -328,6 +372,15 @@ fn container_statuses(pod: &Pod) -> &[ContainerStatus] {
         .unwrap_or_default()
 }
 
+/// The resources the pod's spec gives container `name`.
+fn spec_resources<'p>(pod: &'p Pod, name: &str) -> Option<&'p ResourceRequirements> {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .find(|c| c.name == name)
+        .and_then(|c| c.resources.as_ref())
+}
+
 fn annotations(pod: &Pod) -> Option<&BTreeMap<String, String>> {
     pod.metadata.annotations.as_ref()
 }
@@ -345,7 +398,7 @@ pub fn has_readiness_gate(pod: &Pod) -> bool {
 }
 
 /// Where a pod's grace period stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum GraceStep {
     /// No grace annotation: nothing pending.
     NotInGrace,
@@ -392,11 +445,12 @@ pub fn grace_step(pod: &Pod, now: Timestamp) -> Result<GraceStep, InPlaceError> 
         .unwrap_or_default();
     let spec = InPlaceUpdateSpec {
         container_images: grace.container_images,
+        container_resources: grace.container_resources,
         labels,
         annotations,
     };
     let mut patch = PodPatch::default();
-    apply_spec(&spec, container_statuses(pod), &mut state, &mut patch);
+    apply_spec(&spec, pod, &mut state, &mut patch);
     patch.annotations.insert(GRACE_ANNOTATION.to_owned(), None);
     patch
         .annotations
@@ -407,7 +461,7 @@ pub fn grace_step(pod: &Pod, now: Timestamp) -> Result<GraceStep, InPlaceError> 
 #[path = "inplace_completion.rs"]
 mod completion;
 
-pub use completion::{Completion, RefreshStep, check_completion, plan_refresh};
+pub use completion::{Completion, PodObservation, RefreshStep, check_completion, plan_refresh};
 
 #[cfg(test)]
 #[path = "inplace_tests.rs"]

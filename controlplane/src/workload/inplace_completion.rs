@@ -2,86 +2,145 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, ResourceRequirements};
 use k8s_openapi::jiff::Timestamp;
 
+use super::resize::{self, ResizeStatus};
 use super::{
-    GRACE_ANNOTATION, GraceStep, INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateState, PodPatch,
-    STATE_ANNOTATION, annotations, container_statuses, grace_step, has_readiness_gate,
+    GRACE_ANNOTATION, GraceStep, INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateContainerStatus,
+    InPlaceUpdateState, PodPatch, STATE_ANNOTATION, annotations, container_statuses, grace_step,
+    has_readiness_gate,
 };
 
-/// Whether the kubelet has finished restarting the changed containers.
+/// Whether the kubelet has finished restarting and resizing the changed containers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Completion {
     Done,
     /// Not yet; the reason names the container and what is missing.
     Pending(String),
+    /// The kubelet reports the resize infeasible on this node: it never completes here.
+    Infeasible(String),
 }
 
-/// A spec image as the kubelet reports it: a reference without a tag or digest gets
-/// `:latest` (OpenKruise's rule, which only looks for a `:` anywhere in the reference).
-fn normalized_image(image: &str) -> String {
-    if image.contains(':') {
-        image.to_owned()
-    } else {
-        format!("{image}:latest")
+/// What the node reports about a pod, as the completion check reads it.
+#[derive(Clone, Debug, Default)]
+pub struct PodObservation<'a> {
+    /// Container name → the spec's image.
+    pub spec_images: BTreeMap<String, String>,
+    /// Container name → the spec's resources (after a resize, the new ones).
+    pub spec_resources: BTreeMap<String, ResourceRequirements>,
+    pub statuses: &'a [ContainerStatus],
+    pub resize: ResizeStatus,
+}
+
+impl<'a> PodObservation<'a> {
+    pub fn of(pod: &'a Pod) -> Self {
+        let containers = || pod.spec.iter().flat_map(|s| &s.containers);
+        Self {
+            spec_images: containers()
+                .filter_map(|c| Some((c.name.clone(), c.image.clone()?)))
+                .collect(),
+            spec_resources: containers()
+                .filter_map(|c| Some((c.name.clone(), c.resources.clone()?)))
+                .collect(),
+            statuses: container_statuses(pod),
+            resize: resize::resize_status(pod),
+        }
     }
 }
 
-/// Each changed container (those in `lastContainerStatuses`) must run a different image ID
-/// than before — or, when the new tag resolves to the same digest (OpenKruise #2297), report
-/// the new spec image — and be running, started at or after the update timestamp (both are
-/// whole seconds, so "at" counts) and ready.
-pub fn check_completion(
-    state: &InPlaceUpdateState,
-    spec_images: &BTreeMap<String, String>,
-    statuses: &[ContainerStatus],
-) -> Completion {
+/// The digest of an image reference or an image ID (`repo@sha256:…` or `sha256:…`).
+fn digest(reference: &str) -> Option<&str> {
+    let at = reference.rfind("sha256:")?;
+    Some(&reference[at..])
+}
+
+/// Each changed container (those in `lastContainerStatuses`) must be running and ready;
+/// one whose image changed must have restarted since the update (a new container,
+/// started at or after the update timestamp — whole seconds, so "at" counts) and run a
+/// new image ID — or the same one when the new reference resolves to the same digest
+/// (OpenKruise #2297; containerd 1.6 reports the image's first tag as `status.image`, so
+/// that string cannot tell): then the restart is the evidence, unless the spec names a
+/// digest the container does not run. One that was resized must report the spec's
+/// resources, and the pod must carry no resize condition.
+pub fn check_completion(state: &InPlaceUpdateState, pod: &PodObservation<'_>) -> Completion {
     if state.has_next_batch() {
         return Completion::Pending("containers remain for the next update batch".to_owned());
     }
-    let updated_at = state.update_timestamp.0;
+    let resized = state
+        .last_container_statuses
+        .values()
+        .any(|c| c.resources.is_some());
+    if let (true, ResizeStatus::Infeasible(message)) = (resized, &pod.resize) {
+        return Completion::Infeasible(message.clone());
+    }
     for (name, before) in &state.last_container_statuses {
-        let Some(status) = statuses.iter().find(|s| &s.name == name) else {
-            return Completion::Pending(format!("container {name} has no status yet"));
-        };
-        let new_image_id = !status.image_id.is_empty() && status.image_id != before.image_id;
-        let same_digest_new_tag = status.image_id == before.image_id
-            && spec_images
-                .get(name)
-                .is_some_and(|spec| normalized_image(spec) == status.image);
-        if !new_image_id && !same_digest_new_tag {
-            return Completion::Pending(format!(
+        if let Err(reason) = container_done(state, name, before, pod) {
+            return Completion::Pending(reason);
+        }
+    }
+    match (resized, &pod.resize) {
+        (true, ResizeStatus::Busy(reason)) => Completion::Pending(reason.clone()),
+        _ => Completion::Done,
+    }
+}
+
+fn container_done(
+    state: &InPlaceUpdateState,
+    name: &str,
+    before: &InPlaceUpdateContainerStatus,
+    pod: &PodObservation<'_>,
+) -> Result<(), String> {
+    let Some(status) = pod.statuses.iter().find(|s| s.name == name) else {
+        return Err(format!("container {name} has no status yet"));
+    };
+    let started = status
+        .state
+        .as_ref()
+        .and_then(|s| s.running.as_ref())
+        .map(|r| r.started_at.as_ref().map(|t| t.0));
+    let started = match started {
+        None => return Err(format!("container {name} is not running")),
+        Some(None) => return Err(format!("container {name} has no start time")),
+        Some(Some(at)) => at,
+    };
+    if before.image_changed() {
+        let new_container = before.container_id.is_empty()
+            || status.container_id.as_deref() != Some(before.container_id.as_str());
+        let restarted = new_container && started >= state.update_timestamp.0;
+        if status.image_id.is_empty() {
+            return Err(format!("container {name} reports no image ID yet"));
+        }
+        if !restarted {
+            return Err(format!(
+                "container {name} has not restarted since the update (image ID {})",
+                status.image_id
+            ));
+        }
+        let spec_digest = pod.spec_images.get(name).and_then(|i| digest(i));
+        if status.image_id == before.image_id
+            && spec_digest.is_some_and(|d| digest(&status.image_id) != Some(d))
+        {
+            return Err(format!(
                 "container {name} still runs image ID {}",
                 before.image_id
             ));
         }
-        let started = status
-            .state
-            .as_ref()
-            .and_then(|s| s.running.as_ref())
-            .map(|r| r.started_at.as_ref().map(|t| t.0));
-        match started {
-            None => return Completion::Pending(format!("container {name} is not running")),
-            Some(None) => {
-                return Completion::Pending(format!("container {name} has no start time"));
-            }
-            Some(Some(at)) if at < updated_at => {
-                return Completion::Pending(format!(
-                    "container {name} has not restarted since the update"
-                ));
-            }
-            Some(Some(_)) => {}
-        }
-        if !status.ready {
-            return Completion::Pending(format!("container {name} is not ready"));
+    }
+    if before.resources.is_some() {
+        let spec = pod.spec_resources.get(name);
+        if let Some(what) = resize::unapplied_resource(spec, status.resources.as_ref()) {
+            return Err(format!("container {name} still runs with {what}"));
         }
     }
-    Completion::Done
+    if !status.ready {
+        return Err(format!("container {name} is not ready"));
+    }
+    Ok(())
 }
 
 /// What one sync does for a pod's in-place update.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum RefreshStep {
     /// No in-place update in progress.
     Nothing,
@@ -89,6 +148,9 @@ pub enum RefreshStep {
     Grace(GraceStep),
     /// The update is still under way; wait for the next pod event.
     Wait(String),
+    /// The kubelet cannot resize the pod on its node (its message): recreate the pod
+    /// under InPlaceIfPossible, report it under InPlaceOnly.
+    Infeasible(String),
     /// Done: set `InPlaceUpdateReady=True` (reason InPlaceUpdateDone) through the agent when
     /// `set_ready`, then apply `cleanup` (removes the state annotation).
     Finish { set_ready: bool, cleanup: PodPatch },
@@ -108,14 +170,9 @@ pub fn plan_refresh(pod: &Pod, now: Timestamp) -> Result<RefreshStep, InPlaceErr
         return Ok(RefreshStep::Nothing);
     };
     let state = InPlaceUpdateState::parse(state_json)?;
-    let spec_images: BTreeMap<String, String> = pod
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .filter_map(|c| Some((c.name.clone(), c.image.clone()?)))
-        .collect();
-    match check_completion(&state, &spec_images, container_statuses(pod)) {
+    match check_completion(&state, &PodObservation::of(pod)) {
         Completion::Pending(reason) => Ok(RefreshStep::Wait(reason)),
+        Completion::Infeasible(message) => Ok(RefreshStep::Infeasible(message)),
         Completion::Done => {
             let gate_true = pod
                 .status

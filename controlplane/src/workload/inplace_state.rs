@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -29,11 +30,32 @@ pub struct InPlaceUpdateState {
     pub other: BTreeMap<String, Value>,
 }
 
-/// `InPlaceUpdateContainerStatus`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+/// `InPlaceUpdateContainerStatus`: what a changed container ran before the update.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct InPlaceUpdateContainerStatus {
+    /// Recorded for an image change.
     #[serde(rename = "imageID", default, skip_serializing_if = "String::is_empty")]
     pub image_id: String,
+    /// Recorded for a resize: the resources the container had before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Stevedore's own: the container that ran before an image change, so a new tag of
+    /// the same digest is told done by a new container, not by the status image string.
+    #[serde(
+        rename = "containerID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub container_id: String,
+}
+
+impl InPlaceUpdateContainerStatus {
+    /// Whether the container's image changed (a resize alone records no image ID; an
+    /// image change of a container that had no status yet records neither and counts as
+    /// a resize only when it also records resources).
+    pub fn image_changed(&self) -> bool {
+        self.resources.is_none() || !self.image_id.is_empty()
+    }
 }
 
 /// `UpdateSpec` as stored in the grace annotation: what to patch once the grace period ends.
@@ -43,6 +65,8 @@ pub struct GraceSpec {
     pub revision: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub container_images: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub container_resources: BTreeMap<String, ResourceRequirements>,
     /// Go `[]byte`, so base64 of a JSON merge patch of the pod's labels and annotations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta_data_patch: Option<String>,

@@ -185,6 +185,7 @@ fn metadata_changes_are_in_place() {
     });
     let want = InPlaceUpdateSpec {
         container_images: images(&[("app", "nginx:1.26")]),
+        container_resources: BTreeMap::new(),
         labels: BTreeMap::from([
             ("app".to_owned(), None),
             ("tier".to_owned(), Some("front".to_owned())),
@@ -222,7 +223,7 @@ fn in_place_only_refuses_and_names_the_fields() {
     assert_eq!(
         err.to_string(),
         "updateStrategy.type is InPlaceOnly but the template change cannot be applied in place: \
-         spec.containers[app].env, spec.volumes changed; only container images and pod labels/annotations can change in place"
+         spec.containers[app].env, spec.volumes changed; only container images, container cpu/memory resources (keeping the pod's QoS class) and pod labels/annotations can change in place"
     );
     assert!(matches!(err, InPlaceError::InPlaceOnlyRefused { changed } if changed.len() == 2));
 }
@@ -357,6 +358,7 @@ fn pod(gate: bool) -> Pod {
 fn update_spec() -> InPlaceUpdateSpec {
     InPlaceUpdateSpec {
         container_images: images(&[("app", "nginx:1.26")]),
+        container_resources: BTreeMap::new(),
         labels: BTreeMap::from([("tier".to_owned(), Some("front".to_owned()))]),
         annotations: BTreeMap::new(),
     }
@@ -599,12 +601,29 @@ fn recorded(image_ids: &[(&str, &str)]) -> InPlaceUpdateState {
                     (*n).to_owned(),
                     InPlaceUpdateContainerStatus {
                         image_id: (*id).to_owned(),
+                        ..Default::default()
                     },
                 )
             })
             .collect(),
         other: BTreeMap::new(),
     }
+}
+
+fn observed<'a>(
+    spec_images: BTreeMap<String, String>,
+    statuses: &'a [ContainerStatus],
+) -> PodObservation<'a> {
+    PodObservation {
+        spec_images,
+        statuses,
+        ..PodObservation::default()
+    }
+}
+
+fn with_container_id(mut status: ContainerStatus, id: &str) -> ContainerStatus {
+    status.container_id = Some(id.to_owned());
+    status
 }
 
 #[test]
@@ -639,7 +658,7 @@ fn completion_checks() {
             "old image ID, kubelet not there yet",
             spec.clone(),
             running("app", "nginx:1.25", "sha256:aaa", Some(0), true),
-            pending("container app still runs image ID sha256:aaa"),
+            pending("container app has not restarted since the update (image ID sha256:aaa)"),
         ),
         (
             "same digest, new tag, restarted",
@@ -648,28 +667,37 @@ fn completion_checks() {
             done.clone(),
         ),
         (
+            // containerd 1.6 reports the image's first tag, not the spec's: the restart
+            // on the same digest is what tells (OpenKruise #2297, nginx:alpine →
+            // nginx:mainline-alpine).
+            "same digest, new tag, restarted, status shows the old tag",
+            images(&[("app", "nginx:mainline-alpine")]),
+            running("app", "nginx:alpine", "sha256:aaa", Some(101), true),
+            done.clone(),
+        ),
+        (
             "same digest, new tag, not restarted",
             spec.clone(),
             running("app", "nginx:1.26", "sha256:aaa", Some(0), true),
-            pending("container app has not restarted since the update"),
+            pending("container app has not restarted since the update (image ID sha256:aaa)"),
         ),
         (
-            "untagged spec image means latest",
-            images(&[("app", "nginx")]),
-            running("app", "nginx:latest", "sha256:aaa", Some(101), true),
-            done.clone(),
+            "restarted on the old image ID, the spec names another digest",
+            images(&[("app", "nginx@sha256:fff")]),
+            running("app", "nginx:1.25", "sha256:aaa", Some(101), true),
+            pending("container app still runs image ID sha256:aaa"),
         ),
         (
             "new image ID but old start time",
             spec.clone(),
             running("app", "nginx:1.26", "sha256:bbb", Some(99), true),
-            pending("container app has not restarted since the update"),
+            pending("container app has not restarted since the update (image ID sha256:bbb)"),
         ),
         (
             "empty image ID",
             spec.clone(),
             running("app", "nginx:1.26", "", Some(120), true),
-            pending("container app still runs image ID sha256:aaa"),
+            pending("container app reports no image ID yet"),
         ),
         (
             "not running",
@@ -699,10 +727,66 @@ fn completion_checks() {
     for (case, spec_images, app, want) in cases {
         let statuses = [app, sidecar.clone()];
         assert_eq!(
-            check_completion(&recorded(&[("app", "sha256:aaa")]), &spec_images, &statuses),
+            check_completion(
+                &recorded(&[("app", "sha256:aaa")]),
+                &observed(spec_images, &statuses)
+            ),
             want,
             "{case}"
         );
+    }
+}
+
+#[test]
+fn completion_on_the_same_digest_needs_a_new_container_and_the_spec_digest() {
+    let mut state = recorded(&[("app", "docker.io/library/nginx@sha256:aaa")]);
+    let entry = state.last_container_statuses.get_mut("app").unwrap();
+    entry.container_id = "containerd://c1".into();
+    let same = |id: &str, started| {
+        with_container_id(
+            running(
+                "app",
+                "nginx:alpine",
+                "docker.io/library/nginx@sha256:aaa",
+                Some(started),
+                true,
+            ),
+            id,
+        )
+    };
+    let tag = images(&[("app", "nginx:mainline-alpine")]);
+    let digest = images(&[("app", "nginx@sha256:aaa")]);
+    let other_digest = images(&[("app", "nginx@sha256:fff")]);
+    let cases = [
+        (
+            "new container, new tag",
+            tag.clone(),
+            same("containerd://c2", 101),
+            true,
+        ),
+        (
+            "same container, start time in the update's second",
+            tag.clone(),
+            same("containerd://c1", 100),
+            false,
+        ),
+        (
+            "new container, the spec's digest",
+            digest,
+            same("containerd://c2", 101),
+            true,
+        ),
+        (
+            "new container, another digest in the spec",
+            other_digest,
+            same("containerd://c2", 101),
+            false,
+        ),
+    ];
+    for (case, spec_images, status, done) in cases {
+        let statuses = [status];
+        let got = check_completion(&state, &observed(spec_images, &statuses));
+        assert_eq!(got == Completion::Done, done, "{case}: {got:?}");
     }
 }
 
@@ -714,14 +798,14 @@ fn completion_waits_for_next_batch_and_ignores_unchanged_containers() {
     ];
     let mut state = recorded(&[("app", "sha256:aaa")]);
     assert_eq!(
-        check_completion(&state, &BTreeMap::new(), &statuses),
+        check_completion(&state, &observed(BTreeMap::new(), &statuses)),
         Completion::Done
     );
     state
         .other
         .insert("nextContainerImages".into(), json!({"sidecar": "envoy:2"}));
     assert_eq!(
-        check_completion(&state, &BTreeMap::new(), &statuses),
+        check_completion(&state, &observed(BTreeMap::new(), &statuses)),
         Completion::Pending("containers remain for the next update batch".into())
     );
 }
@@ -779,7 +863,9 @@ fn refresh_steps() {
         (
             "kubelet not done",
             still_old,
-            RefreshStep::Wait("container app still runs image ID sha256:aaa".into()),
+            RefreshStep::Wait(
+                "container app has not restarted since the update (image ID sha256:aaa)".into(),
+            ),
         ),
         (
             "done, gate False",

@@ -129,6 +129,7 @@ mod tests {
             node: None,
             conditions: Vec::new(),
             patch: None,
+            resize: None,
             resource_version: None,
             reason,
         }

@@ -1,5 +1,6 @@
 //! One pod change: readiness conditions through the pod's agent first (so the pod leaves
-//! endpoints before its containers restart), then one strategic-merge patch.
+//! endpoints before its containers restart), then a resize of its containers' resources
+//! if any, then one strategic-merge patch.
 
 use std::hash::Hash;
 
@@ -35,17 +36,25 @@ where
                 return Ok(());
             }
         }
+        // A condition just set through the agent moved the pod's resourceVersion, so the
+        // precondition only guards changes that set none.
+        let mut precondition = change
+            .resource_version
+            .clone()
+            .filter(|_| change.conditions.is_empty());
+        if let Some(resize) = &change.resize {
+            let Some(resource_version) = self.resize(change, resize, precondition.as_ref()).await?
+            else {
+                return Ok(()); // the pod is gone
+            };
+            // The patch that follows builds on the resized pod.
+            precondition = precondition.map(|_| resource_version.to_string());
+        }
         let Some(patch) = &change.patch else {
             return Ok(());
         };
         let mut body = patch.clone();
-        // A condition just set through the agent moved the pod's resourceVersion, so the
-        // precondition only guards changes that set none.
-        if let Some(rv) = change
-            .resource_version
-            .as_ref()
-            .filter(|_| change.conditions.is_empty())
-        {
+        if let Some(rv) = precondition {
             deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
         }
         match self.writes.patch_pod(&change.pod, body).await {
@@ -64,6 +73,35 @@ where
             Err(err) if is_not_found(&err) => Ok(()),
             Err(err) => Err(
                 api_error(format!("patching pod {} ({})", change.pod, change.reason))(err).into(),
+            ),
+        }
+    }
+
+    /// Patches the pod's `resize` subresource (under `precondition` if given); the new
+    /// resourceVersion, or `None` when the pod is gone. Before the main patch, so a resize
+    /// the apiserver refuses leaves the pod as it was and the sync is retried.
+    async fn resize(
+        &self,
+        change: &PodChange,
+        resize: &serde_json::Value,
+        precondition: Option<&String>,
+    ) -> Result<Option<u64>, ExecuteError> {
+        let mut body = resize.clone();
+        if let Some(rv) = precondition {
+            deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
+        }
+        match self.writes.resize_pod(&change.pod, body).await {
+            Ok(resource_version) => {
+                self.expect(Expectation::Update {
+                    kind: "Pod",
+                    name: change.pod.clone(),
+                    resource_version,
+                });
+                Ok(Some(resource_version))
+            }
+            Err(err) if is_not_found(&err) => Ok(None),
+            Err(err) => Err(
+                api_error(format!("resizing pod {} ({})", change.pod, change.reason))(err).into(),
             ),
         }
     }

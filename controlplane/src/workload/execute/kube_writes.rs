@@ -92,6 +92,19 @@ impl PodWrites for KubePodWrites<'_> {
         Ok(resource_version(&pod.metadata))
     }
 
+    async fn resize_pod(&self, name: &str, body: Value) -> Result<u64, kube::Error> {
+        let pod = self
+            .pods
+            .patch_subresource(
+                "resize",
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
+            .await?;
+        Ok(resource_version(&pod.metadata))
+    }
+
     async fn set_condition(
         &self,
         node: &str,

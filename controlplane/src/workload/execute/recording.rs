@@ -31,6 +31,10 @@ pub enum Write {
         name: String,
         body: Value,
     },
+    ResizePod {
+        name: String,
+        body: Value,
+    },
     SetCondition {
         node: String,
         pod: String,
@@ -127,6 +131,14 @@ impl PodWrites for RecordingWrites {
             body,
         };
         self.record(name, write).map(|()| 42)
+    }
+
+    async fn resize_pod(&self, name: &str, body: Value) -> Result<u64, kube::Error> {
+        let write = Write::ResizePod {
+            name: name.to_owned(),
+            body,
+        };
+        self.record(&format!("{name}/resize"), write).map(|()| 41)
     }
 
     async fn set_condition(

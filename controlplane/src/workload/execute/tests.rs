@@ -314,6 +314,7 @@ fn in_place_start(node: &str, conditions: bool) -> PodChange {
         node: Some(node.into()),
         conditions: Vec::new(),
         patch: None,
+        resize: None,
         resource_version: Some("7".into()),
         reason: ChangeReason::InPlaceStart,
     };
@@ -456,5 +457,53 @@ async fn a_refusal_is_reported_and_published() {
             "Update",
             "InPlaceOnly cannot change env".into()
         )]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resize_goes_first_and_the_patch_builds_on_its_resource_version() {
+    let resize = json!({ "spec": { "containers": [{ "name": "app", "resources": { "requests": { "cpu": "200m" } } }] } });
+    let fx = Fixture::new(RecordingWrites::default());
+    let mut change = in_place_start("n1", false);
+    change.resize = Some(resize.clone());
+    let plan = Plan {
+        pod_changes: vec![change.clone()],
+        ..Plan::default()
+    };
+    fx.run(&plan).await.0.expect("resized and patched");
+    let mut conditional_resize = resize.clone();
+    conditional_resize["metadata"] = json!({ "resourceVersion": "7" });
+    assert_eq!(
+        fx.writes.calls(),
+        [
+            Write::ResizePod {
+                name: "toy-a".into(),
+                body: conditional_resize,
+            },
+            Write::PatchPod {
+                name: "toy-a".into(),
+                body: json!({
+                    "metadata": { "resourceVersion": "41" },
+                    "spec": { "containers": [{ "name": "app", "image": "v2" }] }
+                }),
+            },
+        ],
+        "the resize under the planned resourceVersion, the patch under the resize's"
+    );
+
+    // A refused resize leaves the pod unpatched and fails the sync with the apiserver's words.
+    let refused = Fixture::new(RecordingWrites {
+        failures: BTreeMap::from([("toy-a/resize".to_owned(), 422)]),
+        ..RecordingWrites::default()
+    });
+    let err = refused.run(&plan).await.0.expect_err("refused");
+    assert!(err.to_string().contains("resizing pod toy-a"), "{err}");
+    assert!(
+        !refused
+            .writes
+            .calls()
+            .iter()
+            .any(|w| matches!(w, Write::PatchPod { .. })),
+        "no patch after a refused resize"
     );
 }

@@ -97,6 +97,14 @@ pub trait PodWrites: Send + Sync {
         body: Value,
     ) -> impl Future<Output = Result<u64, kube::Error>> + Send;
 
+    /// A strategic-merge patch of a pod's `resize` subresource (container resources); the
+    /// resourceVersion the apiserver answered with.
+    fn resize_pod(
+        &self,
+        name: &str,
+        body: Value,
+    ) -> impl Future<Output = Result<u64, kube::Error>> + Send;
+
     /// Sets one condition of a pod through the agent of `node`.
     fn set_condition(
         &self,

@@ -14,6 +14,8 @@ mod update;
 #[cfg(test)]
 mod on_delete_tests;
 #[cfg(test)]
+mod resize_tests;
+#[cfg(test)]
 mod toy_execute_tests;
 #[cfg(test)]
 mod toy_tests;

@@ -8,12 +8,15 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{PlanError, PodSet, PodSetWorkload, hook_view, now_string};
-use crate::workload::actions::{ChangeReason, ConditionChange, Plan, PodChange, pod_patch_json};
+use crate::api::common::PodUpdatePolicy;
+use crate::workload::actions::{
+    ChangeReason, ConditionChange, DeleteReason, Plan, PodChange, pod_patch_json,
+};
 use crate::workload::inplace::{
-    self, GRACE_ANNOTATION, GraceStep, INPLACE_UPDATE_READY, REASON_DONE, RefreshStep,
+    self, GRACE_ANNOTATION, GraceStep, INPLACE_UPDATE_READY, REASON_DONE, RefreshStep, resize,
 };
 use crate::workload::lifecycle::{self, KRUISE_POD_READY, LifecycleState, RefreshFacts};
-use crate::workload::pod_view::{PodView, has_gate, pod_condition};
+use crate::workload::pod_view::{has_gate, pod_condition};
 
 /// A condition set to True on a pod that never had it: the gate is satisfied at creation.
 fn created_true(condition_type: &'static str) -> ConditionChange {
@@ -28,22 +31,25 @@ fn created_true(condition_type: &'static str) -> ConditionChange {
 impl<W: PodSetWorkload> PodSet<'_, '_, W> {
     /// Refreshes every active pod.
     pub fn refresh(&self, plan: &mut Plan) -> Result<(), PlanError> {
-        for (pod, view) in self.active.iter().zip(&self.views) {
-            if let Some(change) = self.refresh_pod(pod, view, plan)? {
+        for i in 0..self.active.len() {
+            if let Some(change) = self.refresh_pod(i, plan)? {
                 plan.pod_changes.push(change);
             }
         }
         Ok(())
     }
 
-    fn refresh_pod(
-        &self,
-        pod: &Pod,
-        view: &PodView,
-        plan: &mut Plan,
-    ) -> Result<Option<PodChange>, PlanError> {
+    fn refresh_pod(&self, i: usize, plan: &mut Plan) -> Result<Option<PodChange>, PlanError> {
+        let (pod, view) = (self.active[i], &self.views[i]);
         let mut change = PodChange::new(pod, ChangeReason::Refresh);
-        let completed = in_place_step(pod, &mut change, plan, self.snap.now)?;
+        let completed = match in_place_step(pod, &mut change, plan, self.snap.now)? {
+            InPlaceProgress::Settled => true,
+            InPlaceProgress::UnderWay => false,
+            InPlaceProgress::Infeasible(message) => {
+                self.resize_infeasible(i, &message, plan);
+                return Ok(None);
+            }
+        };
         let state = view.lifecycle;
         if has_gate(pod, KRUISE_POD_READY)
             && pod_condition(pod, KRUISE_POD_READY).is_none()
@@ -67,20 +73,43 @@ impl<W: PodSetWorkload> PodSet<'_, '_, W> {
         }
         Ok((!change.is_empty()).then_some(change))
     }
+
+    /// The kubelet cannot resize the pod at `i` on its node: recreate it (the scheduler
+    /// may find a node that fits), or under InPlaceOnly leave it and report why.
+    fn resize_infeasible(&self, i: usize, message: &str, plan: &mut Plan) {
+        let name = &self.views[i].name;
+        if self.snap.workload.update_policy() == PodUpdatePolicy::InPlaceOnly {
+            plan.refusal = Some(format!(
+                "pod {name} cannot be resized in place on its node ({message}); updateStrategy.type is InPlaceOnly, so it is not recreated"
+            ));
+            return;
+        }
+        let detail = format!("the kubelet cannot resize it in place: {message}");
+        self.delete(i, DeleteReason::RecreateUpdate, detail, plan);
+    }
 }
 
-/// The in-place part of a refresh, added to `change`; true when no in-place update is
-/// left to wait for (finished now, or none under way).
+/// Where a pod's in-place update stands after this sync's refresh.
+enum InPlaceProgress {
+    /// None under way (finished now, or none started).
+    Settled,
+    UnderWay,
+    /// The kubelet reports the resize infeasible: the kubelet's message.
+    Infeasible(String),
+}
+
+/// The in-place part of a refresh, added to `change`.
 fn in_place_step(
     pod: &Pod,
     change: &mut PodChange,
     plan: &mut Plan,
     now: Timestamp,
-) -> Result<bool, PlanError> {
+) -> Result<InPlaceProgress, PlanError> {
     let step = inplace::plan_refresh(pod, now).map_err(PlanError::in_place(pod))?;
     match step {
         RefreshStep::Grace(GraceStep::PatchNow(patch)) => {
             change.reason = ChangeReason::InPlaceGraceOver;
+            change.resize = resize::resize_patch(&patch.container_resources);
             change.merge_patch(pod_patch_json(&patch));
             change.resource_version = pod.metadata.resource_version.clone();
         }
@@ -93,6 +122,7 @@ fn in_place_step(
             requeue_after_seconds,
         }) => plan.requeue(Duration::from_secs(requeue_after_seconds)),
         RefreshStep::Grace(GraceStep::NotInGrace) | RefreshStep::Wait(_) => {}
+        RefreshStep::Infeasible(message) => return Ok(InPlaceProgress::Infeasible(message)),
         RefreshStep::Finish { set_ready, cleanup } => {
             change.reason = ChangeReason::InPlaceDone;
             if set_ready {
@@ -104,7 +134,7 @@ fn in_place_step(
                 });
             }
             change.merge_patch(pod_patch_json(&cleanup));
-            return Ok(true);
+            return Ok(InPlaceProgress::Settled);
         }
         RefreshStep::Nothing => {
             if has_gate(pod, INPLACE_UPDATE_READY)
@@ -112,8 +142,8 @@ fn in_place_step(
             {
                 change.conditions.push(created_true(INPLACE_UPDATE_READY));
             }
-            return Ok(true);
+            return Ok(InPlaceProgress::Settled);
         }
     }
-    Ok(false)
+    Ok(InPlaceProgress::UnderWay)
 }

@@ -14,7 +14,7 @@ use crate::workload::actions::{
 use crate::workload::adapter::UpdateStrategyType;
 use crate::workload::inplace::{
     self, INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateSpec, REASON_START, STATE_ANNOTATION,
-    UpdateMethod,
+    UpdateMethod, resize,
 };
 use crate::workload::lifecycle::{self, LifecycleState, UpdateStep};
 use crate::workload::ordering;
@@ -189,6 +189,7 @@ impl<W: PodSetWorkload> PodSet<'_, '_, W> {
             patch.annotations.remove(STATE_ANNOTATION);
             c.conditions.clear();
         }
+        c.resize = resize::resize_patch(&patch.container_resources);
         c.merge_patch(pod_patch_json(&patch));
         if workload.lifecycle().is_some() && !relabel_only {
             c.merge_patch(serde_json::json!({ "metadata": { "labels": {
