@@ -47,8 +47,16 @@ fn rule_messages(schema: &Value) -> Vec<&str> {
 fn admission_rules_name_their_field() {
     let spec = spec_schema();
     let messages = rule_messages(&spec);
-    assert!(messages.iter().any(|m| m.contains("spec.selector and spec.targetRef")));
-    assert!(messages.iter().any(|m| m.contains("spec.maxUnavailable and spec.minAvailable")));
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("spec.selector and spec.targetRef"))
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("spec.maxUnavailable and spec.minAvailable"))
+    );
     let props = &spec["properties"];
     assert!(rule_messages(&props["maxUnavailable"])[0].contains("spec.maxUnavailable"));
     assert!(rule_messages(&props["minAvailable"])[0].contains("spec.minAvailable"));
