@@ -6,3 +6,8 @@ pub mod arithmetic;
 #[cfg(test)]
 mod arithmetic_tests;
 pub mod decision;
+pub mod reconcile;
+pub mod target;
+pub mod triggers;
+
+pub use reconcile::BudgetController;
