@@ -10,16 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::arithmetic::BudgetPod;
 use crate::api::podunavailablebudget::PodUnavailableBudgetStatus;
-
-/// What the disruption does to the pod.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DisruptionKind {
-    /// The pod goes (a delete or an eviction): recorded in `disruptedPods`.
-    Delete,
-    /// The pod stays but is unavailable while it is updated in place: recorded in
-    /// `unavailablePods`.
-    InPlaceUpdate,
-}
+pub use crate::workload::budget::DisruptionKind;
 
 /// The budget's answer for one pod.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +25,7 @@ pub enum Decision {
 }
 
 /// The budget `name` (at `generation`, with `status`) and a disruption of `pod` at `now`.
+/// A delete is recorded in `disruptedPods`, an in-place update in `unavailablePods`.
 pub fn decide(
     name: &str,
     generation: Option<i64>,

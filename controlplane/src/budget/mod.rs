@@ -2,6 +2,7 @@
 //! target's scale (seed 003's disruption controller), `decision` is the check-and-decrement
 //! of one disruption.
 
+pub mod admission;
 pub mod arithmetic;
 #[cfg(test)]
 mod arithmetic_tests;

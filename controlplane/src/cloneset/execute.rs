@@ -12,6 +12,7 @@ use super::pods_to_delete;
 use super::random::random_u64;
 use super::status::SyncProblems;
 use crate::api::CloneSet;
+use crate::budget::admission::KubeBudgets;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
 use crate::workload::actions::{Create, Plan};
@@ -59,10 +60,16 @@ pub(super) async fn execute(
         events: &ctl.events,
     };
     let writes = KubePodWrites::new(parts, &key.namespace, &reference);
+    let budgets = KubeBudgets {
+        client: &ctl.client,
+        stores: &ctl.stores,
+        namespace: &key.namespace,
+    };
     let executor = Executor {
         key,
         generation: cloneset.metadata.generation.unwrap_or(0),
         writes: &writes,
+        budgets: &budgets,
         new_pods,
         expectations: &ctl.expectations,
         create_backoff: &ctl.create_backoff,

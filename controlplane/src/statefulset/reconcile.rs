@@ -22,6 +22,7 @@ use super::status::{
     FAILED_CREATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status, stuck_warning,
 };
 use crate::api::{StatefulSet, StatefulSetStatus};
+use crate::budget::admission::KubeBudgets;
 use crate::cloneset::pods::RevisionSpec;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
@@ -311,6 +312,11 @@ async fn execute(
         events: &ctl.events,
     };
     let writes = KubePodWrites::new(parts, &key.namespace, &reference);
+    let budgets = KubeBudgets {
+        client: &ctl.client,
+        stores: &ctl.stores,
+        namespace: &key.namespace,
+    };
     let new_pods = StatefulSetPods {
         set,
         templates: &owned.templates,
@@ -319,6 +325,7 @@ async fn execute(
         key,
         generation: set.metadata.generation.unwrap_or(0),
         writes: &writes,
+        budgets: &budgets,
         new_pods: &new_pods,
         expectations: &ctl.expectations,
         create_backoff: &ctl.create_backoff,

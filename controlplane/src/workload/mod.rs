@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod adapter;
+pub mod budget;
 pub mod claim;
 pub mod deletion;
 pub mod execute;
