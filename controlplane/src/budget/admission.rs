@@ -39,7 +39,8 @@ impl DisruptionBudgets for KubeBudgets<'_> {
             return Ok(Admission::Allowed { evict: false });
         };
         for budget in self.protecting(&pod).await {
-            if let Some(message) = self.take(&budget, &pod, kind).await? {
+            let api = Api::namespaced(self.client.clone(), self.namespace);
+            if let Some(message) = take(&api, &budget, &BudgetPod::of(&pod), kind).await? {
                 return Ok(Admission::Held(message));
             }
         }
@@ -72,58 +73,60 @@ impl KubeBudgets<'_> {
         }
         names
     }
+}
 
-    /// Takes one disruption of `pod` from the budget `name`: `None` when admitted (and
-    /// recorded), the refusal otherwise.
-    async fn take(
-        &self,
-        name: &str,
-        pod: &Pod,
-        kind: DisruptionKind,
-    ) -> Result<Option<String>, ApiError> {
-        let api: Api<PodUnavailableBudget> = Api::namespaced(self.client.clone(), self.namespace);
-        let pod = BudgetPod::of(pod);
-        for _ in 0..ATTEMPTS {
-            let budget = match api.get(name).await {
-                Ok(budget) => budget,
-                Err(err) if status_code(&err) == Some(404) => return Ok(None),
-                Err(err) => {
-                    return Err(api_error(format!("reading PodUnavailableBudget {name}"))(
-                        err,
-                    ));
-                }
-            };
-            let decision = decide(
-                name,
-                budget.metadata.generation,
-                budget.status.as_ref(),
-                &pod,
-                kind,
-                Timestamp::now(),
-            );
-            let status = match decision {
-                Decision::Free => return Ok(None),
-                Decision::Refuse(message) => return Ok(Some(message)),
-                Decision::Take(status) => status,
-            };
-            let mut taken = budget;
-            taken.metadata.managed_fields = None;
-            taken.status = Some(status);
-            match api
-                .replace_status(name, &PostParams::default(), &taken)
-                .await
-            {
-                Ok(_) => return Ok(None),
-                Err(err) if status_code(&err) == Some(409) => continue,
-                Err(err) => {
-                    return Err(api_error(format!(
-                        "recording a disruption in PodUnavailableBudget {name}"
-                    ))(err));
-                }
+/// Takes one disruption of `pod` from the budget `name`: `None` when admitted (and
+/// recorded) or free, the refusal otherwise. Each attempt reads the budget fresh and
+/// writes conditional on what it read; a conflict decides again on the newer budget.
+pub async fn take(
+    api: &Api<PodUnavailableBudget>,
+    name: &str,
+    pod: &BudgetPod,
+    kind: DisruptionKind,
+) -> Result<Option<String>, ApiError> {
+    for _ in 0..ATTEMPTS {
+        let budget = match api.get(name).await {
+            Ok(budget) => budget,
+            Err(err) if status_code(&err) == Some(404) => return Ok(None),
+            Err(err) => {
+                return Err(api_error(format!("reading PodUnavailableBudget {name}"))(
+                    err,
+                ));
+            }
+        };
+        let decision = decide(
+            name,
+            budget.metadata.generation,
+            budget.status.as_ref(),
+            pod,
+            kind,
+            Timestamp::now(),
+        );
+        let status = match decision {
+            Decision::Free => return Ok(None),
+            Decision::Refuse(message) => return Ok(Some(message)),
+            Decision::Take(status) => status,
+        };
+        let mut taken = budget;
+        taken.metadata.managed_fields = None;
+        taken.status = Some(status);
+        match api
+            .replace_status(name, &PostParams::default(), &taken)
+            .await
+        {
+            Ok(_) => return Ok(None),
+            Err(err) if status_code(&err) == Some(409) => continue,
+            Err(err) => {
+                let action = format!("recording a disruption in PodUnavailableBudget {name}");
+                return Err(api_error(action)(err));
             }
         }
-        Ok(Some(format!(
-            "the PodUnavailableBudget {name} kept changing while the disruption was being recorded; trying again"
-        )))
     }
+    Ok(Some(format!(
+        "the PodUnavailableBudget {name} kept changing while the disruption was being recorded; trying again"
+    )))
 }
+
+#[cfg(test)]
+#[path = "admission_tests.rs"]
+mod tests;

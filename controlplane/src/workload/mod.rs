@@ -20,7 +20,7 @@ pub mod revision;
 pub mod revision_adapter;
 pub mod rollout;
 #[cfg(test)]
-mod scripted_api;
+pub(crate) mod scripted_api;
 pub mod selector;
 pub mod template_check;
 pub mod template_defaults;
