@@ -51,6 +51,9 @@ impl ObjectReconciler for StatefulSetController {
         "PersistentVolumeClaim",
         "ControllerRevision",
         "StatefulSet",
+        // The budgets the executor's disruptions are admitted by.
+        "PodUnavailableBudget",
+        "PodDisruptionBudget",
     ];
     const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
