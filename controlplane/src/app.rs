@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::advancedcronjob::AdvancedCronJobController;
 use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
 use crate::broadcastjob::BroadcastJobController;
+use crate::budget::BudgetController;
 use crate::caches::Stores;
 use crate::certs::{Authority, CaSecretError, CsrSigner};
 use crate::cloneset::CloneSetController;
@@ -258,6 +259,17 @@ fn start_jobs(
             stores.changes.clone(),
             stores.broadcastjobs.clone(),
             stores.nodes.clone(),
+            queue,
+            shutdown.clone(),
+        ));
+    }
+    if c.switches.enabled("podunavailablebudget") {
+        // PodUnavailableBudget: its status (how many more disruptions the pods allow).
+        let budgets = BudgetController::new(client.clone(), stores.clone(), events.clone());
+        let queue = start_reconciler(running, Arc::new(budgets), c.workers, shutdown)?;
+        running.spawn(crate::budget::triggers::run(
+            stores.changes.clone(),
+            stores.podunavailablebudgets.clone(),
             queue,
             shutdown.clone(),
         ));

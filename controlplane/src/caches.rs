@@ -1,6 +1,7 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
 //! ControllerRevisions, CloneSets, Advanced StatefulSets, ImageLists, ImagePullJobs,
-//! BroadcastJobs, AdvancedCronJobs, batch Jobs), read by every reconciler.
+//! BroadcastJobs, AdvancedCronJobs, batch Jobs, PodUnavailableBudgets, PodDisruptionBudgets),
+//! read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
@@ -9,10 +10,14 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
-use crate::api::{AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob, StatefulSet};
+use crate::api::{
+    AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob, PodUnavailableBudget,
+    StatefulSet,
+};
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
@@ -29,6 +34,8 @@ pub struct Stores {
     pub broadcastjobs: Store<BroadcastJob>,
     pub advancedcronjobs: Store<AdvancedCronJob>,
     pub jobs: Store<Job>,
+    pub podunavailablebudgets: Store<PodUnavailableBudget>,
+    pub poddisruptionbudgets: Store<PodDisruptionBudget>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -48,6 +55,8 @@ pub struct Changes {
     pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
     pub advancedcronjobs: broadcast::Sender<Arc<AdvancedCronJob>>,
     pub jobs: broadcast::Sender<Arc<Job>>,
+    pub podunavailablebudgets: broadcast::Sender<Arc<PodUnavailableBudget>>,
+    pub poddisruptionbudgets: broadcast::Sender<Arc<PodDisruptionBudget>>,
 }
 
 impl StoreSet for Stores {
@@ -68,6 +77,8 @@ impl StoreSet for Stores {
         let broadcastjobs: Cache<BroadcastJob> = registry.watch(plain);
         let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(plain);
         let jobs: Cache<Job> = registry.watch(plain);
+        let podunavailablebudgets: Cache<PodUnavailableBudget> = registry.watch(plain);
+        let poddisruptionbudgets: Cache<PodDisruptionBudget> = registry.watch(plain);
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -81,6 +92,8 @@ impl StoreSet for Stores {
                 broadcastjobs: broadcastjobs.changes,
                 advancedcronjobs: advancedcronjobs.changes,
                 jobs: jobs.changes,
+                podunavailablebudgets: podunavailablebudgets.changes,
+                poddisruptionbudgets: poddisruptionbudgets.changes,
             },
             pods: pods.store,
             nodes: nodes.store,
@@ -93,6 +106,8 @@ impl StoreSet for Stores {
             broadcastjobs: broadcastjobs.store,
             advancedcronjobs: advancedcronjobs.store,
             jobs: jobs.store,
+            podunavailablebudgets: podunavailablebudgets.store,
+            poddisruptionbudgets: poddisruptionbudgets.store,
             sync: registry.finish(),
         }
     }

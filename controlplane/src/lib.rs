@@ -6,6 +6,7 @@ pub mod agents;
 pub mod api;
 pub mod app;
 pub mod broadcastjob;
+pub mod budget;
 pub mod caches;
 pub mod certs;
 pub mod cloneset;

@@ -12,6 +12,7 @@ pub const COMPONENTS: &[&str] = &[
     "imagepulljob",
     "broadcastjob",
     "advancedcronjob",
+    "podunavailablebudget",
     "imagelist-distributor",
     "csr-signer",
 ];

@@ -12,10 +12,13 @@ pub mod image_reference;
 pub mod imagelist;
 pub mod imagepulljob;
 pub mod pod_schema;
+pub mod podunavailablebudget;
 mod schema;
 pub mod statefulset;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_budget;
 #[cfg(test)]
 mod tests_images;
 #[cfg(test)]
@@ -31,6 +34,9 @@ pub use broadcastjob::{BroadcastJob, BroadcastJobSpec, BroadcastJobStatus};
 pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
+pub use podunavailablebudget::{
+    PodUnavailableBudget, PodUnavailableBudgetSpec, PodUnavailableBudgetStatus,
+};
 pub use statefulset::{StatefulSet, StatefulSetSpec, StatefulSetStatus};
 
 /// Every CRD Stevedore serves, in the order they are written to `deploy/crds/`, each in
@@ -43,6 +49,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         versions::also_served(BroadcastJob::crd(), &["v1beta1"]),
         versions::also_served(AdvancedCronJob::crd(), &["v1beta1"]),
         versions::also_served(StatefulSet::crd(), &["v1alpha1"]),
+        PodUnavailableBudget::crd(),
     ]
 }
 

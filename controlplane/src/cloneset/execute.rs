@@ -52,10 +52,12 @@ pub(super) async fn execute(
     };
     let reference = reference(cloneset);
     let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
+    let budgets = ctl.parts.budgets(&key.namespace);
     let executor = Executor {
         key,
         generation: cloneset.metadata.generation.unwrap_or(0),
         writes: &writes,
+        budgets: &budgets,
         new_pods,
         expectations: &ctl.parts.expectations,
         create_backoff: &ctl.parts.create_backoff,

@@ -43,6 +43,9 @@ impl ObjectReconciler for CloneSetController {
         "PersistentVolumeClaim",
         "ControllerRevision",
         "CloneSet",
+        // The budgets the executor's disruptions are admitted by.
+        "PodUnavailableBudget",
+        "PodDisruptionBudget",
     ];
     const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 

@@ -48,6 +48,9 @@ impl ObjectReconciler for StatefulSetController {
         "PersistentVolumeClaim",
         "ControllerRevision",
         "StatefulSet",
+        // The budgets the executor's disruptions are admitted by.
+        "PodUnavailableBudget",
+        "PodDisruptionBudget",
     ];
     const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
@@ -329,6 +332,7 @@ async fn execute(
 ) -> Result<Option<Duration>, SyncError> {
     let reference = reference(set);
     let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
+    let budgets = ctl.parts.budgets(&key.namespace);
     let new_pods = StatefulSetPods {
         set,
         templates: &owned.templates,
@@ -337,6 +341,7 @@ async fn execute(
         key,
         generation: set.metadata.generation.unwrap_or(0),
         writes: &writes,
+        budgets: &budgets,
         new_pods: &new_pods,
         expectations: &ctl.parts.expectations,
         create_backoff: &ctl.parts.create_backoff,

@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod adapter;
+pub mod budget;
 pub mod claim;
 pub mod deletion;
 pub mod execute;
@@ -19,7 +20,7 @@ pub mod revision;
 pub mod revision_adapter;
 pub mod rollout;
 #[cfg(test)]
-mod scripted_api;
+pub(crate) mod scripted_api;
 pub mod selector;
 pub mod set_controller;
 pub mod template_check;

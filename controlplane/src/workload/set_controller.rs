@@ -18,6 +18,7 @@ use super::deletion::REVISION_LABEL;
 use super::execute::KubeParts;
 use super::history::{History, HistoryWriter};
 use super::template_check::TemplateChecks;
+use crate::budget::admission::KubeBudgets;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error};
@@ -81,6 +82,15 @@ impl PodSetParts {
     }
 
     /// What the shared executor's pod writes go through.
+    /// The disruption budgets that admit a disruption of a pod of the set in `namespace`.
+    pub fn budgets<'a>(&'a self, namespace: &'a str) -> KubeBudgets<'a> {
+        KubeBudgets {
+            client: &self.client,
+            stores: &self.stores,
+            namespace,
+        }
+    }
+
     pub fn kube_parts(&self) -> KubeParts<'_> {
         KubeParts {
             client: &self.client,

@@ -6,22 +6,44 @@ use std::hash::Hash;
 
 use serde_json::json;
 
+use super::disruption::Disrupted;
 use super::writes::{ConditionWriteError, NewPods, PodWrites, WorkloadEvent};
 use super::{ExecuteError, Executor, Problems, is_not_found};
 use crate::controller::api_error::api_error;
 use crate::controller::expectations::Expectation;
 use crate::controller::pod_conditions::ConditionRequest;
-use crate::workload::actions::{PodChange, deep_merge};
+use crate::workload::actions::{ChangeReason, PodChange, deep_merge};
+use crate::workload::budget::{DisruptionBudgets, DisruptionKind};
 
-impl<K, W, N> Executor<'_, K, W, N>
+impl<K, W, N, B> Executor<'_, K, W, N, B>
 where
     K: Clone + Eq + Hash + Send + Sync,
     W: PodWrites,
     N: NewPods,
+    B: DisruptionBudgets,
 {
-    /// Conditions, then the patch; an unreachable agent leaves the pod as it is and is
-    /// reported in `problems`, not as an error.
+    /// The budgets admit the start of an in-place update, then conditions, then the
+    /// patch; an unreachable agent leaves the pod as it is and is reported in `problems`,
+    /// not as an error.
     pub(super) async fn apply_change(
+        &self,
+        change: &PodChange,
+        problems: &mut Problems,
+    ) -> Result<Disrupted, ExecuteError> {
+        if change.reason == ChangeReason::InPlaceStart
+            && self
+                .admit(&change.pod, DisruptionKind::InPlaceUpdate, problems)
+                .await?
+                .is_none()
+        {
+            return Ok(Disrupted::Held);
+        }
+        self.apply_admitted(change, problems)
+            .await
+            .map(|()| Disrupted::Done)
+    }
+
+    async fn apply_admitted(
         &self,
         change: &PodChange,
         problems: &mut Problems,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolumeClaim, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
 
@@ -75,6 +75,14 @@ impl PodWrites for KubePodWrites<'_> {
 
     async fn delete_pod(&self, name: &str, uid: &str) -> Result<(), kube::Error> {
         self.pods.delete(name, &delete_params(uid)).await.map(drop)
+    }
+
+    async fn evict_pod(&self, name: &str, uid: &str) -> Result<(), kube::Error> {
+        let params = EvictParams {
+            delete_options: Some(delete_params(uid)),
+            post_options: PostParams::default(),
+        };
+        self.pods.evict(name, &params).await.map(drop)
     }
 
     async fn delete_claim(&self, name: &str, uid: &str) -> Result<(), kube::Error> {

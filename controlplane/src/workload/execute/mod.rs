@@ -1,10 +1,18 @@
 //! Carries out a pod-set plan for any workload kind: creates in slow-start batches (with
 //! the workload's create backoff), deletes with UID preconditions, pod changes as agent
 //! conditions then one patch, claim deletes. Every write is recorded as an expectation
-//! before the next sync may plan again. All I/O goes through `PodWrites`, so the rules
-//! here are unit-tested against a recording double (`tests.rs`).
+//! before the next sync may plan again. Every disruption (a delete, the start of an
+//! in-place update) is first admitted by the disruption budgets (`disruption.rs`). All I/O
+//! goes through `PodWrites` and `DisruptionBudgets`, so the rules here are unit-tested
+//! against recording doubles (`tests.rs`).
 
 mod changes;
+mod disruption;
+
+pub use self::disruption::DISRUPTION_HELD;
+use self::disruption::Disrupted;
+#[cfg(test)]
+mod budget_tests;
 pub mod kube_writes;
 #[cfg(test)]
 pub(crate) mod recording;
@@ -23,7 +31,8 @@ pub use self::writes::{ConditionWriteError, NewPod, NewPods, PodWrites, Workload
 use crate::controller::api_error::{ApiError, api_error};
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::expectations::{Expectation, Expectations};
-use crate::workload::actions::{Create, Delete, Plan};
+use crate::workload::actions::{Create, Delete, DeleteReason, Plan};
+use crate::workload::budget::{DisruptionBudgets, DisruptionKind};
 
 /// Most pods created in one sync; the rest come with the next (a burst cap per sync).
 pub const MAX_CREATES_PER_SYNC: usize = 500;
@@ -49,40 +58,53 @@ pub enum ExecuteError {
     Create(String),
 }
 
+/// How soon a sync whose disruption a budget held looks again (budgets also free up
+/// without any event on the workload: a pod of another workload became ready).
+pub const BUDGET_RETRY: Duration = Duration::from_secs(5);
+
 /// Carries out plans of the workload object `key` (at `generation`, for the create
-/// backoff) through `writes`, building pods with `new_pods`.
-pub struct Executor<'a, K, W, N> {
+/// backoff) through `writes`, building pods with `new_pods`, disrupting pods only as
+/// `budgets` admit.
+pub struct Executor<'a, K, W, N, B> {
     pub key: &'a K,
     pub generation: i64,
     pub writes: &'a W,
     pub new_pods: &'a N,
+    pub budgets: &'a B,
     pub expectations: &'a Expectations<K>,
     pub create_backoff: &'a CreateBackoff<K>,
 }
 
-impl<K, W, N> Executor<'_, K, W, N>
+impl<K, W, N, B> Executor<'_, K, W, N, B>
 where
     K: Clone + Eq + Hash + Send + Sync,
     W: PodWrites,
     N: NewPods,
+    B: DisruptionBudgets,
 {
     /// Runs the plan; the first hard error is returned after the rest that can still run
     /// has run, and `problems` is filled in for the status conditions. `Ok(Some(wait))`:
-    /// creates failed or are backing off, come back after `wait`.
+    /// creates failed or are backing off, or a budget held a disruption: come back after
+    /// `wait`.
     pub async fn execute(
         &self,
         plan: &Plan,
         problems: &mut Problems,
     ) -> Result<Option<Duration>, ExecuteError> {
         let mut first_error = None;
-        let create_retry = if plan.creates.is_empty() {
+        let mut retry = if plan.creates.is_empty() {
             None
         } else {
             self.create_with_backoff(plan, problems).await
         };
+        let mut held = false;
         for delete in &plan.deletes {
-            if let Err(err) = self.delete_pod(delete).await {
-                first_error.get_or_insert(err);
+            match self.delete_pod(delete, problems).await {
+                Ok(Disrupted::Held) => held = true,
+                Ok(Disrupted::Done) => {}
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
             }
         }
         for name in &plan.delete_pvcs {
@@ -91,16 +113,23 @@ where
             }
         }
         for change in &plan.pod_changes {
-            if let Err(err) = self.apply_change(change, problems).await {
-                first_error.get_or_insert(err);
+            match self.apply_change(change, problems).await {
+                Ok(Disrupted::Held) => held = true,
+                Ok(Disrupted::Done) => {}
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
             }
+        }
+        if held {
+            retry = Some(retry.map_or(BUDGET_RETRY, |wait| wait.min(BUDGET_RETRY)));
         }
         if let Some(refusal) = &plan.refusal {
             problems.update = Some(refusal.clone());
             let event = WorkloadEvent::warning(IN_PLACE_ONLY_REFUSED, "Update", refusal.clone());
             self.writes.publish(event).await;
         }
-        first_error.map_or(Ok(create_retry), Err)
+        first_error.map_or(Ok(retry), Err)
     }
 
     /// Creates unless the workload is backing off from failed creates (see
@@ -209,13 +238,40 @@ where
         Ok(())
     }
 
-    /// Deletes the pod if it still has the planned UID, then its claims.
-    async fn delete_pod(&self, delete: &Delete) -> Result<(), ExecuteError> {
-        match self.writes.delete_pod(&delete.pod, &delete.uid).await {
+    /// Deletes the pod if it still has the planned UID and the budgets admit it (through
+    /// the Eviction API when a native budget selects it), then its claims.
+    async fn delete_pod(
+        &self,
+        delete: &Delete,
+        problems: &mut Problems,
+    ) -> Result<Disrupted, ExecuteError> {
+        // A failed pod is unavailable already: replacing it disrupts nothing.
+        let evict = if delete.reason == DeleteReason::Failed {
+            false
+        } else {
+            match self
+                .admit(&delete.pod, DisruptionKind::Delete, problems)
+                .await?
+            {
+                Some(evict) => evict,
+                None => return Ok(Disrupted::Held),
+            }
+        };
+        let deleted = if evict {
+            self.writes.evict_pod(&delete.pod, &delete.uid).await
+        } else {
+            self.writes.delete_pod(&delete.pod, &delete.uid).await
+        };
+        match deleted {
             Ok(()) => {}
             Err(err) if is_not_found(&err) => {}
             // The UID precondition failed: a new pod took the name; nothing to do.
-            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Disrupted::Done),
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                let message = format!("pod {}: {}", delete.pod, s.message);
+                self.hold(message, problems).await;
+                return Ok(Disrupted::Held);
+            }
             Err(err) => {
                 return Err(api_error(format!("deleting pod {}", delete.pod))(err).into());
             }
@@ -236,7 +292,7 @@ where
         for claim in &delete.pvcs {
             self.delete_claim(claim, Some(why)).await?;
         }
-        Ok(())
+        Ok(Disrupted::Done)
     }
 
     /// Deletes the claim the cache shows under `name`, if it still has that UID.

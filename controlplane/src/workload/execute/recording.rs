@@ -23,6 +23,10 @@ pub enum Write {
         name: String,
         uid: String,
     },
+    EvictPod {
+        name: String,
+        uid: String,
+    },
     DeleteClaim {
         name: String,
         uid: String,
@@ -111,6 +115,14 @@ impl PodWrites for RecordingWrites {
 
     async fn delete_pod(&self, name: &str, uid: &str) -> Result<(), kube::Error> {
         let write = Write::DeletePod {
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+        };
+        self.record(name, write)
+    }
+
+    async fn evict_pod(&self, name: &str, uid: &str) -> Result<(), kube::Error> {
+        let write = Write::EvictPod {
             name: name.to_owned(),
             uid: uid.to_owned(),
         };

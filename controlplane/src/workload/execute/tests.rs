@@ -11,20 +11,23 @@ use crate::controller::expectations::EXPECTATION_TIMEOUT;
 use crate::workload::actions::{
     ChangeReason, ConditionChange, Create, Delete, DeleteReason, Plan, PodChange,
 };
+use crate::workload::budget::ScriptedBudgets;
 
 const KEY: &str = "default/toy";
 
-struct Fixture {
-    writes: RecordingWrites,
+pub(super) struct Fixture {
+    pub(super) writes: RecordingWrites,
+    pub(super) budgets: ScriptedBudgets,
     toy: ToyPods,
     expectations: Expectations<&'static str>,
     backoff: CreateBackoff<&'static str>,
 }
 
 impl Fixture {
-    fn new(writes: RecordingWrites) -> Self {
+    pub(super) fn new(writes: RecordingWrites) -> Self {
         Self {
             writes,
+            budgets: ScriptedBudgets::default(),
             toy: ToyPods {
                 set: "toy",
                 revisions: BTreeSet::from(["toy-1"]),
@@ -35,12 +38,16 @@ impl Fixture {
         }
     }
 
-    async fn run(&self, plan: &Plan) -> (Result<Option<Duration>, ExecuteError>, Problems) {
+    pub(super) async fn run(
+        &self,
+        plan: &Plan,
+    ) -> (Result<Option<Duration>, ExecuteError>, Problems) {
         let executor = Executor {
             key: &KEY,
             generation: 1,
             writes: &self.writes,
             new_pods: &self.toy,
+            budgets: &self.budgets,
             expectations: &self.expectations,
             create_backoff: &self.backoff,
         };
@@ -49,7 +56,7 @@ impl Fixture {
         (result, problems)
     }
 
-    fn expected(&self) -> Vec<Expectation> {
+    pub(super) fn expected(&self) -> Vec<Expectation> {
         self.expectations.pending(&KEY)
     }
 }
@@ -186,7 +193,13 @@ async fn an_unknown_revision_fails_the_create_without_a_call() {
     );
 }
 
-fn delete(pod: &str, uid: &str, pvcs: &[&str], reason: DeleteReason, detail: &str) -> Delete {
+pub(super) fn delete(
+    pod: &str,
+    uid: &str,
+    pvcs: &[&str],
+    reason: DeleteReason,
+    detail: &str,
+) -> Delete {
     Delete {
         pod: pod.into(),
         uid: uid.into(),
@@ -307,7 +320,7 @@ async fn unused_claims_are_deleted_with_their_cached_uid() {
     assert_eq!(fx.expected().len(), 1);
 }
 
-fn in_place_start(node: &str, conditions: bool) -> PodChange {
+pub(super) fn in_place_start(node: &str, conditions: bool) -> PodChange {
     let mut change = PodChange {
         pod: "toy-a".into(),
         uid: "uid-a".into(),

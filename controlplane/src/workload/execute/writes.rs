@@ -83,6 +83,15 @@ pub trait PodWrites: Send + Sync {
         uid: &str,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 
+    /// Evicts a pod (the Eviction API, so the apiserver checks the native
+    /// PodDisruptionBudgets selecting it) only if it still has `uid`; 429 when a budget
+    /// refuses.
+    fn evict_pod(
+        &self,
+        name: &str,
+        uid: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
     /// Deletes a claim only if it still has `uid`.
     fn delete_claim(
         &self,

@@ -12,6 +12,7 @@ use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::new_pod_and_claims;
+use crate::workload::budget::NoBudgets;
 use crate::workload::execute::recording::{RecordingWrites, Write};
 use crate::workload::execute::{Executor, NewPod, NewPods, Problems, WorkloadEvent};
 use crate::workload::inplace::INPLACE_UPDATE_READY;
@@ -55,6 +56,7 @@ async fn sync_and_execute(toy: &Toy, pods: &[Pod], v2: PodTemplateSpec) -> Recor
         generation: 1,
         writes: &writes,
         new_pods: &new_pods,
+        budgets: &NoBudgets,
         expectations: &expectations,
         create_backoff: &backoff,
     };

@@ -1,0 +1,259 @@
+//! The budget arithmetic with seed 003's examples, the expiry of recorded disruptions,
+//! and the check-and-decrement decision.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::arithmetic::{Amount, BudgetPod, Observed, compute, desired_available};
+use super::decision::{Decision, DisruptionKind, decide};
+use crate::api::podunavailablebudget::PodUnavailableBudgetStatus;
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::UNIX_EPOCH + SignedDuration::from_secs(1_700_000_000 + seconds)
+}
+
+fn pod(name: &str, ready: bool) -> BudgetPod {
+    BudgetPod {
+        name: name.into(),
+        ready,
+        terminating: false,
+        in_place_ready_since: Some(at(-1000)),
+    }
+}
+
+fn ready_pods(n: usize) -> Vec<BudgetPod> {
+    (0..n).map(|i| pod(&format!("p{i}"), true)).collect()
+}
+
+fn int(n: i32) -> IntOrString {
+    IntOrString::Int(n)
+}
+
+fn percent(text: &str) -> IntOrString {
+    IntOrString::String(text.into())
+}
+
+#[test]
+fn seed_003_examples() {
+    // (amount, expected pods, all healthy) → (desired available, allowed)
+    let cases = [
+        (Amount::MinAvailable(int(2)), 3, (2, 1)),
+        (Amount::MinAvailable(percent("60%")), 5, (3, 2)),
+        (Amount::MaxUnavailable(percent("40%")), 5, (3, 2)),
+        (Amount::MaxUnavailable(int(0)), 3, (3, 0)),
+        (Amount::MinAvailable(percent("100%")), 3, (3, 0)),
+        (Amount::MaxUnavailable(int(1)), 6, (5, 1)),
+        (Amount::MaxUnavailable(percent("20%")), 6, (4, 2)), // 1.2 rounds up to 2
+        (Amount::MaxUnavailable(int(10)), 3, (0, 3)),
+    ];
+    for (amount, expected, want) in cases {
+        let pods = ready_pods(expected);
+        let none = BTreeMap::new();
+        let observed = Observed {
+            target_replicas: None,
+            amount: &amount,
+            pods: &pods,
+            disrupted: &none,
+            unavailable: &none,
+            now: at(0),
+        };
+        let got = compute(&observed).expect("valid");
+        assert_eq!(
+            (got.desired_available, got.unavailable_allowed),
+            want,
+            "{amount:?} of {expected}"
+        );
+        assert_eq!(
+            got.current_available,
+            i32::try_from(expected).expect("small")
+        );
+    }
+}
+
+#[test]
+fn the_target_scale_is_the_expected_count_even_before_its_pods_exist() {
+    // The budget was made before the pods (kruise #1857): recomputed as they come.
+    let amount = Amount::MaxUnavailable(int(1));
+    let none = BTreeMap::new();
+    for (pods, allowed) in [(0, 0), (3, 0), (5, 0), (6, 1)] {
+        let pods = ready_pods(pods);
+        let observed = Observed {
+            target_replicas: Some(6),
+            amount: &amount,
+            pods: &pods,
+            disrupted: &none,
+            unavailable: &none,
+            now: at(0),
+        };
+        let got = compute(&observed).expect("valid");
+        assert_eq!((got.total_replicas, got.desired_available), (6, 5));
+        assert_eq!(got.unavailable_allowed, allowed, "{} pods", pods.len());
+    }
+}
+
+#[test]
+fn unready_terminating_and_recorded_pods_are_not_available() {
+    let mut pods = ready_pods(4);
+    pods[0].ready = false;
+    pods[1].terminating = true;
+    let disrupted = BTreeMap::from([("p2".to_owned(), at(-10)), ("p1".to_owned(), at(-10))]);
+    let amount = Amount::MinAvailable(int(1));
+    let none = BTreeMap::new();
+    let got = compute(&Observed {
+        target_replicas: None,
+        amount: &amount,
+        pods: &pods,
+        disrupted: &disrupted,
+        unavailable: &none,
+        now: at(0),
+    })
+    .expect("valid");
+    assert_eq!(got.current_available, 1);
+    assert_eq!(got.unavailable_allowed, 0);
+    // p1 is going: its entry is done with; p2 stays until it expires.
+    assert_eq!(got.disrupted.keys().collect::<Vec<_>>(), ["p2"]);
+    assert_eq!(got.recheck_after, Some(Duration::from_secs(110)));
+}
+
+#[test]
+fn recorded_disruptions_expire_after_two_minutes() {
+    let pods = ready_pods(3);
+    let amount = Amount::MaxUnavailable(int(1));
+    let none = BTreeMap::new();
+    let cases = [(-119, true), (-120, false), (-500, false), (0, true)];
+    for (recorded, kept) in cases {
+        let entries = BTreeMap::from([("p0".to_owned(), at(recorded))]);
+        for (disrupted, unavailable) in [(&entries, &none), (&none, &entries)] {
+            let got = compute(&Observed {
+                target_replicas: None,
+                amount: &amount,
+                pods: &pods,
+                disrupted,
+                unavailable,
+                now: at(0),
+            })
+            .expect("valid");
+            let held = got.disrupted.contains_key("p0") || got.unavailable.contains_key("p0");
+            assert_eq!(held, kept, "recorded at {recorded}");
+            assert_eq!(got.current_available, if kept { 2 } else { 3 });
+        }
+    }
+}
+
+#[test]
+fn an_in_place_entry_ends_when_the_pod_is_ready_after_its_update() {
+    let amount = Amount::MaxUnavailable(int(1));
+    let none = BTreeMap::new();
+    let entries = BTreeMap::from([("p0".to_owned(), at(-30))]);
+    // (ready, InPlaceUpdateReady True since) → entry kept
+    let cases = [
+        (true, Some(at(-100)), true), // the update has not started yet
+        (false, Some(at(-5)), true),  // updated, not ready yet
+        (true, None, true),           // InPlaceUpdateReady still False
+        (true, Some(at(-5)), false),  // done
+        (true, Some(at(-30)), false), // done within the same second
+    ];
+    for (ready, since, kept) in cases {
+        let mut pods = ready_pods(3);
+        pods[0].ready = ready;
+        pods[0].in_place_ready_since = since;
+        let got = compute(&Observed {
+            target_replicas: None,
+            amount: &amount,
+            pods: &pods,
+            disrupted: &none,
+            unavailable: &entries,
+            now: at(0),
+        })
+        .expect("valid");
+        assert_eq!(
+            got.unavailable.contains_key("p0"),
+            kept,
+            "{ready} {since:?}"
+        );
+    }
+}
+
+#[test]
+fn a_percentage_that_does_not_parse_is_an_error_naming_the_field() {
+    let err = desired_available(&Amount::MinAvailable(percent("x%")), 3).expect_err("bad");
+    assert!(err.to_string().contains("spec.minAvailable"), "{err}");
+}
+
+fn status(allowed: i32, generation: i64) -> PodUnavailableBudgetStatus {
+    PodUnavailableBudgetStatus {
+        observed_generation: Some(generation),
+        unavailable_allowed: allowed,
+        current_available: 5,
+        desired_available: 5 - allowed.max(0),
+        ..PodUnavailableBudgetStatus::default()
+    }
+}
+
+#[test]
+fn check_and_decrement_decisions() {
+    let now = at(0);
+    let ready = pod("p0", true);
+    let unready = pod("p0", false);
+    let mut recorded = status(0, 1);
+    recorded.disrupted_pods.insert("p0".into(), Time(at(-5)));
+    // (status, generation, pod) → free / take / refuse
+    let cases = [
+        (Some(status(1, 1)), 1, &ready, "take"),
+        (Some(status(2, 1)), 1, &ready, "take"),
+        (Some(status(0, 1)), 1, &ready, "refuse"),
+        (Some(status(1, 1)), 2, &ready, "refuse"), // spec changed, status not yet
+        (None, 1, &ready, "refuse"),
+        (Some(status(0, 1)), 1, &unready, "free"), // unavailable already
+        (Some(recorded), 1, &ready, "free"),       // a specified delete asked twice
+    ];
+    for (status, generation, pod, want) in cases {
+        let got = decide(
+            "web",
+            Some(generation),
+            status.as_ref(),
+            pod,
+            DisruptionKind::Delete,
+            now,
+        );
+        let kind = match &got {
+            Decision::Free => "free",
+            Decision::Take(_) => "take",
+            Decision::Refuse(message) => {
+                assert!(message.contains("PodUnavailableBudget web"), "{message}");
+                "refuse"
+            }
+        };
+        assert_eq!(kind, want, "{status:?} generation {generation} {pod:?}");
+    }
+}
+
+#[test]
+fn an_admitted_disruption_is_recorded_and_taken_from_the_budget() {
+    let now = at(0);
+    let ready = pod("p3", true);
+    for (kind, deleted) in [
+        (DisruptionKind::Delete, true),
+        (DisruptionKind::InPlaceUpdate, false),
+    ] {
+        let Decision::Take(taken) = decide("web", Some(1), Some(&status(2, 1)), &ready, kind, now)
+        else {
+            panic!("{kind:?} refused");
+        };
+        assert_eq!(taken.unavailable_allowed, 1);
+        assert_eq!(taken.disrupted_pods.contains_key("p3"), deleted);
+        assert_eq!(taken.unavailable_pods.contains_key("p3"), !deleted);
+        // The next one is refused once the budget is used up.
+        let Decision::Take(last) =
+            decide("web", Some(1), Some(&taken), &pod("p4", true), kind, now)
+        else {
+            panic!("second refused");
+        };
+        let third = decide("web", Some(1), Some(&last), &pod("p5", true), kind, now);
+        assert!(matches!(third, Decision::Refuse(_)), "{third:?}");
+    }
+}

@@ -1,0 +1,88 @@
+//! The one budget check every voluntary disruption a workload makes goes through (an
+//! in-place update, a recreate delete, a scale-down or specified delete): the shared
+//! executor asks `DisruptionBudgets` before it disrupts a pod, and holds the disruption
+//! when a budget refuses. The real implementation is `budget::admission::KubeBudgets`
+//! (PodUnavailableBudget check-and-decrement, native PodDisruptionBudgets through the
+//! Eviction API); unit tests use `ScriptedBudgets`.
+
+use std::future::Future;
+
+use crate::controller::api_error::ApiError;
+
+/// What a disruption does to the pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DisruptionKind {
+    /// The pod goes (a delete or an eviction).
+    Delete,
+    /// The pod stays but is unavailable while it is updated in place.
+    InPlaceUpdate,
+}
+
+/// The budgets' answer for one disruption.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Go ahead. `evict`: a native PodDisruptionBudget selects the pod, so it is deleted
+    /// through the Eviction API (where the apiserver checks that budget).
+    Allowed { evict: bool },
+    /// Held: the message names the budget and says why.
+    Held(String),
+}
+
+/// The budgets protecting the pods of one namespace.
+pub trait DisruptionBudgets: Send + Sync {
+    /// Asks every budget protecting `pod` to admit its disruption; an admitted one is
+    /// recorded in the budget before this returns.
+    fn admit(
+        &self,
+        pod: &str,
+        kind: DisruptionKind,
+    ) -> impl Future<Output = Result<Admission, ApiError>> + Send;
+}
+
+/// No budget anywhere: every disruption is allowed as a plain delete.
+pub struct NoBudgets;
+
+impl DisruptionBudgets for NoBudgets {
+    async fn admit(&self, _pod: &str, _kind: DisruptionKind) -> Result<Admission, ApiError> {
+        Ok(Admission::Allowed { evict: false })
+    }
+}
+
+#[cfg(test)]
+pub use scripted::ScriptedBudgets;
+
+#[cfg(test)]
+mod scripted {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Answers from a script (pod → admission; others are allowed as plain deletes) and
+    /// records every question in order.
+    #[derive(Default)]
+    pub struct ScriptedBudgets {
+        pub answers: BTreeMap<String, Admission>,
+        pub asked: Mutex<Vec<(String, DisruptionKind)>>,
+    }
+
+    impl ScriptedBudgets {
+        pub fn asked(&self) -> Vec<(String, DisruptionKind)> {
+            self.asked.lock().expect("lock").clone()
+        }
+    }
+
+    impl DisruptionBudgets for ScriptedBudgets {
+        async fn admit(&self, pod: &str, kind: DisruptionKind) -> Result<Admission, ApiError> {
+            self.asked
+                .lock()
+                .expect("lock")
+                .push((pod.to_owned(), kind));
+            Ok(self
+                .answers
+                .get(pod)
+                .cloned()
+                .unwrap_or(Admission::Allowed { evict: false }))
+        }
+    }
+}

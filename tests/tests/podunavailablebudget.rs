@@ -1,0 +1,221 @@
+//! PodUnavailableBudget on the real apiserver and kubelet node: admission refuses bad
+//! budgets naming the field; a budget of maxUnavailable 1, made before its CloneSet, counts
+//! the pods as they come, and holds an in-place rollout of 6 pods whose own maxUnavailable
+//! is 3 to one unavailable pod at a time. Needs this branch's control plane with
+//! `--controllers cloneset,podunavailablebudget` (see dev-cp.sh).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::PodUnavailableBudget;
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+
+mod cloneset_support;
+use cloneset_support::{
+    INPLACE_UPDATE_READY, Nodes, ROLLOUT, STATE_ANNOTATION, apply, pods_of, set_image, wait_event,
+    wait_rolled_out, web_cloneset,
+};
+
+fn budget(ctx: &TestContext, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "policy.kruise.io/v1alpha1",
+        "kind": "PodUnavailableBudget",
+        "metadata": { "name": name, "namespace": ctx.namespace },
+        "spec": spec,
+    })
+}
+
+async fn create_budget(ctx: &TestContext, object: &Value, dry_run: bool) -> Result<()> {
+    let pp = PostParams {
+        dry_run,
+        ..PostParams::default()
+    };
+    let object: PodUnavailableBudget = serde_json::from_value(object.clone())?;
+    ctx.api::<PodUnavailableBudget>()
+        .create(&pp, &object)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_budgets_are_refused_naming_the_field() -> Result<()> {
+    run_in_namespace("pub-admission", |ctx| async move {
+        let selector = json!({ "matchLabels": { "app": "web" } });
+        let target = json!({ "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web" });
+        let cases = [
+            (json!({ "selector": selector, "maxUnavailable": 1, "minAvailable": 1 }), "spec.maxUnavailable and spec.minAvailable"),
+            (json!({ "selector": selector }), "spec.maxUnavailable and spec.minAvailable"),
+            (json!({ "selector": selector, "targetRef": target, "maxUnavailable": 1 }), "spec.selector and spec.targetRef"),
+            (json!({ "maxUnavailable": 1 }), "spec.selector and spec.targetRef"),
+            (json!({ "selector": selector, "maxUnavailable": "101%" }), "spec.maxUnavailable"),
+            (json!({ "selector": selector, "minAvailable": "150%" }), "spec.minAvailable"),
+            (json!({ "targetRef": { "apiVersion": "v1", "kind": "Pod", "name": "web" }, "maxUnavailable": 1 }), "spec.targetRef.kind"),
+        ];
+        for (spec, field) in cases {
+            let refused = create_budget(&ctx, &budget(&ctx, "bad", spec.clone()), true).await;
+            let err = match refused {
+                Ok(()) => bail!("{spec} was admitted"),
+                Err(err) => format!("{err:#}"),
+            };
+            ensure!(err.contains(field), "{spec}: {err} does not name {field}");
+        }
+        for spec in [
+            json!({ "selector": selector, "maxUnavailable": "100%" }),
+            json!({ "targetRef": target, "minAvailable": 2 }),
+            json!({ "targetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": "d" }, "maxUnavailable": "25%" }),
+        ] {
+            create_budget(&ctx, &budget(&ctx, "good", spec.clone()), true)
+                .await
+                .with_context(|| format!("{spec} was refused"))?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// The budget's (allowed, available, desired, total).
+async fn budget_numbers(ctx: &TestContext, name: &str) -> Result<(i32, i32, i32, i32)> {
+    let budget = ctx.api::<PodUnavailableBudget>().get(name).await?;
+    let status = budget.status.context("no status yet")?;
+    Ok((
+        status.unavailable_allowed,
+        status.current_available,
+        status.desired_available,
+        status.total_replicas,
+    ))
+}
+
+async fn wait_numbers(ctx: &TestContext, name: &str, want: (i32, i32, i32, i32)) -> Result<()> {
+    let what = format!("budget {name} at (allowed, available, desired, total) {want:?}");
+    poll_until(&what, Duration::from_secs(60), || async {
+        let got = budget_numbers(ctx, name).await?;
+        if got == want {
+            Ok(Some(()))
+        } else {
+            bail!("{got:?}")
+        }
+    })
+    .await
+}
+
+/// Polls the set's pods until `stop`, keeping the most seen unavailable (not Ready, or
+/// terminating) at once.
+fn watch_unavailable(
+    ctx: TestContext,
+    name: &'static str,
+    stop: Arc<AtomicBool>,
+    most: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !stop.load(Ordering::SeqCst) {
+            if let Ok(pods) = pods_of(&ctx, name).await {
+                let unavailable = pods
+                    .iter()
+                    .filter(|p| {
+                        p.metadata.deletion_timestamp.is_some()
+                            || !stevedore_tests::pods::is_ready(p)
+                    })
+                    .count();
+                most.fetch_max(unavailable, Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn an_in_place_rollout_never_exceeds_the_budget() -> Result<()> {
+    run_in_namespace("pub-inplace", |ctx| async move {
+        let name = "web";
+        // The budget comes first; its pods appear after it (kruise #1857).
+        let target =
+            json!({ "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": name });
+        create_budget(
+            &ctx,
+            &budget(
+                &ctx,
+                "web-pub",
+                json!({ "targetRef": target, "maxUnavailable": 1 }),
+            ),
+            false,
+        )
+        .await?;
+        let mut cloneset = web_cloneset(&ctx, name, 6, "InPlaceIfPossible", Nodes::Kubelet);
+        // The set alone would update 3 pods at once: the budget is what limits it.
+        cloneset["spec"]["updateStrategy"]["maxUnavailable"] = json!(3);
+        apply(&ctx, &cloneset).await?;
+        wait_rolled_out(&ctx, name, ROLLOUT).await?;
+        wait_numbers(&ctx, "web-pub", (1, 6, 5, 6)).await?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let most = Arc::new(AtomicUsize::new(0));
+        let watcher = watch_unavailable(ctx.clone(), name, stop.clone(), most.clone());
+        set_image(&ctx, name, &ctx.cluster.image("web:v2")).await?;
+        let rolled = poll_until(
+            "the 6 pods to finish their in-place update",
+            ROLLOUT,
+            || async {
+                let pods = pods_of(&ctx, name).await?;
+                let v2 = ctx.cluster.image("web:v2");
+                let done = pods.len() == 6
+                    && pods.iter().all(|p| {
+                        !p.metadata
+                            .annotations
+                            .as_ref()
+                            .is_some_and(|a| a.contains_key(STATE_ANNOTATION))
+                            && stevedore_tests::pods::condition(p, INPLACE_UPDATE_READY).as_deref()
+                                == Some("True")
+                            && stevedore_tests::pods::is_running_and_ready(p)
+                            && p.spec.as_ref().is_some_and(|s| {
+                                s.containers[0].image.as_deref() == Some(v2.as_str())
+                            })
+                    });
+                if done {
+                    Ok(Some(()))
+                } else {
+                    bail!("{} pods, not all updated and ready", pods.len())
+                }
+            },
+        )
+        .await;
+        stop.store(true, Ordering::SeqCst);
+        watcher.await?;
+        rolled?;
+        let most = most.load(Ordering::SeqCst);
+        eprintln!("at most {most} pod(s) unavailable at once during the rollout");
+        ensure!(
+            most <= 1,
+            "{most} pods were unavailable at once under a budget of 1"
+        );
+        ensure!(
+            most == 1,
+            "no pod was ever seen unavailable: the poll missed the rollout"
+        );
+        // The set wanted more at once; the budget held the rest.
+        wait_event(&ctx, name, "DisruptionHeld", &["web-pub"]).await?;
+        wait_numbers(&ctx, "web-pub", (1, 6, 5, 6)).await?;
+        let budget = ctx.api::<PodUnavailableBudget>().get("web-pub").await?;
+        let status = budget.status.unwrap_or_default();
+        ensure!(
+            status.observed_generation == budget.metadata.generation,
+            "{status:?}"
+        );
+        ensure!(
+            status.unavailable_pods.is_empty() && status.disrupted_pods.is_empty(),
+            "{status:?}"
+        );
+        // Scale-down deletes go through the same budget (its total follows the scale).
+        let patch = json!({ "spec": { "replicas": 4 } });
+        ctx.api::<stevedore_controlplane::api::CloneSet>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        wait_rolled_out(&ctx, name, ROLLOUT).await?;
+        wait_numbers(&ctx, "web-pub", (1, 4, 3, 4)).await?;
+        Ok(())
+    })
+    .await
+}
