@@ -1,5 +1,5 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
-//! ControllerRevisions, CloneSets, Advanced StatefulSets, ImageLists, ImagePullJobs,
+//! ControllerRevisions, CloneSets, Advanced StatefulSets, Advanced DaemonSets, ImageLists, ImagePullJobs,
 //! BroadcastJobs, AdvancedCronJobs, batch Jobs), read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
-use crate::api::{AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob, StatefulSet};
+use crate::api::{
+    AdvancedCronJob, BroadcastJob, CloneSet, DaemonSet, ImageList, ImagePullJob, StatefulSet,
+};
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
@@ -24,6 +26,7 @@ pub struct Stores {
     pub revisions: Store<ControllerRevision>,
     pub clonesets: Store<CloneSet>,
     pub statefulsets: Store<StatefulSet>,
+    pub daemonsets: Store<DaemonSet>,
     pub imagelists: Store<ImageList>,
     pub imagepulljobs: Store<ImagePullJob>,
     pub broadcastjobs: Store<BroadcastJob>,
@@ -43,6 +46,7 @@ pub struct Changes {
     pub revisions: broadcast::Sender<Arc<ControllerRevision>>,
     pub clonesets: broadcast::Sender<Arc<CloneSet>>,
     pub statefulsets: broadcast::Sender<Arc<StatefulSet>>,
+    pub daemonsets: broadcast::Sender<Arc<DaemonSet>>,
     pub imagelists: broadcast::Sender<Arc<ImageList>>,
     pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
     pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
@@ -60,6 +64,7 @@ impl StoreSet for Stores {
         let revisions: Cache<ControllerRevision> = registry.watch(plain);
         let clonesets: Cache<CloneSet> = registry.watch(plain);
         let statefulsets: Cache<StatefulSet> = registry.watch(plain);
+        let daemonsets: Cache<DaemonSet> = registry.watch(plain);
         // An ImageList's managedFields say which entries each ImagePullJob holds.
         let imagelists: Cache<ImageList> = registry.watch(WatchOptions {
             keep_managed_fields: true,
@@ -76,6 +81,7 @@ impl StoreSet for Stores {
                 revisions: revisions.changes,
                 clonesets: clonesets.changes,
                 statefulsets: statefulsets.changes,
+                daemonsets: daemonsets.changes,
                 imagelists: imagelists.changes,
                 imagepulljobs: imagepulljobs.changes,
                 broadcastjobs: broadcastjobs.changes,
@@ -88,6 +94,7 @@ impl StoreSet for Stores {
             revisions: revisions.store,
             clonesets: clonesets.store,
             statefulsets: statefulsets.store,
+            daemonsets: daemonsets.store,
             imagelists: imagelists.store,
             imagepulljobs: imagepulljobs.store,
             broadcastjobs: broadcastjobs.store,

@@ -42,7 +42,10 @@ fn the_native_manifest_reads_as_the_native_one() {
     assert_eq!(rolling.update_type(), RollingUpdateType::Standard);
     assert_eq!(rolling.max_unavailable_or_default(), IntOrString::Int(1));
     assert_eq!(rolling.effective_max_surge(), IntOrString::Int(0));
-    assert_eq!(fluentd.spec.burst_replicas_or_default(), IntOrString::Int(250));
+    assert_eq!(
+        fluentd.spec.burst_replicas_or_default(),
+        IntOrString::Int(250)
+    );
 }
 
 #[test]
@@ -65,7 +68,10 @@ fn openkruise_fields() {
 fn defaults_are_openkruise_defaults() {
     let spec = DaemonSetSpec::default();
     assert_eq!(spec.history_limit(), 10);
-    assert_eq!(spec.update_type(), DaemonSetUpdateStrategyType::RollingUpdate);
+    assert_eq!(
+        spec.update_type(),
+        DaemonSetUpdateStrategyType::RollingUpdate
+    );
     let rolling = spec.rolling_update();
     assert_eq!(rolling.update_type(), RollingUpdateType::Standard);
     assert_eq!(rolling.partition_or_default(), 0);
@@ -147,7 +153,11 @@ fn admission_rules_name_their_field() {
     assert!(rule_messages(strategy)[0].contains("spec.updateStrategy.rollingUpdate"));
     let rolling = &strategy["properties"]["rollingUpdate"];
     let messages = rule_messages(rolling);
-    assert!(messages.iter().any(|m| m.contains("maxSurge and maxUnavailable")));
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("maxSurge and maxUnavailable"))
+    );
     assert!(messages.iter().any(|m| m.contains("InPlaceIfPossible")));
     for field in ["maxUnavailable", "maxSurge"] {
         let found = rule_messages(&rolling["properties"][field]);
