@@ -22,6 +22,7 @@ use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
 use crate::controller::runner::{self, Reconciler, RunnerConfig};
+use crate::daemonset::DaemonSetController;
 use crate::imagelist::Distributor;
 use crate::imagepulljob::ImagePullJobController;
 use crate::runtime::leader::Timings;
@@ -192,7 +193,7 @@ struct Controllers {
     switches: ControllerSwitches,
 }
 
-/// The pod-set controllers (CloneSet, Advanced StatefulSet) and their triggers, each as
+/// The pod-set controllers (CloneSet, Advanced StatefulSet, Advanced DaemonSet) and their triggers, each as
 /// `--controllers` says.
 fn start_pod_sets(
     running: &mut Runtime<Stores>,
@@ -217,12 +218,28 @@ fn start_pod_sets(
         ));
     }
     if c.switches.enabled("statefulset") {
-        let statefulset =
-            StatefulSetController::new(client.clone(), stores.clone(), agents, events.clone());
+        let statefulset = StatefulSetController::new(
+            client.clone(),
+            stores.clone(),
+            agents.clone(),
+            events.clone(),
+        );
         let queue = start_reconciler(running, Arc::new(statefulset), c.workers, shutdown)?;
         running.spawn(crate::statefulset::triggers::run(
             stores.changes.clone(),
             stores.statefulsets.clone(),
+            queue,
+            shutdown.clone(),
+        ));
+    }
+    if c.switches.enabled("daemonset") {
+        let daemonset =
+            DaemonSetController::new(client.clone(), stores.clone(), agents, events.clone());
+        let queue = start_reconciler(running, Arc::new(daemonset), c.workers, shutdown)?;
+        running.spawn(crate::daemonset::triggers::run(
+            stores.changes.clone(),
+            stores.daemonsets.clone(),
+            stores.nodes.clone(),
             queue,
             shutdown.clone(),
         ));

@@ -107,10 +107,11 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 7] = [
+    let components: [(&str, &[&str]); 8] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("StatefulSet", StatefulSetController::READS),
+        ("DaemonSet", DaemonSetController::READS),
         ("ImagePullJob", ImagePullJobController::READS),
         ("BroadcastJob", BroadcastJobController::READS),
         ("AdvancedCronJob", AdvancedCronJobController::READS),
@@ -136,6 +137,7 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "ControllerRevision",
             "CloneSet",
             "StatefulSet",
+            "DaemonSet",
             "ImageList",
             "ImagePullJob",
             "BroadcastJob",

@@ -1,7 +1,7 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
-//! ControllerRevisions, CloneSets, Advanced StatefulSets, ImageLists, ImagePullJobs,
-//! BroadcastJobs, AdvancedCronJobs, batch Jobs, PodUnavailableBudgets, PodDisruptionBudgets),
-//! read by every reconciler.
+//! ControllerRevisions, CloneSets, Advanced StatefulSets, Advanced DaemonSets, ImageLists,
+//! ImagePullJobs, BroadcastJobs, AdvancedCronJobs, batch Jobs, PodUnavailableBudgets,
+//! PodDisruptionBudgets), read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
@@ -15,8 +15,8 @@ use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
 use crate::api::{
-    AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob, PodUnavailableBudget,
-    StatefulSet,
+    AdvancedCronJob, BroadcastJob, CloneSet, DaemonSet, ImageList, ImagePullJob,
+    PodUnavailableBudget, StatefulSet,
 };
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
@@ -29,6 +29,7 @@ pub struct Stores {
     pub revisions: Store<ControllerRevision>,
     pub clonesets: Store<CloneSet>,
     pub statefulsets: Store<StatefulSet>,
+    pub daemonsets: Store<DaemonSet>,
     pub imagelists: Store<ImageList>,
     pub imagepulljobs: Store<ImagePullJob>,
     pub broadcastjobs: Store<BroadcastJob>,
@@ -50,6 +51,7 @@ pub struct Changes {
     pub revisions: broadcast::Sender<Arc<ControllerRevision>>,
     pub clonesets: broadcast::Sender<Arc<CloneSet>>,
     pub statefulsets: broadcast::Sender<Arc<StatefulSet>>,
+    pub daemonsets: broadcast::Sender<Arc<DaemonSet>>,
     pub imagelists: broadcast::Sender<Arc<ImageList>>,
     pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
     pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
@@ -69,6 +71,7 @@ impl StoreSet for Stores {
         let revisions: Cache<ControllerRevision> = registry.watch(plain);
         let clonesets: Cache<CloneSet> = registry.watch(plain);
         let statefulsets: Cache<StatefulSet> = registry.watch(plain);
+        let daemonsets: Cache<DaemonSet> = registry.watch(plain);
         // An ImageList's managedFields say which entries each ImagePullJob holds.
         let imagelists: Cache<ImageList> = registry.watch(WatchOptions {
             keep_managed_fields: true,
@@ -87,6 +90,7 @@ impl StoreSet for Stores {
                 revisions: revisions.changes,
                 clonesets: clonesets.changes,
                 statefulsets: statefulsets.changes,
+                daemonsets: daemonsets.changes,
                 imagelists: imagelists.changes,
                 imagepulljobs: imagepulljobs.changes,
                 broadcastjobs: broadcastjobs.changes,
@@ -101,6 +105,7 @@ impl StoreSet for Stores {
             revisions: revisions.store,
             clonesets: clonesets.store,
             statefulsets: statefulsets.store,
+            daemonsets: daemonsets.store,
             imagelists: imagelists.store,
             imagepulljobs: imagepulljobs.store,
             broadcastjobs: broadcastjobs.store,

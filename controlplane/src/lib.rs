@@ -12,6 +12,7 @@ pub mod certs;
 pub mod cloneset;
 pub mod config;
 pub mod controller;
+pub mod daemonset;
 pub mod imagelist;
 pub mod imagepulljob;
 pub mod predownload;

@@ -9,6 +9,7 @@ use std::str::FromStr;
 pub const COMPONENTS: &[&str] = &[
     "cloneset",
     "statefulset",
+    "daemonset",
     "imagepulljob",
     "broadcastjob",
     "advancedcronjob",

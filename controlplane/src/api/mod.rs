@@ -7,6 +7,7 @@ pub mod broadcastjob;
 pub mod cloneset;
 pub mod common;
 pub mod cron_rules;
+pub mod daemonset;
 pub mod duration;
 pub mod image_reference;
 pub mod imagelist;
@@ -20,6 +21,8 @@ mod tests;
 #[cfg(test)]
 mod tests_budget;
 #[cfg(test)]
+mod tests_daemonset;
+#[cfg(test)]
 mod tests_images;
 #[cfg(test)]
 mod tests_statefulset;
@@ -32,6 +35,7 @@ use kube::CustomResourceExt as _;
 pub use advancedcronjob::{AdvancedCronJob, AdvancedCronJobSpec, AdvancedCronJobStatus};
 pub use broadcastjob::{BroadcastJob, BroadcastJobSpec, BroadcastJobStatus};
 pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
+pub use daemonset::{DaemonSet, DaemonSetSpec, DaemonSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
 pub use podunavailablebudget::{
@@ -50,6 +54,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         versions::also_served(AdvancedCronJob::crd(), &["v1beta1"]),
         versions::also_served(StatefulSet::crd(), &["v1alpha1"]),
         PodUnavailableBudget::crd(),
+        versions::also_served(DaemonSet::crd(), &["v1beta1"]),
     ]
 }
 

@@ -5,19 +5,18 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource as _;
 
 use crate::api::BroadcastJob;
+use crate::workload::node_pin::pin;
+pub use crate::workload::node_pin::pinned_node;
 
 /// The label naming the job a pod belongs to (OpenKruise's).
 pub const JOB_NAME_LABEL: &str = "broadcastjob-name";
 /// The label carrying the job's UID (OpenKruise's).
 pub const JOB_UID_LABEL: &str = "broadcastjob-controller-uid";
-const NAME_FIELD: &str = "metadata.name";
 
 /// The pod of `job` for `node`; `None` when the job has no name or UID yet.
 pub fn new_pod(job: &BroadcastJob, node: &str) -> Option<Pod> {
@@ -60,51 +59,6 @@ fn owner_reference(name: String, uid: String) -> OwnerReference {
         controller: Some(true),
         block_owner_deletion: Some(true),
     }
-}
-
-/// Adds `metadata.name In [node]` to every required node selector term (or makes the one
-/// term), so the template's own affinity still applies and the pod can run only there.
-fn pin(affinity: &mut Option<Affinity>, node: &str) {
-    let requirement = NodeSelectorRequirement {
-        key: NAME_FIELD.to_owned(),
-        operator: "In".to_owned(),
-        values: Some(vec![node.to_owned()]),
-    };
-    let required = affinity
-        .get_or_insert_with(Affinity::default)
-        .node_affinity
-        .get_or_insert_with(NodeAffinity::default)
-        .required_during_scheduling_ignored_during_execution
-        .get_or_insert_with(NodeSelector::default);
-    if required.node_selector_terms.is_empty() {
-        required
-            .node_selector_terms
-            .push(NodeSelectorTerm::default());
-    }
-    for term in &mut required.node_selector_terms {
-        let fields = term.match_fields.get_or_insert_with(Vec::new);
-        fields.retain(|r| r.key != NAME_FIELD);
-        fields.push(requirement.clone());
-    }
-}
-
-/// The node a pod runs on or is pinned to (before the scheduler binds it).
-pub fn pinned_node(pod: &Pod) -> Option<String> {
-    let spec = pod.spec.as_ref()?;
-    if let Some(node) = spec.node_name.clone().filter(|n| !n.is_empty()) {
-        return Some(node);
-    }
-    spec.affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()?
-        .node_selector_terms
-        .iter()
-        .flat_map(|term| term.match_fields.iter().flatten())
-        .find(|r| r.key == NAME_FIELD && r.operator == "In")
-        .and_then(|r| r.values.as_ref()?.first().cloned())
 }
 
 /// The sum of the restart counts of the pod's containers.
@@ -182,39 +136,6 @@ mod tests {
     }
 
     #[test]
-    fn the_pin_is_anded_with_every_term_of_the_template() {
-        let mut spec = PodSpec::default();
-        pin(&mut spec.affinity, "old");
-        let mut two_terms = spec.clone();
-        let required = two_terms
-            .affinity
-            .as_mut()
-            .and_then(|a| a.node_affinity.as_mut())
-            .and_then(|a| {
-                a.required_during_scheduling_ignored_during_execution
-                    .as_mut()
-            })
-            .expect("required affinity");
-        required
-            .node_selector_terms
-            .push(NodeSelectorTerm::default());
-        let pod = new_pod(&job(two_terms), "n1").expect("a pod");
-        let terms = pod
-            .spec
-            .and_then(|s| s.affinity)
-            .and_then(|a| a.node_affinity)
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution)
-            .expect("required affinity")
-            .node_selector_terms;
-        assert_eq!(terms.len(), 2);
-        for term in terms {
-            let fields = term.match_fields.unwrap_or_default();
-            assert_eq!(fields.len(), 1, "the old pin is replaced");
-            assert_eq!(fields[0].values, Some(vec!["n1".to_owned()]));
-        }
-    }
-
-    #[test]
     fn restart_count_sums_the_containers() {
         let status = |counts: &[i32]| Pod {
             status: Some(PodStatus {
@@ -233,18 +154,5 @@ mod tests {
         };
         assert_eq!(restart_count(&Pod::default()), 0);
         assert_eq!(restart_count(&status(&[2, 3])), 5);
-    }
-
-    #[test]
-    fn a_bound_pod_is_on_its_node() {
-        let pod = Pod {
-            spec: Some(PodSpec {
-                node_name: Some("n7".to_owned()),
-                ..PodSpec::default()
-            }),
-            ..Pod::default()
-        };
-        assert_eq!(pinned_node(&pod).as_deref(), Some("n7"));
-        assert_eq!(pinned_node(&Pod::default()), None);
     }
 }

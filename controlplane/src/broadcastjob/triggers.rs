@@ -3,13 +3,11 @@
 //! placing pods — and only when what node evaluation reads changed (labels, taints,
 //! unschedulable, the node coming or going), not on every heartbeat.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::ResourceExt as _;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::BroadcastJob;
@@ -18,6 +16,7 @@ use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
 use crate::controller::triggers::received;
+use crate::workload::node_changes::SeenNodes;
 use crate::workload::triggers::owner_keys;
 
 /// A BroadcastJob has no selector: its pods are found by controller reference only.
@@ -43,19 +42,6 @@ pub fn keys_for_node(jobs: &[Arc<BroadcastJob>]) -> Vec<ObjectKey> {
         .collect()
 }
 
-/// What node evaluation reads from a Node: labels, taints, unschedulable (None: gone).
-type NodeFacts = Option<(BTreeMap<String, String>, Vec<Taint>, bool)>;
-
-fn node_facts(nodes: &Store<Node>, name: &str) -> NodeFacts {
-    let node = nodes.get(&ObjectRef::new(name))?;
-    let spec = node.spec.clone().unwrap_or_default();
-    Some((
-        node.labels().clone(),
-        spec.taints.unwrap_or_default(),
-        spec.unschedulable.unwrap_or(false),
-    ))
-}
-
 /// Feeds `queue` from the shared watches until `shutdown`.
 pub async fn run(
     changes: Changes,
@@ -67,7 +53,7 @@ pub async fn run(
     let mut job_rx = changes.broadcastjobs.subscribe();
     let mut pod_rx = changes.pods.subscribe();
     let mut node_rx = changes.nodes.subscribe();
-    let mut seen_nodes: HashMap<String, NodeFacts> = HashMap::new();
+    let mut seen_nodes = SeenNodes::default();
     let all = || {
         (jobs.state().iter())
             .map(|job| ObjectKey::of(job.as_ref()))
@@ -81,16 +67,9 @@ pub async fn run(
                 owner_keys::<BroadcastJob>(&pod.metadata, &[], |_| &NO_SELECTOR, false)
             }),
             r = node_rx.recv() => received(r, |node| {
-                let name = node.name_any();
-                // The store already holds the event's outcome; a deleted node is absent.
-                let facts = node_facts(&nodes, &name);
-                if seen_nodes.get(&name) == Some(&facts) {
+                if !seen_nodes.changed(&nodes, &node) {
                     return Vec::new();
                 }
-                match facts {
-                    Some(_) => seen_nodes.insert(name, facts),
-                    None => seen_nodes.remove(&name),
-                };
                 keys_for_node(&jobs.state())
             }),
         };

@@ -9,9 +9,9 @@
 //!
 //! Left out (the scheduler decides them when it binds, and a pod pinned to a node that
 //! cannot hold it fails there, visibly): resource fit, host ports, volume topology and
-//! `PreferNoSchedule` (a preference, never a refusal). Callers that want daemon-style
-//! tolerations (a DaemonSet's automatic `unschedulable`, `not-ready`, ... tolerations)
-//! add them to the pod spec they pass in.
+//! `PreferNoSchedule` (a preference, never a refusal). A DaemonSet's pods carry the
+//! tolerations upstream adds to every daemon pod ([`with_daemon_tolerations`]), in the
+//! spec evaluated and in the pod created alike.
 
 use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
@@ -21,6 +21,44 @@ use k8s_openapi::api::core::v1::{
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 const NO_SCHEDULE: &str = "NoSchedule";
 const NO_EXECUTE: &str = "NoExecute";
+
+/// The tolerations the native DaemonSet controller adds to every daemon pod
+/// (`AddOrUpdateDaemonPodTolerations`): a daemon keeps running on a node that is not
+/// ready or unreachable, and is placed on one under disk, memory or PID pressure or
+/// cordoned; a pod on the host network also on one whose network is not set up yet.
+const DAEMON_TOLERATIONS: [(&str, &str); 6] = [
+    ("node.kubernetes.io/not-ready", NO_EXECUTE),
+    ("node.kubernetes.io/unreachable", NO_EXECUTE),
+    ("node.kubernetes.io/disk-pressure", NO_SCHEDULE),
+    ("node.kubernetes.io/memory-pressure", NO_SCHEDULE),
+    ("node.kubernetes.io/pid-pressure", NO_SCHEDULE),
+    (UNSCHEDULABLE_TAINT_KEY, NO_SCHEDULE),
+];
+/// Tolerated by daemon pods on the host network only.
+const NETWORK_UNAVAILABLE_TAINT_KEY: &str = "node.kubernetes.io/network-unavailable";
+
+/// `spec` with the daemon tolerations added (an `Exists` toleration per key and effect),
+/// each only when the spec does not already carry one for that key and effect.
+pub fn with_daemon_tolerations(spec: &PodSpec) -> PodSpec {
+    let mut spec = spec.clone();
+    let host_network = spec.host_network.unwrap_or(false);
+    let network = host_network.then_some((NETWORK_UNAVAILABLE_TAINT_KEY, NO_SCHEDULE));
+    let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
+    for (key, effect) in DAEMON_TOLERATIONS.into_iter().chain(network) {
+        let present = tolerations.iter().any(|t| {
+            t.key.as_deref() == Some(key) && t.effect.as_deref().unwrap_or(effect) == effect
+        });
+        if !present {
+            tolerations.push(Toleration {
+                key: Some(key.to_owned()),
+                operator: Some("Exists".to_owned()),
+                effect: Some(effect.to_owned()),
+                ..Toleration::default()
+            });
+        }
+    }
+    spec
+}
 
 /// The verdict on one pod spec and one node.
 #[derive(Clone, Debug, PartialEq, Eq)]

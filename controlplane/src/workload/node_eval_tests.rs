@@ -381,3 +381,120 @@ fn placement_is_reported_before_taints() {
     assert_eq!(fit.unfit, Some(Unfit::NodeAffinity));
     assert!(!fit.should_continue_running);
 }
+
+/// (case, host network, node taints, should_run, should_continue_running)
+type DaemonCase = (
+    &'static str,
+    bool,
+    Vec<(&'static str, &'static str)>,
+    bool,
+    bool,
+);
+
+#[test]
+fn daemon_pods_tolerate_what_upstream_adds_and_nothing_else() {
+    let cases: Vec<DaemonCase> = vec![
+        (
+            "not ready",
+            false,
+            vec![("node.kubernetes.io/not-ready", "NoExecute")],
+            true,
+            true,
+        ),
+        (
+            "unreachable",
+            false,
+            vec![("node.kubernetes.io/unreachable", "NoExecute")],
+            true,
+            true,
+        ),
+        (
+            "disk pressure",
+            false,
+            vec![("node.kubernetes.io/disk-pressure", "NoSchedule")],
+            true,
+            true,
+        ),
+        (
+            "memory pressure",
+            false,
+            vec![("node.kubernetes.io/memory-pressure", "NoSchedule")],
+            true,
+            true,
+        ),
+        (
+            "PID pressure",
+            false,
+            vec![("node.kubernetes.io/pid-pressure", "NoSchedule")],
+            true,
+            true,
+        ),
+        (
+            "cordoned",
+            false,
+            vec![(UNSCHEDULABLE_TAINT_KEY, "NoSchedule")],
+            true,
+            true,
+        ),
+        (
+            "network unavailable, pod network",
+            false,
+            vec![(NETWORK_UNAVAILABLE_TAINT_KEY, "NoSchedule")],
+            false,
+            true,
+        ),
+        (
+            "network unavailable, host network",
+            true,
+            vec![(NETWORK_UNAVAILABLE_TAINT_KEY, "NoSchedule")],
+            true,
+            true,
+        ),
+        (
+            "disk pressure as NoExecute is not tolerated",
+            false,
+            vec![("node.kubernetes.io/disk-pressure", "NoExecute")],
+            false,
+            false,
+        ),
+        (
+            "a user's NoExecute taint evicts",
+            false,
+            vec![("dedicated", "NoExecute")],
+            false,
+            false,
+        ),
+        (
+            "a user's NoSchedule taint keeps new pods off",
+            false,
+            vec![("dedicated", "NoSchedule")],
+            false,
+            true,
+        ),
+    ];
+    for (case, host_network, taints, run, stay) in cases {
+        let spec = with_daemon_tolerations(&PodSpec {
+            host_network: Some(host_network),
+            ..PodSpec::default()
+        });
+        let taints: Vec<(&str, &str, &str)> = taints.iter().map(|(k, e)| (*k, "", *e)).collect();
+        let fit = evaluate(&spec, &node("n1", &[], &taints));
+        assert_eq!(fit.should_run, run, "{case}: should_run");
+        assert_eq!(fit.should_continue_running, stay, "{case}: continue");
+    }
+}
+
+#[test]
+fn daemon_tolerations_are_added_once_and_keep_the_templates() {
+    let own = toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute");
+    let spec = tolerating(vec![own.clone(), toleration("dedicated", "Exists", "", "")]);
+    let once = with_daemon_tolerations(&spec);
+    let twice = with_daemon_tolerations(&once);
+    assert_eq!(once, twice, "adding them again changes nothing");
+    let tolerations = once.tolerations.unwrap_or_default();
+    assert_eq!(tolerations.len(), 2 + DAEMON_TOLERATIONS.len() - 1);
+    assert_eq!(
+        tolerations[0], own,
+        "the template's own toleration is kept first"
+    );
+}

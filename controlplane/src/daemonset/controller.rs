@@ -1,0 +1,72 @@
+//! The DaemonSet controller's state, shared by its workers, and the error of one sync.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource as _;
+
+use super::plan::DaemonSetPlanError;
+use crate::api::DaemonSet;
+use crate::caches::Stores;
+use crate::controller::ObjectKey;
+use crate::controller::api_error::ApiError;
+use crate::controller::create_backoff::CreateBackoff;
+use crate::controller::events::EventSink;
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
+use crate::controller::pod_conditions::PodConditions;
+use crate::workload::execute::ExecuteError;
+use crate::workload::history::HistoryError;
+use crate::workload::revision::RevisionError;
+
+/// Why a DaemonSet sync failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    Plan(#[from] DaemonSetPlanError),
+    #[error(transparent)]
+    Revision(#[from] RevisionError),
+    #[error(transparent)]
+    Execute(#[from] ExecuteError),
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
+
+/// The DaemonSet controller's state, shared by its workers.
+pub struct DaemonSetController {
+    pub(super) client: kube::Client,
+    pub(super) stores: Stores,
+    pub(super) agents: Arc<dyn PodConditions>,
+    pub(super) events: EventSink,
+    pub(super) expectations: Expectations<ObjectKey>,
+    /// Failed pod creates, per DaemonSet.
+    pub(super) create_backoff: CreateBackoff<ObjectKey>,
+    /// Failed pods deleted, per DaemonSet and node: a crash-looping template replaces
+    /// its pod on a node at a growing interval, not in a hot loop.
+    pub(super) failed_pod_backoff: CreateBackoff<(ObjectKey, String)>,
+}
+
+impl DaemonSetController {
+    pub fn new(
+        client: kube::Client,
+        stores: Stores,
+        agents: Arc<dyn PodConditions>,
+        events: EventSink,
+    ) -> Self {
+        Self {
+            client,
+            stores,
+            agents,
+            events,
+            expectations: Expectations::new(EXPECTATION_TIMEOUT),
+            create_backoff: CreateBackoff::default(),
+            failed_pod_backoff: CreateBackoff::default(),
+        }
+    }
+}
+
+/// The reference Events are attached to.
+pub(super) fn reference(ds: &DaemonSet) -> ObjectReference {
+    ds.object_ref(&())
+}

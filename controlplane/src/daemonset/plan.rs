@@ -1,0 +1,291 @@
+//! One DaemonSet sync as a pure decision, over the shared pod-set planning: refresh pods
+//! (in-place completion, lifecycle moves) through `workload::plan`, then the node step
+//! (the native controller's `manage`: per node, `podsShouldBeOnNode`), and only a sync
+//! whose node step is settled updates pods — Standard and InPlaceIfPossible through the
+//! shared update step, a surging update through `surge`.
+//!
+//! Per node (`workload::node_eval` on the template with the daemon tolerations):
+//! - should run and has no pod: create one pinned to the node (at most `burstReplicas`
+//!   per sync);
+//! - may keep running: failed pods are deleted, each node backing off on its own so a
+//!   crash-looping template cannot hot-loop; of several running pods the oldest stays
+//!   (under surge, the oldest old and the oldest updated one);
+//! - may not keep running (a NoExecute taint, a label or affinity no longer matching):
+//!   its pods are deleted;
+//! - pods pinned to no node or to a node that is gone are deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
+
+use super::adapter::DaemonSetWorkload;
+use super::nodes::{NodePods, node_pods, oldest_first};
+use super::surge;
+use crate::api::DaemonSet;
+use crate::api::daemonset::{DaemonSetUpdateStrategyType, RollingUpdateType};
+use crate::workload::actions::{Create, DeleteReason, Plan};
+use crate::workload::node_eval::{self, NodeFit, with_daemon_tolerations};
+use crate::workload::plan::{PlanError, PodSet, PodSetSnapshot, plan_delete};
+use crate::workload::revision_adapter::RevisionAdapter;
+use crate::workload::rollout::{self, IntOrPercentError, MAX_SURGE_FIELD};
+use crate::workload::selector::selector_matches;
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
+
+/// Field path of `burstReplicas`, named in errors.
+const BURST_REPLICAS_FIELD: &str = "spec.burstReplicas";
+
+/// What the sync sees.
+pub struct Snapshot<'a> {
+    pub ds: &'a DaemonSet,
+    pub nodes: Vec<&'a Node>,
+    /// Pods the DaemonSet controls (after adoption and release), terminating ones included.
+    pub pods: Vec<&'a Pod>,
+    pub update_revision: &'a str,
+    pub current_revision: &'a str,
+    /// Revision name → its pod template.
+    pub revisions: &'a BTreeMap<String, PodTemplateSpec>,
+    /// Nodes whose failed pods may not be deleted yet (the per-node backoff).
+    pub failed_backoff: &'a BTreeSet<String>,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonSetPlanError {
+    #[error(transparent)]
+    IntOrPercent(#[from] IntOrPercentError),
+    #[error(
+        "spec.updateStrategy.rollingUpdate.selector is not a valid selector: In and NotIn need values, Exists and DoesNotExist take none"
+    )]
+    InvalidUpdateSelector,
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// The decision of one sync.
+#[derive(Debug, Default)]
+pub struct DaemonSetPlan {
+    pub plan: Plan,
+    /// Nodes whose failed pods this sync deletes: the next deletion there backs off.
+    pub failed_deleted_on: Vec<String>,
+    /// Nodes with a failed pod left for later by the backoff.
+    pub failed_waiting_on: Vec<String>,
+}
+
+/// Each known node's verdict, by name, for the template of the update revision.
+pub fn evaluate_nodes<'a>(ds: &DaemonSet, nodes: &[&'a Node]) -> BTreeMap<String, NodeFit> {
+    let spec = with_daemon_tolerations(&ds.spec.template.spec.clone().unwrap_or_default());
+    nodes
+        .iter()
+        .map(|node| (node.name_any(), node_eval::evaluate(&spec, node)))
+        .collect()
+}
+
+/// Plans one sync.
+pub fn plan(snap: &Snapshot<'_>) -> Result<DaemonSetPlan, DaemonSetPlanError> {
+    let ds = snap.ds;
+    let fits = evaluate_nodes(ds, &snap.nodes);
+    let desired = i32::try_from(fits.values().filter(|f| f.should_run).count()).unwrap_or(i32::MAX);
+    let by_node = node_pods(&snap.pods);
+    let workload = DaemonSetWorkload {
+        ds,
+        desired,
+        held_back: held_back(ds, &snap.nodes, &by_node)?,
+    };
+    let named = BTreeSet::new();
+    let pod_set = PodSetSnapshot {
+        workload: &workload,
+        pods: snap.pods.clone(),
+        claims: Vec::new(),
+        update_revision: snap.update_revision,
+        current_revision: snap.current_revision,
+        revisions: snap.revisions,
+        named_for_deletion: &named,
+        now: snap.now,
+    };
+    let set = PodSet::new(&pod_set);
+    let mut out = DaemonSetPlan::default();
+    set.refresh(&mut out.plan)?;
+    let surge = surge_limit(ds, desired)?;
+    let step = NodeStep {
+        snap,
+        workload: &workload,
+        fits: &fits,
+        surging: surge > 0,
+    };
+    step.run(&by_node, &mut out)?;
+    let acted = !out.plan.creates.is_empty() || !out.plan.deletes.is_empty();
+    if acted || ds.spec.update_type() == DaemonSetUpdateStrategyType::OnDelete {
+        return Ok(out);
+    }
+    if surge > 0 {
+        let rolling = ds.spec.rolling_update();
+        if !rolling.is_paused() {
+            let wanted = surge::SurgeInput {
+                workload: &workload,
+                fits: &fits,
+                by_node: &by_node,
+                update_revision: snap.update_revision,
+                max_surge: surge,
+                partition: rolling.partition_or_default(),
+                now: snap.now,
+            };
+            surge::plan(&wanted, &mut out.plan);
+        }
+    } else {
+        set.update_only(&mut out.plan)?;
+    }
+    Ok(out)
+}
+
+/// maxSurge scaled against the desired nodes (rounded up); 0 under InPlaceIfPossible.
+fn surge_limit(ds: &DaemonSet, desired: i32) -> Result<i32, IntOrPercentError> {
+    let rolling = ds.spec.rolling_update();
+    if rolling.update_type() == RollingUpdateType::InPlaceIfPossible {
+        return Ok(0);
+    }
+    rollout::scaled_share(
+        MAX_SURGE_FIELD,
+        &rolling.effective_max_surge(),
+        desired,
+        true,
+    )
+}
+
+/// Names of the pods on nodes `rollingUpdate.selector` does not match (none without one).
+fn held_back(
+    ds: &DaemonSet,
+    nodes: &[&Node],
+    by_node: &BTreeMap<String, NodePods<'_>>,
+) -> Result<BTreeSet<String>, DaemonSetPlanError> {
+    let Some(selector) = ds.spec.rolling_update().selector else {
+        return Ok(BTreeSet::new());
+    };
+    let mut held = BTreeSet::new();
+    for node in nodes {
+        let matched = selector_matches(&selector, node.labels());
+        if matched.ok_or(DaemonSetPlanError::InvalidUpdateSelector)? {
+            continue;
+        }
+        if let Some(pods) = by_node.get(&node.name_any()) {
+            held.extend(pods.all.iter().map(|p| p.name_any()));
+        }
+    }
+    Ok(held)
+}
+
+/// The node step: what each node needs created or deleted.
+struct NodeStep<'s, 'a> {
+    snap: &'s Snapshot<'a>,
+    workload: &'s DaemonSetWorkload<'a>,
+    fits: &'s BTreeMap<String, NodeFit>,
+    surging: bool,
+}
+
+impl<'a> NodeStep<'_, 'a> {
+    fn run(
+        &self,
+        by_node: &BTreeMap<String, NodePods<'a>>,
+        out: &mut DaemonSetPlan,
+    ) -> Result<(), DaemonSetPlanError> {
+        let mut creates = Vec::new();
+        for (node, fit) in self.fits {
+            let empty = NodePods::default();
+            let pods = by_node.get(node).unwrap_or(&empty);
+            if fit.should_run && pods.all.is_empty() {
+                creates.push(node.clone());
+            } else if fit.should_continue_running {
+                self.keep_one(node, pods, out);
+            } else {
+                for pod in pods.live() {
+                    self.delete(
+                        pod,
+                        DeleteReason::ScaleDown,
+                        "the node no longer fits the template",
+                        out,
+                    );
+                }
+            }
+        }
+        for (node, pods) in by_node {
+            if !self.fits.contains_key(node) {
+                for pod in pods.live() {
+                    self.delete(pod, DeleteReason::ScaleDown, "its node is gone", out);
+                }
+            }
+        }
+        let burst = rollout::scaled_share(
+            BURST_REPLICAS_FIELD,
+            &self.snap.ds.spec.burst_replicas_or_default(),
+            self.workload.desired,
+            true,
+        )?;
+        let burst = usize::try_from(burst.max(1)).unwrap_or(1);
+        out.plan
+            .creates
+            .extend(creates.into_iter().take(burst).map(|node| Create {
+                instance_id: node,
+                revision: self.snap.update_revision.to_owned(),
+            }));
+        Ok(())
+    }
+
+    /// A node that may keep its pods: failed ones go (backing off per node), and of the
+    /// running ones the oldest stays (under surge, also the oldest updated one).
+    fn keep_one(&self, node: &str, pods: &NodePods<'a>, out: &mut DaemonSetPlan) {
+        if !pods.failed.is_empty() {
+            if self.snap.failed_backoff.contains(node) {
+                out.failed_waiting_on.push(node.to_owned());
+            } else {
+                for pod in &pods.failed {
+                    self.delete(pod, DeleteReason::Failed, "its containers failed", out);
+                }
+                out.failed_deleted_on.push(node.to_owned());
+            }
+        }
+        let mut running = pods.running.clone();
+        oldest_first(&mut running);
+        let update = self.snap.update_revision;
+        let is_new = |p: &Pod| RevisionAdapter::is_on(p.labels(), update);
+        let keep_old = running
+            .iter()
+            .find(|p| !self.surging || !is_new(p))
+            .copied();
+        let keep_new = if self.surging {
+            running.iter().find(|p| is_new(p)).copied()
+        } else {
+            None
+        };
+        for pod in running {
+            let kept = [keep_old, keep_new]
+                .into_iter()
+                .flatten()
+                .any(|k| std::ptr::eq(k, pod));
+            if !kept {
+                self.delete(
+                    pod,
+                    DeleteReason::ScaleDown,
+                    "another pod runs on its node",
+                    out,
+                );
+            }
+        }
+    }
+
+    fn delete(&self, pod: &Pod, reason: DeleteReason, why: &str, out: &mut DaemonSetPlan) {
+        let now = self.snap.now;
+        plan_delete(
+            self.workload,
+            pod,
+            Vec::new(),
+            reason,
+            why.to_owned(),
+            now,
+            &mut out.plan,
+        );
+    }
+}

@@ -1,0 +1,430 @@
+//! The DaemonSet reconciler: claims pods, keeps the revision history, asks `plan` what to
+//! do and carries it out through the shared executor (failed pods backing off per node),
+//! then writes status. The runner's shared preamble (`controller::object`) has already
+//! found the DaemonSet in the cache and waited out the writes of earlier syncs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource as _, ResourceExt as _};
+use tokio::time::Instant;
+
+use super::adapter::DaemonSetWorkload;
+use super::controller::{DaemonSetController, SyncError, reference};
+use super::nodes::node_pods;
+use super::plan::{self, DaemonSetPlan, Snapshot, evaluate_nodes};
+use super::status::{FAILED_CREATE, Revisions, SyncProblems, compute_status};
+use crate::api::{DaemonSet, DaemonSetStatus};
+use crate::budget::admission::KubeBudgets;
+use crate::cloneset::pods::{RevisionSpec, fresh_instance_id};
+use crate::cloneset::random::random_u64;
+use crate::controller::ObjectKey;
+use crate::controller::api_error::api_error;
+use crate::controller::conditions::set_problem;
+use crate::controller::expectations::{Expectations, Seen};
+use crate::controller::object::ObjectReconciler;
+use crate::controller::runner::Outcome;
+use crate::controller::status_patch::status_merge_patch;
+use crate::workload::actions::Create;
+use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
+use crate::workload::claim::claim_objects;
+use crate::workload::deletion::REVISION_LABEL;
+use crate::workload::execute::{Executor, KubeParts, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::history::{History, HistoryStep, HistoryWriter};
+use crate::workload::ownership::is_controlled_by;
+use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
+use crate::workload::selector::selector_selects_template;
+
+impl ObjectReconciler for DaemonSetController {
+    type Object = DaemonSet;
+    type Error = SyncError;
+    const KIND: &'static str = "DaemonSet";
+    const READS: &'static [&'static str] = &[
+        "Pod",
+        "Node",
+        "ControllerRevision",
+        "DaemonSet",
+        // The budgets the executor's disruptions are admitted by.
+        "PodUnavailableBudget",
+        "PodDisruptionBudget",
+    ];
+    const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
+
+    fn objects(&self) -> &Store<DaemonSet> {
+        &self.stores.daemonsets
+    }
+
+    fn expectations(&self) -> &Expectations<ObjectKey> {
+        &self.expectations
+    }
+
+    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
+        (kind == "Pod")
+            .then(|| {
+                self.stores
+                    .pods
+                    .get(&ObjectRef::new(name).within(namespace))
+            })
+            .flatten()
+            .map(|p| Seen::of(&p.metadata))
+    }
+
+    fn caches_synced(&self) -> bool {
+        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    }
+
+    fn forget(&self, key: &ObjectKey) {
+        self.create_backoff.forget(key);
+        for node in self.stores.nodes.state() {
+            self.failed_pod_backoff
+                .forget(&(key.clone(), node.name_any()));
+        }
+    }
+
+    /// Garbage collection removes the pods and revisions a deleted DaemonSet owns.
+    fn needs_no_sync(&self, ds: &DaemonSet) -> bool {
+        ds.meta().deletion_timestamp.is_some()
+    }
+
+    async fn sync(&self, key: &ObjectKey, ds: Arc<DaemonSet>) -> Result<Outcome, SyncError> {
+        sync(self, key, &ds).await
+    }
+}
+
+/// What one sync read: the pods the DaemonSet controls and its revisions.
+struct Owned {
+    pods: Vec<Arc<Pod>>,
+    history: History,
+    /// Revision name → its pod template.
+    templates: BTreeMap<String, PodTemplateSpec>,
+}
+
+/// Builds the pod for a `Create` (whose instance id is the node), named
+/// `<daemonset>-<five random characters>` so the executor can expect it by name.
+struct DaemonPods<'a> {
+    workload: &'a DaemonSetWorkload<'a>,
+    templates: &'a BTreeMap<String, PodTemplateSpec>,
+}
+
+impl NewPods for DaemonPods<'_> {
+    /// Never asked: the plan names the node of every pod it creates.
+    fn fresh_instance_id(&self, _: &BTreeSet<String>) -> String {
+        String::new()
+    }
+
+    fn new_pod(&self, create: &Create) -> Option<NewPod> {
+        if create.instance_id.is_empty() {
+            return None;
+        }
+        let (mut pod, claims) = new_pod_and_claims(self.workload, self.templates, create)?;
+        let suffix = fresh_instance_id(&BTreeSet::new(), &mut random_u64);
+        pod.metadata.name = Some(format!("{}-{suffix}", self.workload.ds.name_any()));
+        pod.metadata.generate_name = None;
+        Some(NewPod { pod, claims })
+    }
+}
+
+async fn sync(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+) -> Result<Outcome, SyncError> {
+    // Before any claim or create: a selector that misses the template would create pods
+    // it cannot own, without end. The CRD refuses such a DaemonSet; an older CRD may not.
+    let labels = (ds.spec.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    if let Err(mismatch) = selector_selects_template(&ds.spec.selector, &labels) {
+        return refuse(ctl, key, ds, &mismatch.to_string()).await;
+    }
+    let Some(owned) = read_owned(ctl, key, ds).await? else {
+        return Ok(Outcome::RequeueAfter(Duration::ZERO));
+    };
+    let now = Timestamp::now();
+    let nodes: Vec<Arc<Node>> = ctl.stores.nodes.state();
+    let generation = ds.metadata.generation.unwrap_or(0);
+    let (failed_backoff, backoff_wait) = failed_backoff(ctl, key, &nodes, generation);
+    let history = &owned.history;
+    let snapshot = Snapshot {
+        ds,
+        nodes: nodes.iter().map(AsRef::as_ref).collect(),
+        pods: owned.pods.iter().map(AsRef::as_ref).collect(),
+        update_revision: &history.update_revision,
+        current_revision: &history.current_revision,
+        revisions: &owned.templates,
+        failed_backoff: &failed_backoff,
+        now,
+    };
+    let planned = match plan::plan(&snapshot) {
+        Ok(planned) => planned,
+        Err(err) => return refuse(ctl, key, ds, &err.to_string()).await,
+    };
+    for node in &planned.failed_deleted_on {
+        let message = format!("a pod on node {node} failed and was deleted");
+        let entry = (key.clone(), node.clone());
+        ctl.failed_pod_backoff
+            .failed(&entry, generation, message, Instant::now());
+    }
+    let mut problems = SyncProblems {
+        failed_waiting_on: planned.failed_waiting_on.clone(),
+        ..SyncProblems::default()
+    };
+    let executed = execute(ctl, key, &snapshot, &owned, &planned, &mut problems).await;
+    let fits = evaluate_nodes(ds, &snapshot.nodes);
+    let by_node = node_pods(&snapshot.pods);
+    let revisions = Revisions {
+        update: &history.update_revision,
+        collision_count: Some(history.collision_count).filter(|c| *c > 0),
+    };
+    let status = compute_status(ds, &fits, &by_node, &revisions, &problems, now);
+    let availability = (ds.spec.min_ready_seconds > 0
+        && status.number_ready > status.number_available)
+        .then(|| Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds).unwrap_or(1)));
+    write_status(ctl, key, ds, &status).await?;
+    truncate_history(ctl, key, ds, &owned).await?;
+    let create_retry = executed?;
+    let requeues = [
+        create_retry,
+        planned.plan.requeue_after,
+        backoff_wait,
+        availability,
+    ];
+    Ok(requeues
+        .into_iter()
+        .flatten()
+        .fold(Outcome::Done, |outcome, after| {
+            outcome.min(Outcome::RequeueAfter(after))
+        }))
+}
+
+/// The nodes whose failed pods must wait, and how soon the first wait ends.
+fn failed_backoff(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    nodes: &[Arc<Node>],
+    generation: i64,
+) -> (BTreeSet<String>, Option<Duration>) {
+    let now = Instant::now();
+    let mut waiting = BTreeSet::new();
+    let mut soonest: Option<Duration> = None;
+    for node in nodes {
+        let entry = (key.clone(), node.name_any());
+        if let Some(wait) = ctl.failed_pod_backoff.waiting(&entry, generation, now) {
+            waiting.insert(node.name_any());
+            soonest = Some(soonest.map_or(wait.remaining, |s| s.min(wait.remaining)));
+        }
+    }
+    (waiting, soonest)
+}
+
+/// Holds the DaemonSet: no claim, create or delete, a FailedCreate condition saying why.
+async fn refuse(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+    message: &str,
+) -> Result<Outcome, SyncError> {
+    let mut status = ds.status.clone().unwrap_or_default();
+    set_problem(
+        &mut status.conditions,
+        FAILED_CREATE,
+        Some(message),
+        Timestamp::now(),
+    );
+    write_status(ctl, key, ds, &status).await?;
+    ctl.events
+        .warning(&reference(ds), FAILED_CREATE, "Create", message.to_owned())
+        .await;
+    Ok(Outcome::Done)
+}
+
+/// Claims the DaemonSet's pods and makes sure a revision holds its current template;
+/// `None` when a hash collision was counted and the sync must start over.
+async fn read_owned(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+) -> Result<Option<Owned>, SyncError> {
+    let uid = ds.uid().unwrap_or_default();
+    let in_namespace =
+        |meta: &ObjectMeta| meta.namespace.as_deref() == Some(key.namespace.as_str());
+    let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    let candidates = (ctl.stores.pods.state().into_iter()).filter(|p| in_namespace(&p.metadata));
+    let workload = DaemonSetWorkload {
+        ds,
+        desired: 0,
+        held_back: BTreeSet::new(),
+    };
+    let owner = workload.owner_reference();
+    let pods = claim_objects(&pods_api, candidates, &owner, &ds.spec.selector).await?;
+    let cached: Vec<Arc<ControllerRevision>> = (ctl.stores.revisions.state().into_iter())
+        .filter(|r| in_namespace(&r.metadata) && is_controlled_by(&r.metadata, &uid))
+        .collect();
+    let spec = RevisionSpec {
+        template: ds.spec.template.clone(),
+        volume_claim_templates: Vec::new(),
+    };
+    let data = spec.to_data()?;
+    let collisions = ds
+        .status
+        .as_ref()
+        .and_then(|s| s.collision_count)
+        .unwrap_or(0);
+    let name = ds.name_any();
+    let step = history_writer(ctl, key, &name)
+        .sync_update_revision(cached, &data, collisions, "", |name, hash, number, data| {
+            new_revision(ds, &owner, name, hash, number, data)
+        })
+        .await?;
+    let HistoryStep::Ready(history) = step else {
+        return Ok(None);
+    };
+    let mut templates: BTreeMap<String, PodTemplateSpec> = (history.revisions.iter())
+        .filter_map(|r| Some((r.name.clone(), RevisionSpec::from_data(&r.data)?.template)))
+        .collect();
+    templates.insert(history.update_revision.clone(), spec.template);
+    Ok(Some(Owned {
+        pods,
+        history,
+        templates,
+    }))
+}
+
+/// The ControllerRevision for the DaemonSet's template, labelled with the selector's
+/// labels and the hash, owned by the DaemonSet.
+fn new_revision(
+    ds: &DaemonSet,
+    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    name: &str,
+    hash: &str,
+    number: i64,
+    data: Vec<u8>,
+) -> Result<ControllerRevision, RevisionError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(&data).map_err(|source| RevisionError::Serialize { source })?;
+    let mut labels = ds.spec.selector.match_labels.clone().unwrap_or_default();
+    labels.insert(REVISION_HASH_LABEL.to_owned(), hash.to_owned());
+    Ok(ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: ds.namespace(),
+            labels: Some(labels),
+            owner_references: Some(vec![owner.clone()]),
+            ..ObjectMeta::default()
+        },
+        data: Some(RawExtension(value)),
+        revision: number,
+    })
+}
+
+fn history_writer<'a>(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    name: &'a str,
+) -> HistoryWriter<'a, DaemonSet> {
+    HistoryWriter {
+        revisions: Api::namespaced(ctl.client.clone(), &key.namespace),
+        owner: Api::namespaced(ctl.client.clone(), &key.namespace),
+        owner_name: name,
+    }
+}
+
+/// Runs the plan through the shared executor; problems for the status conditions are
+/// filled in. `Ok(Some(wait))`: creates failed or are backing off.
+async fn execute(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    snapshot: &Snapshot<'_>,
+    owned: &Owned,
+    planned: &DaemonSetPlan,
+    problems: &mut SyncProblems,
+) -> Result<Option<Duration>, SyncError> {
+    let ds = snapshot.ds;
+    let reference = reference(ds);
+    let parts = KubeParts {
+        client: &ctl.client,
+        claims: &ctl.stores.pvcs,
+        nodes: &ctl.stores.nodes,
+        agents: &ctl.agents,
+        events: &ctl.events,
+    };
+    let writes = KubePodWrites::new(parts, &key.namespace, &reference);
+    let budgets = KubeBudgets {
+        client: &ctl.client,
+        stores: &ctl.stores,
+        namespace: &key.namespace,
+    };
+    let workload = DaemonSetWorkload {
+        ds,
+        desired: 0,
+        held_back: BTreeSet::new(),
+    };
+    let new_pods = DaemonPods {
+        workload: &workload,
+        templates: &owned.templates,
+    };
+    let executor = Executor {
+        key,
+        generation: ds.metadata.generation.unwrap_or(0),
+        writes: &writes,
+        budgets: &budgets,
+        new_pods: &new_pods,
+        expectations: &ctl.expectations,
+        create_backoff: &ctl.create_backoff,
+    };
+    let mut shared = Problems::default();
+    let executed = executor.execute(&planned.plan, &mut shared).await;
+    problems.create = shared.scale;
+    problems.update = shared.update;
+    Ok(executed?)
+}
+
+/// Writes the status when it changed.
+async fn write_status(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+    new_status: &DaemonSetStatus,
+) -> Result<(), SyncError> {
+    if ds.status.as_ref() == Some(new_status) {
+        return Ok(());
+    }
+    let api: Api<DaemonSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
+    api.patch_status(
+        &key.name,
+        &PatchParams::default(),
+        &Patch::Merge(status_merge_patch(ds.status.as_ref(), new_status)),
+    )
+    .await
+    .map_err(api_error("writing status"))?;
+    Ok(())
+}
+
+/// Deletes revisions beyond the history limit that no pod uses.
+async fn truncate_history(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+    owned: &Owned,
+) -> Result<(), SyncError> {
+    let pod_labels: Vec<Option<&str>> = (owned.pods.iter())
+        .map(|p| {
+            (p.metadata.labels.as_ref())
+                .and_then(|l| l.get(REVISION_LABEL))
+                .map(String::as_str)
+        })
+        .collect();
+    let name = ds.name_any();
+    history_writer(ctl, key, &name)
+        .truncate(&owned.history, &pod_labels, ds.spec.history_limit())
+        .await?;
+    Ok(())
+}

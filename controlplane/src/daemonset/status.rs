@@ -1,0 +1,150 @@
+//! A DaemonSet's status as the native controller counts it (`updateDaemonSetStatus`):
+//! per node that should run the pod, whether it runs one, and whether the oldest of its
+//! pods is ready, available and updated; nodes that run one but should not are
+//! misscheduled. Plus the problem conditions of the sync (FailedCreate, FailedUpdate,
+//! FailedPodBackoff).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::nodes::{NodePods, oldest_first};
+use crate::api::DaemonSet;
+use crate::api::daemonset::{DaemonSetCondition, DaemonSetStatus};
+use crate::controller::conditions::{StatusCondition, set_problem};
+use crate::workload::node_eval::NodeFit;
+use crate::workload::pod_view::{PodView, ViewContext};
+use crate::workload::revision_adapter::short_hash;
+
+/// Condition: creating pods failed (the apiserver's message).
+pub const FAILED_CREATE: &str = "FailedCreate";
+/// Condition: updating pods failed or was refused.
+pub const FAILED_UPDATE: &str = "FailedUpdate";
+/// Condition: failed pods wait for their node's backoff before they are replaced.
+pub const FAILED_POD_BACKOFF: &str = "FailedPodBackoff";
+
+/// What the sync ran into, for the conditions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncProblems {
+    pub create: Option<String>,
+    pub update: Option<String>,
+    /// Nodes whose failed pods wait for the backoff.
+    pub failed_waiting_on: Vec<String>,
+}
+
+/// The revisions the status names.
+pub struct Revisions<'a> {
+    pub update: &'a str,
+    pub collision_count: Option<i32>,
+}
+
+/// The status after this sync.
+pub fn compute_status(
+    ds: &DaemonSet,
+    fits: &BTreeMap<String, NodeFit>,
+    by_node: &BTreeMap<String, NodePods<'_>>,
+    revisions: &Revisions<'_>,
+    problems: &SyncProblems,
+    now: Timestamp,
+) -> DaemonSetStatus {
+    let named = BTreeSet::new();
+    let ctx = ViewContext {
+        update_revision: revisions.update,
+        min_ready_seconds: ds.spec.min_ready_seconds,
+        now,
+        named_for_deletion: &named,
+    };
+    let mut status = DaemonSetStatus {
+        observed_generation: ds.metadata.generation.unwrap_or(0),
+        collision_count: revisions.collision_count,
+        daemon_set_hash: short_hash(revisions.update).to_owned(),
+        conditions: ds.status.clone().unwrap_or_default().conditions,
+        ..DaemonSetStatus::default()
+    };
+    for (node, pods) in by_node {
+        // Pods pinned to no known node are not counted: the native controller counts
+        // only the nodes it lists.
+        let misplaced = fits.get(node).is_some_and(|f| !f.should_run);
+        if misplaced && !pods.all.is_empty() {
+            status.number_misscheduled += 1;
+        }
+    }
+    for (node, fit) in fits {
+        if !fit.should_run {
+            continue;
+        }
+        status.desired_number_scheduled += 1;
+        let Some(pods) = by_node.get(node).filter(|p| !p.all.is_empty()) else {
+            continue;
+        };
+        status.current_number_scheduled += 1;
+        let mut all = pods.all.clone();
+        oldest_first(&mut all);
+        let oldest = PodView::of(all[0], &ctx);
+        if oldest.ready {
+            status.number_ready += 1;
+            if oldest.available {
+                status.number_available += 1;
+            }
+        }
+        if oldest.updated {
+            status.updated_number_scheduled += 1;
+        }
+    }
+    status.number_unavailable = status.desired_number_scheduled - status.number_available;
+    set_problem(
+        &mut status.conditions,
+        FAILED_CREATE,
+        problems.create.as_deref(),
+        now,
+    );
+    set_problem(
+        &mut status.conditions,
+        FAILED_UPDATE,
+        problems.update.as_deref(),
+        now,
+    );
+    let backoff = (!problems.failed_waiting_on.is_empty()).then(|| {
+        format!(
+            "failed pods on node(s) {} are replaced after a backoff, so a template that keeps failing does not recreate pods in a loop",
+            problems.failed_waiting_on.join(", ")
+        )
+    });
+    set_problem(
+        &mut status.conditions,
+        FAILED_POD_BACKOFF,
+        backoff.as_deref(),
+        now,
+    );
+    status
+}
+
+impl StatusCondition for DaemonSetCondition {
+    fn condition_type(&self) -> &str {
+        &self.type_
+    }
+
+    fn status(&self) -> &str {
+        &self.status
+    }
+
+    fn new(type_: &str, status: &str, reason: &str, message: String, transition: Time) -> Self {
+        Self {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            last_transition_time: Some(transition),
+            reason: reason.to_owned(),
+            message,
+        }
+    }
+
+    fn update(&mut self, status: &str, reason: &str, message: String, transition: Option<Time>) {
+        if transition.is_some() {
+            self.last_transition_time = transition;
+        }
+        status.clone_into(&mut self.status);
+        reason.clone_into(&mut self.reason);
+        self.message = message;
+    }
+}

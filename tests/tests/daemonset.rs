@@ -1,0 +1,361 @@
+//! The Advanced DaemonSet controller against the real apiserver, on kwok nodes the test
+//! creates and labels (the DaemonSets select them by nodeSelector, so nothing lands on
+//! the cluster's other nodes): one pod per node, pinned by node affinity; a node whose
+//! label goes, that is tainted NoSchedule (the pod stays) or NoExecute (it goes, and
+//! comes back with the taint removed), or that is deleted; a native apps/v1 DaemonSet
+//! manifest with only its apiVersion changed, rolled out Standard within maxUnavailable,
+//! held by partition and by paused.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::DaemonSet;
+use stevedore_controlplane::workload::node_pin::pinned_node;
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+
+const TEST_LABEL: &str = "stevedore.dev/ds-test";
+const KWOK_TAINT: &str = "kwok.x-k8s.io/node";
+const WAIT: Duration = Duration::from_secs(90);
+
+fn node_name(ctx: &TestContext, i: usize) -> String {
+    format!("{}-node-{i}", ctx.namespace)
+}
+
+fn nodes(ctx: &TestContext) -> Api<Node> {
+    Api::all(ctx.client.clone())
+}
+
+/// A Ready kwok Node labelled for this test.
+async fn add_node(ctx: &TestContext, i: usize) -> Result<String> {
+    let name = node_name(ctx, i);
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": { TEST_LABEL: ctx.namespace, "type": "kwok" },
+            "annotations": { "kwok.x-k8s.io/node": "fake" },
+        },
+        "spec": { "taints": [{ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" }] },
+    }))?;
+    nodes(ctx).create(&PostParams::default(), &node).await?;
+    poll_until(&format!("node {name} Ready"), WAIT, || {
+        let (api, name) = (nodes(ctx), name.clone());
+        async move {
+            let node = api.get(&name).await?;
+            let ready = (node.status.and_then(|s| s.conditions).unwrap_or_default())
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            Ok(ready.then_some(()))
+        }
+    })
+    .await?;
+    Ok(name)
+}
+
+/// Runs `body` with `count` test nodes, removing the test's DaemonSets and nodes after.
+async fn with_nodes<F, Fut>(ctx: TestContext, count: usize, body: F) -> Result<()>
+where
+    F: FnOnce(TestContext, Vec<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let mut names = Vec::new();
+    let mut result = Ok(());
+    for i in 0..count {
+        match add_node(&ctx, i).await {
+            Ok(name) => names.push(name),
+            Err(err) => {
+                result = Err(err);
+                break;
+            }
+        }
+    }
+    if result.is_ok() {
+        result = body(ctx.clone(), names).await;
+    }
+    let _ = ctx
+        .api::<DaemonSet>()
+        .delete_collection(&DeleteParams::background(), &ListParams::default())
+        .await;
+    for i in 0..count {
+        let _ = nodes(&ctx)
+            .delete(&node_name(&ctx, i), &DeleteParams::default())
+            .await;
+    }
+    result
+}
+
+/// A native apps/v1 DaemonSet manifest for this test's nodes, with only its apiVersion
+/// changed.
+fn manifest(ctx: &TestContext, name: &str, image: &str, rolling_update: Value) -> Value {
+    json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "DaemonSet",
+        "metadata": { "name": name },
+        "spec": {
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "nodeSelector": { TEST_LABEL: ctx.namespace },
+                    "tolerations": [{ "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" }],
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{ "name": "main", "image": ctx.cluster.image(image) }],
+                },
+            },
+            "updateStrategy": { "type": "RollingUpdate", "rollingUpdate": rolling_update },
+        },
+    })
+}
+
+async fn create(ctx: &TestContext, manifest: Value) -> Result<DaemonSet> {
+    let ds: DaemonSet = serde_json::from_value(manifest)?;
+    Ok(ctx
+        .api::<DaemonSet>()
+        .create(&PostParams::default(), &ds)
+        .await?)
+}
+
+async fn patch_spec(ctx: &TestContext, name: &str, spec: Value) -> Result<()> {
+    ctx.api::<DaemonSet>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The DaemonSet's live (not terminating) pods by the node they are pinned to.
+async fn pods_by_node(ctx: &TestContext, app: &str) -> Result<BTreeMap<String, Vec<Pod>>> {
+    let params = ListParams::default().labels(&format!("app={app}"));
+    let mut by_node: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+    for pod in ctx.api::<Pod>().list(&params).await?.items {
+        if pod.metadata.deletion_timestamp.is_none() {
+            by_node
+                .entry(pinned_node(&pod).unwrap_or_default())
+                .or_default()
+                .push(pod);
+        }
+    }
+    Ok(by_node)
+}
+
+/// Waits until exactly `want` nodes each run one pod of `app` (and no other node does).
+async fn wait_on_nodes(ctx: &TestContext, app: &str, want: &[&String]) -> Result<()> {
+    let want: BTreeSet<String> = want.iter().map(|n| (*n).clone()).collect();
+    poll_until(&format!("{app} pods on exactly {want:?}"), WAIT, || async {
+        let by_node = pods_by_node(ctx, app).await?;
+        let on: BTreeSet<String> = by_node.keys().cloned().collect();
+        let one_each = by_node.values().all(|pods| pods.len() == 1);
+        Ok((on == want && one_each).then_some(()))
+    })
+    .await
+}
+
+fn image_of(pod: &Pod) -> String {
+    (pod.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+fn ready(pod: &Pod) -> bool {
+    (pod.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+async fn taint(ctx: &TestContext, node: &str, extra: &[Value]) -> Result<()> {
+    let mut taints = vec![json!({ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" })];
+    taints.extend(extra.iter().cloned());
+    let patch = json!({ "spec": { "taints": taints } });
+    nodes(ctx)
+        .patch(node, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_pod_per_node_follows_labels_taints_and_removal() -> Result<()> {
+    run_in_namespace("ds-nodes", |ctx| async move {
+        with_nodes(ctx, 3, |ctx, n| async move {
+            let ds = create(&ctx, manifest(&ctx, "agent", "web:v1", json!({}))).await?;
+            wait_on_nodes(&ctx, "agent", &[&n[0], &n[1], &n[2]]).await?;
+            let by_node = pods_by_node(&ctx, "agent").await?;
+            for pods in by_node.values() {
+                let spec = pods[0].spec.clone().unwrap_or_default();
+                let affinity = serde_json::to_string(&spec.affinity)?;
+                ensure!(
+                    affinity.contains("metadata.name"),
+                    "a pod is pinned by required node affinity: {affinity}"
+                );
+                let tolerations = spec.tolerations.unwrap_or_default();
+                ensure!(
+                    tolerations
+                        .iter()
+                        .any(|t| t.key.as_deref() == Some("node.kubernetes.io/unreachable")),
+                    "daemon pods carry the automatic tolerations: {tolerations:?}"
+                );
+            }
+            poll_until("status counts three nodes", WAIT, || async {
+                let ds = ctx.api::<DaemonSet>().get(&ds.name_any()).await?;
+                let s = ds.status.unwrap_or_default();
+                Ok((s.desired_number_scheduled == 3
+                    && s.current_number_scheduled == 3
+                    && s.number_ready == 3
+                    && s.updated_number_scheduled == 3
+                    && s.number_available == 3
+                    && !s.daemon_set_hash.is_empty())
+                .then_some(()))
+            })
+            .await?;
+
+            // The label goes: the node no longer fits, its pod goes.
+            let unlabel = json!({ "metadata": { "labels": { TEST_LABEL: null } } });
+            nodes(&ctx)
+                .patch(&n[2], &PatchParams::default(), &Patch::Merge(unlabel))
+                .await?;
+            wait_on_nodes(&ctx, "agent", &[&n[0], &n[1]]).await?;
+
+            // NoSchedule keeps new pods off but lets the running one stay.
+            let dedicated =
+                |effect: &str| json!({ "key": "dedicated", "value": "x", "effect": effect });
+            let before = pods_by_node(&ctx, "agent").await?;
+            taint(&ctx, &n[1], &[dedicated("NoSchedule")]).await?;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let after = pods_by_node(&ctx, "agent").await?;
+            ensure!(
+                before.get(&n[1]).map(|p| p[0].uid()) == after.get(&n[1]).map(|p| p[0].uid()),
+                "a NoSchedule taint left the running pod alone"
+            );
+
+            // NoExecute evicts; removing it brings a pod back (OpenKruise #1199).
+            taint(&ctx, &n[1], &[dedicated("NoExecute")]).await?;
+            wait_on_nodes(&ctx, "agent", &[&n[0]]).await?;
+            taint(&ctx, &n[1], &[]).await?;
+            wait_on_nodes(&ctx, "agent", &[&n[0], &n[1]]).await?;
+
+            // A node that is removed takes its pod with it.
+            nodes(&ctx).delete(&n[0], &DeleteParams::default()).await?;
+            wait_on_nodes(&ctx, "agent", &[&n[1]]).await?;
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
+
+/// Checks, while waiting, that no more than `max_unavailable` of `nodes` lack a ready pod.
+async fn within_unavailable(
+    ctx: &TestContext,
+    app: &str,
+    nodes: &[String],
+    max_unavailable: usize,
+) -> Result<BTreeMap<String, Vec<Pod>>> {
+    let by_node = pods_by_node(ctx, app).await?;
+    let unavailable = nodes
+        .iter()
+        .filter(|n| !by_node.get(*n).is_some_and(|pods| pods.iter().any(ready)))
+        .count();
+    ensure!(
+        unavailable <= max_unavailable,
+        "{unavailable} nodes without a ready pod (maxUnavailable {max_unavailable})"
+    );
+    Ok(by_node)
+}
+
+#[tokio::test]
+async fn native_manifest_rolls_out_within_max_unavailable_partition_and_pause() -> Result<()> {
+    run_in_namespace("ds-rollout", |ctx| async move {
+        with_nodes(ctx, 3, |ctx, n| async move {
+            let rolling = json!({ "maxUnavailable": 1 });
+            create(&ctx, manifest(&ctx, "logs", "web:v1", rolling)).await?;
+            wait_on_nodes(&ctx, "logs", &[&n[0], &n[1], &n[2]]).await?;
+            poll_until("all ready", WAIT, || async {
+                let by_node = pods_by_node(&ctx, "logs").await?;
+                Ok((by_node.values().flatten().filter(|p| ready(p)).count() == 3).then_some(()))
+            })
+            .await?;
+            let v2 = ctx.cluster.image("web:v2");
+            let on_v2 = |by_node: &BTreeMap<String, Vec<Pod>>| {
+                by_node
+                    .values()
+                    .flatten()
+                    .filter(|p| image_of(p) == v2)
+                    .count()
+            };
+
+            // partition 1: two nodes move, one stays, never two down at once.
+            let template = json!({ "spec": { "containers": [{ "name": "main", "image": v2 }] } });
+            patch_spec(
+                &ctx,
+                "logs",
+                json!({
+                    "template": template,
+                    "updateStrategy": { "rollingUpdate": { "partition": 1 } },
+                }),
+            )
+            .await?;
+            poll_until(
+                "two nodes updated, one held by the partition",
+                WAIT,
+                || async {
+                    let by_node = within_unavailable(&ctx, "logs", &n, 1).await?;
+                    let settled = on_v2(&by_node) == 2 && by_node.values().flatten().all(ready);
+                    Ok((settled && by_node.len() == 3).then_some(()))
+                },
+            )
+            .await?;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            ensure!(
+                on_v2(&pods_by_node(&ctx, "logs").await?) == 2,
+                "the partition holds"
+            );
+
+            // paused: lowering the partition moves nothing until it is unpaused.
+            patch_spec(
+                &ctx,
+                "logs",
+                json!({
+                    "updateStrategy": { "rollingUpdate": { "partition": 0, "paused": true } },
+                }),
+            )
+            .await?;
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            ensure!(
+                on_v2(&pods_by_node(&ctx, "logs").await?) == 2,
+                "paused holds the update"
+            );
+            patch_spec(
+                &ctx,
+                "logs",
+                json!({
+                    "updateStrategy": { "rollingUpdate": { "paused": false } },
+                }),
+            )
+            .await?;
+            poll_until("every node updated", WAIT, || async {
+                let by_node = within_unavailable(&ctx, "logs", &n, 1).await?;
+                Ok((on_v2(&by_node) == 3 && by_node.len() == 3).then_some(()))
+            })
+            .await?;
+            poll_until("status counts the rollout", WAIT, || async {
+                let ds = ctx.api::<DaemonSet>().get("logs").await?;
+                let s = ds.status.unwrap_or_default();
+                Ok((s.updated_number_scheduled == 3 && s.number_available == 3).then_some(()))
+            })
+            .await?;
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
