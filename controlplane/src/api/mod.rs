@@ -6,6 +6,7 @@ pub mod advancedcronjob;
 pub mod broadcastjob;
 pub mod cloneset;
 pub mod common;
+pub mod containerrecreaterequest;
 pub mod duration;
 pub mod image_reference;
 pub mod imagelist;
@@ -28,6 +29,9 @@ use kube::CustomResourceExt as _;
 pub use advancedcronjob::{AdvancedCronJob, AdvancedCronJobSpec, AdvancedCronJobStatus};
 pub use broadcastjob::{BroadcastJob, BroadcastJobSpec, BroadcastJobStatus};
 pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
+pub use containerrecreaterequest::{
+    ContainerRecreateRequest, ContainerRecreateRequestSpec, ContainerRecreateRequestStatus,
+};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
 pub use statefulset::{StatefulSet, StatefulSetSpec, StatefulSetStatus};
@@ -42,6 +46,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         versions::also_served(BroadcastJob::crd(), &["v1beta1"]),
         versions::also_served(AdvancedCronJob::crd(), &["v1beta1"]),
         versions::also_served(StatefulSet::crd(), &["v1alpha1"]),
+        ContainerRecreateRequest::crd(),
     ]
 }
 
