@@ -10,6 +10,7 @@ pub mod caches;
 pub mod certs;
 pub mod cloneset;
 pub mod config;
+pub mod containerrecreate;
 pub mod controller;
 pub mod imagelist;
 pub mod imagepulljob;

@@ -40,7 +40,10 @@ fn containers_are_required_named_and_unique() {
     assert_eq!(containers["maxItems"], json!(MAX_CONTAINERS));
     let rules = containers["x-kubernetes-validations"].to_string();
     assert!(rules.contains("only once"), "{rules}");
-    assert_eq!(containers["items"]["properties"]["name"]["minLength"], json!(1));
+    assert_eq!(
+        containers["items"]["properties"]["name"]["minLength"],
+        json!(1)
+    );
 }
 
 #[test]
@@ -89,7 +92,10 @@ fn crd_has_short_name_status_and_openkruise_columns() {
         [
             ("PHASE", ".status.phase"),
             ("POD", ".spec.podName"),
-            ("NODE", ".metadata.labels.crr\\.apps\\.kruise\\.io/node-name"),
+            (
+                "NODE",
+                ".metadata.labels.crr\\.apps\\.kruise\\.io/node-name"
+            ),
             ("AGE", ".metadata.creationTimestamp"),
         ]
     );
