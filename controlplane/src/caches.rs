@@ -1,6 +1,7 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
 //! ControllerRevisions, CloneSets, Advanced StatefulSets, ImageLists, ImagePullJobs,
-//! BroadcastJobs, AdvancedCronJobs, batch Jobs), read by every reconciler.
+//! BroadcastJobs, AdvancedCronJobs, batch Jobs, ContainerRecreateRequests), read by every
+//! reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
@@ -12,7 +13,10 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
-use crate::api::{AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob, StatefulSet};
+use crate::api::{
+    AdvancedCronJob, BroadcastJob, CloneSet, ContainerRecreateRequest, ImageList, ImagePullJob,
+    StatefulSet,
+};
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
@@ -29,6 +33,7 @@ pub struct Stores {
     pub broadcastjobs: Store<BroadcastJob>,
     pub advancedcronjobs: Store<AdvancedCronJob>,
     pub jobs: Store<Job>,
+    pub containerrecreaterequests: Store<ContainerRecreateRequest>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -48,6 +53,7 @@ pub struct Changes {
     pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
     pub advancedcronjobs: broadcast::Sender<Arc<AdvancedCronJob>>,
     pub jobs: broadcast::Sender<Arc<Job>>,
+    pub containerrecreaterequests: broadcast::Sender<Arc<ContainerRecreateRequest>>,
 }
 
 impl StoreSet for Stores {
@@ -68,6 +74,7 @@ impl StoreSet for Stores {
         let broadcastjobs: Cache<BroadcastJob> = registry.watch(plain);
         let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(plain);
         let jobs: Cache<Job> = registry.watch(plain);
+        let containerrecreaterequests: Cache<ContainerRecreateRequest> = registry.watch(plain);
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -81,6 +88,7 @@ impl StoreSet for Stores {
                 broadcastjobs: broadcastjobs.changes,
                 advancedcronjobs: advancedcronjobs.changes,
                 jobs: jobs.changes,
+                containerrecreaterequests: containerrecreaterequests.changes,
             },
             pods: pods.store,
             nodes: nodes.store,
@@ -93,6 +101,7 @@ impl StoreSet for Stores {
             broadcastjobs: broadcastjobs.store,
             advancedcronjobs: advancedcronjobs.store,
             jobs: jobs.store,
+            containerrecreaterequests: containerrecreaterequests.store,
             sync: registry.finish(),
         }
     }

@@ -12,6 +12,7 @@ pub const COMPONENTS: &[&str] = &[
     "imagepulljob",
     "broadcastjob",
     "advancedcronjob",
+    "containerrecreaterequest",
     "imagelist-distributor",
     "csr-signer",
 ];

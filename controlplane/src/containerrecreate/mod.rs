@@ -3,4 +3,9 @@
 //! seam to the node agents; `reconcile` carries a plan out; `triggers` maps request and
 //! pod changes to requests.
 
+pub mod agent;
 pub mod plan;
+pub mod reconcile;
+pub mod triggers;
+
+pub use reconcile::ContainerRecreateController;

@@ -80,6 +80,7 @@ pub struct Snapshot<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestartRequest {
     pub node: String,
+    pub namespace: String,
     pub pod_name: String,
     pub pod_uid: String,
     pub containers: Vec<String>,
@@ -308,6 +309,7 @@ fn restart_request(request: &ContainerRecreateRequest, pod: &Pod) -> RestartRequ
     let strategy = &request.spec.strategy;
     RestartRequest {
         node: node_of(pod).unwrap_or_default().to_owned(),
+        namespace: pod.namespace().unwrap_or_default(),
         pod_name: pod.name_any(),
         pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
         containers: request

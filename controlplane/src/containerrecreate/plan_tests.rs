@@ -124,6 +124,7 @@ fn a_new_request_labels_itself_and_starts_the_restart() {
         plan.action,
         Action::Start(RestartRequest {
             node: "node-a".into(),
+            namespace: "ns".into(),
             pod_name: "web".into(),
             pod_uid: "pod-uid".into(),
             containers: vec!["app".into(), "side".into()],
