@@ -18,6 +18,9 @@ use crate::caches::Stores;
 use crate::certs::{Authority, CaSecretError, CsrSigner};
 use crate::cloneset::CloneSetController;
 use crate::config::Args;
+use crate::containerrecreate::ContainerRecreateController;
+use crate::containerrecreate::agent::ContainerRestarts;
+use crate::controller::disruption_budget::NoBudgets;
 use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
@@ -172,6 +175,7 @@ async fn start_workloads(
     }
 
     let events = EventSink::new(client.clone(), &workloads.identity);
+    let restarts: Arc<dyn ContainerRestarts> = Arc::new(agents.clone());
     let agents: Arc<dyn PodConditions> = Arc::new(agents);
     let controllers = Controllers {
         client,
@@ -181,7 +185,36 @@ async fn start_workloads(
         switches,
     };
     start_pod_sets(running, &controllers, agents, shutdown)?;
+    start_container_recreates(running, &controllers, restarts, shutdown)?;
     start_jobs(running, &controllers, shutdown)
+}
+
+/// The ContainerRecreateRequest controller and its triggers, as `--controllers` says. No
+/// disruption budget is consulted yet (`NoBudgets`).
+fn start_container_recreates(
+    running: &mut Runtime<Stores>,
+    c: &Controllers,
+    restarts: Arc<dyn ContainerRestarts>,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    if !c.switches.enabled("containerrecreaterequest") {
+        return Ok(());
+    }
+    let controller = ContainerRecreateController::new(
+        c.client.clone(),
+        c.stores.clone(),
+        restarts,
+        Arc::new(NoBudgets),
+        c.events.clone(),
+    );
+    let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
+    running.spawn(crate::containerrecreate::triggers::run(
+        c.stores.changes.clone(),
+        c.stores.containerrecreaterequests.clone(),
+        queue,
+        shutdown.clone(),
+    ));
+    Ok(())
 }
 
 /// What every controller is built from.

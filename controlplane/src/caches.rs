@@ -1,7 +1,7 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
 //! ControllerRevisions, CloneSets, Advanced StatefulSets, Advanced DaemonSets, ImageLists,
 //! ImagePullJobs, BroadcastJobs, AdvancedCronJobs, batch Jobs, PodUnavailableBudgets,
-//! PodDisruptionBudgets), read by every reconciler.
+//! PodDisruptionBudgets, ContainerRecreateRequests), read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
@@ -15,8 +15,8 @@ use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
 use crate::api::{
-    AdvancedCronJob, BroadcastJob, CloneSet, DaemonSet, ImageList, ImagePullJob,
-    PodUnavailableBudget, StatefulSet,
+    AdvancedCronJob, BroadcastJob, CloneSet, ContainerRecreateRequest, DaemonSet, ImageList,
+    ImagePullJob, PodUnavailableBudget, StatefulSet,
 };
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
@@ -37,6 +37,7 @@ pub struct Stores {
     pub jobs: Store<Job>,
     pub podunavailablebudgets: Store<PodUnavailableBudget>,
     pub poddisruptionbudgets: Store<PodDisruptionBudget>,
+    pub containerrecreaterequests: Store<ContainerRecreateRequest>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -59,6 +60,7 @@ pub struct Changes {
     pub jobs: broadcast::Sender<Arc<Job>>,
     pub podunavailablebudgets: broadcast::Sender<Arc<PodUnavailableBudget>>,
     pub poddisruptionbudgets: broadcast::Sender<Arc<PodDisruptionBudget>>,
+    pub containerrecreaterequests: broadcast::Sender<Arc<ContainerRecreateRequest>>,
 }
 
 impl StoreSet for Stores {
@@ -82,6 +84,7 @@ impl StoreSet for Stores {
         let jobs: Cache<Job> = registry.watch(plain);
         let podunavailablebudgets: Cache<PodUnavailableBudget> = registry.watch(plain);
         let poddisruptionbudgets: Cache<PodDisruptionBudget> = registry.watch(plain);
+        let containerrecreaterequests: Cache<ContainerRecreateRequest> = registry.watch(plain);
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -98,6 +101,7 @@ impl StoreSet for Stores {
                 jobs: jobs.changes,
                 podunavailablebudgets: podunavailablebudgets.changes,
                 poddisruptionbudgets: poddisruptionbudgets.changes,
+                containerrecreaterequests: containerrecreaterequests.changes,
             },
             pods: pods.store,
             nodes: nodes.store,
@@ -113,6 +117,7 @@ impl StoreSet for Stores {
             jobs: jobs.store,
             podunavailablebudgets: podunavailablebudgets.store,
             poddisruptionbudgets: poddisruptionbudgets.store,
+            containerrecreaterequests: containerrecreaterequests.store,
             sync: registry.finish(),
         }
     }

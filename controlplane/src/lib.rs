@@ -11,6 +11,7 @@ pub mod caches;
 pub mod certs;
 pub mod cloneset;
 pub mod config;
+pub mod containerrecreate;
 pub mod controller;
 pub mod daemonset;
 pub mod imagelist;

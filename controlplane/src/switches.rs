@@ -14,6 +14,7 @@ pub const COMPONENTS: &[&str] = &[
     "broadcastjob",
     "advancedcronjob",
     "podunavailablebudget",
+    "containerrecreaterequest",
     "imagelist-distributor",
     "csr-signer",
 ];

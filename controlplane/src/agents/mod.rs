@@ -19,6 +19,7 @@ mod config;
 mod error;
 mod node_tokens;
 mod pool;
+mod restarts;
 mod retry;
 mod token;
 mod token_request;

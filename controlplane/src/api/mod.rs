@@ -6,6 +6,7 @@ pub mod advancedcronjob;
 pub mod broadcastjob;
 pub mod cloneset;
 pub mod common;
+pub mod containerrecreaterequest;
 pub mod cron_rules;
 pub mod daemonset;
 pub mod duration;
@@ -35,6 +36,9 @@ use kube::CustomResourceExt as _;
 pub use advancedcronjob::{AdvancedCronJob, AdvancedCronJobSpec, AdvancedCronJobStatus};
 pub use broadcastjob::{BroadcastJob, BroadcastJobSpec, BroadcastJobStatus};
 pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
+pub use containerrecreaterequest::{
+    ContainerRecreateRequest, ContainerRecreateRequestSpec, ContainerRecreateRequestStatus,
+};
 pub use daemonset::{DaemonSet, DaemonSetSpec, DaemonSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
@@ -55,6 +59,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         versions::also_served(StatefulSet::crd(), &["v1alpha1"]),
         PodUnavailableBudget::crd(),
         versions::also_served(DaemonSet::crd(), &["v1beta1"]),
+        ContainerRecreateRequest::crd(),
     ]
 }
 

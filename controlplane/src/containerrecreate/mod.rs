@@ -1,0 +1,11 @@
+//! ContainerRecreateRequest: restart some containers of a pod in place through the agent
+//! of the pod's node. `plan` is the request's state machine (pure); `agent` is the narrow
+//! seam to the node agents; `reconcile` carries a plan out; `triggers` maps request and
+//! pod changes to requests.
+
+pub mod agent;
+pub mod plan;
+pub mod reconcile;
+pub mod triggers;
+
+pub use reconcile::ContainerRecreateController;

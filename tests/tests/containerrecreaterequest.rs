@@ -1,0 +1,333 @@
+//! ContainerRecreateRequest end to end on the real kubelet node: the control plane asks the
+//! node's agent to restart containers of a real two-container pod in place (same pod UID,
+//! the named container's restartCount + 1, the other untouched), with
+//! `unreadyGracePeriodSeconds` (KruisePodReady False, then True) and `orderedRecreate`
+//! observable; a second request for the same pod waits for the first and then runs; a
+//! request for a missing container fails naming it; the CRD refuses bad requests.
+//!
+//! Run against a control plane with the `containerrecreaterequest` controller.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, ensure};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::ContainerRecreateRequest;
+use stevedore_controlplane::api::containerrecreaterequest::{
+    ContainerRecreateRequestPhase as Phase, NODE_NAME_LABEL, POD_NAME_LABEL, POD_UID_LABEL,
+};
+use stevedore_tests::pods::condition;
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+
+const POD_START: Duration = Duration::from_secs(180);
+const RECREATE: Duration = Duration::from_secs(120);
+const KRUISE_POD_READY: &str = "KruisePodReady";
+
+/// A pod on the kubelet node with containers `web` (httpd) and `side` (sleep), gated on
+/// KruisePodReady, running.
+async fn two_container_pod(ctx: &TestContext, name: &str) -> Result<Pod> {
+    let image = ctx.cluster.image("web:v1");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "nodeName": ctx.cluster.node_name,
+            "readinessGates": [{ "conditionType": KRUISE_POD_READY }],
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                { "name": "web", "image": image, "imagePullPolicy": "IfNotPresent" },
+                {
+                    "name": "side", "image": image, "imagePullPolicy": "IfNotPresent",
+                    "command": ["/bin/sleep", "36000"],
+                },
+            ],
+        },
+    }))?;
+    ctx.api::<Pod>()
+        .create(&PostParams::default(), &pod)
+        .await?;
+    poll_until(&format!("pod {name} running"), POD_START, || async {
+        let pod = ctx.api::<Pod>().get(name).await?;
+        let statuses = container_statuses(&pod);
+        let running = statuses.len() == 2
+            && statuses
+                .iter()
+                .all(|c| c.state.as_ref().and_then(|s| s.running.as_ref()).is_some());
+        Ok(running.then_some(pod))
+    })
+    .await
+}
+
+fn container_statuses(pod: &Pod) -> Vec<ContainerStatus> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default()
+}
+
+/// (restartCount, containerID, startedAt) of container `name`.
+fn container(pod: &Pod, name: &str) -> Result<(i32, String, String)> {
+    let status = container_statuses(pod)
+        .into_iter()
+        .find(|c| c.name == name)
+        .with_context(|| format!("no status of container {name}"))?;
+    let started = status
+        .state
+        .and_then(|s| s.running)
+        .and_then(|r| r.started_at)
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    Ok((
+        status.restart_count,
+        status.container_id.unwrap_or_default(),
+        started,
+    ))
+}
+
+async fn create_request(ctx: &TestContext, name: &str, spec: Value) -> Result<()> {
+    let request: ContainerRecreateRequest = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "ContainerRecreateRequest",
+        "metadata": { "name": name },
+        "spec": spec,
+    }))?;
+    ctx.api::<ContainerRecreateRequest>()
+        .create(&PostParams::default(), &request)
+        .await?;
+    Ok(())
+}
+
+/// Waits until request `name` is finished; returns it.
+async fn finished(ctx: &TestContext, name: &str) -> Result<ContainerRecreateRequest> {
+    poll_until(&format!("request {name} finished"), RECREATE, || async {
+        let request = ctx.api::<ContainerRecreateRequest>().get(name).await?;
+        let done = request
+            .status
+            .as_ref()
+            .is_some_and(|s| s.phase.is_finished());
+        Ok(done.then_some(request))
+    })
+    .await
+}
+
+fn phase(request: &ContainerRecreateRequest) -> Option<Phase> {
+    request.status.as_ref().map(|s| s.phase)
+}
+
+#[tokio::test]
+async fn recreates_one_container_in_place_marking_the_pod_unready_first() -> Result<()> {
+    run_in_namespace("crr-one", |ctx| async move {
+        let before = two_container_pod(&ctx, "two").await?;
+        let (web_restarts, _, _) = container(&before, "web")?;
+        let (side_restarts, side_id, _) = container(&before, "side")?;
+        create_request(
+            &ctx,
+            "restart-web",
+            json!({
+                "podName": "two",
+                "containers": [{ "name": "web" }],
+                "strategy": { "unreadyGracePeriodSeconds": 3 },
+            }),
+        )
+        .await?;
+
+        // Follow the pod's KruisePodReady while the request runs.
+        let seen = Mutex::new(Vec::new());
+        let request = poll_until("request restart-web finished", RECREATE, || async {
+            let pod = ctx.api::<Pod>().get("two").await?;
+            let ready = condition(&pod, KRUISE_POD_READY);
+            seen.lock().map_err(|_| anyhow!("poisoned"))?.push(ready);
+            let request = ctx.api::<ContainerRecreateRequest>().get("restart-web").await?;
+            Ok(phase(&request).is_some_and(Phase::is_finished).then_some(request))
+        })
+        .await?;
+        let seen = seen.into_inner().map_err(|_| anyhow!("poisoned"))?;
+        let status = request.status.clone().unwrap_or_default();
+        ensure!(status.phase == Phase::Completed, "request ended {status:?}");
+        ensure!(status.completion_time.is_some(), "no completionTime: {status:?}");
+        let states: Vec<(&str, Phase)> = (status.container_recreate_states.iter())
+            .map(|s| (s.name.as_str(), s.phase))
+            .collect();
+        ensure!(states == [("web", Phase::Succeeded)], "{states:?}");
+
+        let labels = request.metadata.labels.clone().unwrap_or_default();
+        ensure!(labels.get(POD_NAME_LABEL).map(String::as_str) == Some("two"), "{labels:?}");
+        ensure!(labels.get(POD_UID_LABEL) == before.metadata.uid.as_ref(), "{labels:?}");
+        ensure!(labels.get(NODE_NAME_LABEL) == Some(&ctx.cluster.node_name), "{labels:?}");
+
+        let after = poll_until("web running again", RECREATE, || async {
+            let pod = ctx.api::<Pod>().get("two").await?;
+            let (restarts, _, started) = container(&pod, "web")?;
+            Ok((restarts == web_restarts + 1 && !started.is_empty()).then_some(pod))
+        })
+        .await?;
+        ensure!(after.metadata.uid == before.metadata.uid, "the pod was replaced");
+        let (side_after, side_id_after, _) = container(&after, "side")?;
+        ensure!(
+            side_after == side_restarts && side_id_after == side_id,
+            "side was touched: restarts {side_restarts} -> {side_after}, {side_id} -> {side_id_after}"
+        );
+        ensure!(
+            seen.iter().any(|s| s.as_deref() == Some("False")),
+            "KruisePodReady never False while recreating: {seen:?}"
+        );
+        ensure!(
+            condition(&after, KRUISE_POD_READY).as_deref() == Some("True"),
+            "KruisePodReady not True afterwards: {:?}",
+            condition(&after, KRUISE_POD_READY)
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn ordered_recreate_then_a_queued_second_request() -> Result<()> {
+    run_in_namespace("crr-ordered", |ctx| async move {
+        let before = two_container_pod(&ctx, "two").await?;
+        let (web_restarts, _, _) = container(&before, "web")?;
+        let (side_restarts, _, _) = container(&before, "side")?;
+        create_request(
+            &ctx,
+            "both",
+            json!({
+                "podName": "two",
+                "containers": [{ "name": "side" }, { "name": "web" }],
+                "strategy": { "orderedRecreate": true },
+            }),
+        )
+        .await?;
+        // Created while the first runs: it waits its turn, then runs (rollouts#207).
+        create_request(
+            &ctx,
+            "web-again",
+            json!({ "podName": "two", "containers": [{ "name": "web" }] }),
+        )
+        .await?;
+        let first = finished(&ctx, "both").await?;
+        ensure!(
+            phase(&first) == Some(Phase::Completed),
+            "{:?}",
+            first.status
+        );
+        let second = finished(&ctx, "web-again").await?;
+        ensure!(
+            phase(&second) == Some(Phase::Completed),
+            "{:?}",
+            second.status
+        );
+        let first_done = first.status.and_then(|s| s.completion_time).map(|t| t.0);
+        let second_done = second.status.and_then(|s| s.completion_time).map(|t| t.0);
+        ensure!(
+            second_done >= first_done,
+            "{second_done:?} before {first_done:?}"
+        );
+
+        let after = poll_until("both containers restarted", RECREATE, || async {
+            let pod = ctx.api::<Pod>().get("two").await?;
+            let (web, _, web_started) = container(&pod, "web")?;
+            let (side, _, side_started) = container(&pod, "side")?;
+            let done = web == web_restarts + 2 && side == side_restarts + 1;
+            Ok((done && !web_started.is_empty() && !side_started.is_empty()).then_some(pod))
+        })
+        .await?;
+        ensure!(
+            after.metadata.uid == before.metadata.uid,
+            "the pod was replaced"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_missing_container_fails_naming_it_and_ttl_deletes() -> Result<()> {
+    run_in_namespace("crr-missing", |ctx| async move {
+        two_container_pod(&ctx, "two").await?;
+        create_request(
+            &ctx,
+            "ghost",
+            json!({ "podName": "two", "containers": [{ "name": "ghost" }] }),
+        )
+        .await?;
+        let request = finished(&ctx, "ghost").await?;
+        let status = request.status.unwrap_or_default();
+        ensure!(status.phase == Phase::Failed, "{status:?}");
+        ensure!(status.message.contains("ghost"), "{}", status.message);
+
+        create_request(
+            &ctx,
+            "no-pod",
+            json!({ "podName": "absent", "containers": [{ "name": "web" }], "ttlSecondsAfterFinished": 1 }),
+        )
+        .await?;
+        poll_until("request no-pod deleted after its TTL", RECREATE, || async {
+            let gone = ctx
+                .api::<ContainerRecreateRequest>()
+                .get_opt("no-pod")
+                .await?
+                .is_none();
+            Ok(gone.then_some(()))
+        })
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_crd_refuses_bad_requests_naming_the_field() -> Result<()> {
+    run_in_namespace("crr-crd", |ctx| async move {
+        let cases = [
+            ("no-containers", json!({ "podName": "p", "containers": [] }), "containers"),
+            (
+                "twice",
+                json!({ "podName": "p", "containers": [{ "name": "a" }, { "name": "a" }] }),
+                "only once",
+            ),
+            (
+                "negative",
+                json!({ "podName": "p", "containers": [{ "name": "a" }], "activeDeadlineSeconds": -1 }),
+                "activeDeadlineSeconds",
+            ),
+            (
+                "bad-policy",
+                json!({ "podName": "p", "containers": [{ "name": "a" }], "strategy": { "failurePolicy": "Sometimes" } }),
+                "failurePolicy",
+            ),
+        ];
+        for (name, spec, field) in cases {
+            let err = create_request(&ctx, name, spec)
+                .await
+                .err()
+                .with_context(|| format!("{name} was accepted"))?;
+            ensure!(format!("{err:#}").contains(field), "{name}: {err:#}");
+        }
+        // Defaults, and the spec cannot change.
+        create_request(
+            &ctx,
+            "fine",
+            json!({ "podName": "absent", "containers": [{ "name": "a" }] }),
+        )
+        .await?;
+        let fine = ctx.api::<ContainerRecreateRequest>().get("fine").await?;
+        ensure!(
+            serde_json::to_value(&fine.spec)?["strategy"]["failurePolicy"] == json!("Fail"),
+            "{:?}",
+            fine.spec
+        );
+        let err = ctx
+            .api::<ContainerRecreateRequest>()
+            .patch(
+                "fine",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "podName": "other" } })),
+            )
+            .await
+            .err()
+            .context("the spec was changed")?;
+        ensure!(err.to_string().contains("immutable"), "{err}");
+        Ok(())
+    })
+    .await
+}
