@@ -281,7 +281,11 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
 
 /// What counts as progress: a new attempt, a new step, or more bytes written.
 fn progress_mark(state: &PullState) -> (u32, Phase, u64) {
-    (state.attempts, state.progress.phase, state.progress.bytes_done())
+    (
+        state.attempts,
+        state.progress.phase,
+        state.progress.bytes_done(),
+    )
 }
 
 /// Ends once the pull watched by `watcher` made no progress for `limit`.

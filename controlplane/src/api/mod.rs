@@ -9,6 +9,7 @@ pub mod common;
 pub mod duration;
 pub mod image_reference;
 pub mod imagelist;
+pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod pod_schema;
 mod schema;
@@ -29,6 +30,7 @@ pub use advancedcronjob::{AdvancedCronJob, AdvancedCronJobSpec, AdvancedCronJobS
 pub use broadcastjob::{BroadcastJob, BroadcastJobSpec, BroadcastJobStatus};
 pub use cloneset::{CloneSet, CloneSetSpec, CloneSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
+pub use imagelistpulljob::{ImageListPullJob, ImageListPullJobSpec, ImageListPullJobStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
 pub use statefulset::{StatefulSet, StatefulSetSpec, StatefulSetStatus};
 
@@ -42,6 +44,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         versions::also_served(BroadcastJob::crd(), &["v1beta1"]),
         versions::also_served(AdvancedCronJob::crd(), &["v1beta1"]),
         versions::also_served(StatefulSet::crd(), &["v1alpha1"]),
+        versions::also_served(ImageListPullJob::crd(), &["v1beta1"]),
     ]
 }
 
