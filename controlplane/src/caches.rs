@@ -1,5 +1,6 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
 //! ControllerRevisions, CloneSets, Advanced StatefulSets, ImageLists, ImagePullJobs,
+//! ImageListPullJobs,
 //! BroadcastJobs, AdvancedCronJobs, batch Jobs), read by every reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
@@ -12,7 +13,9 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
-use crate::api::{AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImagePullJob, StatefulSet};
+use crate::api::{
+    AdvancedCronJob, BroadcastJob, CloneSet, ImageList, ImageListPullJob, ImagePullJob, StatefulSet,
+};
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
@@ -26,6 +29,7 @@ pub struct Stores {
     pub statefulsets: Store<StatefulSet>,
     pub imagelists: Store<ImageList>,
     pub imagepulljobs: Store<ImagePullJob>,
+    pub imagelistpulljobs: Store<ImageListPullJob>,
     pub broadcastjobs: Store<BroadcastJob>,
     pub advancedcronjobs: Store<AdvancedCronJob>,
     pub jobs: Store<Job>,
@@ -45,6 +49,7 @@ pub struct Changes {
     pub statefulsets: broadcast::Sender<Arc<StatefulSet>>,
     pub imagelists: broadcast::Sender<Arc<ImageList>>,
     pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
+    pub imagelistpulljobs: broadcast::Sender<Arc<ImageListPullJob>>,
     pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
     pub advancedcronjobs: broadcast::Sender<Arc<AdvancedCronJob>>,
     pub jobs: broadcast::Sender<Arc<Job>>,
@@ -65,6 +70,7 @@ impl StoreSet for Stores {
             keep_managed_fields: true,
         });
         let imagepulljobs: Cache<ImagePullJob> = registry.watch(plain);
+        let imagelistpulljobs: Cache<ImageListPullJob> = registry.watch(plain);
         let broadcastjobs: Cache<BroadcastJob> = registry.watch(plain);
         let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(plain);
         let jobs: Cache<Job> = registry.watch(plain);
@@ -78,6 +84,7 @@ impl StoreSet for Stores {
                 statefulsets: statefulsets.changes,
                 imagelists: imagelists.changes,
                 imagepulljobs: imagepulljobs.changes,
+                imagelistpulljobs: imagelistpulljobs.changes,
                 broadcastjobs: broadcastjobs.changes,
                 advancedcronjobs: advancedcronjobs.changes,
                 jobs: jobs.changes,
@@ -90,6 +97,7 @@ impl StoreSet for Stores {
             statefulsets: statefulsets.store,
             imagelists: imagelists.store,
             imagepulljobs: imagepulljobs.store,
+            imagelistpulljobs: imagelistpulljobs.store,
             broadcastjobs: broadcastjobs.store,
             advancedcronjobs: advancedcronjobs.store,
             jobs: jobs.store,

@@ -12,6 +12,7 @@ pub mod cloneset;
 pub mod config;
 pub mod controller;
 pub mod imagelist;
+pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod predownload;
 pub mod runtime;

@@ -10,6 +10,7 @@ pub const COMPONENTS: &[&str] = &[
     "cloneset",
     "statefulset",
     "imagepulljob",
+    "imagelistpulljob",
     "broadcastjob",
     "advancedcronjob",
     "imagelist-distributor",
