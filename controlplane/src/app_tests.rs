@@ -107,11 +107,12 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 6] = [
+    let components: [(&str, &[&str]); 7] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("StatefulSet", StatefulSetController::READS),
         ("ImagePullJob", ImagePullJobController::READS),
+        ("ImageListPullJob", ImageListPullJobController::READS),
         ("BroadcastJob", BroadcastJobController::READS),
         ("AdvancedCronJob", AdvancedCronJobController::READS),
     ];
@@ -137,6 +138,7 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "StatefulSet",
             "ImageList",
             "ImagePullJob",
+            "ImageListPullJob",
             "BroadcastJob",
             "AdvancedCronJob",
             "Job"
