@@ -102,7 +102,7 @@ pub struct Args {
     #[arg(long, env = "STEVEDORE_MAX_CONCURRENT_PULLS", default_value = "3")]
     pub max_concurrent_pulls: NonZeroUsize,
 
-    /// Default deadline of one image pull, in seconds.
+    /// Default stall timeout of an image pull: seconds it may go without progress.
     #[arg(
         long = "pull-timeout",
         env = "STEVEDORE_PULL_TIMEOUT",

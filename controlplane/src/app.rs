@@ -27,6 +27,7 @@ use crate::controller::queue::{Backoff, WorkQueue};
 use crate::controller::runner::{self, Reconciler, RunnerConfig};
 use crate::daemonset::DaemonSetController;
 use crate::imagelist::Distributor;
+use crate::imagelistpulljob::ImageListPullJobController;
 use crate::imagepulljob::ImagePullJobController;
 use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
@@ -280,8 +281,8 @@ fn start_pod_sets(
     Ok(())
 }
 
-/// The job controllers (ImagePullJob, BroadcastJob, AdvancedCronJob) and their triggers,
-/// each as `--controllers` says.
+/// The job controllers (ImagePullJob, ImageListPullJob, BroadcastJob, AdvancedCronJob) and
+/// their triggers, each as `--controllers` says.
 fn start_jobs(
     running: &mut Runtime<Stores>,
     c: &Controllers,
@@ -297,6 +298,17 @@ fn start_jobs(
             stores.imagepulljobs.clone(),
             stores.nodes.clone(),
             stores.pods.clone(),
+            queue,
+            shutdown.clone(),
+        ));
+    }
+    if c.switches.enabled("imagelistpulljob") {
+        // ImageListPullJob: one ImagePullJob per image, created here.
+        let jobs = ImageListPullJobController::new(client.clone(), stores.clone(), events.clone());
+        let queue = start_reconciler(running, Arc::new(jobs), c.workers, shutdown)?;
+        running.spawn(crate::imagelistpulljob::triggers::run(
+            stores.changes.clone(),
+            stores.imagelistpulljobs.clone(),
             queue,
             shutdown.clone(),
         ));

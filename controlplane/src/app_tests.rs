@@ -107,15 +107,20 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 8] = [
+    let components: [(&str, &[&str]); 10] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("StatefulSet", StatefulSetController::READS),
         ("DaemonSet", DaemonSetController::READS),
         ("ImagePullJob", ImagePullJobController::READS),
+        ("ImageListPullJob", ImageListPullJobController::READS),
         ("BroadcastJob", BroadcastJobController::READS),
         ("AdvancedCronJob", AdvancedCronJobController::READS),
         ("PodUnavailableBudget", BudgetController::READS),
+        (
+            "ContainerRecreateRequest",
+            ContainerRecreateController::READS,
+        ),
     ];
     for (component, reads) in components {
         assert!(!reads.is_empty(), "{component} names no kind it reads");
@@ -140,11 +145,13 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "DaemonSet",
             "ImageList",
             "ImagePullJob",
+            "ImageListPullJob",
             "BroadcastJob",
             "AdvancedCronJob",
             "Job",
             "PodUnavailableBudget",
-            "PodDisruptionBudget"
+            "PodDisruptionBudget",
+            "ContainerRecreateRequest"
         ],
         "the kinds /readyz reports, in its order"
     );

@@ -1,7 +1,8 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
 //! ControllerRevisions, CloneSets, Advanced StatefulSets, Advanced DaemonSets, ImageLists,
 //! ImagePullJobs, BroadcastJobs, AdvancedCronJobs, batch Jobs, PodUnavailableBudgets,
-//! PodDisruptionBudgets, ContainerRecreateRequests), read by every reconciler.
+//! PodDisruptionBudgets, ContainerRecreateRequests, ImageListPullJobs), read by every
+//! reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
@@ -16,7 +17,7 @@ use tokio::sync::broadcast;
 
 use crate::api::{
     AdvancedCronJob, BroadcastJob, CloneSet, ContainerRecreateRequest, DaemonSet, ImageList,
-    ImagePullJob, PodUnavailableBudget, StatefulSet,
+    ImageListPullJob, ImagePullJob, PodUnavailableBudget, StatefulSet,
 };
 use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
 
@@ -32,6 +33,7 @@ pub struct Stores {
     pub daemonsets: Store<DaemonSet>,
     pub imagelists: Store<ImageList>,
     pub imagepulljobs: Store<ImagePullJob>,
+    pub imagelistpulljobs: Store<ImageListPullJob>,
     pub broadcastjobs: Store<BroadcastJob>,
     pub advancedcronjobs: Store<AdvancedCronJob>,
     pub jobs: Store<Job>,
@@ -55,6 +57,7 @@ pub struct Changes {
     pub daemonsets: broadcast::Sender<Arc<DaemonSet>>,
     pub imagelists: broadcast::Sender<Arc<ImageList>>,
     pub imagepulljobs: broadcast::Sender<Arc<ImagePullJob>>,
+    pub imagelistpulljobs: broadcast::Sender<Arc<ImageListPullJob>>,
     pub broadcastjobs: broadcast::Sender<Arc<BroadcastJob>>,
     pub advancedcronjobs: broadcast::Sender<Arc<AdvancedCronJob>>,
     pub jobs: broadcast::Sender<Arc<Job>>,
@@ -79,6 +82,7 @@ impl StoreSet for Stores {
             keep_managed_fields: true,
         });
         let imagepulljobs: Cache<ImagePullJob> = registry.watch(plain);
+        let imagelistpulljobs: Cache<ImageListPullJob> = registry.watch(plain);
         let broadcastjobs: Cache<BroadcastJob> = registry.watch(plain);
         let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(plain);
         let jobs: Cache<Job> = registry.watch(plain);
@@ -96,6 +100,7 @@ impl StoreSet for Stores {
                 daemonsets: daemonsets.changes,
                 imagelists: imagelists.changes,
                 imagepulljobs: imagepulljobs.changes,
+                imagelistpulljobs: imagelistpulljobs.changes,
                 broadcastjobs: broadcastjobs.changes,
                 advancedcronjobs: advancedcronjobs.changes,
                 jobs: jobs.changes,
@@ -112,6 +117,7 @@ impl StoreSet for Stores {
             daemonsets: daemonsets.store,
             imagelists: imagelists.store,
             imagepulljobs: imagepulljobs.store,
+            imagelistpulljobs: imagelistpulljobs.store,
             broadcastjobs: broadcastjobs.store,
             advancedcronjobs: advancedcronjobs.store,
             jobs: jobs.store,

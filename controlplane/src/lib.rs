@@ -15,6 +15,7 @@ pub mod containerrecreate;
 pub mod controller;
 pub mod daemonset;
 pub mod imagelist;
+pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod predownload;
 pub mod runtime;

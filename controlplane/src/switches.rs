@@ -11,6 +11,7 @@ pub const COMPONENTS: &[&str] = &[
     "statefulset",
     "daemonset",
     "imagepulljob",
+    "imagelistpulljob",
     "broadcastjob",
     "advancedcronjob",
     "podunavailablebudget",

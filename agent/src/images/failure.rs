@@ -58,10 +58,11 @@ impl PullFailure {
         }
     }
 
-    pub fn deadline(timeout: Duration, attempts: u32) -> Self {
+    /// A pull that went `timeout` without writing a byte or beginning a step.
+    pub fn stalled(timeout: Duration, attempts: u32) -> Self {
         Self {
             kind: FailureKind::DeadlineExceeded,
-            message: format!("pull did not finish within {}s", timeout.as_secs()),
+            message: format!("pull made no progress for {}s", timeout.as_secs()),
             attempts,
         }
     }
@@ -198,7 +199,7 @@ mod tests {
             assert_eq!(failure.attempts, 2);
         }
         assert_eq!(
-            PullFailure::deadline(Duration::from_secs(5), 1)
+            PullFailure::stalled(Duration::from_secs(5), 1)
                 .to_status()
                 .code(),
             Code::DeadlineExceeded

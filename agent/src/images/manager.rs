@@ -1,6 +1,6 @@
 //! The pull manager: at most `--max-concurrent-pulls` pulls at once, never two of the
 //! same image (callers of an image already being pulled share that pull and its
-//! progress), a deadline per pull, and retries with exponential backoff for failures
+//! progress), a stall timeout per pull, and retries with exponential backoff for failures
 //! worth retrying. Each pull runs as a task of its own, so a caller going away does not
 //! cancel it; shutting down does.
 
@@ -40,7 +40,9 @@ pub struct PullRequest {
     pub image: Reference,
     pub policy: Policy,
     pub auth: Auth,
-    /// Deadline of the pull once it has a slot; `None` for the manager's default.
+    /// How long the pull may go without progress (no byte written, no step begun) once
+    /// it has a slot; `None` for the manager's default. A large image keeps pulling as
+    /// long as bytes flow (kruise #1406); the overall limit is the job's deadline.
     pub timeout: Option<Duration>,
 }
 
@@ -268,10 +270,42 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
             }
         };
         tokio::select! {
-            result = tokio::time::timeout(timeout, attempts) => result.unwrap_or_else(|_| {
-                Err(PullFailure::deadline(timeout, state.borrow().attempts))
-            }),
+            result = attempts => result,
+            () = stalled(state.subscribe(), timeout) => {
+                Err(PullFailure::stalled(timeout, state.borrow().attempts))
+            }
             () = inner.shutdown.cancelled() => Err(PullFailure::cancelled()),
+        }
+    }
+}
+
+/// What counts as progress: a new attempt, a new step, or more bytes written.
+fn progress_mark(state: &PullState) -> (u32, Phase, u64) {
+    (
+        state.attempts,
+        state.progress.phase,
+        state.progress.bytes_done(),
+    )
+}
+
+/// Ends once the pull watched by `watcher` made no progress for `limit`.
+async fn stalled(mut watcher: watch::Receiver<PullState>, limit: Duration) {
+    let mut last = progress_mark(&watcher.borrow_and_update());
+    let mut deadline = tokio::time::Instant::now() + limit;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => return,
+            changed = watcher.changed() => {
+                if changed.is_err() {
+                    // The pull ended and dropped its sender: nothing to watch.
+                    return std::future::pending().await;
+                }
+                let mark = progress_mark(&watcher.borrow_and_update());
+                if mark != last {
+                    last = mark;
+                    deadline = tokio::time::Instant::now() + limit;
+                }
+            }
         }
     }
 }

@@ -158,6 +158,36 @@ async fn a_pull_past_its_deadline_fails_and_releases_its_lease() {
     assert!(state.leases.is_empty() && state.images.is_empty());
 }
 
+/// kruise #1406: the timeout is "no progress for N seconds", not a fixed deadline, so an
+/// image that takes longer than the timeout keeps pulling while its bytes flow.
+#[tokio::test(start_paused = true)]
+async fn a_slow_pull_whose_bytes_keep_flowing_outlives_its_timeout() {
+    let (manager, registry, _) = manager(1);
+    registry.state().chunk_delay = Some(Duration::from_secs(2));
+    let mut req = request("team/a:v1", Policy::Always);
+    req.timeout = Some(Duration::from_secs(5));
+    let started = tokio::time::Instant::now();
+    let state = outcome(manager.pull(req).await).await;
+    assert!(state.outcome.unwrap().is_ok(), "the pull should succeed");
+    assert!(
+        started.elapsed() > Duration::from_secs(10),
+        "the pull took {:?}: too fast to show the timeout is not a deadline",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pull_that_stops_moving_fails_after_its_timeout_without_progress() {
+    let (manager, registry, _) = manager(1);
+    registry.state().chunk_delay = Some(Duration::from_secs(6));
+    let mut req = request("team/a:v1", Policy::Always);
+    req.timeout = Some(Duration::from_secs(5));
+    let state = outcome(manager.pull(req).await).await;
+    let failure = state.outcome.unwrap().unwrap_err();
+    assert_eq!(failure.kind, FailureKind::DeadlineExceeded);
+    assert_eq!(failure.message, "pull made no progress for 5s");
+}
+
 #[tokio::test]
 async fn the_cap_queues_pulls_beyond_it() {
     let (manager, registry, _) = manager(1);

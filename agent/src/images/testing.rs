@@ -78,6 +78,8 @@ pub struct RegistryState {
     pub fail_next: VecDeque<RegistryError>,
     /// When set, blob bodies wait for it before their first byte.
     pub gate: Option<Arc<Notify>>,
+    /// When set, blob bodies wait this long before each chunk (a slow, steady registry).
+    pub chunk_delay: Option<std::time::Duration>,
 }
 
 #[derive(Clone, Default)]
@@ -135,7 +137,7 @@ impl Registry for FakeRegistry {
         _auth: &Auth,
     ) -> Result<BlobStream, RegistryError> {
         let digest = blob.digest.as_str();
-        let (body, gate) = {
+        let (body, gate, delay) = {
             let mut state = self.0.lock().unwrap();
             state.blob_requests += 1;
             let body = state
@@ -146,7 +148,7 @@ impl Registry for FakeRegistry {
                     what: "blob",
                     url: digest.to_owned(),
                 })?;
-            (body, state.gate.clone())
+            (body, state.gate.clone(), state.chunk_delay)
         };
         let chunks: Vec<Result<Bytes, RegistryError>> = body
             .chunks(64)
@@ -157,7 +159,13 @@ impl Registry for FakeRegistry {
                 gate.notified().await;
             }
         })
-        .flat_map(move |()| futures::stream::iter(chunks.clone()));
+        .flat_map(move |()| futures::stream::iter(chunks.clone()))
+        .then(move |chunk| async move {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            chunk
+        });
         Ok(stream.boxed())
     }
 }

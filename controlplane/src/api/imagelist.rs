@@ -173,7 +173,8 @@ pub struct ImageListEntry {
     #[x_kube(merge_strategy = ListMerge::Map(vec!["namespace".into(), "name".into()]))]
     pub pull_secrets: Vec<PullSecretReference>,
 
-    /// Seconds one pull attempt may take; at least 1. Defaults to 600.
+    /// Seconds a pull may go without progress (no byte written, no step begun) before it
+    /// fails; at least 1. Defaults to 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub timeout_seconds: Option<i32>,
@@ -288,7 +289,7 @@ impl ImageListEntry {
             .map_or(Ok(DEFAULT_PULL_INTERVAL), parse_duration)
     }
 
-    /// The time one pull attempt may take (default 600 s; at least 1 s).
+    /// How long a pull may go without progress (default 600 s; at least 1 s).
     pub fn timeout(&self) -> Duration {
         let seconds = self
             .timeout_seconds

@@ -19,7 +19,7 @@ use super::image_reference as reference;
 use super::imagelist::{DEFAULT_BACKOFF_LIMIT, DEFAULT_TIMEOUT_SECONDS};
 
 /// activeDeadlineSeconds must leave room for one whole pull (OpenKruise's webhook rule).
-const DEADLINE_COVERS_TIMEOUT: &str = "!has(self.completionPolicy) \
+pub(crate) const DEADLINE_COVERS_TIMEOUT: &str = "!has(self.completionPolicy) \
     || !has(self.completionPolicy.activeDeadlineSeconds) \
     || self.completionPolicy.activeDeadlineSeconds >= \
     (has(self.pullPolicy) && has(self.pullPolicy.timeoutSeconds) ? self.pullPolicy.timeoutSeconds : 600)";
@@ -114,7 +114,8 @@ pub struct ImagePullJobSpec {
     #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.parallelism must be an integer >= 0 or a percentage from 0% to 100%"))]
     pub parallelism: Option<IntOrString>,
 
-    /// Timeout and retries of each node's pull. Defaults: 600 seconds, 3 retries.
+    /// Stall timeout and retries of each node's pull. Defaults: 600 seconds, 3 retries.
+    /// An edit reaches the pulls under way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = {}))]
     pub pull_policy: Option<PullPolicy>,
@@ -148,11 +149,14 @@ pub struct ImagePullJobNodeSelector {
     pub match_expressions: Option<Vec<LabelSelectorRequirement>>,
 }
 
-/// Timeout and retries of each node's pull.
+/// Stall timeout and retries of each node's pull.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PullPolicy {
-    /// Seconds one pull attempt may take; at least 1. Defaults to 600.
+    /// Seconds a node's pull may go without progress (no byte written, no step begun)
+    /// before it fails and is retried; at least 1. Defaults to 600. A large image keeps
+    /// pulling as long as its bytes flow; completionPolicy.activeDeadlineSeconds bounds
+    /// the whole job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1), extend("default" = DEFAULT_TIMEOUT_SECONDS))]
     pub timeout_seconds: Option<i32>,
@@ -200,6 +204,28 @@ pub struct ImagePullJobStatus {
     /// The nodes whose pull failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_nodes: Vec<String>,
+    /// How far the pulls got, from the bytes the agents report (a Stevedore addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<PullProgress>,
+}
+
+/// How far a job's pulls got. `percent` is the share of the work finished: each node
+/// (or, for an ImageListPullJob, each image) counts fully once it finished (pulled, or
+/// failed after all retries) and by its bytes written while it pulls. It moves with the
+/// bytes while pulls run, and never goes back while the number of nodes (images) stays
+/// the same: a retried pull that starts over does not undo what was reported.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PullProgress {
+    /// The share of the work finished, from 0 to 100.
+    #[serde(default)]
+    pub percent: i32,
+    /// Bytes written so far, summed over the nodes (and images).
+    #[serde(default)]
+    pub bytes_done: i64,
+    /// Bytes in all, summed over the nodes whose pull has read its manifest.
+    #[serde(default)]
+    pub bytes_total: i64,
 }
 
 impl ImagePullJobSpec {
@@ -213,7 +239,7 @@ impl ImagePullJobSpec {
         self.image_pull_policy.unwrap_or_default()
     }
 
-    /// The time one pull attempt may take (default 600 s).
+    /// How long a node's pull may go without progress (default 600 s).
     pub fn timeout(&self) -> Duration {
         let seconds = self
             .pull_policy

@@ -12,6 +12,7 @@ pub mod daemonset;
 pub mod duration;
 pub mod image_reference;
 pub mod imagelist;
+pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod pod_schema;
 pub mod podunavailablebudget;
@@ -41,6 +42,7 @@ pub use containerrecreaterequest::{
 };
 pub use daemonset::{DaemonSet, DaemonSetSpec, DaemonSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
+pub use imagelistpulljob::{ImageListPullJob, ImageListPullJobSpec, ImageListPullJobStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
 pub use podunavailablebudget::{
     PodUnavailableBudget, PodUnavailableBudgetSpec, PodUnavailableBudgetStatus,
@@ -60,6 +62,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         PodUnavailableBudget::crd(),
         versions::also_served(DaemonSet::crd(), &["v1beta1"]),
         ContainerRecreateRequest::crd(),
+        versions::also_served(ImageListPullJob::crd(), &["v1beta1"]),
     ]
 }
 

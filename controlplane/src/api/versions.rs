@@ -56,7 +56,7 @@ mod tests {
 
     #[test]
     fn each_kind_is_served_in_openkruise_1_9_versions_with_one_storage_version() {
-        let expected: [(&str, &[(&str, bool)]); 7] = [
+        let expected: [(&str, &[(&str, bool)]); 10] = [
             ("clonesets.apps.kruise.io", &[("v1alpha1", true)]),
             (
                 "imagepulljobs.apps.kruise.io",
@@ -76,7 +76,19 @@ mod tests {
                 &[("v1beta1", true), ("v1alpha1", false)],
             ),
             (
+                "podunavailablebudgets.policy.kruise.io",
+                &[("v1alpha1", true)],
+            ),
+            (
                 "daemonsets.apps.kruise.io",
+                &[("v1alpha1", true), ("v1beta1", false)],
+            ),
+            (
+                "containerrecreaterequests.apps.kruise.io",
+                &[("v1alpha1", true)],
+            ),
+            (
+                "imagelistpulljobs.apps.kruise.io",
                 &[("v1alpha1", true), ("v1beta1", false)],
             ),
         ];

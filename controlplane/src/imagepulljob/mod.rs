@@ -3,9 +3,12 @@
 //! the plan out (`reconcile`), fed by `triggers`.
 
 pub mod entries;
+#[cfg(test)]
+mod parallelism_tests;
 pub mod plan;
 #[cfg(test)]
 mod plan_tests;
+pub mod progress;
 pub mod reconcile;
 pub mod triggers;
 

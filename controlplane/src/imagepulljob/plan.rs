@@ -21,6 +21,7 @@ use crate::api::ImagePullJob;
 use crate::api::common::CompletionPolicyType;
 use crate::api::imagelist::{ImageListEntry, ImagePullPhase, ImageStatus, PullSecretReference};
 use crate::api::imagepulljob::{ImagePullJobStatus, ImagePullPolicy};
+use crate::imagepulljob::progress::{self, Part};
 use crate::workload::node::is_ready;
 pub use crate::workload::rollout::parallelism;
 use crate::workload::selector::selector_matches;
@@ -130,6 +131,12 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         .collect();
     let desired = targets.len();
     let mut failed_nodes = nodes.named(NodeState::Failed);
+    plan.status.progress = Some(progress::summarize(
+        &nodes.parts(s),
+        desired,
+        old.progress.as_ref(),
+        old.desired,
+    ));
     plan.status.desired = to_i32(desired);
     plan.status.succeeded = to_i32(nodes.count(NodeState::Succeeded));
     plan.events
@@ -183,6 +190,24 @@ impl Nodes<'_> {
             .iter()
             .filter(|(_, st)| **st == wanted)
             .map(|(n, _)| (*n).to_owned())
+            .collect()
+    }
+
+    /// The progress of each node that started: finished, or by the bytes its agent wrote.
+    fn parts(&self, s: &Snapshot<'_>) -> Vec<Part> {
+        self.0
+            .iter()
+            .filter_map(|(node, st)| {
+                let status = s.lists.get(*node).and_then(|i| i.status.as_ref());
+                let (done, total) = status.map_or((0, 0), |st| (st.bytes_done, st.bytes_total));
+                match st {
+                    NodeState::Succeeded | NodeState::Failed => {
+                        Some(Part::from_bytes(true, done, total))
+                    }
+                    NodeState::Active => Some(Part::from_bytes(false, done, total)),
+                    NodeState::NoList | NodeState::Pending => None,
+                }
+            })
             .collect()
     }
 
@@ -316,6 +341,8 @@ fn finish(
     plan.status.failed = to_i32(failed_nodes.len());
     plan.status.failed_nodes = failed_nodes;
     plan.status.completion_time = Some(Time(now));
+    // Every node finished, by pulling, failing, or running out of time.
+    plan.status.progress.get_or_insert_default().percent = 100;
     message.clone_into(&mut plan.status.message);
     plan.requeue_after = None;
     ttl(plan, job, now, now);
