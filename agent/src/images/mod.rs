@@ -5,7 +5,8 @@
 //! - [`oci`]: image formats, platform choice, chain IDs (pure)
 //! - [`registry`]: the distribution API ([`registry::Registry`], [`registry::HttpRegistry`]);
 //!   [`body`]: bounded reads and size/digest checks of what registries send;
-//!   [`digest`]: the OCI digest algorithms
+//!   [`digest`]: the OCI digest algorithms; [`token_cache`]: authorisations kept until
+//!   they expire, per endpoint and credential
 //! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`]);
 //!   `containerd_conn`: the namespaced channel the store and its content writer share
 //! - [`pull`]: one pull; [`progress`]: what watchers see of it
@@ -32,6 +33,7 @@ pub mod pull;
 pub mod registry;
 pub mod service;
 pub mod store;
+pub mod token_cache;
 
 pub use service::{AgentImageService, ConnectError, ImageServiceImpl};
 

@@ -9,7 +9,13 @@
 //! insecure (or an endpoint on this machine). Bodies are read with hard limits
 //! ([`super::body`]).
 
-use std::{collections::HashSet, future::Future, pin::Pin, time::Duration};
+use std::{
+    collections::HashSet,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -19,6 +25,7 @@ use reqwest::{StatusCode, Url, header, redirect};
 use super::{
     body,
     oci::{self, Descriptor, MAX_MANIFEST_BYTES},
+    token_cache::{CacheKey, TokenCache, token_lifetime},
 };
 use crate::reference::Reference;
 
@@ -33,6 +40,19 @@ pub enum Auth {
     },
     /// A bearer token (or registry identity token) sent as is.
     Token(String),
+}
+
+impl Auth {
+    /// A stable name of the credential that does not reveal it (a SHA-256 of it): what
+    /// tells two callers' credentials apart in the token cache and in joined pulls.
+    pub fn fingerprint(&self) -> String {
+        let material = match self {
+            Self::Anonymous => return "anonymous".to_owned(),
+            Self::Basic { username, password } => format!("basic\0{username}\0{password}"),
+            Self::Token(token) => format!("token\0{token}"),
+        };
+        oci::sha256_digest(material.as_bytes())
+    }
 }
 
 impl std::fmt::Debug for Auth {
@@ -124,6 +144,7 @@ pub trait Registry: Send + Sync + 'static {
 pub struct HttpRegistry {
     client: reqwest::Client,
     insecure: HashSet<String>,
+    tokens: Arc<TokenCache>,
 }
 
 impl HttpRegistry {
@@ -148,6 +169,7 @@ impl HttpRegistry {
         Ok(Self {
             client,
             insecure: insecure.iter().cloned().collect(),
+            tokens: Arc::default(),
         })
     }
 
@@ -166,10 +188,13 @@ impl HttpRegistry {
         format!("{scheme}://{host}/v2/{}", image.path())
     }
 
-    /// GETs `url`, answering one authentication challenge if the registry asks.
+    /// GETs `url` of the repository at `base`, with the authorisation earned there
+    /// before by the same credential, or answering one challenge if the registry asks
+    /// (and keeping what it earned for the next requests).
     async fn get(
         &self,
         image: &Reference,
+        base: &str,
         url: &str,
         accept: Option<&str>,
         auth: &Auth,
@@ -185,14 +210,20 @@ impl HttpRegistry {
             req
         };
         let unreachable = |err: reqwest::Error| request_error(url, &err);
-        // A given token goes on the first request; otherwise wait for a challenge.
+        let key = CacheKey::new(base, auth);
+        // A given token goes on the first request; otherwise what was earned before, or
+        // nothing until a challenge.
         let first = match auth {
             Auth::Token(token) => Some(format!("Bearer {token}")),
-            _ => None,
+            _ => self.tokens.get(&key, Instant::now()),
         };
+        let earned = first.is_some() && !matches!(auth, Auth::Token(_));
         let response = request(first).send().await.map_err(unreachable)?;
         if response.status() != StatusCode::UNAUTHORIZED || matches!(auth, Auth::Token(_)) {
             return Ok(response);
+        }
+        if earned {
+            self.tokens.forget(&key);
         }
         let challenge = response
             .headers()
@@ -200,20 +231,23 @@ impl HttpRegistry {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let authorization = self.answer(image, &challenge, auth).await?;
+        let (authorization, lifetime) = self.answer(image, &challenge, auth).await?;
+        self.tokens
+            .put(key, authorization.clone(), lifetime, Instant::now());
         request(Some(authorization))
             .send()
             .await
             .map_err(unreachable)
     }
 
-    /// The `Authorization` value answering `challenge` with `auth`.
+    /// The `Authorization` value answering `challenge` with `auth`, and how long it
+    /// holds (`None`: basic credentials, until refused).
     async fn answer(
         &self,
         image: &Reference,
         challenge: &str,
         auth: &Auth,
-    ) -> Result<String, RegistryError> {
+    ) -> Result<(String, Option<Duration>), RegistryError> {
         let basic = match auth {
             Auth::Basic { username, password } => Some(format!(
                 "Basic {}",
@@ -223,9 +257,10 @@ impl HttpRegistry {
         };
         let Some(params) = challenge.strip_prefix("Bearer ") else {
             // A Basic challenge: only a username and password can answer it.
-            return basic.ok_or_else(|| RegistryError::Unauthorized {
+            let basic = basic.ok_or_else(|| RegistryError::Unauthorized {
                 url: image.repository(),
-            });
+            })?;
+            return Ok((basic, None));
         };
         let param = |name: &str| challenge_param(params, name);
         let realm = param("realm").ok_or_else(|| RegistryError::Protocol {
@@ -256,6 +291,7 @@ impl HttpRegistry {
         struct TokenResponse {
             token: Option<String>,
             access_token: Option<String>,
+            expires_in: Option<u64>,
         }
         let body: TokenResponse = response
             .json()
@@ -264,6 +300,7 @@ impl HttpRegistry {
                 url: realm.clone(),
                 detail: error_chain(&err),
             })?;
+        let lifetime = token_lifetime(body.expires_in);
         let token = body
             .token
             .or(body.access_token)
@@ -271,7 +308,7 @@ impl HttpRegistry {
                 url: realm,
                 detail: "token response without a token".to_owned(),
             })?;
-        Ok(format!("Bearer {token}"))
+        Ok((format!("Bearer {token}"), Some(lifetime)))
     }
 
     /// Whether basic credentials for `image` may go to the token endpoint `realm`: over
@@ -295,9 +332,10 @@ impl Registry for HttpRegistry {
         reference: &str,
         auth: &Auth,
     ) -> Result<FetchedManifest, RegistryError> {
-        let url = format!("{}/manifests/{reference}", self.base_url(image));
+        let base = self.base_url(image);
+        let url = format!("{base}/manifests/{reference}");
         let response = self
-            .get(image, &url, Some(oci::MANIFEST_ACCEPT), auth)
+            .get(image, &base, &url, Some(oci::MANIFEST_ACCEPT), auth)
             .await?;
         let response = check_status(response, "manifest")?;
         let header_type = response
@@ -329,8 +367,9 @@ impl Registry for HttpRegistry {
         blob: &Descriptor,
         auth: &Auth,
     ) -> Result<BlobStream, RegistryError> {
-        let url = format!("{}/blobs/{}", self.base_url(image), blob.digest);
-        let response = self.get(image, &url, None, auth).await?;
+        let base = self.base_url(image);
+        let url = format!("{base}/blobs/{}", blob.digest);
+        let response = self.get(image, &base, &url, None, auth).await?;
         let response = check_status(response, "blob")?;
         if let Some(len) = response.content_length().filter(|len| *len != blob.size) {
             return Err(RegistryError::Corrupt {

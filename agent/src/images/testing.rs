@@ -78,6 +78,19 @@ pub struct RegistryState {
     pub fail_next: VecDeque<RegistryError>,
     /// When set, blob bodies wait for it before their first byte.
     pub gate: Option<Arc<Notify>>,
+    /// When set, only this credential may read anything.
+    pub allowed: Option<Auth>,
+}
+
+impl RegistryState {
+    fn authorize(&self, auth: &Auth, url: &str) -> Result<(), RegistryError> {
+        match &self.allowed {
+            Some(allowed) if allowed != auth => Err(RegistryError::Unauthorized {
+                url: url.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -107,10 +120,11 @@ impl Registry for FakeRegistry {
         &self,
         image: &Reference,
         reference: &str,
-        _auth: &Auth,
+        auth: &Auth,
     ) -> Result<FetchedManifest, RegistryError> {
         let mut state = self.0.lock().unwrap();
         state.manifest_requests += 1;
+        state.authorize(auth, reference)?;
         if let Some(error) = state.fail_next.pop_front() {
             return Err(error);
         }
@@ -132,12 +146,13 @@ impl Registry for FakeRegistry {
         &self,
         _image: &Reference,
         blob: &Descriptor,
-        _auth: &Auth,
+        auth: &Auth,
     ) -> Result<BlobStream, RegistryError> {
         let digest = blob.digest.as_str();
         let (body, gate) = {
             let mut state = self.0.lock().unwrap();
             state.blob_requests += 1;
+            state.authorize(auth, digest)?;
             let body = state
                 .blobs
                 .get(digest)
