@@ -4,6 +4,7 @@
 //!
 //! - [`oci`]: image formats, platform choice, chain IDs (pure)
 //! - [`registry`]: the distribution API ([`registry::Registry`], [`registry::HttpRegistry`]);
+//!   [`hosts`]: containerd's `hosts.toml` (mirrors, plain HTTP, TLS per host);
 //!   [`body`]: bounded reads and size/digest checks of what registries send;
 //!   [`digest`]: the OCI digest algorithms; [`token_cache`]: authorisations kept until
 //!   they expire, per endpoint and credential
@@ -22,6 +23,7 @@ mod containerd_conn;
 mod content_writer;
 pub mod digest;
 pub mod failure;
+pub mod hosts;
 pub mod image_list;
 pub mod inventory;
 pub mod list_runner;

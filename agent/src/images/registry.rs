@@ -10,10 +10,11 @@
 //! ([`super::body`]).
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     future::Future,
     pin::Pin,
-    sync::Arc,
+    path::PathBuf,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -24,6 +25,7 @@ use reqwest::{StatusCode, Url, header, redirect};
 
 use super::{
     body,
+    hosts::{self, Endpoint, HostsError, Tls},
     oci::{self, Descriptor, MAX_MANIFEST_BYTES},
     token_cache::{CacheKey, TokenCache, token_lifetime},
 };
@@ -95,6 +97,8 @@ pub enum RegistryError {
         "refusing to send the credentials for {reference} to the token endpoint {realm} over plain HTTP; name the registry with --insecure-registry to allow it"
     )]
     InsecureRealm { reference: String, realm: String },
+    #[error(transparent)]
+    Hosts(#[from] HostsError),
 }
 
 impl RegistryError {
@@ -143,18 +147,39 @@ pub trait Registry: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct HttpRegistry {
     client: reqwest::Client,
+    /// Clients for endpoints with TLS settings of their own (`hosts.toml`).
+    tls_clients: Arc<Mutex<HashMap<Tls, reqwest::Client>>>,
     insecure: HashSet<String>,
     tokens: Arc<TokenCache>,
+    /// containerd's `config_path`, where `<registry>/hosts.toml` files are.
+    hosts_dir: Option<PathBuf>,
 }
 
 impl HttpRegistry {
     /// A client that speaks plain HTTP only to the `insecure` registries (`host[:port]`)
     /// and to loopback ones.
     pub fn new(insecure: &[String]) -> Result<Self, reqwest::Error> {
+        Ok(Self {
+            client: Self::client(&Tls::default())?,
+            tls_clients: Arc::default(),
+            insecure: insecure.iter().cloned().collect(),
+            tokens: Arc::default(),
+            hosts_dir: None,
+        })
+    }
+
+    /// Reads each registry's `hosts.toml` under `dir` (containerd's `config_path`)
+    /// before each request, as containerd does, so edits apply without a restart.
+    pub fn with_hosts_dir(mut self, dir: PathBuf) -> Self {
+        self.hosts_dir = Some(dir);
+        self
+    }
+
+    fn client(tls: &Tls) -> Result<reqwest::Client, reqwest::Error> {
         // reqwest is built without a bundled crypto provider; the workspace uses ring.
         // An error only means a provider is already installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(60))
@@ -165,15 +190,40 @@ impl HttpRegistry {
                     None => attempt.follow(),
                 }
             }))
-            .build()?;
-        Ok(Self {
-            client,
-            insecure: insecure.iter().cloned().collect(),
-            tokens: Arc::default(),
-        })
+            .danger_accept_invalid_certs(tls.skip_verify);
+        for path in &tls.ca {
+            // An unreadable or malformed CA file fails the endpoint's requests (below).
+            let pem = std::fs::read(path).unwrap_or_default();
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        builder.build()
     }
 
-    fn base_url(&self, image: &Reference) -> String {
+    /// The client for `endpoint`'s TLS settings.
+    fn client_for(&self, endpoint: &Endpoint) -> Result<reqwest::Client, RegistryError> {
+        if endpoint.tls == Tls::default() {
+            return Ok(self.client.clone());
+        }
+        let mut clients = self.tls_clients.lock().map_err(|_| RegistryError::Protocol {
+            url: endpoint.origin.clone(),
+            detail: "client table poisoned".to_owned(),
+        })?;
+        if let Some(client) = clients.get(&endpoint.tls) {
+            return Ok(client.clone());
+        }
+        let client = Self::client(&endpoint.tls).map_err(|err| RegistryError::Protocol {
+            url: endpoint.origin.clone(),
+            detail: format!("TLS settings of {}: {}", endpoint.origin, error_chain(&err)),
+        })?;
+        clients.insert(endpoint.tls.clone(), client.clone());
+        Ok(client)
+    }
+
+    /// The registry itself, as reached without a `hosts.toml`: plain HTTP when named
+    /// insecure or on this machine, HTTPS otherwise.
+    fn upstream(&self, image: &Reference) -> Endpoint {
         let domain = image.domain();
         let host = if domain == "docker.io" {
             "registry-1.docker.io"
@@ -185,7 +235,59 @@ impl HttpRegistry {
         } else {
             "https"
         };
-        format!("{scheme}://{host}/v2/{}", image.path())
+        Endpoint::upstream(format!("{scheme}://{host}"))
+    }
+
+    #[cfg(test)]
+    fn base_url(&self, image: &Reference) -> String {
+        self.upstream(image).repository_base(image.path())
+    }
+
+    /// Where `image` may be fetched from, in order (see [`hosts`]).
+    fn endpoints(&self, image: &Reference) -> Result<Vec<Endpoint>, RegistryError> {
+        let upstream = self.upstream(image);
+        let Some(dir) = &self.hosts_dir else {
+            return Ok(vec![upstream]);
+        };
+        let file = hosts::read_hosts_file(dir, image.domain())?;
+        let (path, text) = file.unzip();
+        let path = path.unwrap_or_default();
+        Ok(hosts::endpoints(
+            image.domain(),
+            text.as_deref(),
+            &path,
+            upstream,
+        )?)
+    }
+
+    /// Tries `fetch` on each endpoint able to serve the request, in order, until one
+    /// answers; the last failure otherwise (containerd's fallback through mirrors).
+    async fn first_answer<T, F, Fut>(
+        &self,
+        image: &Reference,
+        resolve: bool,
+        fetch: F,
+    ) -> Result<T, RegistryError>
+    where
+        F: Fn(Endpoint) -> Fut,
+        Fut: Future<Output = Result<T, RegistryError>>,
+    {
+        let all = self.endpoints(image)?;
+        let mut last = RegistryError::NotFound {
+            what: if resolve { "a host able to resolve tags" } else { "a host able to pull" },
+            url: image.repository(),
+        };
+        for endpoint in hosts::able_to(&all, resolve) {
+            let origin = endpoint.origin.clone();
+            match fetch(endpoint.clone()).await {
+                Ok(found) => return Ok(found),
+                Err(error) => {
+                    tracing::debug!(endpoint = %origin, %error, "trying the next registry host");
+                    last = error;
+                }
+            }
+        }
+        Err(last)
     }
 
     /// GETs `url` of the repository at `base`, with the authorisation earned there
@@ -194,13 +296,15 @@ impl HttpRegistry {
     async fn get(
         &self,
         image: &Reference,
-        base: &str,
+        endpoint: &Endpoint,
         url: &str,
         accept: Option<&str>,
         auth: &Auth,
     ) -> Result<reqwest::Response, RegistryError> {
+        let client = self.client_for(endpoint)?;
+        let base = endpoint.repository_base(image.path());
         let request = |authorization: Option<String>| {
-            let mut req = self.client.get(url);
+            let mut req = client.get(url);
             if let Some(accept) = accept {
                 req = req.header(header::ACCEPT, accept);
             }
@@ -210,7 +314,7 @@ impl HttpRegistry {
             req
         };
         let unreachable = |err: reqwest::Error| request_error(url, &err);
-        let key = CacheKey::new(base, auth);
+        let key = CacheKey::new(&base, auth);
         // A given token goes on the first request; otherwise what was earned before, or
         // nothing until a challenge.
         let first = match auth {
@@ -231,7 +335,9 @@ impl HttpRegistry {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let (authorization, lifetime) = self.answer(image, &challenge, auth).await?;
+        let (authorization, lifetime) = self
+            .answer(&client, image, &challenge, auth)
+            .await?;
         self.tokens
             .put(key, authorization.clone(), lifetime, Instant::now());
         request(Some(authorization))
@@ -244,6 +350,7 @@ impl HttpRegistry {
     /// holds (`None`: basic credentials, until refused).
     async fn answer(
         &self,
+        client: &reqwest::Client,
         image: &Reference,
         challenge: &str,
         auth: &Auth,
@@ -278,7 +385,7 @@ impl HttpRegistry {
         if let Some(service) = param("service") {
             query.push(("service", service));
         }
-        let mut req = self.client.get(&realm).query(&query);
+        let mut req = client.get(&realm).query(&query);
         if let Some(basic) = basic {
             req = req.header(header::AUTHORIZATION, basic);
         }
@@ -313,8 +420,14 @@ impl HttpRegistry {
 
     /// Whether basic credentials for `image` may go to the token endpoint `realm`: over
     /// HTTPS, or over plain HTTP to a registry the operator named insecure or to an
-    /// endpoint on this machine (whose traffic never leaves it).
-    fn may_send_credentials(&self, image: &Reference, realm: &str) -> Result<bool, RegistryError> {
+    /// endpoint on this machine (whose traffic never leaves it). A plain-HTTP host in
+    /// `hosts.toml` is not enough: it says how to reach the registry, not that its token
+    /// endpoint may see passwords in the clear.
+    fn may_send_credentials(
+        &self,
+        image: &Reference,
+        realm: &str,
+    ) -> Result<bool, RegistryError> {
         let url = Url::parse(realm).map_err(|err| RegistryError::Protocol {
             url: image.repository(),
             detail: format!("token realm {realm:?} is not a URL: {err}"),
@@ -332,10 +445,39 @@ impl Registry for HttpRegistry {
         reference: &str,
         auth: &Auth,
     ) -> Result<FetchedManifest, RegistryError> {
-        let base = self.base_url(image);
-        let url = format!("{base}/manifests/{reference}");
+        // A tag needs a host able to resolve; a digest only one able to pull.
+        let resolve = !reference.contains(':');
+        self.first_answer(image, resolve, |endpoint| async move {
+            self.fetch_manifest_at(&endpoint, image, reference, auth)
+                .await
+        })
+        .await
+    }
+
+    async fn fetch_blob(
+        &self,
+        image: &Reference,
+        blob: &Descriptor,
+        auth: &Auth,
+    ) -> Result<BlobStream, RegistryError> {
+        self.first_answer(image, false, |endpoint| async move {
+            self.fetch_blob_at(&endpoint, image, blob, auth).await
+        })
+        .await
+    }
+}
+
+impl HttpRegistry {
+    async fn fetch_manifest_at(
+        &self,
+        endpoint: &Endpoint,
+        image: &Reference,
+        reference: &str,
+        auth: &Auth,
+    ) -> Result<FetchedManifest, RegistryError> {
+        let url = endpoint.url(image.path(), &format!("manifests/{reference}"));
         let response = self
-            .get(image, &base, &url, Some(oci::MANIFEST_ACCEPT), auth)
+            .get(image, endpoint, &url, Some(oci::MANIFEST_ACCEPT), auth)
             .await?;
         let response = check_status(response, "manifest")?;
         let header_type = response
@@ -361,15 +503,15 @@ impl Registry for HttpRegistry {
         })
     }
 
-    async fn fetch_blob(
+    async fn fetch_blob_at(
         &self,
+        endpoint: &Endpoint,
         image: &Reference,
         blob: &Descriptor,
         auth: &Auth,
     ) -> Result<BlobStream, RegistryError> {
-        let base = self.base_url(image);
-        let url = format!("{base}/blobs/{}", blob.digest);
-        let response = self.get(image, &base, &url, None, auth).await?;
+        let url = endpoint.url(image.path(), &format!("blobs/{}", blob.digest));
+        let response = self.get(image, endpoint, &url, None, auth).await?;
         let response = check_status(response, "blob")?;
         if let Some(len) = response.content_length().filter(|len| *len != blob.size) {
             return Err(RegistryError::Corrupt {

@@ -396,6 +396,48 @@ async fn a_token_is_asked_for_once_per_credential_not_per_request() {
     assert!(!err.to_string().contains("pw"), "{err}");
 }
 
+#[tokio::test]
+async fn a_mirror_in_hosts_toml_serves_the_pull_while_the_registry_is_down() {
+    let (image_data, blobs) = test_image("mirrored");
+    let mut routes: HashMap<String, HttpReply> = blobs
+        .into_iter()
+        .map(|(digest, body)| {
+            let path = format!("{}?ns=registry.invalid:5000", blob_path(&digest));
+            (path, HttpReply::ok("application/octet-stream", body))
+        })
+        .collect();
+    routes.insert(
+        format!("{}?ns=registry.invalid:5000", manifest_path("v1")),
+        manifest_reply(image_data.manifest.clone()),
+    );
+    let mirror = serve(routes).await;
+    let dir = std::env::temp_dir().join(format!("stevedore-mirror-{}", std::process::id()));
+    let registry_dir = dir.join("registry.invalid:5000");
+    std::fs::create_dir_all(&registry_dir).unwrap();
+    // The upstream is a name that never resolves: only the mirror can answer.
+    let hosts = format!(
+        "server = \"http://registry.invalid:5000\"\n[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+        mirror.addr
+    );
+    std::fs::write(registry_dir.join("hosts.toml"), hosts).unwrap();
+    let client = HttpRegistry::new(&[]).unwrap().with_hosts_dir(dir.clone());
+    let reference = Reference::parse_normalized("registry.invalid:5000/team/app:v1").unwrap();
+    let (tx, _rx) = watch::channel(Progress::default());
+    let pulled = pull(&client, &FakeStore::default(), &reference, &Auth::Anonymous, &tx).await;
+    assert_eq!(pulled.unwrap().image_id, image_data.config_digest);
+    assert_eq!(mirror.requests().len(), 4, "{:?}", mirror.requests());
+
+    // Without the mirror, the same pull goes to the (unreachable) registry itself.
+    std::fs::write(registry_dir.join("hosts.toml"), "server = \"http://registry.invalid:5000\"").unwrap();
+    let err = client
+        .fetch_manifest(&reference, "v1", &Auth::Anonymous)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Unreachable { ref url, .. } if url.contains("registry.invalid")), "{err}");
+    assert_eq!(mirror.requests().len(), 4);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn redirects_from_https_to_plain_http_are_refused() {
     let url = |u: &str| Url::parse(u).unwrap();
