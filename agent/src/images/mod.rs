@@ -2,7 +2,8 @@
 //! per-layer progress), the pull manager that dedupes, caps and retries them, the
 //! node's declarative image list, and the `ImageService` gRPC API over all of it.
 //!
-//! - [`oci`]: image formats, platform choice, chain IDs (pure)
+//! - [`oci`]: image formats, platform choice, chain IDs (pure); [`platform`]: the
+//!   node's platform and what it runs
 //! - [`registry`]: the distribution API ([`registry::Registry`], [`registry::HttpRegistry`]);
 //!   [`hosts`]: containerd's `hosts.toml` (mirrors, plain HTTP, TLS per host);
 //!   [`body`]: bounded reads and size/digest checks of what registries send;
@@ -30,6 +31,7 @@ pub mod list_runner;
 pub mod manager;
 pub mod oci;
 pub mod orphan_leases;
+pub mod platform;
 pub mod progress;
 pub mod pull;
 pub mod registry;

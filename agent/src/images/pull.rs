@@ -130,7 +130,7 @@ async fn resolve<R: Registry>(
     if !oci::is_index(&media_type) {
         return Err(FormatError::UnsupportedMediaType { media_type }.into());
     }
-    let chosen = oci::select_platform(&top.body)?;
+    let chosen = oci::select_platform(&top.body, oci::Platform::host())?;
     check_size(image, "manifest", &chosen, MAX_MANIFEST_BYTES)?;
     let mut manifest = registry.fetch_manifest(image, &chosen.digest, auth).await?;
     if manifest.descriptor.size != chosen.size {
