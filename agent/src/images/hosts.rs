@@ -232,7 +232,10 @@ fn flag(settings: &Table, name: &str) -> Result<bool, String> {
 
 /// The `hosts.toml` that applies to `domain` under `config_dir` and its text, if any:
 /// the registry's own directory, else `_default`, as containerd looks them up.
-pub fn read_hosts_file(config_dir: &Path, domain: &str) -> Result<Option<(String, String)>, HostsError> {
+pub fn read_hosts_file(
+    config_dir: &Path,
+    domain: &str,
+) -> Result<Option<(String, String)>, HostsError> {
     // A domain is a parsed reference's (no `/`); `..` cannot name a directory here.
     for dir in [domain, "_default"] {
         let path = config_dir.join(dir).join("hosts.toml");

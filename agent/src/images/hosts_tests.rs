@@ -159,12 +159,21 @@ fn tag_resolution_needs_resolve_and_digests_need_pull() {
 fn bad_files_name_the_file_and_the_field() {
     let cases = [
         ("host = 3", "`host` is not a table"),
-        (r#"[host."https://m"]
-capabilities = "pull""#, "`capabilities` is not a list"),
-        (r#"[host."https://m"]
-capabilities = ["fly"]"#, "unknown capability \"fly\""),
-        (r#"[host."https://m"]
-skip_verify = "yes""#, "`skip_verify` is not true or false"),
+        (
+            r#"[host."https://m"]
+capabilities = "pull""#,
+            "`capabilities` is not a list",
+        ),
+        (
+            r#"[host."https://m"]
+capabilities = ["fly"]"#,
+            "unknown capability \"fly\"",
+        ),
+        (
+            r#"[host."https://m"]
+skip_verify = "yes""#,
+            "`skip_verify` is not true or false",
+        ),
         ("ca = 3", "`ca` is neither a path nor a list of paths"),
         ("server = 3", "`server` is not a string"),
         (r#"[host."https:///v2"]"#, "does not name a host"),
@@ -173,7 +182,10 @@ skip_verify = "yes""#, "`skip_verify` is not true or false"),
     for (text, want) in cases {
         let err = parse(text).unwrap_err().to_string();
         assert!(err.contains(want), "{text}: {err}");
-        assert!(err.starts_with("registry configuration hosts.toml is invalid"), "{err}");
+        assert!(
+            err.starts_with("registry configuration hosts.toml is invalid"),
+            "{err}"
+        );
     }
 }
 

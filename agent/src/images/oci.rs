@@ -37,7 +37,9 @@ pub enum FormatError {
     },
     #[error("unsupported manifest media type {media_type:?}")]
     UnsupportedMediaType { media_type: String },
-    #[error("the image index has no manifest for this node's platform {wanted} (it has {available})")]
+    #[error(
+        "the image index has no manifest for this node's platform {wanted} (it has {available})"
+    )]
     NoMatchingPlatform { wanted: String, available: String },
     #[error("config lists {diff_ids} diff IDs but the manifest has {layers} layers")]
     LayerCountMismatch { diff_ids: usize, layers: usize },
@@ -286,7 +288,10 @@ mod tests {
             entry("sha256:v5", "linux/arm/v5"), entry("sha256:v6", "linux/arm/v6")]})
         .to_string();
         let armv7 = Platform::new("linux", "arm", Some("v7"));
-        assert_eq!(select_platform(older.as_bytes(), &armv7).unwrap().digest, "sha256:v6");
+        assert_eq!(
+            select_platform(older.as_bytes(), &armv7).unwrap().digest,
+            "sha256:v6"
+        );
     }
 
     #[test]
@@ -295,7 +300,9 @@ mod tests {
             entry("sha256:w", "windows/amd64"), entry("sha256:a", "linux/arm64")]})
         .to_string();
         let host = Platform::new("linux", "amd64", None);
-        let err = select_platform(index.as_bytes(), &host).unwrap_err().to_string();
+        let err = select_platform(index.as_bytes(), &host)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "the image index has no manifest for this node's platform linux/amd64 \

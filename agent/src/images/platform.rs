@@ -187,9 +187,8 @@ mod tests {
 
     #[test]
     fn older_arm_variants_are_runnable_in_order() {
-        let names = |p: Platform| -> Vec<String> {
-            p.runnable().iter().map(ToString::to_string).collect()
-        };
+        let names =
+            |p: Platform| -> Vec<String> { p.runnable().iter().map(ToString::to_string).collect() };
         assert_eq!(
             names(Platform::new("linux", "arm", Some("v7"))),
             ["linux/arm/v7", "linux/arm/v6", "linux/arm/v5"]
@@ -198,7 +197,10 @@ mod tests {
             names(Platform::new("linux", "arm", Some("v6"))),
             ["linux/arm/v6", "linux/arm/v5"]
         );
-        assert_eq!(names(Platform::new("linux", "amd64", None)), ["linux/amd64"]);
+        assert_eq!(
+            names(Platform::new("linux", "amd64", None)),
+            ["linux/amd64"]
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@
 use std::{
     collections::{HashMap, HashSet},
     future::Future,
-    pin::Pin,
     path::PathBuf,
+    pin::Pin,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -123,6 +123,13 @@ pub struct FetchedManifest {
 /// A stream of blob bytes.
 pub type BlobStream = Pin<Box<dyn Stream<Item = Result<Bytes, RegistryError>> + Send>>;
 
+/// A blob's bytes from `offset` on: the offset asked for, or 0 when the registry
+/// ignored the range and sends the whole blob.
+pub struct FetchedBlob {
+    pub offset: u64,
+    pub stream: BlobStream,
+}
+
 /// What the pull engine needs from a registry.
 pub trait Registry: Send + Sync + 'static {
     /// Fetches the manifest or index `reference` (a tag or digest) of `image`'s repository.
@@ -133,14 +140,16 @@ pub trait Registry: Send + Sync + 'static {
         auth: &Auth,
     ) -> impl Future<Output = Result<FetchedManifest, RegistryError>> + Send;
 
-    /// Streams the blob `blob` of `image`'s repository, as the registry sends it (the
-    /// caller checks it against the descriptor, see [`body::verified`]).
+    /// Streams the blob `blob` of `image`'s repository from byte `from` on (to resume an
+    /// interrupted download), as the registry sends it (the caller checks it against
+    /// the descriptor, see [`body::verified`]).
     fn fetch_blob(
         &self,
         image: &Reference,
         blob: &Descriptor,
         auth: &Auth,
-    ) -> impl Future<Output = Result<BlobStream, RegistryError>> + Send;
+        from: u64,
+    ) -> impl Future<Output = Result<FetchedBlob, RegistryError>> + Send;
 }
 
 /// The distribution API over HTTP(S).
@@ -206,10 +215,13 @@ impl HttpRegistry {
         if endpoint.tls == Tls::default() {
             return Ok(self.client.clone());
         }
-        let mut clients = self.tls_clients.lock().map_err(|_| RegistryError::Protocol {
-            url: endpoint.origin.clone(),
-            detail: "client table poisoned".to_owned(),
-        })?;
+        let mut clients = self
+            .tls_clients
+            .lock()
+            .map_err(|_| RegistryError::Protocol {
+                url: endpoint.origin.clone(),
+                detail: "client table poisoned".to_owned(),
+            })?;
         if let Some(client) = clients.get(&endpoint.tls) {
             return Ok(client.clone());
         }
@@ -274,7 +286,11 @@ impl HttpRegistry {
     {
         let all = self.endpoints(image)?;
         let mut last = RegistryError::NotFound {
-            what: if resolve { "a host able to resolve tags" } else { "a host able to pull" },
+            what: if resolve {
+                "a host able to resolve tags"
+            } else {
+                "a host able to pull"
+            },
             url: image.repository(),
         };
         for endpoint in hosts::able_to(&all, resolve) {
@@ -298,15 +314,15 @@ impl HttpRegistry {
         image: &Reference,
         endpoint: &Endpoint,
         url: &str,
-        accept: Option<&str>,
+        extra_header: Option<(header::HeaderName, String)>,
         auth: &Auth,
     ) -> Result<reqwest::Response, RegistryError> {
         let client = self.client_for(endpoint)?;
         let base = endpoint.repository_base(image.path());
         let request = |authorization: Option<String>| {
             let mut req = client.get(url);
-            if let Some(accept) = accept {
-                req = req.header(header::ACCEPT, accept);
+            if let Some((name, value)) = &extra_header {
+                req = req.header(name, value);
             }
             if let Some(value) = authorization {
                 req = req.header(header::AUTHORIZATION, value);
@@ -335,9 +351,7 @@ impl HttpRegistry {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let (authorization, lifetime) = self
-            .answer(&client, image, &challenge, auth)
-            .await?;
+        let (authorization, lifetime) = self.answer(&client, image, &challenge, auth).await?;
         self.tokens
             .put(key, authorization.clone(), lifetime, Instant::now());
         request(Some(authorization))
@@ -423,11 +437,7 @@ impl HttpRegistry {
     /// endpoint on this machine (whose traffic never leaves it). A plain-HTTP host in
     /// `hosts.toml` is not enough: it says how to reach the registry, not that its token
     /// endpoint may see passwords in the clear.
-    fn may_send_credentials(
-        &self,
-        image: &Reference,
-        realm: &str,
-    ) -> Result<bool, RegistryError> {
+    fn may_send_credentials(&self, image: &Reference, realm: &str) -> Result<bool, RegistryError> {
         let url = Url::parse(realm).map_err(|err| RegistryError::Protocol {
             url: image.repository(),
             detail: format!("token realm {realm:?} is not a URL: {err}"),
@@ -459,9 +469,10 @@ impl Registry for HttpRegistry {
         image: &Reference,
         blob: &Descriptor,
         auth: &Auth,
-    ) -> Result<BlobStream, RegistryError> {
+        from: u64,
+    ) -> Result<FetchedBlob, RegistryError> {
         self.first_answer(image, false, |endpoint| async move {
-            self.fetch_blob_at(&endpoint, image, blob, auth).await
+            self.fetch_blob_at(&endpoint, image, blob, auth, from).await
         })
         .await
     }
@@ -477,7 +488,13 @@ impl HttpRegistry {
     ) -> Result<FetchedManifest, RegistryError> {
         let url = endpoint.url(image.path(), &format!("manifests/{reference}"));
         let response = self
-            .get(image, endpoint, &url, Some(oci::MANIFEST_ACCEPT), auth)
+            .get(
+                image,
+                endpoint,
+                &url,
+                Some((header::ACCEPT, oci::MANIFEST_ACCEPT.to_owned())),
+                auth,
+            )
             .await?;
         let response = check_status(response, "manifest")?;
         let header_type = response
@@ -509,24 +526,61 @@ impl HttpRegistry {
         image: &Reference,
         blob: &Descriptor,
         auth: &Auth,
-    ) -> Result<BlobStream, RegistryError> {
+        from: u64,
+    ) -> Result<FetchedBlob, RegistryError> {
         let url = endpoint.url(image.path(), &format!("blobs/{}", blob.digest));
-        let response = self.get(image, endpoint, &url, None, auth).await?;
+        let range = (from > 0).then(|| (header::RANGE, format!("bytes={from}-")));
+        let response = self.get(image, endpoint, &url, range, auth).await?;
         let response = check_status(response, "blob")?;
-        if let Some(len) = response.content_length().filter(|len| *len != blob.size) {
+        let named = format!("{}@{}", image.repository(), blob.digest);
+        let offset = if response.status() == StatusCode::PARTIAL_CONTENT {
+            let content_range = response
+                .headers()
+                .get(header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            range_start(content_range).filter(|start| *start == from).ok_or_else(|| {
+                RegistryError::Protocol {
+                    url: url.clone(),
+                    detail: format!(
+                        "asked for bytes from {from} on, the registry sent the range {content_range:?}"
+                    ),
+                }
+            })?
+        } else {
+            0
+        };
+        let expected = blob.size.saturating_sub(offset);
+        if let Some(len) = response.content_length().filter(|len| *len != expected) {
             return Err(RegistryError::Corrupt {
-                reference: format!("{}@{}", image.repository(), blob.digest),
-                detail: format!(
-                    "the registry announces {len} bytes, but the descriptor says {}",
-                    blob.size
-                ),
+                reference: named,
+                detail: if offset == 0 {
+                    format!(
+                        "the registry announces {len} bytes, but the descriptor says {}",
+                        blob.size
+                    )
+                } else {
+                    format!(
+                        "the registry announces {len} bytes from byte {offset} on, but the descriptor says {} in all",
+                        blob.size
+                    )
+                },
             });
         }
         let stream = response
             .bytes_stream()
             .map_err(move |err| request_error(&url, &err));
-        Ok(stream.boxed())
+        Ok(FetchedBlob {
+            offset,
+            stream: stream.boxed(),
+        })
     }
+}
+
+/// The first byte of a `Content-Range: bytes <start>-<end>/<size>` value.
+fn range_start(content_range: &str) -> Option<u64> {
+    let range = content_range.trim().strip_prefix("bytes")?.trim_start();
+    range.split_once('-')?.0.trim().parse().ok()
 }
 
 /// Whether the registry `domain` (`host[:port]`) is this machine: `localhost` or a
@@ -654,6 +708,20 @@ mod tests {
             challenge_param("realm=plain,service=x", "service").as_deref(),
             Some("x")
         );
+    }
+
+    #[test]
+    fn content_ranges_are_read() {
+        let cases = [
+            ("bytes 100-199/200", Some(100)),
+            ("bytes 0-9/*", Some(0)),
+            ("bytes */200", None),
+            ("items 1-2/3", None),
+            ("", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(range_start(value), want, "{value}");
+        }
     }
 
     #[test]

@@ -319,7 +319,12 @@ async fn token_registry() -> HttpDouble {
     let (image, blobs) = test_image("tok");
     let mut routes: HashMap<String, HttpReply> = blobs
         .into_iter()
-        .map(|(digest, body)| (blob_path(&digest), HttpReply::ok("application/octet-stream", body)))
+        .map(|(digest, body)| {
+            (
+                blob_path(&digest),
+                HttpReply::ok("application/octet-stream", body),
+            )
+        })
         .collect();
     routes.insert(manifest_path("v1"), manifest_reply(image.manifest.clone()));
     let addr = Arc::new(std::sync::OnceLock::<String>::new());
@@ -330,7 +335,10 @@ async fn token_registry() -> HttpDouble {
             format!("Basic {encoded}")
         };
         if target.starts_with("/token") {
-            return match ["alice", "bob"].into_iter().find(|u| authorization == basic(u)) {
+            return match ["alice", "bob"]
+                .into_iter()
+                .find(|u| authorization == basic(u))
+            {
                 Some(user) => HttpReply::ok(
                     "application/json",
                     json!({"token": format!("for-{user}"), "expires_in": 300}).to_string(),
@@ -392,7 +400,13 @@ async fn a_token_is_asked_for_once_per_credential_not_per_request() {
         .fetch_manifest(&reference, "v1", &user("mallory"))
         .await
         .unwrap_err();
-    assert!(matches!(err, RegistryError::Server { status: 401, .. } | RegistryError::Unauthorized { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RegistryError::Server { status: 401, .. } | RegistryError::Unauthorized { .. }
+        ),
+        "{err}"
+    );
     assert!(!err.to_string().contains("pw"), "{err}");
 }
 
@@ -423,17 +437,31 @@ async fn a_mirror_in_hosts_toml_serves_the_pull_while_the_registry_is_down() {
     let client = HttpRegistry::new(&[]).unwrap().with_hosts_dir(dir.clone());
     let reference = Reference::parse_normalized("registry.invalid:5000/team/app:v1").unwrap();
     let (tx, _rx) = watch::channel(Progress::default());
-    let pulled = pull(&client, &FakeStore::default(), &reference, &Auth::Anonymous, &tx).await;
+    let pulled = pull(
+        &client,
+        &FakeStore::default(),
+        &reference,
+        &Auth::Anonymous,
+        &tx,
+    )
+    .await;
     assert_eq!(pulled.unwrap().image_id, image_data.config_digest);
     assert_eq!(mirror.requests().len(), 4, "{:?}", mirror.requests());
 
     // Without the mirror, the same pull goes to the (unreachable) registry itself.
-    std::fs::write(registry_dir.join("hosts.toml"), "server = \"http://registry.invalid:5000\"").unwrap();
+    std::fs::write(
+        registry_dir.join("hosts.toml"),
+        "server = \"http://registry.invalid:5000\"",
+    )
+    .unwrap();
     let err = client
         .fetch_manifest(&reference, "v1", &Auth::Anonymous)
         .await
         .unwrap_err();
-    assert!(matches!(err, RegistryError::Unreachable { ref url, .. } if url.contains("registry.invalid")), "{err}");
+    assert!(
+        matches!(err, RegistryError::Unreachable { ref url, .. } if url.contains("registry.invalid")),
+        "{err}"
+    );
     assert_eq!(mirror.requests().len(), 4);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -72,7 +72,13 @@ impl TokenCache {
 
     /// Keeps `authorization` for `key`, for `lifetime` from `now` (`None`: until
     /// forgotten).
-    pub fn put(&self, key: CacheKey, authorization: String, lifetime: Option<Duration>, now: Instant) {
+    pub fn put(
+        &self,
+        key: CacheKey,
+        authorization: String,
+        lifetime: Option<Duration>,
+        now: Instant,
+    ) {
         let Ok(mut entries) = self.entries.lock() else {
             return;
         };
@@ -122,7 +128,12 @@ mod tests {
         let cache = TokenCache::default();
         let now = Instant::now();
         let k = key("http://r/v2/a", &Auth::Anonymous);
-        cache.put(k.clone(), "Bearer t".into(), Some(Duration::from_secs(60)), now);
+        cache.put(
+            k.clone(),
+            "Bearer t".into(),
+            Some(Duration::from_secs(60)),
+            now,
+        );
         let cases = [(0, true), (54, true), (55, false), (120, false)];
         for (after, kept) in cases {
             let at = now + Duration::from_secs(after);
