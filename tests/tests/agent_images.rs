@@ -475,7 +475,7 @@ async fn image_list_pulls_and_streams_status_by_generation() -> Result<()> {
             list_uid: "image-list-uid".to_owned(),
         };
     let once = api::DesiredImage {
-        backoff_limit: 1,
+        backoff_limit: 0,
         ..Default::default()
     };
     let images = HashMap::from([(present.clone(), once.clone()), (missing.clone(), once)]);

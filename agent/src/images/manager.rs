@@ -218,6 +218,16 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
         rx
     }
 
+    /// Whether the image is on the node (its record exists and its content is
+    /// readable); an error when containerd cannot say.
+    pub async fn is_present(&self, image: &Reference) -> Result<bool, super::store::StoreError> {
+        let store = &self.inner.store;
+        let Some(record) = store.get_image(&record_name(image)).await? else {
+            return Ok(false);
+        };
+        Ok(inventory::describe_record(store, &record).await.is_ok())
+    }
+
     /// The image, if a record for the reference exists and its content is readable.
     async fn present(&self, image: &Reference) -> Option<PulledImage> {
         let store = &self.inner.store;
