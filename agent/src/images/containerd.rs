@@ -165,10 +165,10 @@ impl ImageStore for ContainerdStore {
         match partial_downloads::keep(&self.conn, lease).await {
             Ok(0) => {}
             Ok(kept) => {
-                tracing::debug!(lease = %lease.0, kept, "kept partial downloads for the next pull")
+                tracing::debug!(lease = %lease.0, kept, "kept partial downloads for the next pull");
             }
             Err(error) => {
-                tracing::warn!(lease = %lease.0, %error, "partial downloads of the lease are dropped")
+                tracing::warn!(lease = %lease.0, %error, "partial downloads of the lease are dropped");
             }
         }
         let request = self.conn.request(

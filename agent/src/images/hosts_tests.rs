@@ -10,8 +10,11 @@ fn parse(text: &str) -> Result<Vec<Endpoint>, HostsError> {
     endpoints("registry.example", Some(text), "hosts.toml", upstream())
 }
 
-/// (origin, path, pull, resolve) of each endpoint, in order.
-fn summary(list: &[Endpoint]) -> Vec<(String, String, bool, bool)> {
+/// (origin, path, pull, resolve) of an endpoint.
+type Row = (String, String, bool, bool);
+
+/// [`Row`]s of the endpoints, in order.
+fn summary(list: &[Endpoint]) -> Vec<Row> {
     list.iter()
         .map(|e| {
             let caps = e.capabilities;
@@ -20,7 +23,7 @@ fn summary(list: &[Endpoint]) -> Vec<(String, String, bool, bool)> {
         .collect()
 }
 
-fn row(origin: &str, path: &str, pull: bool, resolve: bool) -> (String, String, bool, bool) {
+fn row(origin: &str, path: &str, pull: bool, resolve: bool) -> Row {
     (origin.to_owned(), path.to_owned(), pull, resolve)
 }
 
@@ -32,7 +35,7 @@ fn without_a_file_the_registry_itself_is_the_only_endpoint() {
 
 #[test]
 fn hosts_come_in_file_order_before_the_server() {
-    let cases: [(&str, Vec<(String, String, bool, bool)>); 6] = [
+    let cases: [(&str, Vec<Row>); 6] = [
         (
             r#"
 server = "https://upstream.example"
