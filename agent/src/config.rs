@@ -123,6 +123,17 @@ pub struct Args {
     )]
     pub insecure_registries: Vec<String>,
 
+    /// containerd's registry host directory (its CRI `config_path`): mirrors, plain
+    /// HTTP and TLS settings of a registry come from `<dir>/<host[:port]>/hosts.toml`
+    /// (or `<dir>/_default/hosts.toml`), as containerd reads them. Point it at the
+    /// `config_path` of the containerd the agent talks to.
+    #[arg(
+        long,
+        env = "STEVEDORE_REGISTRY_CONFIG_DIR",
+        default_value = crate::images::hosts::DEFAULT_CONFIG_DIR
+    )]
+    pub registry_config_dir: std::path::PathBuf,
+
     /// containerd snapshotter images are unpacked into; must be the one CRI uses.
     #[arg(long, env = "STEVEDORE_SNAPSHOTTER", default_value = "overlayfs")]
     pub snapshotter: String,
@@ -237,6 +248,10 @@ mod tests {
         assert_eq!(args.max_concurrent_pulls.get(), 3);
         assert_eq!(args.pull_timeout, Duration::from_secs(600));
         assert!(args.insecure_registries.is_empty());
+        assert_eq!(
+            args.registry_config_dir,
+            std::path::Path::new("/etc/containerd/certs.d")
+        );
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.snapshotter, "overlayfs");
         assert_eq!(args.max_concurrent_restarts.get(), 4);

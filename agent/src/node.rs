@@ -39,6 +39,7 @@ impl NodeService for NodeGrpc {
             agent_version: AGENT_VERSION.to_owned(),
             max_concurrent_pulls: self.max_concurrent_pulls,
             max_concurrent_restarts: self.max_concurrent_restarts,
+            platform: crate::images::platform::Platform::host().to_string(),
         }))
     }
 }

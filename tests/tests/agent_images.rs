@@ -475,7 +475,7 @@ async fn image_list_pulls_and_streams_status_by_generation() -> Result<()> {
             list_uid: "image-list-uid".to_owned(),
         };
     let once = api::DesiredImage {
-        backoff_limit: 1,
+        backoff_limit: 0,
         ..Default::default()
     };
     let images = HashMap::from([(present.clone(), once.clone()), (missing.clone(), once)]);
@@ -638,4 +638,97 @@ async fn credentials_are_required_checked_and_used() -> Result<()> {
         "image present after the pull"
     );
     agent.remove(&image).await
+}
+
+/// Bytes the registry sent to agents for blobs of `repository` in the access-log lines
+/// after the first `skip` lines.
+fn registry_blob_bytes(repository: &str, skip: usize) -> Result<u64> {
+    let log = std::fs::read_to_string("/var/lib/stevedore-local/logs/registry.log")
+        .context("reading the registry log")?;
+    let request = format!("\"GET /v2/{repository}/blobs/");
+    Ok(log
+        .lines()
+        .skip(skip)
+        .filter(|l| l.contains(&request) && l.contains("stevedore-agent/"))
+        // `"GET <path> HTTP/1.1" <status> <bytes> ...`
+        .filter_map(|l| {
+            l.split("HTTP/1.1\" ")
+                .nth(1)?
+                .split(' ')
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum())
+}
+
+fn registry_log_lines() -> Result<usize> {
+    let log = std::fs::read_to_string("/var/lib/stevedore-local/logs/registry.log")
+        .context("reading the registry log")?;
+    Ok(log.lines().count())
+}
+
+#[tokio::test]
+async fn an_interrupted_layer_download_resumes_from_the_bytes_in_containerd() -> Result<()> {
+    use stevedore_tests::{proxy::Proxy, slow_image};
+    let cluster = stevedore_tests::cluster().await?;
+    let slow = slow_image::ensure(&cluster.registry).await?;
+    // Through a throttled proxy, so the agent can be stopped in the middle of the layer.
+    let proxy = Proxy::start(&cluster.registry).await?;
+    proxy.throttle(Some(2 << 20));
+    let image = format!("{}/{}", proxy.host(), slow.name);
+    let agent = start_agent().await?;
+    agent.remove(&image).await?;
+    let request = api::PullImageRequest {
+        image: image.clone(),
+        pull_policy: api::PullPolicy::Always.into(),
+        credentials: None,
+        timeout_seconds: 0,
+    };
+    let mut stream = agent.client.clone().pull_image(request).await?.into_inner();
+    let mut interrupted_at = 0;
+    while let Some(message) = stream.next().await {
+        let layer = message?
+            .layers
+            .into_iter()
+            .find(|l| l.bytes_total > 1 << 20);
+        if let Some(layer) = layer.filter(|l| l.bytes_done >= 4 << 20) {
+            interrupted_at = layer.bytes_done;
+            break;
+        }
+    }
+    ensure!(interrupted_at > 0, "the layer download never got going");
+    agent.shutdown.cancel();
+    drop(stream);
+    drop(agent);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    proxy.throttle(None);
+    let before = registry_log_lines()?;
+    let agent = start_agent().await?;
+    let messages = agent
+        .pull(&image, api::PullPolicy::Always)
+        .await?
+        .map_err(|s| anyhow::anyhow!("the resumed pull failed: {s:?}"))?;
+    let last = done(&messages)?;
+    ensure!(last.image_id == slow.image_id, "{last:?}");
+    // The first report of the layer already counts what the first agent wrote.
+    let resumed_from = messages
+        .iter()
+        .filter_map(|m| m.layers.iter().find(|l| l.bytes_total > 1 << 20))
+        .map(|l| l.bytes_done)
+        .find(|done| *done > 0)
+        .unwrap_or_default();
+    let fetched = registry_blob_bytes(slow_image::REPOSITORY, before)?;
+    agent.remove(&image).await?;
+    ensure!(
+        fetched > 0 && fetched < slow_image::LAYER_BYTES as u64 - (2 << 20),
+        "the second pull fetched {fetched} bytes of a {} byte layer (stopped at {interrupted_at})",
+        slow_image::LAYER_BYTES
+    );
+    ensure!(
+        resumed_from >= 2 << 20,
+        "progress restarted at {resumed_from}"
+    );
+    Ok(())
 }

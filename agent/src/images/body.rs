@@ -66,11 +66,24 @@ pub fn verified(
     blob: &Descriptor,
     reference: &str,
 ) -> Result<BlobStream, RegistryError> {
+    verified_from(body, blob, 0, reference)
+}
+
+/// [`verified`] for the rest of a blob from byte `offset` on: the size is checked as
+/// for a whole blob; the digest, which needs the bytes before `offset` too, is left to
+/// the content store, which checks the whole blob before it commits it.
+pub fn verified_from(
+    body: BlobStream,
+    blob: &Descriptor,
+    offset: u64,
+    reference: &str,
+) -> Result<BlobStream, RegistryError> {
     let verifier = Verifier::new(&blob.digest).map_err(|err| content_error(reference, err))?;
     let check = Check {
         body,
         verifier: Some(verifier),
-        seen: 0,
+        hashing: offset == 0,
+        seen: offset,
         size: blob.size,
         digest: blob.digest.clone(),
         reference: reference.to_owned(),
@@ -82,6 +95,8 @@ struct Check {
     body: BlobStream,
     /// `None` once the stream has ended (or failed).
     verifier: Option<Verifier>,
+    /// Whether the whole blob passes here, so its digest can be checked.
+    hashing: bool,
     seen: u64,
     size: u64,
     digest: String,
@@ -110,7 +125,7 @@ impl Check {
         if self.seen > self.size {
             return Err(self.wrong_size("more than"));
         }
-        if let Some(verifier) = &mut self.verifier {
+        if let Some(verifier) = self.verifier.as_mut().filter(|_| self.hashing) {
             verifier.update(&chunk);
         }
         Ok(chunk)
@@ -122,6 +137,9 @@ impl Check {
         };
         if self.seen < self.size {
             return Err(self.wrong_size("only"));
+        }
+        if !self.hashing {
+            return Ok(());
         }
         verifier
             .finish()
@@ -210,6 +228,25 @@ mod tests {
             let err = drain(stream).await.unwrap_err().to_string();
             assert!(err.contains(want), "{want}: {err}");
         }
+        // The rest of a blob is held to the blob's size; its digest is the store's.
+        let rest = verified_from(chunks(&[b"llo"]), &blob(b"hello", 5), 2, "r").unwrap();
+        assert_eq!(drain(rest).await.unwrap(), b"llo");
+        let long = verified_from(chunks(&[b"llo!"]), &blob(b"hello", 5), 2, "r").unwrap();
+        assert!(
+            drain(long)
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("more than 5 bytes")
+        );
+        let short = verified_from(chunks(&[b"l"]), &blob(b"hello", 5), 2, "r").unwrap();
+        assert!(
+            drain(short)
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("only 3 bytes")
+        );
         let unknown = Descriptor::new("x", "md5:5d41402abc4b2a76b9719d911017c592", 5);
         let refused = verified(chunks(&[b"hello"]), &unknown, "r").err().unwrap();
         assert!(refused.to_string().contains("only sha256 and sha512"));

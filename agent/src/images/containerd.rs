@@ -32,7 +32,7 @@ use super::{
     containerd_conn::{Connection, err},
     content_writer::ContainerdWriter,
     oci::Descriptor,
-    orphan_leases,
+    orphan_leases, partial_downloads,
     store::{ImageRecord, ImageStore, LeaseId, StoreError},
 };
 
@@ -161,6 +161,16 @@ impl ImageStore for ContainerdStore {
     }
 
     async fn delete_lease(&self, lease: &LeaseId) -> Result<(), StoreError> {
+        // Best effort: a partial download lost here is only downloaded whole again.
+        match partial_downloads::keep(&self.conn, lease).await {
+            Ok(0) => {}
+            Ok(kept) => {
+                tracing::debug!(lease = %lease.0, kept, "kept partial downloads for the next pull");
+            }
+            Err(error) => {
+                tracing::warn!(lease = %lease.0, %error, "partial downloads of the lease are dropped");
+            }
+        }
         let request = self.conn.request(
             DeleteRequest {
                 id: lease.0.clone(),

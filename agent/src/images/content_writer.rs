@@ -1,7 +1,9 @@
 //! Writing one blob into containerd's content store over its bidirectional `Write`
-//! stream: a STAT opens (or truncates) the ingest under a ref, WRITEs send data in
-//! chunks of up to 1 MiB, each acknowledged before the next, and COMMIT verifies the
-//! expected digest and size and sets the blob's labels.
+//! stream: a STAT opens the ingest under a ref (one per digest) and answers how many
+//! bytes an earlier, interrupted write left in it, WRITEs continue from there in chunks
+//! of up to 1 MiB, each acknowledged before the next (a write at offset 0 makes
+//! containerd truncate the ingest), and COMMIT verifies the expected digest and size
+//! of the whole blob and sets its labels.
 
 use std::collections::HashMap;
 
@@ -51,12 +53,18 @@ impl ContainerdWriter {
             .await
             .map_err(err(operation.clone()))?
             .into_inner();
-        next_response(&mut responses, &operation).await?;
+        let status = next_response(&mut responses, &operation).await?;
+        // What an interrupted write left; more than the blob means a stale ingest.
+        let offset = if status.offset > 0 && status.offset <= total {
+            status.offset
+        } else {
+            0
+        };
         Ok(Self {
             tx,
             responses,
             template: stat,
-            offset: 0,
+            offset,
             buffer: BytesMut::new(),
             operation,
         })
@@ -120,6 +128,15 @@ impl ContainerdWriter {
 }
 
 impl BlobWriter for ContainerdWriter {
+    fn offset(&self) -> u64 {
+        u64::try_from(self.offset).unwrap_or(0) + self.buffer.len() as u64
+    }
+
+    fn restart(&mut self) {
+        self.buffer.clear();
+        self.offset = 0;
+    }
+
     async fn write(&mut self, chunk: Bytes) -> Result<(), StoreError> {
         self.buffer.extend_from_slice(&chunk);
         if self.buffer.len() >= WRITE_CHUNK {

@@ -104,6 +104,7 @@ fn classify(error: &PullError) -> FailureKind {
             | RegistryError::Corrupt { .. }
             | RegistryError::Unverifiable { .. }
             | RegistryError::InsecureRealm { .. } => FailureKind::Internal,
+            RegistryError::Hosts(_) => FailureKind::FailedPrecondition,
         },
         PullError::Store(err) => match err.code {
             Code::Unavailable | Code::ResourceExhausted | Code::Aborted => FailureKind::Unavailable,

@@ -8,12 +8,13 @@
 //! one) replaces the held one whatever its generation; within one UID a newer generation
 //! replaces the list, the same one changes nothing, an older one is refused as stale. New images are due at once. A success makes an image Succeeded and,
 //! for `always_pull` with an interval, due again after it. A failure makes it due again
-//! after an exponential backoff (2 s, 4 s, ... up to 5 min): Waiting while fewer than
-//! `backoff_limit` attempts have failed, Failed (with the failure's message) from then
-//! on. A Failed image keeps retrying on that backoff, like kubelet's ImagePullBackOff, so
+//! after an exponential backoff (2 s, 4 s, ... up to 5 min): Waiting while it has
+//! retries left (`backoff_limit` retries, as the CRD's field counts them: 0 means Failed
+//! at the first failure), Failed (with the failure's message) from then on. A Failed image keeps retrying on that backoff, like kubelet's ImagePullBackOff, so
 //! it recovers when the registry does; it stays Failed, message kept, while a retry runs,
 //! until one succeeds. A later generation that changes a Failed image's spec makes it due
-//! at once, its attempts counted afresh.
+//! at once, its attempts counted afresh. A Succeeded image found gone from the node is
+//! due at once.
 
 use std::{
     collections::BTreeMap,
@@ -24,8 +25,6 @@ use tokio::time::Instant;
 
 use super::registry::Auth;
 
-/// Failed attempts before an image shows as Failed when the spec does not say.
-pub const DEFAULT_BACKOFF_LIMIT: u32 = 3;
 const INITIAL_BACKOFF: Duration = Duration::from_secs(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
@@ -36,8 +35,8 @@ pub struct DesiredSpec {
     /// Re-pull interval for `always_pull`; `None` pulls once.
     pub pull_interval: Option<Duration>,
     pub timeout: Option<Duration>,
-    /// Failed attempts before the image shows as Failed (0 in the request means the
-    /// default); it keeps retrying after that.
+    /// Retries after a failed attempt before the image shows as Failed (0: Failed at
+    /// the first failure); it keeps retrying after that.
     pub backoff_limit: u32,
     pub auth: Auth,
 }
@@ -289,11 +288,8 @@ impl ImageList {
             }
             PullResult::Failed { message } => {
                 entry.status.message = message;
-                let limit = match entry.spec.backoff_limit {
-                    0 => DEFAULT_BACKOFF_LIMIT,
-                    limit => limit,
-                };
-                entry.status.phase = if entry.status.attempts >= limit {
+                let retries = entry.status.attempts.saturating_sub(1);
+                entry.status.phase = if retries >= entry.spec.backoff_limit {
                     ListPhase::Failed
                 } else {
                     ListPhase::Waiting
@@ -302,6 +298,30 @@ impl ImageList {
             }
         }
         Some(entry.status.clone())
+    }
+
+    /// The images that are Succeeded and not being pulled: the ones whose presence on
+    /// the node is worth checking.
+    pub fn succeeded(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.status.phase == ListPhase::Succeeded && e.next != Next::Running)
+            .map(|(image, _)| image.clone())
+            .collect()
+    }
+
+    /// Records that a Succeeded `image` is gone from the node (deleted out of band:
+    /// `crictl rmi`, kubelet's image GC): it is due for a pull at once. Whether it
+    /// changed anything; the status itself changes only when that pull starts.
+    pub fn gone(&mut self, image: &str, now: Instant) -> bool {
+        let Some(entry) = self.entries.get_mut(image) else {
+            return false;
+        };
+        if entry.status.phase != ListPhase::Succeeded || entry.next == Next::Running {
+            return false;
+        }
+        entry.next = Next::At(now);
+        true
     }
 
     /// The status of every image, in image order.

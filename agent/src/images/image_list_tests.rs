@@ -214,19 +214,19 @@ fn failures_back_off_turn_failed_at_the_limit_and_keep_retrying_until_a_success(
     let outage = || failed_with("registry unreachable");
     let cases: Vec<(&str, u32, Vec<Step>)> = vec![
         (
-            "limit 3: Waiting twice, then Failed, still retried, then recovered",
+            "limit 3: three retries Waiting, then Failed, still retried, then recovered",
             3,
             vec![
                 step(outage(), Waiting, "registry unreachable", Some(2)),
                 step(outage(), Waiting, "registry unreachable", Some(4)),
-                step(outage(), Failed, "registry unreachable", Some(8)),
+                step(outage(), Waiting, "registry unreachable", Some(8)),
                 step(outage(), Failed, "registry unreachable", Some(16)),
                 step(ok("sha256:id"), Succeeded, "", None),
             ],
         ),
         (
-            "limit 1: Failed at once; a later failure keeps Failed with its own message",
-            1,
+            "limit 0: no retries, Failed at once; a later failure keeps Failed with its own message",
+            0,
             vec![
                 step(outage(), Failed, "registry unreachable", Some(2)),
                 step(
@@ -239,12 +239,11 @@ fn failures_back_off_turn_failed_at_the_limit_and_keep_retrying_until_a_success(
             ],
         ),
         (
-            "limit 0 means the default of 3",
-            0,
+            "limit 1: one retry Waiting, then Failed",
+            1,
             vec![
                 step(outage(), Waiting, "registry unreachable", Some(2)),
-                step(outage(), Waiting, "registry unreachable", Some(4)),
-                step(outage(), Failed, "registry unreachable", Some(8)),
+                step(outage(), Failed, "registry unreachable", Some(4)),
             ],
         ),
     ];
@@ -299,7 +298,7 @@ fn failures_back_off_turn_failed_at_the_limit_and_keep_retrying_until_a_success(
 fn the_backoff_of_a_failed_image_is_capped_at_five_minutes() {
     let now = Instant::now();
     let once = DesiredSpec {
-        backoff_limit: 1,
+        backoff_limit: 0,
         ..spec()
     };
     let mut list = ImageList::default();
@@ -317,7 +316,7 @@ fn the_backoff_of_a_failed_image_is_capped_at_five_minutes() {
 fn a_retry_of_a_failed_image_reports_its_progress() {
     let now = Instant::now();
     let once = DesiredSpec {
-        backoff_limit: 1,
+        backoff_limit: 0,
         ..spec()
     };
     let mut list = ImageList::default();
@@ -346,7 +345,7 @@ fn a_running_pull_is_not_started_twice() {
 fn a_changed_spec_revives_a_failed_image_and_an_unchanged_one_does_not() {
     let now = Instant::now();
     let once = DesiredSpec {
-        backoff_limit: 1,
+        backoff_limit: 0,
         ..spec()
     };
     let mut list = ImageList::default();
@@ -381,7 +380,7 @@ fn a_changed_spec_revives_a_failed_image_and_an_unchanged_one_does_not() {
 fn a_changed_spec_during_a_retry_of_a_failed_image_makes_that_retry_the_first_attempt() {
     let now = Instant::now();
     let once = DesiredSpec {
-        backoff_limit: 1,
+        backoff_limit: 0,
         ..spec()
     };
     let mut list = ImageList::default();
@@ -429,4 +428,37 @@ fn backoff_doubles_and_is_capped() {
     assert_eq!(backoff(2), Duration::from_secs(4));
     assert_eq!(backoff(5), Duration::from_secs(32));
     assert_eq!(backoff(30), Duration::from_secs(300));
+}
+
+#[test]
+fn a_succeeded_image_found_gone_is_due_at_once_and_nothing_else_is() {
+    let now = Instant::now();
+    let mut list = ImageList::default();
+    list.apply(epoch(1), list_of(&[("a", spec()), ("b", spec())]), now)
+        .unwrap();
+    assert!(list.succeeded().is_empty());
+    assert!(!list.gone("a", now), "a Waiting image is not revived");
+    list.start("a").unwrap();
+    list.start("b").unwrap();
+    assert!(list.succeeded().is_empty(), "running pulls are not checked");
+    assert!(!list.gone("a", now), "a running image is not revived");
+    list.finish("a", ok("sha256:a"), now, WALL);
+    list.finish("b", failed(), now, WALL);
+    assert_eq!(list.succeeded(), ["a"]);
+    assert!(!list.gone("b", now), "a Failed image has its own backoff");
+    assert!(!list.gone("missing", now));
+    assert_eq!(list.next_due(), Some(now + Duration::from_secs(2)));
+
+    let later = now + Duration::from_secs(60);
+    let before = list.statuses();
+    assert!(list.gone("a", later));
+    assert_eq!(
+        list.statuses(),
+        before,
+        "no status change until the pull starts"
+    );
+    let due: Vec<String> = list.due(later).into_iter().map(|(i, _)| i).collect();
+    assert_eq!(due, ["a", "b"]);
+    let pulling = list.start("a").unwrap();
+    assert_eq!((pulling.phase, pulling.attempts), (ListPhase::Pulling, 1));
 }

@@ -62,7 +62,8 @@ pub async fn manifest_of<S: ImageStore>(
         target.media_type.clone()
     };
     if oci::is_index(&media_type) {
-        let chosen = oci::select_platform(&body).map_err(|e| unreadable(e.to_string()))?;
+        let chosen = oci::select_platform(&body, oci::Platform::host())
+            .map_err(|e| unreadable(e.to_string()))?;
         body = store
             .read_blob(&chosen.digest, oci::MAX_MANIFEST_BYTES)
             .await?;

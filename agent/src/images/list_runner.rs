@@ -1,6 +1,7 @@
 //! Drives the pure [`ImageList`]: starts the pulls it says are due through the pull
 //! manager, feeds their progress and results back, sleeps until the next due time, and
-//! broadcasts every status change to `WatchImageList` streams.
+//! broadcasts every status change to `WatchImageList` streams; checks now and then that
+//! Succeeded images are still on the node, and pulls the ones deleted out of band.
 
 use std::{
     collections::BTreeMap,
@@ -29,6 +30,8 @@ use crate::reference::Reference;
 const UPDATE_BUFFER: usize = 1024;
 /// Least time between two progress updates of one image.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// How often Succeeded images are checked for being still on the node.
+pub const PRESENCE_EVERY: Duration = Duration::from_secs(30);
 
 /// The node's image list, running; cheap to clone.
 #[derive(Clone)]
@@ -53,6 +56,11 @@ impl ImageListController {
             updates: broadcast::channel(UPDATE_BUFFER).0,
             wake: Notify::new(),
         });
+        tokio::spawn(check_presence(
+            Arc::clone(&shared),
+            manager.clone(),
+            shutdown.clone(),
+        ));
         tokio::spawn(drive(Arc::clone(&shared), manager, shutdown));
         Self { shared }
     }
@@ -131,6 +139,42 @@ async fn drive<R: Registry, S: ImageStore>(
             () = shared.wake.notified() => {}
             () = sleep => {}
             () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Every [`PRESENCE_EVERY`], asks containerd whether each Succeeded image is still
+/// there, and has the ones deleted out of band pulled again. Writes nothing while all
+/// are present; a containerd that cannot answer is asked again next time.
+async fn check_presence<R: Registry, S: ImageStore>(
+    shared: Arc<Shared>,
+    manager: PullManager<R, S>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(PRESENCE_EVERY) => {}
+            () = shutdown.cancelled() => return,
+        }
+        let succeeded = lock(&shared).succeeded();
+        let mut revived = false;
+        for image in succeeded {
+            let Ok(reference) = Reference::parse_normalized(&image) else {
+                continue;
+            };
+            match manager.is_present(&reference).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    if lock(&shared).gone(&image, Instant::now()) {
+                        tracing::info!(%image, "image deleted from the node; pulling it again");
+                        revived = true;
+                    }
+                }
+                Err(error) => tracing::debug!(%image, %error, "cannot check the image's presence"),
+            }
+        }
+        if revived {
+            shared.wake.notify_one();
         }
     }
 }

@@ -10,12 +10,18 @@ use crate::images::{
 const UID: &str = "uid-1";
 
 fn controller() -> (ImageListController, FakeRegistry) {
+    let (controller, registry, _) = controller_and_store();
+    (controller, registry)
+}
+
+fn controller_and_store() -> (ImageListController, FakeRegistry, FakeStore) {
+    let store = FakeStore::default();
     let registry = FakeRegistry::default();
     let (image, blobs) = test_image("a");
     registry.serve("team/a", "v1", &image, blobs);
     let manager = PullManager::new(
         registry.clone(),
-        FakeStore::default(),
+        store.clone(),
         2,
         Duration::from_secs(60),
         RetryPolicy::default(),
@@ -24,6 +30,7 @@ fn controller() -> (ImageListController, FakeRegistry) {
     (
         ImageListController::spawn(manager, CancellationToken::new()),
         registry,
+        store,
     )
 }
 
@@ -77,7 +84,7 @@ async fn failed_pulls_back_off_until_the_limit() {
     let (controller, registry) = controller();
     let (_, mut updates) = controller.watch();
     let spec = DesiredSpec {
-        backoff_limit: 3,
+        backoff_limit: 2,
         ..DesiredSpec::default()
     };
     let started = Instant::now();
@@ -90,7 +97,7 @@ async fn failed_pulls_back_off_until_the_limit() {
     let failed = wait_for_phase(&mut updates, MISSING, ListPhase::Failed).await;
     assert_eq!(failed.attempts, 3);
     assert!(failed.message.contains("not found"), "{}", failed.message);
-    // Backoff of 2 s then 4 s between the three attempts.
+    // Two retries: backoff of 2 s then 4 s between the three attempts.
     assert!(started.elapsed() >= Duration::from_secs(6));
     assert_eq!(registry.state().manifest_requests, 3);
 }
@@ -100,7 +107,7 @@ async fn a_failed_image_keeps_retrying_and_succeeds_once_the_registry_has_it() {
     let (controller, registry) = controller();
     let (_, mut updates) = controller.watch();
     let spec = DesiredSpec {
-        backoff_limit: 1,
+        backoff_limit: 0,
         ..DesiredSpec::default()
     };
     controller
@@ -145,4 +152,35 @@ async fn watchers_get_the_current_status_then_changes() {
             offered: 6
         })
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_image_deleted_out_of_band_is_pulled_again_and_a_present_one_is_left_alone() {
+    let (controller, registry, store) = controller_and_store();
+    let (_, mut updates) = controller.watch();
+    controller
+        .apply(
+            Epoch::new(UID, 1),
+            BTreeMap::from([(A.to_owned(), DesiredSpec::default())]),
+        )
+        .unwrap();
+    wait_for_phase(&mut updates, A, ListPhase::Succeeded).await;
+    // Present: checks come and go without a status update or a registry request.
+    tokio::time::sleep(PRESENCE_EVERY * 5).await;
+    assert!(
+        matches!(
+            updates.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty)
+        ),
+        "a status update while nothing changed"
+    );
+    assert_eq!(registry.state().manifest_requests, 1);
+
+    // Deleted out of band (every record, as `crictl rmi` does).
+    store.state().images.clear();
+    let pulling = wait_for_phase(&mut updates, A, ListPhase::Pulling).await;
+    assert_eq!(pulling.attempts, 1);
+    wait_for_phase(&mut updates, A, ListPhase::Succeeded).await;
+    assert_eq!(registry.state().manifest_requests, 2);
+    assert!(!store.state().images.is_empty());
 }

@@ -1,6 +1,7 @@
 //! The pull manager: at most `--max-concurrent-pulls` pulls at once, never two of the
 //! same image (callers of an image already being pulled share that pull and its
-//! progress), a stall timeout per pull, and retries with exponential backoff for failures
+//! progress) with the same credential, a stall timeout per pull, and retries with exponential
+//! backoff for failures
 //! worth retrying. Each pull runs as a task of its own, so a caller going away does not
 //! cancel it; shutting down does.
 
@@ -171,7 +172,9 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
             };
             return watch::channel(state).1;
         }
-        let key = request.image.to_string();
+        // One pull per image and credential: a caller joins only a pull made with its own
+        // credential, so it never gets an image through another caller's access.
+        let key = format!("{} {}", request.image, request.auth.fingerprint());
         let Ok(mut in_flight) = self.inner.in_flight.lock() else {
             let failure = PullFailure::internal("pull table poisoned");
             return watch::channel(PullState {
@@ -183,14 +186,14 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
         if let Some(existing) = in_flight.get(&key)
             && existing.borrow().outcome.is_none()
         {
-            tracing::debug!(image = %key, "joining the pull in flight");
+            tracing::debug!(image = %request.image, "joining the pull in flight");
             return existing.clone();
         }
         let (tx, rx) = watch::channel(PullState::default());
         in_flight.insert(key.clone(), rx.clone());
         drop(in_flight);
         let manager = self.clone();
-        let span = tracing::info_span!("pull", image = %key);
+        let span = tracing::info_span!("pull", image = %request.image);
         tokio::spawn(
             async move {
                 let outcome = manager.run(&request, &tx).await;
@@ -216,6 +219,16 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
             .instrument(span),
         );
         rx
+    }
+
+    /// Whether the image is on the node (its record exists and its content is
+    /// readable); an error when containerd cannot say.
+    pub async fn is_present(&self, image: &Reference) -> Result<bool, super::store::StoreError> {
+        let store = &self.inner.store;
+        let Some(record) = store.get_image(&record_name(image)).await? else {
+            return Ok(false);
+        };
+        Ok(inventory::describe_record(store, &record).await.is_ok())
     }
 
     /// The image, if a record for the reference exists and its content is readable.

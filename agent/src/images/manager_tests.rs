@@ -77,6 +77,39 @@ async fn concurrent_callers_share_one_pull() {
     assert_eq!(manager.in_flight(), 0);
 }
 
+#[tokio::test]
+async fn callers_with_other_credentials_do_not_join_a_pull() {
+    let (manager, registry, _) = manager(3);
+    let basic = |username: &str| Auth::Basic {
+        username: username.into(),
+        password: "pw".into(),
+    };
+    let gate = Arc::new(Notify::new());
+    {
+        let mut state = registry.state();
+        state.gate = Some(Arc::clone(&gate));
+        state.allowed = Some(basic("alice"));
+    }
+    let with = |auth: Auth| PullRequest {
+        auth,
+        ..request("team/a:v1", Policy::Always)
+    };
+    let mut alice = manager.pull(with(basic("alice"))).await;
+    alice
+        .wait_for(|s| s.progress.phase == Phase::Downloading)
+        .await
+        .unwrap();
+    let mallory = manager.pull(with(basic("mallory"))).await;
+    let alice_again = manager.pull(with(basic("alice"))).await;
+    assert_eq!(manager.in_flight(), 2, "one pull per credential");
+    let refused = outcome(mallory).await.outcome.unwrap().unwrap_err();
+    assert_eq!(refused.kind, FailureKind::Unauthenticated, "{refused:?}");
+    gate.notify_waiters();
+    gate.notify_one();
+    assert!(outcome(alice).await.outcome.unwrap().is_ok());
+    assert!(outcome(alice_again).await.outcome.unwrap().is_ok());
+}
+
 #[tokio::test(start_paused = true)]
 async fn retryable_failures_are_retried_with_backoff() {
     let (manager, registry, _) = manager(1);

@@ -2,10 +2,13 @@
 //! per-layer progress), the pull manager that dedupes, caps and retries them, the
 //! node's declarative image list, and the `ImageService` gRPC API over all of it.
 //!
-//! - [`oci`]: image formats, platform choice, chain IDs (pure)
+//! - [`oci`]: image formats, platform choice, chain IDs (pure); [`platform`]: the
+//!   node's platform and what it runs
 //! - [`registry`]: the distribution API ([`registry::Registry`], [`registry::HttpRegistry`]);
+//!   [`hosts`]: containerd's `hosts.toml` (mirrors, plain HTTP, TLS per host);
 //!   [`body`]: bounded reads and size/digest checks of what registries send;
-//!   [`digest`]: the OCI digest algorithms
+//!   [`digest`]: the OCI digest algorithms; [`token_cache`]: authorisations kept until
+//!   they expire, per endpoint and credential
 //! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`]);
 //!   `containerd_conn`: the namespaced channel the store and its content writer share
 //! - [`pull`]: one pull; [`progress`]: what watchers see of it
@@ -20,18 +23,23 @@ pub mod containerd;
 mod containerd_conn;
 mod content_writer;
 pub mod digest;
+mod download;
 pub mod failure;
+pub mod hosts;
 pub mod image_list;
 pub mod inventory;
 pub mod list_runner;
 pub mod manager;
 pub mod oci;
 pub mod orphan_leases;
+mod partial_downloads;
+pub mod platform;
 pub mod progress;
 pub mod pull;
 pub mod registry;
 pub mod service;
 pub mod store;
+pub mod token_cache;
 
 pub use service::{AgentImageService, ConnectError, ImageServiceImpl};
 

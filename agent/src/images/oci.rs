@@ -26,10 +26,6 @@ pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 /// configs, history and labels included, are tens of KiB.
 pub const MAX_CONFIG_BYTES: u64 = 8 << 20;
 
-/// The platform this agent pulls for.
-pub const OS: &str = "linux";
-pub const ARCHITECTURE: &str = "amd64";
-
 /// Why a manifest, index or config could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
@@ -41,8 +37,10 @@ pub enum FormatError {
     },
     #[error("unsupported manifest media type {media_type:?}")]
     UnsupportedMediaType { media_type: String },
-    #[error("no manifest for {OS}/{ARCHITECTURE} in the image index")]
-    NoMatchingPlatform,
+    #[error(
+        "the image index has no manifest for this node's platform {wanted} (it has {available})"
+    )]
+    NoMatchingPlatform { wanted: String, available: String },
     #[error("config lists {diff_ids} diff IDs but the manifest has {layers} layers")]
     LayerCountMismatch { diff_ids: usize, layers: usize },
     #[error("unsupported layer media type {media_type:?}")]
@@ -72,14 +70,7 @@ impl Descriptor {
     }
 }
 
-/// The platform of one entry of an index.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Platform {
-    pub os: String,
-    pub architecture: String,
-    #[serde(default)]
-    pub variant: Option<String>,
-}
+pub use super::platform::Platform;
 
 /// An image manifest (OCI or Docker schema 2).
 #[derive(Debug, Clone, Deserialize)]
@@ -132,22 +123,38 @@ pub fn sniff_media_type(body: &[u8]) -> Option<String> {
     })
 }
 
-/// The linux/amd64 manifest of an index (an entry without a platform does not match).
-pub fn select_platform(index_body: &[u8]) -> Result<Descriptor, FormatError> {
+/// The manifest of an index for `host`: an entry of the best platform it runs
+/// ([`Platform::runnable`]); an entry without a platform does not match.
+pub fn select_platform(index_body: &[u8], host: &Platform) -> Result<Descriptor, FormatError> {
     let index: Index = serde_json::from_slice(index_body).map_err(|source| FormatError::Json {
         what: "image index",
         source,
     })?;
-    index
+    let manifests: Vec<&Descriptor> = index
         .manifests
-        .into_iter()
+        .iter()
         .filter(|d| is_manifest(&d.media_type))
-        .find(|d| {
-            d.platform
-                .as_ref()
-                .is_some_and(|p| p.os == OS && p.architecture == ARCHITECTURE)
-        })
-        .ok_or(FormatError::NoMatchingPlatform)
+        .collect();
+    for wanted in host.runnable() {
+        let found = manifests
+            .iter()
+            .find(|d| d.platform.as_ref().is_some_and(|p| wanted.matches(p)));
+        if let Some(found) = found {
+            return Ok((*found).clone());
+        }
+    }
+    let available: Vec<String> = manifests
+        .iter()
+        .filter_map(|d| d.platform.as_ref().map(ToString::to_string))
+        .collect();
+    Err(FormatError::NoMatchingPlatform {
+        wanted: host.to_string(),
+        available: if available.is_empty() {
+            "none with a platform".to_owned()
+        } else {
+            available.join(", ")
+        },
+    })
 }
 
 /// Parses a manifest and checks that containerd's diff service can apply its layers.
@@ -246,21 +253,62 @@ mod tests {
         );
     }
 
+    fn entry(digest: &str, platform: &str) -> serde_json::Value {
+        let mut parts = platform.split('/');
+        let (os, arch, variant) = (parts.next(), parts.next(), parts.next());
+        serde_json::json!({"mediaType": OCI_MANIFEST, "digest": digest, "size": 1,
+            "platform": {"os": os, "architecture": arch, "variant": variant}})
+    }
+
     #[test]
-    fn platform_selection_picks_linux_amd64() {
-        let index = br#"{"schemaVersion":2,"manifests":[
-          {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:arm","size":1,
-           "platform":{"os":"linux","architecture":"arm64"}},
-          {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:amd","size":2,
-           "platform":{"os":"linux","architecture":"amd64"}}]}"#;
-        assert_eq!(select_platform(index).unwrap().digest, "sha256:amd");
-        let none = br#"{"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json",
-           "digest":"sha256:w","size":1,"platform":{"os":"windows","architecture":"amd64"}}]}"#;
-        assert!(matches!(
-            select_platform(none),
-            Err(FormatError::NoMatchingPlatform)
-        ));
-        assert!(select_platform(b"not json").is_err());
+    fn the_index_entry_of_the_nodes_platform_is_chosen() {
+        let multi_arch = serde_json::json!({"schemaVersion": 2, "manifests": [
+            entry("sha256:amd", "linux/amd64"),
+            entry("sha256:arm64", "linux/arm64/v8"),
+            entry("sha256:armv6", "linux/arm/v6"),
+            entry("sha256:armv7", "linux/arm/v7"),
+            entry("sha256:s390x", "linux/s390x"),
+            {"mediaType": "application/vnd.in-toto+json", "digest": "sha256:att", "size": 1,
+             "platform": {"os": "unknown", "architecture": "unknown"}},
+        ]})
+        .to_string();
+        let cases = [
+            (Platform::new("linux", "amd64", None), "sha256:amd"),
+            (Platform::new("linux", "arm64", Some("v8")), "sha256:arm64"),
+            (Platform::new("linux", "arm", Some("v7")), "sha256:armv7"),
+            (Platform::new("linux", "arm", Some("v6")), "sha256:armv6"),
+            (Platform::new("linux", "s390x", None), "sha256:s390x"),
+        ];
+        for (host, want) in cases {
+            let chosen = select_platform(multi_arch.as_bytes(), &host).unwrap();
+            assert_eq!(chosen.digest, want, "{host}");
+        }
+        // An ARMv7 node falls back to the best older variant.
+        let older = serde_json::json!({"manifests": [
+            entry("sha256:v5", "linux/arm/v5"), entry("sha256:v6", "linux/arm/v6")]})
+        .to_string();
+        let armv7 = Platform::new("linux", "arm", Some("v7"));
+        assert_eq!(
+            select_platform(older.as_bytes(), &armv7).unwrap().digest,
+            "sha256:v6"
+        );
+    }
+
+    #[test]
+    fn an_index_without_the_nodes_platform_says_what_it_has() {
+        let index = serde_json::json!({"manifests": [
+            entry("sha256:w", "windows/amd64"), entry("sha256:a", "linux/arm64")]})
+        .to_string();
+        let host = Platform::new("linux", "amd64", None);
+        let err = select_platform(index.as_bytes(), &host)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "the image index has no manifest for this node's platform linux/amd64 \
+             (it has windows/amd64, linux/arm64)"
+        );
+        assert!(select_platform(b"not json", &host).is_err());
     }
 
     #[test]

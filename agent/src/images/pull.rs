@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use tonic::Code;
 
 use super::{
-    body,
+    download::{Target, download, hold_existing_blob},
     oci::{self, Descriptor, FormatError, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES},
     progress::{BlobProgress, Phase, Report},
     registry::{Auth, Registry, RegistryError},
@@ -21,8 +21,7 @@ use super::{
 use crate::reference::Reference;
 use futures::{StreamExt as _, TryStreamExt as _};
 
-/// Blobs downloaded at once within one pull.
-const PARALLEL_BLOBS: usize = 3;
+pub use super::download::PARALLEL_BLOBS;
 
 /// Why a pull attempt failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -130,7 +129,7 @@ async fn resolve<R: Registry>(
     if !oci::is_index(&media_type) {
         return Err(FormatError::UnsupportedMediaType { media_type }.into());
     }
-    let chosen = oci::select_platform(&top.body)?;
+    let chosen = oci::select_platform(&top.body, oci::Platform::host())?;
     check_size(image, "manifest", &chosen, MAX_MANIFEST_BYTES)?;
     let mut manifest = registry.fetch_manifest(image, &chosen.digest, auth).await?;
     if manifest.descriptor.size != chosen.size {
@@ -184,9 +183,8 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
     // provably `Send` for every lifetime (rust-lang/rust#102211).
     let mut downloads = Vec::with_capacity(blobs.len());
     for (index, blob) in blobs.iter().enumerate() {
-        downloads.push(download(
-            registry, store, image, auth, progress, lease, index, blob,
-        ));
+        let target = Target { image, auth, lease };
+        downloads.push(download(registry, store, target, progress, index, blob));
     }
     futures::stream::iter(downloads)
         .buffer_unordered(PARALLEL_BLOBS)
@@ -263,54 +261,6 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
     Ok(pulled)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn download<R: Registry, S: ImageStore>(
-    registry: &R,
-    store: &S,
-    image: &Reference,
-    auth: &Auth,
-    progress: &impl Report,
-    lease: &LeaseId,
-    index: usize,
-    blob: &Descriptor,
-) -> Result<(), PullError> {
-    let set_done = |done: u64| {
-        progress.report(&mut |p| {
-            if let Some(b) = p.blobs.get_mut(index) {
-                b.done = done;
-            }
-        });
-    };
-    if store.has_blob(lease, &blob.digest).await? {
-        set_done(blob.size);
-        return Ok(());
-    }
-    let named = format!("{}@{}", image.repository(), blob.digest);
-    let fetched = registry.fetch_blob(image, blob, auth).await?;
-    let mut body = body::verified(fetched, blob, &named)?;
-    let written = async {
-        let mut writer = store.open_writer(lease, blob).await?;
-        let mut done = 0u64;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk?;
-            done += chunk.len() as u64;
-            writer.write(chunk).await?;
-            set_done(done);
-        }
-        writer.commit(HashMap::new()).await?;
-        Ok(())
-    }
-    .await;
-    match written {
-        Err(PullError::Store(error)) if error.code == Code::AlreadyExists => {
-            hold_existing_blob(store, lease, &blob.digest).await?;
-            set_done(blob.size);
-            Ok(())
-        }
-        other => other,
-    }
-}
-
 /// Refuses `blob` (a document the agent reads into memory) when its descriptor says it
 /// is larger than `limit`.
 fn check_size(
@@ -327,24 +277,6 @@ fn check_size(
         });
     }
     Ok(())
-}
-
-/// Another pull (of another image sharing this blob) committed it first: the content is
-/// there, and this pull's lease must hold it too until the image record references it.
-async fn hold_existing_blob<S: ImageStore>(
-    store: &S,
-    lease: &LeaseId,
-    digest: &str,
-) -> Result<(), StoreError> {
-    if store.has_blob(lease, digest).await? {
-        Ok(())
-    } else {
-        Err(StoreError {
-            operation: format!("write {digest}"),
-            code: Code::Unavailable,
-            message: "reported as existing but not found".to_owned(),
-        })
-    }
 }
 
 /// Writes a manifest or index with its GC labels, or labels it if already present.

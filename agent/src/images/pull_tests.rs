@@ -3,9 +3,11 @@
 use tokio::sync::watch;
 
 use super::*;
+use bytes::Bytes;
+
 use crate::images::{
     progress::Progress,
-    testing::{FakeRegistry, FakeStore, test_image},
+    testing::{FakeRegistry, FakeStore, TestImage, test_image},
 };
 
 const REF: &str = "registry.test/team/app:v1";
@@ -194,4 +196,73 @@ async fn a_missing_tag_is_a_registry_not_found() {
         PullError::Registry(RegistryError::NotFound { .. })
     ));
     assert_eq!(store.state().leases_created, 0, "no lease before resolving");
+}
+
+/// A pull of `team/a:v1` whose first layer was half downloaded by an earlier attempt
+/// (the half in the store's ingest is `prefix`).
+async fn pull_with_partial_layer(
+    prefix: impl FnOnce(&Bytes) -> Vec<u8>,
+    ignores_range: bool,
+) -> (
+    FakeRegistry,
+    FakeStore,
+    TestImage,
+    Result<PulledImage, PullError>,
+) {
+    let (image, blobs) = test_image("resume");
+    let registry = FakeRegistry::default();
+    registry.serve("team/a", "v1", &image, blobs);
+    registry.state().ignores_range = ignores_range;
+    let store = FakeStore::default();
+    let layer = &image.layers[0];
+    store
+        .state()
+        .ingests
+        .insert(oci::sha256_digest(layer), prefix(layer));
+    let (tx, _rx) = watch::channel(Progress::default());
+    let reference = Reference::parse_normalized("registry.test/team/a:v1").unwrap();
+    let result = pull(&registry, &store, &reference, &Auth::Anonymous, &tx).await;
+    (registry, store, image, result)
+}
+
+#[tokio::test]
+async fn an_interrupted_layer_resumes_from_the_bytes_in_the_store() {
+    let half = |layer: &Bytes| layer[..layer.len() / 2].to_vec();
+    let (registry, store, image, result) = pull_with_partial_layer(half, false).await;
+    result.unwrap();
+    let layer = &image.layers[0];
+    let offsets = registry.state().blob_offsets.clone();
+    assert!(
+        offsets.contains(&(layer.len() as u64 / 2)),
+        "no ranged request: {offsets:?}"
+    );
+    assert_eq!(offsets.iter().filter(|o| **o > 0).count(), 1, "{offsets:?}");
+    let state = store.state();
+    assert_eq!(state.blobs[&oci::sha256_digest(layer)].0, *layer);
+    assert!(state.ingests.is_empty());
+}
+
+#[tokio::test]
+async fn a_registry_ignoring_the_range_sends_the_layer_whole_and_it_still_commits() {
+    let half = |layer: &Bytes| layer[..layer.len() / 2].to_vec();
+    let (_, store, image, result) = pull_with_partial_layer(half, true).await;
+    result.unwrap();
+    let layer = &image.layers[0];
+    assert_eq!(store.state().blobs[&oci::sha256_digest(layer)].0, *layer);
+}
+
+#[tokio::test]
+async fn a_corrupt_partial_download_is_discarded_and_downloaded_whole() {
+    let garbage = |layer: &Bytes| vec![b'x'; layer.len() / 2];
+    let (registry, store, image, result) = pull_with_partial_layer(garbage, false).await;
+    result.unwrap();
+    let layer = &image.layers[0];
+    assert_eq!(store.state().blobs[&oci::sha256_digest(layer)].0, *layer);
+    let offsets = registry.state().blob_offsets.clone();
+    assert_eq!(offsets.iter().filter(|o| **o > 0).count(), 1, "{offsets:?}");
+    assert_eq!(
+        offsets.iter().filter(|o| **o == 0).count(),
+        3,
+        "{offsets:?}"
+    );
 }

@@ -9,7 +9,14 @@
 //! insecure (or an endpoint on this machine). Bodies are read with hard limits
 //! ([`super::body`]).
 
-use std::{collections::HashSet, future::Future, pin::Pin, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    future::Future,
+    path::PathBuf,
+    pin::Pin,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -18,7 +25,9 @@ use reqwest::{StatusCode, Url, header, redirect};
 
 use super::{
     body,
+    hosts::{self, Endpoint, HostsError, Tls},
     oci::{self, Descriptor, MAX_MANIFEST_BYTES},
+    token_cache::{CacheKey, TokenCache, token_lifetime},
 };
 use crate::reference::Reference;
 
@@ -33,6 +42,19 @@ pub enum Auth {
     },
     /// A bearer token (or registry identity token) sent as is.
     Token(String),
+}
+
+impl Auth {
+    /// A stable name of the credential that does not reveal it (a SHA-256 of it): what
+    /// tells two callers' credentials apart in the token cache and in joined pulls.
+    pub fn fingerprint(&self) -> String {
+        let material = match self {
+            Self::Anonymous => return "anonymous".to_owned(),
+            Self::Basic { username, password } => format!("basic\0{username}\0{password}"),
+            Self::Token(token) => format!("token\0{token}"),
+        };
+        oci::sha256_digest(material.as_bytes())
+    }
 }
 
 impl std::fmt::Debug for Auth {
@@ -75,6 +97,8 @@ pub enum RegistryError {
         "refusing to send the credentials for {reference} to the token endpoint {realm} over plain HTTP; name the registry with --insecure-registry to allow it"
     )]
     InsecureRealm { reference: String, realm: String },
+    #[error(transparent)]
+    Hosts(#[from] HostsError),
 }
 
 impl RegistryError {
@@ -99,6 +123,13 @@ pub struct FetchedManifest {
 /// A stream of blob bytes.
 pub type BlobStream = Pin<Box<dyn Stream<Item = Result<Bytes, RegistryError>> + Send>>;
 
+/// A blob's bytes from `offset` on: the offset asked for, or 0 when the registry
+/// ignored the range and sends the whole blob.
+pub struct FetchedBlob {
+    pub offset: u64,
+    pub stream: BlobStream,
+}
+
 /// What the pull engine needs from a registry.
 pub trait Registry: Send + Sync + 'static {
     /// Fetches the manifest or index `reference` (a tag or digest) of `image`'s repository.
@@ -109,31 +140,55 @@ pub trait Registry: Send + Sync + 'static {
         auth: &Auth,
     ) -> impl Future<Output = Result<FetchedManifest, RegistryError>> + Send;
 
-    /// Streams the blob `blob` of `image`'s repository, as the registry sends it (the
-    /// caller checks it against the descriptor, see [`body::verified`]).
+    /// Streams the blob `blob` of `image`'s repository from byte `from` on (to resume an
+    /// interrupted download), as the registry sends it (the caller checks it against
+    /// the descriptor, see [`body::verified`]).
     fn fetch_blob(
         &self,
         image: &Reference,
         blob: &Descriptor,
         auth: &Auth,
-    ) -> impl Future<Output = Result<BlobStream, RegistryError>> + Send;
+        from: u64,
+    ) -> impl Future<Output = Result<FetchedBlob, RegistryError>> + Send;
 }
 
 /// The distribution API over HTTP(S).
 #[derive(Debug, Clone)]
 pub struct HttpRegistry {
     client: reqwest::Client,
+    /// Clients for endpoints with TLS settings of their own (`hosts.toml`).
+    tls_clients: Arc<Mutex<HashMap<Tls, reqwest::Client>>>,
     insecure: HashSet<String>,
+    tokens: Arc<TokenCache>,
+    /// containerd's `config_path`, where `<registry>/hosts.toml` files are.
+    hosts_dir: Option<PathBuf>,
 }
 
 impl HttpRegistry {
     /// A client that speaks plain HTTP only to the `insecure` registries (`host[:port]`)
     /// and to loopback ones.
     pub fn new(insecure: &[String]) -> Result<Self, reqwest::Error> {
+        Ok(Self {
+            client: Self::client(&Tls::default())?,
+            tls_clients: Arc::default(),
+            insecure: insecure.iter().cloned().collect(),
+            tokens: Arc::default(),
+            hosts_dir: None,
+        })
+    }
+
+    /// Reads each registry's `hosts.toml` under `dir` (containerd's `config_path`)
+    /// before each request, as containerd does, so edits apply without a restart.
+    pub fn with_hosts_dir(mut self, dir: PathBuf) -> Self {
+        self.hosts_dir = Some(dir);
+        self
+    }
+
+    fn client(tls: &Tls) -> Result<reqwest::Client, reqwest::Error> {
         // reqwest is built without a bundled crypto provider; the workspace uses ring.
         // An error only means a provider is already installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(60))
@@ -144,14 +199,43 @@ impl HttpRegistry {
                     None => attempt.follow(),
                 }
             }))
-            .build()?;
-        Ok(Self {
-            client,
-            insecure: insecure.iter().cloned().collect(),
-        })
+            .danger_accept_invalid_certs(tls.skip_verify);
+        for path in &tls.ca {
+            // An unreadable or malformed CA file fails the endpoint's requests (below).
+            let pem = std::fs::read(path).unwrap_or_default();
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        builder.build()
     }
 
-    fn base_url(&self, image: &Reference) -> String {
+    /// The client for `endpoint`'s TLS settings.
+    fn client_for(&self, endpoint: &Endpoint) -> Result<reqwest::Client, RegistryError> {
+        if endpoint.tls == Tls::default() {
+            return Ok(self.client.clone());
+        }
+        let mut clients = self
+            .tls_clients
+            .lock()
+            .map_err(|_| RegistryError::Protocol {
+                url: endpoint.origin.clone(),
+                detail: "client table poisoned".to_owned(),
+            })?;
+        if let Some(client) = clients.get(&endpoint.tls) {
+            return Ok(client.clone());
+        }
+        let client = Self::client(&endpoint.tls).map_err(|err| RegistryError::Protocol {
+            url: endpoint.origin.clone(),
+            detail: format!("TLS settings of {}: {}", endpoint.origin, error_chain(&err)),
+        })?;
+        clients.insert(endpoint.tls.clone(), client.clone());
+        Ok(client)
+    }
+
+    /// The registry itself, as reached without a `hosts.toml`: plain HTTP when named
+    /// insecure or on this machine, HTTPS otherwise.
+    fn upstream(&self, image: &Reference) -> Endpoint {
         let domain = image.domain();
         let host = if domain == "docker.io" {
             "registry-1.docker.io"
@@ -163,21 +247,82 @@ impl HttpRegistry {
         } else {
             "https"
         };
-        format!("{scheme}://{host}/v2/{}", image.path())
+        Endpoint::upstream(format!("{scheme}://{host}"))
     }
 
-    /// GETs `url`, answering one authentication challenge if the registry asks.
+    #[cfg(test)]
+    fn base_url(&self, image: &Reference) -> String {
+        self.upstream(image).repository_base(image.path())
+    }
+
+    /// Where `image` may be fetched from, in order (see [`hosts`]).
+    fn endpoints(&self, image: &Reference) -> Result<Vec<Endpoint>, RegistryError> {
+        let upstream = self.upstream(image);
+        let Some(dir) = &self.hosts_dir else {
+            return Ok(vec![upstream]);
+        };
+        let file = hosts::read_hosts_file(dir, image.domain())?;
+        let (path, text) = file.unzip();
+        let path = path.unwrap_or_default();
+        Ok(hosts::endpoints(
+            image.domain(),
+            text.as_deref(),
+            &path,
+            upstream,
+        )?)
+    }
+
+    /// Tries `fetch` on each endpoint able to serve the request, in order, until one
+    /// answers; the last failure otherwise (containerd's fallback through mirrors).
+    async fn first_answer<T, F, Fut>(
+        &self,
+        image: &Reference,
+        resolve: bool,
+        fetch: F,
+    ) -> Result<T, RegistryError>
+    where
+        F: Fn(Endpoint) -> Fut,
+        Fut: Future<Output = Result<T, RegistryError>>,
+    {
+        let all = self.endpoints(image)?;
+        let mut last = RegistryError::NotFound {
+            what: if resolve {
+                "a host able to resolve tags"
+            } else {
+                "a host able to pull"
+            },
+            url: image.repository(),
+        };
+        for endpoint in hosts::able_to(&all, resolve) {
+            let origin = endpoint.origin.clone();
+            match fetch(endpoint.clone()).await {
+                Ok(found) => return Ok(found),
+                Err(error) => {
+                    tracing::debug!(endpoint = %origin, %error, "trying the next registry host");
+                    last = error;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// GETs `url` of the repository at `base`, with the authorisation earned there
+    /// before by the same credential, or answering one challenge if the registry asks
+    /// (and keeping what it earned for the next requests).
     async fn get(
         &self,
         image: &Reference,
+        endpoint: &Endpoint,
         url: &str,
-        accept: Option<&str>,
+        extra_header: Option<(header::HeaderName, String)>,
         auth: &Auth,
     ) -> Result<reqwest::Response, RegistryError> {
+        let client = self.client_for(endpoint)?;
+        let base = endpoint.repository_base(image.path());
         let request = |authorization: Option<String>| {
-            let mut req = self.client.get(url);
-            if let Some(accept) = accept {
-                req = req.header(header::ACCEPT, accept);
+            let mut req = client.get(url);
+            if let Some((name, value)) = &extra_header {
+                req = req.header(name, value);
             }
             if let Some(value) = authorization {
                 req = req.header(header::AUTHORIZATION, value);
@@ -185,14 +330,20 @@ impl HttpRegistry {
             req
         };
         let unreachable = |err: reqwest::Error| request_error(url, &err);
-        // A given token goes on the first request; otherwise wait for a challenge.
+        let key = CacheKey::new(&base, auth);
+        // A given token goes on the first request; otherwise what was earned before, or
+        // nothing until a challenge.
         let first = match auth {
             Auth::Token(token) => Some(format!("Bearer {token}")),
-            _ => None,
+            _ => self.tokens.get(&key, Instant::now()),
         };
+        let earned = first.is_some() && !matches!(auth, Auth::Token(_));
         let response = request(first).send().await.map_err(unreachable)?;
         if response.status() != StatusCode::UNAUTHORIZED || matches!(auth, Auth::Token(_)) {
             return Ok(response);
+        }
+        if earned {
+            self.tokens.forget(&key);
         }
         let challenge = response
             .headers()
@@ -200,20 +351,24 @@ impl HttpRegistry {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let authorization = self.answer(image, &challenge, auth).await?;
+        let (authorization, lifetime) = self.answer(&client, image, &challenge, auth).await?;
+        self.tokens
+            .put(key, authorization.clone(), lifetime, Instant::now());
         request(Some(authorization))
             .send()
             .await
             .map_err(unreachable)
     }
 
-    /// The `Authorization` value answering `challenge` with `auth`.
+    /// The `Authorization` value answering `challenge` with `auth`, and how long it
+    /// holds (`None`: basic credentials, until refused).
     async fn answer(
         &self,
+        client: &reqwest::Client,
         image: &Reference,
         challenge: &str,
         auth: &Auth,
-    ) -> Result<String, RegistryError> {
+    ) -> Result<(String, Option<Duration>), RegistryError> {
         let basic = match auth {
             Auth::Basic { username, password } => Some(format!(
                 "Basic {}",
@@ -223,9 +378,10 @@ impl HttpRegistry {
         };
         let Some(params) = challenge.strip_prefix("Bearer ") else {
             // A Basic challenge: only a username and password can answer it.
-            return basic.ok_or_else(|| RegistryError::Unauthorized {
+            let basic = basic.ok_or_else(|| RegistryError::Unauthorized {
                 url: image.repository(),
-            });
+            })?;
+            return Ok((basic, None));
         };
         let param = |name: &str| challenge_param(params, name);
         let realm = param("realm").ok_or_else(|| RegistryError::Protocol {
@@ -243,7 +399,7 @@ impl HttpRegistry {
         if let Some(service) = param("service") {
             query.push(("service", service));
         }
-        let mut req = self.client.get(&realm).query(&query);
+        let mut req = client.get(&realm).query(&query);
         if let Some(basic) = basic {
             req = req.header(header::AUTHORIZATION, basic);
         }
@@ -256,6 +412,7 @@ impl HttpRegistry {
         struct TokenResponse {
             token: Option<String>,
             access_token: Option<String>,
+            expires_in: Option<u64>,
         }
         let body: TokenResponse = response
             .json()
@@ -264,6 +421,7 @@ impl HttpRegistry {
                 url: realm.clone(),
                 detail: error_chain(&err),
             })?;
+        let lifetime = token_lifetime(body.expires_in);
         let token = body
             .token
             .or(body.access_token)
@@ -271,12 +429,14 @@ impl HttpRegistry {
                 url: realm,
                 detail: "token response without a token".to_owned(),
             })?;
-        Ok(format!("Bearer {token}"))
+        Ok((format!("Bearer {token}"), Some(lifetime)))
     }
 
     /// Whether basic credentials for `image` may go to the token endpoint `realm`: over
     /// HTTPS, or over plain HTTP to a registry the operator named insecure or to an
-    /// endpoint on this machine (whose traffic never leaves it).
+    /// endpoint on this machine (whose traffic never leaves it). A plain-HTTP host in
+    /// `hosts.toml` is not enough: it says how to reach the registry, not that its token
+    /// endpoint may see passwords in the clear.
     fn may_send_credentials(&self, image: &Reference, realm: &str) -> Result<bool, RegistryError> {
         let url = Url::parse(realm).map_err(|err| RegistryError::Protocol {
             url: image.repository(),
@@ -295,9 +455,46 @@ impl Registry for HttpRegistry {
         reference: &str,
         auth: &Auth,
     ) -> Result<FetchedManifest, RegistryError> {
-        let url = format!("{}/manifests/{reference}", self.base_url(image));
+        // A tag needs a host able to resolve; a digest only one able to pull.
+        let resolve = !reference.contains(':');
+        self.first_answer(image, resolve, |endpoint| async move {
+            self.fetch_manifest_at(&endpoint, image, reference, auth)
+                .await
+        })
+        .await
+    }
+
+    async fn fetch_blob(
+        &self,
+        image: &Reference,
+        blob: &Descriptor,
+        auth: &Auth,
+        from: u64,
+    ) -> Result<FetchedBlob, RegistryError> {
+        self.first_answer(image, false, |endpoint| async move {
+            self.fetch_blob_at(&endpoint, image, blob, auth, from).await
+        })
+        .await
+    }
+}
+
+impl HttpRegistry {
+    async fn fetch_manifest_at(
+        &self,
+        endpoint: &Endpoint,
+        image: &Reference,
+        reference: &str,
+        auth: &Auth,
+    ) -> Result<FetchedManifest, RegistryError> {
+        let url = endpoint.url(image.path(), &format!("manifests/{reference}"));
         let response = self
-            .get(image, &url, Some(oci::MANIFEST_ACCEPT), auth)
+            .get(
+                image,
+                endpoint,
+                &url,
+                Some((header::ACCEPT, oci::MANIFEST_ACCEPT.to_owned())),
+                auth,
+            )
             .await?;
         let response = check_status(response, "manifest")?;
         let header_type = response
@@ -323,29 +520,67 @@ impl Registry for HttpRegistry {
         })
     }
 
-    async fn fetch_blob(
+    async fn fetch_blob_at(
         &self,
+        endpoint: &Endpoint,
         image: &Reference,
         blob: &Descriptor,
         auth: &Auth,
-    ) -> Result<BlobStream, RegistryError> {
-        let url = format!("{}/blobs/{}", self.base_url(image), blob.digest);
-        let response = self.get(image, &url, None, auth).await?;
+        from: u64,
+    ) -> Result<FetchedBlob, RegistryError> {
+        let url = endpoint.url(image.path(), &format!("blobs/{}", blob.digest));
+        let range = (from > 0).then(|| (header::RANGE, format!("bytes={from}-")));
+        let response = self.get(image, endpoint, &url, range, auth).await?;
         let response = check_status(response, "blob")?;
-        if let Some(len) = response.content_length().filter(|len| *len != blob.size) {
+        let named = format!("{}@{}", image.repository(), blob.digest);
+        let offset = if response.status() == StatusCode::PARTIAL_CONTENT {
+            let content_range = response
+                .headers()
+                .get(header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            range_start(content_range).filter(|start| *start == from).ok_or_else(|| {
+                RegistryError::Protocol {
+                    url: url.clone(),
+                    detail: format!(
+                        "asked for bytes from {from} on, the registry sent the range {content_range:?}"
+                    ),
+                }
+            })?
+        } else {
+            0
+        };
+        let expected = blob.size.saturating_sub(offset);
+        if let Some(len) = response.content_length().filter(|len| *len != expected) {
             return Err(RegistryError::Corrupt {
-                reference: format!("{}@{}", image.repository(), blob.digest),
-                detail: format!(
-                    "the registry announces {len} bytes, but the descriptor says {}",
-                    blob.size
-                ),
+                reference: named,
+                detail: if offset == 0 {
+                    format!(
+                        "the registry announces {len} bytes, but the descriptor says {}",
+                        blob.size
+                    )
+                } else {
+                    format!(
+                        "the registry announces {len} bytes from byte {offset} on, but the descriptor says {} in all",
+                        blob.size
+                    )
+                },
             });
         }
         let stream = response
             .bytes_stream()
             .map_err(move |err| request_error(&url, &err));
-        Ok(stream.boxed())
+        Ok(FetchedBlob {
+            offset,
+            stream: stream.boxed(),
+        })
     }
+}
+
+/// The first byte of a `Content-Range: bytes <start>-<end>/<size>` value.
+fn range_start(content_range: &str) -> Option<u64> {
+    let range = content_range.trim().strip_prefix("bytes")?.trim_start();
+    range.split_once('-')?.0.trim().parse().ok()
 }
 
 /// Whether the registry `domain` (`host[:port]`) is this machine: `localhost` or a
@@ -473,6 +708,20 @@ mod tests {
             challenge_param("realm=plain,service=x", "service").as_deref(),
             Some("x")
         );
+    }
+
+    #[test]
+    fn content_ranges_are_read() {
+        let cases = [
+            ("bytes 100-199/200", Some(100)),
+            ("bytes 0-9/*", Some(0)),
+            ("bytes */200", None),
+            ("items 1-2/3", None),
+            ("", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(range_start(value), want, "{value}");
+        }
     }
 
     #[test]

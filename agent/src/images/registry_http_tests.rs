@@ -4,7 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
+
+use base64::Engine as _;
 
 use bytes::Bytes;
 use serde_json::json;
@@ -15,7 +17,7 @@ use super::*;
 use crate::images::{
     progress::Progress,
     pull::{PullError, PulledImage, pull},
-    testing::{FakeStore, HttpBody, HttpDouble, HttpReply},
+    testing::{FakeStore, HttpBody, HttpDouble, HttpReply, test_image},
 };
 
 const MIB: usize = 1 << 20;
@@ -309,6 +311,159 @@ async fn basic_credentials_are_not_sent_to_a_plain_http_realm_of_a_secure_regist
         matches!(anonymous, RegistryError::Unreachable { .. }),
         "{anonymous}"
     );
+}
+
+/// A registry whose token endpoint (`/token`, on itself) hands each user a token of
+/// their own, and whose repository answers only that token.
+async fn token_registry() -> HttpDouble {
+    let (image, blobs) = test_image("tok");
+    let mut routes: HashMap<String, HttpReply> = blobs
+        .into_iter()
+        .map(|(digest, body)| {
+            (
+                blob_path(&digest),
+                HttpReply::ok("application/octet-stream", body),
+            )
+        })
+        .collect();
+    routes.insert(manifest_path("v1"), manifest_reply(image.manifest.clone()));
+    let addr = Arc::new(std::sync::OnceLock::<String>::new());
+    let realm = Arc::clone(&addr);
+    let registry = HttpDouble::start(move |target, authorization| {
+        let basic = |user: &str| {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:pw"));
+            format!("Basic {encoded}")
+        };
+        if target.starts_with("/token") {
+            return match ["alice", "bob"]
+                .into_iter()
+                .find(|u| authorization == basic(u))
+            {
+                Some(user) => HttpReply::ok(
+                    "application/json",
+                    json!({"token": format!("for-{user}"), "expires_in": 300}).to_string(),
+                ),
+                None => HttpReply::status(401),
+            };
+        }
+        let allowed = ["Bearer for-alice", "Bearer for-bob"].contains(&authorization);
+        match routes.get(target) {
+            Some(reply) if allowed => reply.clone(),
+            _ if !allowed => {
+                let realm = realm.get().cloned().unwrap_or_default();
+                let challenge = format!("Bearer realm=\"http://{realm}/token\",service=\"fake\"");
+                HttpReply::status(401).header("WWW-Authenticate", &challenge)
+            }
+            _ => HttpReply::status(404),
+        }
+    })
+    .await;
+    addr.set(registry.addr.to_string()).unwrap();
+    registry
+}
+
+fn user(name: &str) -> Auth {
+    Auth::Basic {
+        username: name.into(),
+        password: "pw".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_token_is_asked_for_once_per_credential_not_per_request() {
+    let registry = token_registry().await;
+    let client = HttpRegistry::new(&[]).unwrap();
+    let store = FakeStore::default();
+    let tokens = || {
+        let requests = registry.requests();
+        requests.iter().filter(|t| t.starts_with("/token")).count()
+    };
+    let (tx, _rx) = watch::channel(Progress::default());
+    let reference = image(&registry, "v1");
+    pull(&client, &store, &reference, &user("alice"), &tx)
+        .await
+        .unwrap();
+    // A manifest and three blobs, one token.
+    assert_eq!(tokens(), 1, "{:?}", registry.requests());
+    client
+        .fetch_manifest(&reference, "v1", &user("alice"))
+        .await
+        .unwrap();
+    assert_eq!(tokens(), 1, "the token was not reused");
+    // Another credential earns its own token rather than borrowing alice's.
+    client
+        .fetch_manifest(&reference, "v1", &user("bob"))
+        .await
+        .unwrap();
+    assert_eq!(tokens(), 2);
+    let err = client
+        .fetch_manifest(&reference, "v1", &user("mallory"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RegistryError::Server { status: 401, .. } | RegistryError::Unauthorized { .. }
+        ),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("pw"), "{err}");
+}
+
+#[tokio::test]
+async fn a_mirror_in_hosts_toml_serves_the_pull_while_the_registry_is_down() {
+    let (image_data, blobs) = test_image("mirrored");
+    let mut routes: HashMap<String, HttpReply> = blobs
+        .into_iter()
+        .map(|(digest, body)| {
+            let path = format!("{}?ns=registry.invalid:5000", blob_path(&digest));
+            (path, HttpReply::ok("application/octet-stream", body))
+        })
+        .collect();
+    routes.insert(
+        format!("{}?ns=registry.invalid:5000", manifest_path("v1")),
+        manifest_reply(image_data.manifest.clone()),
+    );
+    let mirror = serve(routes).await;
+    let dir = std::env::temp_dir().join(format!("stevedore-mirror-{}", std::process::id()));
+    let registry_dir = dir.join("registry.invalid:5000");
+    std::fs::create_dir_all(&registry_dir).unwrap();
+    // The upstream is a name that never resolves: only the mirror can answer.
+    let hosts = format!(
+        "server = \"http://registry.invalid:5000\"\n[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+        mirror.addr
+    );
+    std::fs::write(registry_dir.join("hosts.toml"), hosts).unwrap();
+    let client = HttpRegistry::new(&[]).unwrap().with_hosts_dir(dir.clone());
+    let reference = Reference::parse_normalized("registry.invalid:5000/team/app:v1").unwrap();
+    let (tx, _rx) = watch::channel(Progress::default());
+    let pulled = pull(
+        &client,
+        &FakeStore::default(),
+        &reference,
+        &Auth::Anonymous,
+        &tx,
+    )
+    .await;
+    assert_eq!(pulled.unwrap().image_id, image_data.config_digest);
+    assert_eq!(mirror.requests().len(), 4, "{:?}", mirror.requests());
+
+    // Without the mirror, the same pull goes to the (unreachable) registry itself.
+    std::fs::write(
+        registry_dir.join("hosts.toml"),
+        "server = \"http://registry.invalid:5000\"",
+    )
+    .unwrap();
+    let err = client
+        .fetch_manifest(&reference, "v1", &Auth::Anonymous)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RegistryError::Unreachable { ref url, .. } if url.contains("registry.invalid")),
+        "{err}"
+    );
+    assert_eq!(mirror.requests().len(), 4);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

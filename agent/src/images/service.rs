@@ -55,7 +55,8 @@ impl AgentImageService {
     pub async fn connect(args: &Args, shutdown: CancellationToken) -> Result<Self, ConnectError> {
         let store = ContainerdStore::connect(&args.containerd_socket, &args.containerd_namespace)?;
         tokio::spawn(release_orphaned_leases(store.clone(), shutdown.clone()));
-        let registry = HttpRegistry::new(&args.insecure_registries)?;
+        let registry = HttpRegistry::new(&args.insecure_registries)?
+            .with_hosts_dir(args.registry_config_dir.clone());
         let manager = PullManager::new(
             registry,
             store,

@@ -53,7 +53,13 @@ pub struct ImageRecord {
 pub const CRI_IMAGE_LABEL: (&str, &str) = ("io.cri-containerd.image", "managed");
 
 /// Writes one blob; committed only when all its bytes are in and match the digest.
+/// A writer opened on a blob whose earlier download was interrupted continues it.
 pub trait BlobWriter: Send {
+    /// Bytes already written (by an earlier, interrupted download): the next write
+    /// continues from there.
+    fn offset(&self) -> u64;
+    /// Discards what was written: the next write starts the blob over.
+    fn restart(&mut self);
     /// Appends `chunk`.
     fn write(&mut self, chunk: Bytes) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Verifies and commits the blob with `labels`.
@@ -82,7 +88,8 @@ pub trait ImageStore: Clone + Send + Sync + 'static {
         lease: &LeaseId,
         digest: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-    /// Starts writing `blob` under `lease` (restarting any earlier partial write).
+    /// Opens `blob` for writing under `lease`, where an earlier partial write of it
+    /// stopped ([`BlobWriter::offset`]).
     fn open_writer(
         &self,
         lease: &LeaseId,

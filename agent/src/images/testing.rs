@@ -16,7 +16,7 @@ use tonic::Code;
 
 use super::{
     oci::{self, Descriptor},
-    registry::{Auth, BlobStream, FetchedManifest, Registry, RegistryError},
+    registry::{Auth, FetchedBlob, FetchedManifest, Registry, RegistryError},
     store::{BlobWriter, ImageRecord, ImageStore, LeaseId, StoreError},
 };
 use crate::reference::Reference;
@@ -80,6 +80,22 @@ pub struct RegistryState {
     pub gate: Option<Arc<Notify>>,
     /// When set, blob bodies wait this long before each chunk (a slow, steady registry).
     pub chunk_delay: Option<std::time::Duration>,
+    /// When set, only this credential may read anything.
+    pub allowed: Option<Auth>,
+    /// The offset of each blob request; a registry ignoring `Range` always starts at 0.
+    pub blob_offsets: Vec<u64>,
+    pub ignores_range: bool,
+}
+
+impl RegistryState {
+    fn authorize(&self, auth: &Auth, url: &str) -> Result<(), RegistryError> {
+        match &self.allowed {
+            Some(allowed) if allowed != auth => Err(RegistryError::Unauthorized {
+                url: url.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -109,10 +125,11 @@ impl Registry for FakeRegistry {
         &self,
         image: &Reference,
         reference: &str,
-        _auth: &Auth,
+        auth: &Auth,
     ) -> Result<FetchedManifest, RegistryError> {
         let mut state = self.0.lock().unwrap();
         state.manifest_requests += 1;
+        state.authorize(auth, reference)?;
         if let Some(error) = state.fail_next.pop_front() {
             return Err(error);
         }
@@ -134,12 +151,16 @@ impl Registry for FakeRegistry {
         &self,
         _image: &Reference,
         blob: &Descriptor,
-        _auth: &Auth,
-    ) -> Result<BlobStream, RegistryError> {
+        auth: &Auth,
+        from: u64,
+    ) -> Result<FetchedBlob, RegistryError> {
         let digest = blob.digest.as_str();
-        let (body, gate, delay) = {
+        let (body, gate, delay, offset) = {
             let mut state = self.0.lock().unwrap();
             state.blob_requests += 1;
+            state.authorize(auth, digest)?;
+            let offset = if state.ignores_range { 0 } else { from };
+            state.blob_offsets.push(offset);
             let body = state
                 .blobs
                 .get(digest)
@@ -148,9 +169,10 @@ impl Registry for FakeRegistry {
                     what: "blob",
                     url: digest.to_owned(),
                 })?;
-            (body, state.gate.clone(), state.chunk_delay)
+            (body, state.gate.clone(), state.chunk_delay, offset)
         };
-        let chunks: Vec<Result<Bytes, RegistryError>> = body
+        let start = usize::try_from(offset).unwrap().min(body.len());
+        let chunks: Vec<Result<Bytes, RegistryError>> = body[start..]
             .chunks(64)
             .map(|c| Ok(Bytes::copy_from_slice(c)))
             .collect();
@@ -166,7 +188,10 @@ impl Registry for FakeRegistry {
             }
             chunk
         });
-        Ok(stream.boxed())
+        Ok(FetchedBlob {
+            offset,
+            stream: stream.boxed(),
+        })
     }
 }
 
@@ -182,6 +207,8 @@ pub struct StoreState {
     /// Blobs `has_blob` reports missing once although stored: another pull commits them
     /// between this pull's check and its write.
     pub committed_concurrently: HashSet<String>,
+    /// Partial writes by digest, as interrupted downloads leave them.
+    pub ingests: HashMap<String, Vec<u8>>,
 }
 
 #[derive(Clone, Default)]
@@ -208,8 +235,21 @@ pub struct FakeWriter {
 }
 
 impl BlobWriter for FakeWriter {
+    fn offset(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn restart(&mut self) {
+        self.data.clear();
+        self.store.state().ingests.remove(&self.blob.digest);
+    }
+
     async fn write(&mut self, chunk: Bytes) -> Result<(), StoreError> {
         self.data.extend_from_slice(&chunk);
+        let mut state = self.store.state();
+        state
+            .ingests
+            .insert(self.blob.digest.clone(), self.data.clone());
         Ok(())
     }
 
@@ -223,8 +263,9 @@ impl BlobWriter for FakeWriter {
         {
             return Err(store_error("commit", Code::FailedPrecondition));
         }
-        self.store
-            .state()
+        let mut state = self.store.state();
+        state.ingests.remove(&self.blob.digest);
+        state
             .blobs
             .insert(self.blob.digest, (Bytes::from(self.data), labels));
         Ok(())
@@ -264,10 +305,16 @@ impl ImageStore for FakeStore {
         _lease: &LeaseId,
         blob: &Descriptor,
     ) -> Result<FakeWriter, StoreError> {
+        let data = self
+            .state()
+            .ingests
+            .get(&blob.digest)
+            .cloned()
+            .unwrap_or_default();
         Ok(FakeWriter {
             store: self.clone(),
             blob: blob.clone(),
-            data: Vec::new(),
+            data,
         })
     }
 

@@ -1,0 +1,125 @@
+//! One blob of a pull, from the registry into containerd's content store: skipped when
+//! committed already, resumed from what an interrupted download left in the store (a
+//! `Range` request for the rest), restarted when the registry sends the whole blob
+//! anyway or when the resumed blob fails the store's check of its digest and size.
+//! Progress counts the bytes in the store, resumed ones included.
+
+use std::collections::HashMap;
+
+use futures::StreamExt as _;
+use tonic::Code;
+
+use super::{
+    body,
+    oci::Descriptor,
+    progress::Report,
+    pull::PullError,
+    registry::{Auth, Registry},
+    store::{BlobWriter, ImageStore, LeaseId, StoreError},
+};
+use crate::reference::Reference;
+
+/// Blobs downloaded at once within one pull.
+pub const PARALLEL_BLOBS: usize = 3;
+
+/// What a pull's downloads share: the image, the caller's credential and the lease.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub image: &'a Reference,
+    pub auth: &'a Auth,
+    pub lease: &'a LeaseId,
+}
+
+/// Downloads `blob` (number `index` of the pull's progress) into the store.
+pub async fn download<R: Registry, S: ImageStore>(
+    registry: &R,
+    store: &S,
+    target: Target<'_>,
+    progress: &impl Report,
+    index: usize,
+    blob: &Descriptor,
+) -> Result<(), PullError> {
+    let set_done = |done: u64| {
+        progress.report(&mut |p| {
+            if let Some(b) = p.blobs.get_mut(index) {
+                b.done = done;
+            }
+        });
+    };
+    if store.has_blob(target.lease, &blob.digest).await? {
+        set_done(blob.size);
+        return Ok(());
+    }
+    let writer = store.open_writer(target.lease, blob).await?;
+    let resumed = writer.offset() > 0;
+    let mut written = write(registry, target, blob, writer, &set_done).await;
+    if resumed && matches!(&written, Err(PullError::Store(e)) if e.code == Code::FailedPrecondition)
+    {
+        // What the interrupted download left was not this blob's beginning after all.
+        tracing::info!(digest = %blob.digest, "the resumed blob failed its check; downloading it whole");
+        let mut writer = store.open_writer(target.lease, blob).await?;
+        writer.restart();
+        written = write(registry, target, blob, writer, &set_done).await;
+    }
+    match written {
+        Err(PullError::Store(error)) if error.code == Code::AlreadyExists => {
+            hold_existing_blob(store, target.lease, &blob.digest).await?;
+            set_done(blob.size);
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Fetches what `writer` lacks of `blob` and commits it.
+async fn write<R: Registry, W: BlobWriter>(
+    registry: &R,
+    target: Target<'_>,
+    blob: &Descriptor,
+    mut writer: W,
+    set_done: &impl Fn(u64),
+) -> Result<(), PullError> {
+    let mut done = writer.offset();
+    if done > 0 {
+        tracing::debug!(digest = %blob.digest, offset = done, "resuming an interrupted download");
+    }
+    if done < blob.size || blob.size == 0 {
+        let fetched = registry
+            .fetch_blob(target.image, blob, target.auth, done)
+            .await?;
+        if fetched.offset != done {
+            // The registry ignored the range: the whole blob comes again.
+            writer.restart();
+            done = fetched.offset;
+        }
+        let named = format!("{}@{}", target.image.repository(), blob.digest);
+        let mut body = body::verified_from(fetched.stream, blob, done, &named)?;
+        set_done(done);
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            done += chunk.len() as u64;
+            writer.write(chunk).await?;
+            set_done(done);
+        }
+    }
+    writer.commit(HashMap::new()).await?;
+    Ok(())
+}
+
+/// Another pull (of another image sharing this blob) committed it first: the content is
+/// there, and this pull's lease must hold it too until the image record references it.
+pub async fn hold_existing_blob<S: ImageStore>(
+    store: &S,
+    lease: &LeaseId,
+    digest: &str,
+) -> Result<(), StoreError> {
+    if store.has_blob(lease, digest).await? {
+        Ok(())
+    } else {
+        Err(StoreError {
+            operation: format!("write {digest}"),
+            code: Code::Unavailable,
+            message: "reported as existing but not found".to_owned(),
+        })
+    }
+}
