@@ -14,31 +14,22 @@ use std::sync::Mutex;
 use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::ResourceExt as _;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 use serde_json::{Value, json};
 use stevedore_controlplane::api::StatefulSet;
+use stevedore_tests::manifests::apply;
 use stevedore_tests::pods::is_running_and_ready;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 use cloneset_support::{ROLLOUT, is_bound, pods_of, pvcs, uid};
 
-async fn apply<K>(ctx: &TestContext, object: &Value) -> Result<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let name = object["metadata"]["name"].as_str().context("a name")?;
-    let pp = PatchParams::apply("stevedore-tests").force();
-    Ok(ctx.api::<K>().patch(name, &pp, &Patch::Apply(object)).await?)
-}
+const WEB: &str = include_str!("../fixtures/kubernetes/web-statefulset.yaml");
 
-/// The documentation's headless Service and `web` StatefulSet (kubernetes.io, "StatefulSets"),
-/// with `apps.kruise.io/v1beta1` for `apps/v1`, the test registry's image for nginx-slim,
-/// and the cluster's default storage class for "my-storage-class".
-fn docs_web(ctx: &TestContext) -> (Value, Value) {
+/// The documentation's headless Service and `web` StatefulSet (kubernetes.io, "StatefulSets";
+/// the fixture has only its apiVersion changed), with the test registry's image for
+/// nginx-slim and the cluster's default storage class for "my-storage-class", which no
+/// cluster here has.
+fn docs_web(ctx: &TestContext) -> Result<(Value, Value)> {
     let service = json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -49,37 +40,13 @@ fn docs_web(ctx: &TestContext) -> (Value, Value) {
             "selector": { "app": "nginx" }
         }
     });
-    let set = json!({
-        "apiVersion": "apps.kruise.io/v1beta1",
-        "kind": "StatefulSet",
-        "metadata": { "name": "web" },
-        "spec": {
-            "selector": { "matchLabels": { "app": "nginx" } },
-            "serviceName": "nginx",
-            "replicas": 3,
-            "minReadySeconds": 10,
-            "template": {
-                "metadata": { "labels": { "app": "nginx" } },
-                "spec": {
-                    "terminationGracePeriodSeconds": 10,
-                    "containers": [{
-                        "name": "nginx",
-                        "image": ctx.cluster.image("web:v1"),
-                        "ports": [{ "containerPort": 80, "name": "web" }],
-                        "volumeMounts": [{ "name": "www", "mountPath": "/usr/share/nginx/html" }]
-                    }]
-                }
-            },
-            "volumeClaimTemplates": [{
-                "metadata": { "name": "www" },
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": { "requests": { "storage": "1Gi" } }
-                }
-            }]
-        }
-    });
-    (service, set)
+    let mut set: Value = serde_saphyr::from_str(WEB)?;
+    set["spec"]["template"]["spec"]["containers"][0]["image"] = json!(ctx.cluster.image("web:v1"));
+    let claim = set["spec"]["volumeClaimTemplates"][0]["spec"]
+        .as_object_mut()
+        .context("a claim template")?;
+    claim.remove("storageClassName");
+    Ok((service, set))
 }
 
 /// Waits until the set's status counts `replicas` ready, available and updated pods.
@@ -102,7 +69,7 @@ async fn wait_ready(ctx: &TestContext, name: &str, replicas: i32) -> Result<Stat
 #[tokio::test]
 async fn the_docs_web_statefulset_runs_with_only_its_api_version_changed() -> Result<()> {
     run_in_namespace("sts-e2e-docs", |ctx| async move {
-        let (service, set) = docs_web(&ctx);
+        let (service, set) = docs_web(&ctx)?;
         apply::<Service>(&ctx, &service).await?;
         apply::<StatefulSet>(&ctx, &set).await?;
         wait_ready(&ctx, "web", 3).await?;
@@ -143,7 +110,7 @@ fn pod_states(pods: &[Pod]) -> BTreeMap<String, (String, i32, String)> {
 #[tokio::test]
 async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() -> Result<()> {
     run_in_namespace("sts-e2e-inplace", |ctx| async move {
-        let (_, mut set) = docs_web(&ctx);
+        let (_, mut set) = docs_web(&ctx)?;
         set["metadata"]["name"] = json!("ip");
         set["spec"]["replicas"] = json!(2);
         set["spec"]["minReadySeconds"] = json!(0);
@@ -165,10 +132,12 @@ async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() ->
         let order = Mutex::new(Vec::<String>::new());
         poll_until("ip updated in place", ROLLOUT, || async {
             let pods = pods_of(&ctx, "nginx").await?;
-            let mut seen = order.lock().map_err(|_| anyhow!("poisoned"))?;
-            for (name, (_, _, image)) in pod_states(&pods) {
-                if image == v2 && !seen.contains(&name) {
-                    seen.push(name);
+            {
+                let mut seen = order.lock().map_err(|_| anyhow!("poisoned"))?;
+                for (name, (_, _, image)) in pod_states(&pods) {
+                    if image == v2 && !seen.contains(&name) {
+                        seen.push(name);
+                    }
                 }
             }
             let set = ctx.api::<StatefulSet>().get("ip").await?;
@@ -192,14 +161,20 @@ async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() ->
         let claims_after: BTreeMap<String, String> = (pvcs(&ctx).await?.iter())
             .map(|(name, claim)| (name.clone(), uid(claim)))
             .collect();
-        ensure!(claims_after == claims_before, "claims changed: {claims_after:?}");
+        ensure!(
+            claims_after == claims_before,
+            "claims changed: {claims_after:?}"
+        );
         Ok(())
     })
     .await
 }
 
 async fn claim_names(ctx: &TestContext) -> Result<Vec<String>> {
-    let list = ctx.api::<PersistentVolumeClaim>().list(&Default::default()).await?;
+    let list = ctx
+        .api::<PersistentVolumeClaim>()
+        .list(&Default::default())
+        .await?;
     let mut names: Vec<String> = (list.items.iter())
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .map(|c| c.name_any())
@@ -213,7 +188,7 @@ async fn seed_002_retention_hands_claims_to_the_garbage_collector() -> Result<()
     run_in_namespace("sts-e2e-retention", |ctx| async move {
         // Seed 002: ordinals.start, PVC retention Delete/Delete, streaming scale-up
         // (scaleStrategy.maxUnavailable, Parallel only), on the simulated nodes.
-        let (_, mut set) = docs_web(&ctx);
+        let (_, mut set) = docs_web(&ctx)?;
         set["metadata"]["name"] = json!("sample");
         set["spec"]["minReadySeconds"] = json!(0);
         set["spec"]["podManagementPolicy"] = json!("Parallel");
@@ -241,15 +216,25 @@ async fn seed_002_retention_hands_claims_to_the_garbage_collector() -> Result<()
         })
         .await?;
         let set_uid = uid(&ctx.api::<StatefulSet>().get("sample").await?);
-        for claim in ctx.api::<PersistentVolumeClaim>().list(&Default::default()).await? {
+        for claim in ctx
+            .api::<PersistentVolumeClaim>()
+            .list(&Default::default())
+            .await?
+        {
             let owners: Vec<String> = (claim.owner_references().iter())
                 .map(|r| r.uid.clone())
                 .collect();
-            ensure!(owners == [set_uid.clone()], "{}: owners {owners:?}", claim.name_any());
+            ensure!(
+                owners == [set_uid.clone()],
+                "{}: owners {owners:?}",
+                claim.name_any()
+            );
         }
 
         let background = DeleteParams::background();
-        ctx.api::<StatefulSet>().delete("sample", &background).await?;
+        ctx.api::<StatefulSet>()
+            .delete("sample", &background)
+            .await?;
         poll_until("the set's claims deleted with it", ROLLOUT, || async {
             Ok(claim_names(&ctx).await?.is_empty().then_some(()))
         })
