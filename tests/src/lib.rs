@@ -8,6 +8,7 @@ pub mod auth;
 pub mod cluster;
 pub mod crds;
 pub mod diagnostics;
+pub mod manifests;
 pub mod metrics;
 pub mod namespace;
 pub mod pods;

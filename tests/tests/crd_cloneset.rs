@@ -3,12 +3,13 @@
 //! columns are served, the scale subresource reads and writes spec.replicas, and the
 //! OpenKruise 1.9 strategy fields (OnDelete, fractional partition) apply.
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::CloneSet;
+use stevedore_tests::manifests::{self, with};
 use stevedore_tests::{TestContext, run_in_namespace};
 
 const CRD_NAME: &str = "clonesets.apps.kruise.io";
@@ -24,41 +25,11 @@ fn seed(index: usize) -> Result<Value> {
 }
 
 async fn apply(ctx: &TestContext, object: &Value) -> Result<CloneSet> {
-    let name = object["metadata"]["name"]
-        .as_str()
-        .context("seed has a name")?;
-    let pp = PatchParams::apply("stevedore-tests").force();
-    Ok(ctx
-        .api::<CloneSet>()
-        .patch(name, &pp, &Patch::Apply(object))
-        .await?)
+    manifests::apply(ctx, object).await
 }
 
-/// Applies `object` and expects a refusal whose message contains every one of `words`.
 async fn expect_refused(ctx: &TestContext, object: &Value, words: &[&str]) -> Result<()> {
-    match apply(ctx, object).await {
-        Ok(_) => bail!("the apiserver accepted an invalid CloneSet: {object}"),
-        Err(e) => {
-            let message = e.to_string();
-            for word in words {
-                ensure!(
-                    message.contains(word),
-                    "refusal {message:?} does not name {word:?}"
-                );
-            }
-            Ok(())
-        }
-    }
-}
-
-fn with(mut object: Value, pointer: &str, value: Value) -> Result<Value> {
-    let (parent, key) = pointer.rsplit_once('/').context("pointer has a parent")?;
-    let parent = object.pointer_mut(parent).context("parent exists")?;
-    parent
-        .as_object_mut()
-        .context("parent is an object")?
-        .insert(key.to_owned(), value);
-    Ok(object)
+    manifests::expect_refused::<CloneSet>(ctx, object, words).await
 }
 
 async fn setup(ctx: &TestContext) -> Result<()> {

@@ -3,10 +3,10 @@
 //! unchanged and read back with OpenKruise's defaults, each CEL rule refuses a bad spec
 //! naming the field, and claim templates cannot be added after creation (#2343).
 
-use anyhow::{Context, Result, bail, ensure};
-use kube::api::{Patch, PatchParams};
+use anyhow::{Context, Result, ensure};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::StatefulSet;
+use stevedore_tests::manifests::{self, with};
 use stevedore_tests::{TestContext, run_in_namespace};
 
 const CRD_YAML: &str = include_str!("../../deploy/crds/apps.kruise.io_statefulsets.yaml");
@@ -19,41 +19,11 @@ fn manifest(yaml: &str) -> Result<Value> {
 }
 
 async fn apply(ctx: &TestContext, object: &Value) -> Result<StatefulSet> {
-    let name = object["metadata"]["name"]
-        .as_str()
-        .context("the manifest has a name")?;
-    let pp = PatchParams::apply("stevedore-tests").force();
-    Ok(ctx
-        .api::<StatefulSet>()
-        .patch(name, &pp, &Patch::Apply(object))
-        .await?)
+    manifests::apply(ctx, object).await
 }
 
-/// Applies `object` and expects a refusal whose message contains every one of `words`.
 async fn expect_refused(ctx: &TestContext, object: &Value, words: &[&str]) -> Result<()> {
-    match apply(ctx, object).await {
-        Ok(_) => bail!("the apiserver accepted an invalid StatefulSet: {object}"),
-        Err(e) => {
-            let message = e.to_string();
-            for word in words {
-                ensure!(
-                    message.contains(word),
-                    "refusal {message:?} does not name {word:?}"
-                );
-            }
-            Ok(())
-        }
-    }
-}
-
-fn with(mut object: Value, pointer: &str, value: Value) -> Result<Value> {
-    let (parent, key) = pointer.rsplit_once('/').context("pointer has a parent")?;
-    let parent = object.pointer_mut(parent).context("parent exists")?;
-    parent
-        .as_object_mut()
-        .context("parent is an object")?
-        .insert(key.to_owned(), value);
-    Ok(object)
+    manifests::expect_refused::<StatefulSet>(ctx, object, words).await
 }
 
 async fn setup(ctx: &TestContext) -> Result<()> {

@@ -10,27 +10,17 @@ use kube::Resource as _;
 use super::plan::PlanError;
 use crate::api::CloneSet;
 use crate::caches::Stores;
-use crate::controller::api_error::ApiError;
 use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::PodConditions;
-use crate::workload::execute::ExecuteError;
-use crate::workload::history::HistoryError;
-use crate::workload::revision::RevisionError;
-use crate::workload::set_controller::PodSetParts;
+use crate::workload::set_controller::{PodSetParts, PodSetSyncError};
 
 /// Why a CloneSet sync failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error(transparent)]
-    Api(#[from] ApiError),
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error(transparent)]
-    Revision(#[from] RevisionError),
-    #[error(transparent)]
-    Execute(#[from] ExecuteError),
-    #[error(transparent)]
-    History(#[from] HistoryError),
+pub type SyncError = PodSetSyncError<PlanError>;
+
+impl From<PlanError> for SyncError {
+    fn from(err: PlanError) -> Self {
+        Self::Plan(err)
+    }
 }
 
 /// The CloneSet controller's state, shared by its workers: the pod-set parts every such

@@ -82,6 +82,8 @@ macro_rules! usual_status_condition {
                 &self.status
             }
 
+            // Some of the types have no other field: the update is needless for them only.
+            #[allow(clippy::needless_update)]
             fn new(type_: &str, status: &str, reason: &str, message: String, transition: Time) -> Self {
                 Self {
                     type_: type_.to_owned(),

@@ -5,7 +5,6 @@
 //! and an update never deletes a claim.
 
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
@@ -229,23 +228,4 @@ fn claim_volumes(
         });
     }
     (!volumes.is_empty()).then_some(volumes)
-}
-
-/// The names of the claims of the pod with `ordinal` that exist among `claims`.
-pub fn claims_of_ordinal(
-    set: &StatefulSet,
-    ordinal: i32,
-    claims: &[&PersistentVolumeClaim],
-) -> Vec<String> {
-    let name = set.name_any();
-    let existing: BTreeSet<&str> = claims
-        .iter()
-        .filter_map(|c| c.metadata.name.as_deref())
-        .collect();
-    set.spec
-        .volume_claim_templates
-        .iter()
-        .map(|t| claim_name(&t.name_any(), &name, ordinal))
-        .filter(|n| existing.contains(n.as_str()))
-        .collect()
 }

@@ -8,27 +8,17 @@ use kube::Resource as _;
 use super::plan::StatefulSetPlanError;
 use crate::api::StatefulSet;
 use crate::caches::Stores;
-use crate::controller::api_error::ApiError;
 use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::PodConditions;
-use crate::workload::execute::ExecuteError;
-use crate::workload::history::HistoryError;
-use crate::workload::revision::RevisionError;
-use crate::workload::set_controller::PodSetParts;
+use crate::workload::set_controller::{PodSetParts, PodSetSyncError};
 
 /// Why a StatefulSet sync failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error(transparent)]
-    Api(#[from] ApiError),
-    #[error(transparent)]
-    Plan(#[from] StatefulSetPlanError),
-    #[error(transparent)]
-    Revision(#[from] RevisionError),
-    #[error(transparent)]
-    Execute(#[from] ExecuteError),
-    #[error(transparent)]
-    History(#[from] HistoryError),
+pub type SyncError = PodSetSyncError<StatefulSetPlanError>;
+
+impl From<StatefulSetPlanError> for SyncError {
+    fn from(err: StatefulSetPlanError) -> Self {
+        Self::Plan(err)
+    }
 }
 
 /// The StatefulSet controller's state, shared by its workers: the pod-set parts every

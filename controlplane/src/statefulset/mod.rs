@@ -10,6 +10,7 @@ pub mod ordinals;
 pub mod plan;
 mod predownload;
 pub mod reconcile;
+pub mod retention;
 pub mod status;
 pub mod triggers;
 

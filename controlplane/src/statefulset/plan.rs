@@ -16,14 +16,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 
-use super::adapter::claims_of_ordinal;
 use super::ordinals::{
     OrdinalError, ReservedOrdinals, identity_labels, layout, ordinal_of, wanted_ordinals,
 };
+use super::retention::{ClaimOwners, claim_owner_changes};
 use crate::api::StatefulSet;
-use crate::api::statefulset::{
-    PodManagementPolicy, PvcRetentionPolicyType, StatefulSetUpdateStrategyType,
-};
+use crate::api::statefulset::{PodManagementPolicy, StatefulSetUpdateStrategyType};
 use crate::workload::actions::{ChangeReason, Create, Delete, DeleteReason, Plan, PodChange};
 use crate::workload::adapter::PodSetWorkload as _;
 use crate::workload::plan::{PlanError, PodSet, PodSetSnapshot, plan_delete};
@@ -89,6 +87,9 @@ pub struct StatefulSetPlan {
     pub plan: Plan,
     /// Set when OrderedReady waits on a pod.
     pub halted: Option<Halt>,
+    /// Claims whose owner references the retention policy changes; written before the
+    /// plan, so a scaled-away pod owns its claims before it is deleted.
+    pub claim_owners: Vec<ClaimOwners>,
 }
 
 /// What the scale step did.
@@ -118,7 +119,10 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<StatefulSetPlan, StatefulSetPlanError
         now: snap.now,
     };
     let set = PodSet::new(&pod_set);
-    let mut out = StatefulSetPlan::default();
+    let mut out = StatefulSetPlan {
+        claim_owners: claim_owner_changes(snap.set, &snap.pods, &snap.claims, &wanted),
+        ..StatefulSetPlan::default()
+    };
     set.refresh(&mut out.plan)?;
     let views: BTreeMap<&str, &PodView> = set
         .active_views()
@@ -332,7 +336,6 @@ impl<'a> ScaleStep<'_, 'a> {
         plan: &mut Plan,
     ) -> Option<Halt> {
         let set = self.snap.set;
-        let (_, when_scaled) = set.spec.retention();
         for ordinal in condemned {
             let Some(pod) = pods.get(ordinal) else {
                 continue;
@@ -344,13 +347,17 @@ impl<'a> ScaleStep<'_, 'a> {
                 }
                 continue;
             }
-            let claims = if when_scaled == PvcRetentionPolicyType::Delete {
-                claims_of_ordinal(set, *ordinal, &self.snap.claims)
-            } else {
-                Vec::new()
-            };
+            // Its claims go with it only through owner references (`retention`).
             let reason = DeleteReason::ScaleDown;
-            plan_delete(set, pod, claims, reason, String::new(), self.snap.now, plan);
+            plan_delete(
+                set,
+                pod,
+                Vec::new(),
+                reason,
+                String::new(),
+                self.snap.now,
+                plan,
+            );
             if self.ordered() {
                 return None;
             }

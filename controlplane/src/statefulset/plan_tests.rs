@@ -366,19 +366,30 @@ fn a_failed_pod_is_replaced_and_lost_identity_labels_restored() {
 }
 
 #[test]
-fn claims_go_with_a_scaled_down_pod_only_when_when_scaled_is_delete() {
+fn a_scaled_down_pod_owns_its_claims_only_when_when_scaled_is_delete() {
     let mut set = web(1, PodManagementPolicy::OrderedReady);
     let pods = [running(&set, 0, V1), running(&set, 1, V1)];
     let claims = [claim("www-web-0"), claim("www-web-1")];
     let out = sync_with(&set, &pods, &claims, V1);
+    assert_eq!(out.plan.deletes[0].pod, "web-1");
     assert_eq!(out.plan.deletes[0].pvcs, Vec::<String>::new(), "Retain");
+    assert!(out.claim_owners.is_empty(), "Retain");
 
     set.spec.persistent_volume_claim_retention_policy = Some(PvcRetentionPolicy {
         when_deleted: None,
         when_scaled: Some(PvcRetentionPolicyType::Delete),
     });
     let out = sync_with(&set, &pods, &claims, V1);
-    assert_eq!(out.plan.deletes[0].pvcs, ["www-web-1"]);
+    // The executor deletes no claim: the pod's owner reference hands it to the garbage
+    // collector once the pod is gone.
+    assert_eq!(out.plan.deletes[0].pvcs, Vec::<String>::new());
+    let owners: Vec<(&str, Vec<&str>)> = (out.claim_owners.iter())
+        .map(|c| {
+            let uids = c.owner_references.iter().map(|r| r.uid.as_str()).collect();
+            (c.claim.as_str(), uids)
+        })
+        .collect();
+    assert_eq!(owners, [("www-web-1", vec!["uid-1"])]);
 }
 
 #[test]

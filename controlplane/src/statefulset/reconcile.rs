@@ -11,12 +11,13 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
 
 use super::controller::{StatefulSetController, SyncError, reference};
 use super::plan::{self, Snapshot};
+use super::retention::ClaimOwners;
 use super::status::{
     FAILED_CREATE_POD, FAILED_UPDATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status,
     stuck_warning,
@@ -24,8 +25,9 @@ use super::status::{
 use crate::api::StatefulSet;
 use crate::cloneset::pods::RevisionSpec;
 use crate::controller::ObjectKey;
+use crate::controller::api_error::api_error;
 use crate::controller::conditions::set_problem;
-use crate::controller::expectations::{Expectations, Seen};
+use crate::controller::expectations::{Expectation, Expectations, Seen, resource_version};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
 use crate::predownload::workload as predownload;
@@ -152,6 +154,8 @@ async fn sync(
         ..SyncProblems::default()
     };
     problems.update = hold_refused_update(ctl, key, set, &owned, &mut planned.plan).await;
+    // Before any delete: a scaled-away pod must own its claims when it goes.
+    write_claim_owners(ctl, key, &planned.claim_owners).await?;
     let executed = execute(ctl, key, set, &owned, &planned.plan, &mut problems).await;
     let revisions = Revisions {
         update: &history.update_revision,
@@ -318,6 +322,42 @@ async fn hold_refused_update(
         planned,
     )
     .await
+}
+
+/// Writes the claims' owner references the retention policy asks for, each conditional
+/// on the resourceVersion it was computed from; the cache must show each write before
+/// the next sync plans (expectations).
+async fn write_claim_owners(
+    ctl: &StatefulSetController,
+    key: &ObjectKey,
+    changes: &[ClaimOwners],
+) -> Result<(), SyncError> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctl.parts.client.clone(), &key.namespace);
+    for change in changes {
+        let patch = serde_json::json!({
+            "metadata": {
+                "resourceVersion": change.resource_version,
+                "ownerReferences": change.owner_references,
+            }
+        });
+        let written = api
+            .patch(&change.claim, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(api_error(format!(
+                "setting the owner references of claim {} (persistentVolumeClaimRetentionPolicy)",
+                change.claim
+            )))?;
+        ctl.parts.expectations.expect(
+            key,
+            Expectation::Update {
+                kind: "PersistentVolumeClaim",
+                name: change.claim.clone(),
+                resource_version: resource_version(&written.metadata),
+            },
+        );
+        tracing::info!(claim = %change.claim, "claim owner references follow the retention policy");
+    }
+    Ok(())
 }
 
 /// Runs the plan through the shared executor; problems for the status conditions are

@@ -15,8 +15,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::deletion::REVISION_LABEL;
-use super::execute::KubeParts;
-use super::history::{History, HistoryWriter};
+use super::execute::{ExecuteError, KubeParts};
+use super::history::{History, HistoryError, HistoryWriter};
+use super::revision::RevisionError;
 use super::template_check::TemplateChecks;
 use crate::budget::admission::KubeBudgets;
 use crate::caches::Stores;
@@ -27,6 +28,22 @@ use crate::controller::events::EventSink;
 use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::status_patch::status_merge_patch;
+
+/// Why a pod-set sync failed (it is retried with backoff); `P` is the kind's plan error,
+/// which the kind converts with a `From` of its own.
+#[derive(Debug, thiserror::Error)]
+pub enum PodSetSyncError<P: std::error::Error + 'static> {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    Plan(P),
+    #[error(transparent)]
+    Revision(#[from] RevisionError),
+    #[error(transparent)]
+    Execute(#[from] ExecuteError),
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
 
 /// A pod-set controller's state, shared by its workers.
 pub struct PodSetParts {

@@ -1,0 +1,245 @@
+//! The Advanced StatefulSet end to end: the Kubernetes documentation's `web` StatefulSet
+//! and headless Service with only the apiVersion changed (and the image taken from the
+//! test registry) run on the kubelet node; an image change under InPlaceIfPossible
+//! restarts containers in place, highest ordinal first (same pod, same claim, one more
+//! restart); seed 002's `ordinals.start` and `persistentVolumeClaimRetentionPolicy`
+//! (Delete/Delete) hand a scaled-away pod's claim, then the set's, to the garbage
+//! collector.
+
+mod cloneset_support;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use anyhow::{Context as _, Result, anyhow, ensure};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::ResourceExt as _;
+use kube::api::DeleteParams;
+use serde_json::{Value, json};
+use stevedore_controlplane::api::StatefulSet;
+use stevedore_tests::manifests::apply;
+use stevedore_tests::pods::is_running_and_ready;
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+
+use cloneset_support::{ROLLOUT, is_bound, pods_of, pvcs, uid};
+
+const WEB: &str = include_str!("../fixtures/kubernetes/web-statefulset.yaml");
+
+/// The documentation's headless Service and `web` StatefulSet (kubernetes.io, "StatefulSets";
+/// the fixture has only its apiVersion changed), with the test registry's image for
+/// nginx-slim and the cluster's default storage class for "my-storage-class", which no
+/// cluster here has.
+fn docs_web(ctx: &TestContext) -> Result<(Value, Value)> {
+    let service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": { "name": "nginx", "labels": { "app": "nginx" } },
+        "spec": {
+            "ports": [{ "port": 80, "name": "web" }],
+            "clusterIP": "None",
+            "selector": { "app": "nginx" }
+        }
+    });
+    let mut set: Value = serde_saphyr::from_str(WEB)?;
+    set["spec"]["template"]["spec"]["containers"][0]["image"] = json!(ctx.cluster.image("web:v1"));
+    let claim = set["spec"]["volumeClaimTemplates"][0]["spec"]
+        .as_object_mut()
+        .context("a claim template")?;
+    claim.remove("storageClassName");
+    Ok((service, set))
+}
+
+/// Waits until the set's status counts `replicas` ready, available and updated pods.
+async fn wait_ready(ctx: &TestContext, name: &str, replicas: i32) -> Result<StatefulSet> {
+    poll_until(&format!("{name} ready"), ROLLOUT, || async {
+        let set = ctx.api::<StatefulSet>().get(name).await?;
+        let generation = set.metadata.generation.unwrap_or(0);
+        let done = set.status.as_ref().is_some_and(|s| {
+            s.observed_generation == generation
+                && s.ready_replicas == replicas
+                && s.available_replicas == replicas
+                && s.updated_replicas == replicas
+                && s.current_revision == s.update_revision
+        });
+        Ok(done.then_some(set))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_docs_web_statefulset_runs_with_only_its_api_version_changed() -> Result<()> {
+    run_in_namespace("sts-e2e-docs", |ctx| async move {
+        let (service, set) = docs_web(&ctx)?;
+        apply::<Service>(&ctx, &service).await?;
+        apply::<StatefulSet>(&ctx, &set).await?;
+        wait_ready(&ctx, "web", 3).await?;
+        let pods = pods_of(&ctx, "nginx").await?;
+        let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+        ensure!(names == ["web-0", "web-1", "web-2"], "pods {names:?}");
+        let claims = pvcs(&ctx).await?;
+        for pod in &pods {
+            ensure!(is_running_and_ready(pod), "{} not ready", pod.name_any());
+            let claim = format!("www-{}", pod.name_any());
+            let bound = claims.get(&claim).is_some_and(is_bound);
+            ensure!(bound, "{claim} is not bound: {:?}", claims.keys());
+            let spec = pod.spec.as_ref().context("a pod spec")?;
+            ensure!(spec.subdomain.as_deref() == Some("nginx"), "subdomain");
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Pod name → (UID, restarts of its container, image in its spec).
+fn pod_states(pods: &[Pod]) -> BTreeMap<String, (String, i32, String)> {
+    (pods.iter())
+        .map(|p| {
+            let restarts = (p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .map_or(0, |c| c.restart_count);
+            let image = (p.spec.as_ref())
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default();
+            (p.name_any(), (uid(p), restarts, image))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() -> Result<()> {
+    run_in_namespace("sts-e2e-inplace", |ctx| async move {
+        let (_, mut set) = docs_web(&ctx)?;
+        set["metadata"]["name"] = json!("ip");
+        set["spec"]["replicas"] = json!(2);
+        set["spec"]["minReadySeconds"] = json!(0);
+        set["spec"]["updateStrategy"] = json!({
+            "type": "RollingUpdate",
+            "rollingUpdate": { "podUpdatePolicy": "InPlaceIfPossible" }
+        });
+        apply::<StatefulSet>(&ctx, &set).await?;
+        wait_ready(&ctx, "ip", 2).await?;
+        let before = pod_states(&pods_of(&ctx, "nginx").await?);
+        let claims_before: BTreeMap<String, String> = (pvcs(&ctx).await?.iter())
+            .map(|(name, claim)| (name.clone(), uid(claim)))
+            .collect();
+
+        let v2 = ctx.cluster.image("web:v2");
+        set["spec"]["template"]["spec"]["containers"][0]["image"] = json!(v2);
+        apply::<StatefulSet>(&ctx, &set).await?;
+        // The order in which pods first carry the new image.
+        let order = Mutex::new(Vec::<String>::new());
+        poll_until("ip updated in place", ROLLOUT, || async {
+            let pods = pods_of(&ctx, "nginx").await?;
+            {
+                let mut seen = order.lock().map_err(|_| anyhow!("poisoned"))?;
+                for (name, (_, _, image)) in pod_states(&pods) {
+                    if image == v2 && !seen.contains(&name) {
+                        seen.push(name);
+                    }
+                }
+            }
+            let set = ctx.api::<StatefulSet>().get("ip").await?;
+            let done = set.status.as_ref().is_some_and(|s| {
+                s.updated_ready_replicas == 2 && s.current_revision == s.update_revision
+            });
+            Ok((done && pods.iter().all(is_running_and_ready)).then_some(()))
+        })
+        .await?;
+        let order = order.into_inner().map_err(|_| anyhow!("poisoned"))?;
+        ensure!(order == ["ip-1", "ip-0"], "update order {order:?}");
+        let after = pod_states(&pods_of(&ctx, "nginx").await?);
+        for (name, (uid_before, restarts_before, _)) in &before {
+            let (uid_after, restarts_after, _) = after.get(name).context("pod gone")?;
+            ensure!(uid_after == uid_before, "{name} was recreated");
+            ensure!(
+                *restarts_after == restarts_before + 1,
+                "{name}: restarts {restarts_before} → {restarts_after}"
+            );
+        }
+        let claims_after: BTreeMap<String, String> = (pvcs(&ctx).await?.iter())
+            .map(|(name, claim)| (name.clone(), uid(claim)))
+            .collect();
+        ensure!(
+            claims_after == claims_before,
+            "claims changed: {claims_after:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+async fn claim_names(ctx: &TestContext) -> Result<Vec<String>> {
+    let list = ctx
+        .api::<PersistentVolumeClaim>()
+        .list(&Default::default())
+        .await?;
+    let mut names: Vec<String> = (list.items.iter())
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .map(|c| c.name_any())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+#[tokio::test]
+async fn seed_002_retention_hands_claims_to_the_garbage_collector() -> Result<()> {
+    run_in_namespace("sts-e2e-retention", |ctx| async move {
+        // Seed 002: ordinals.start, PVC retention Delete/Delete, streaming scale-up
+        // (scaleStrategy.maxUnavailable, Parallel only), on the simulated nodes.
+        let (_, mut set) = docs_web(&ctx)?;
+        set["metadata"]["name"] = json!("sample");
+        set["spec"]["minReadySeconds"] = json!(0);
+        set["spec"]["podManagementPolicy"] = json!("Parallel");
+        set["spec"]["ordinals"] = json!({ "start": 3 });
+        set["spec"]["scaleStrategy"] = json!({ "maxUnavailable": "10%" });
+        set["spec"]["persistentVolumeClaimRetentionPolicy"] =
+            json!({ "whenDeleted": "Delete", "whenScaled": "Delete" });
+        set["spec"]["template"]["spec"]["nodeSelector"] = json!({ "type": "kwok" });
+        set["spec"]["template"]["spec"]["tolerations"] = json!([{
+            "key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"
+        }]);
+        apply::<StatefulSet>(&ctx, &set).await?;
+        wait_ready(&ctx, "sample", 3).await?;
+        let names = claim_names(&ctx).await?;
+        ensure!(
+            names == ["www-sample-3", "www-sample-4", "www-sample-5"],
+            "claims {names:?}"
+        );
+
+        set["spec"]["replicas"] = json!(2);
+        apply::<StatefulSet>(&ctx, &set).await?;
+        poll_until("the scaled-away claim deleted", ROLLOUT, || async {
+            let names = claim_names(&ctx).await?;
+            Ok((names == ["www-sample-3", "www-sample-4"]).then_some(()))
+        })
+        .await?;
+        let set_uid = uid(&ctx.api::<StatefulSet>().get("sample").await?);
+        for claim in ctx
+            .api::<PersistentVolumeClaim>()
+            .list(&Default::default())
+            .await?
+        {
+            let owners: Vec<String> = (claim.owner_references().iter())
+                .map(|r| r.uid.clone())
+                .collect();
+            ensure!(
+                owners == [set_uid.clone()],
+                "{}: owners {owners:?}",
+                claim.name_any()
+            );
+        }
+
+        let background = DeleteParams::background();
+        ctx.api::<StatefulSet>()
+            .delete("sample", &background)
+            .await?;
+        poll_until("the set's claims deleted with it", ROLLOUT, || async {
+            Ok(claim_names(&ctx).await?.is_empty().then_some(()))
+        })
+        .await?;
+        Ok(())
+    })
+    .await
+}
