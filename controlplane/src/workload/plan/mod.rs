@@ -35,6 +35,7 @@ use super::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use super::rollout::{self, IntOrPercentError, RolloutDiffs, RolloutParams};
 
 pub use delete::plan_delete;
+pub use update::CLAIMS_REVISION_ANNOTATION;
 
 /// What one sync of a pod set sees.
 pub struct PodSetSnapshot<'a, W: PodSetWorkload> {
