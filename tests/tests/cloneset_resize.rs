@@ -52,7 +52,7 @@ fn cpu_request(resources: Option<&k8s_openapi::api::core::v1::ResourceRequiremen
 async fn only_pod(ctx: &TestContext, name: &str) -> Result<Pod> {
     let pods = pods_of(ctx, name).await?;
     ensure!(pods.len() == 1, "expected one pod, found {}", pods.len());
-    Ok(pods.into_iter().next().context("one pod")?)
+    pods.into_iter().next().context("one pod")
 }
 
 /// Creates the set, changes the template by `ops`, waits for the new revision to roll

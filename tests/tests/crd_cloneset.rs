@@ -181,6 +181,11 @@ async fn in_place_only_refuses_non_image_template_changes() -> Result<()> {
             json!({"type": "InPlaceOnly"}),
         )?;
         let base = with(base, "/spec/template/spec/containers/0/image", json!(image))?;
+        let base = with(
+            base,
+            "/spec/template/spec/containers/0/resources",
+            json!({"requests": {"cpu": "100m"}}),
+        )?;
         apply(&ctx, &base).await?;
 
         let new_image = with(
@@ -199,6 +204,14 @@ async fn in_place_only_refuses_non_image_template_changes() -> Result<()> {
         apply(&ctx, &new_label)
             .await
             .context("a template label change is allowed")?;
+        let new_cpu = with(
+            new_label.clone(),
+            "/spec/template/spec/containers/0/resources/requests/cpu",
+            json!("200m"),
+        )?;
+        apply(&ctx, &new_cpu)
+            .await
+            .context("a resources change is allowed (resized in place)")?;
 
         let env = with(
             new_label.clone(),

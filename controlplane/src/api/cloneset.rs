@@ -24,15 +24,17 @@ pub const SCALING_EXCLUDE_PREPARING_DELETE_LABEL: &str =
     "apps.kruise.io/cloneset-scaling-exclude-preparing-delete";
 
 /// Transition rule under InPlaceOnly: the containers (names and order) stay the same, and
-/// a container whose image did not change must not change at all. Not covered by CEL
-/// (it cannot see undeclared preserved fields or mask a field): other fields of a
-/// container whose image changes in the same update, and pod-level fields outside
-/// `containers`; the controller refuses to recreate those pods under InPlaceOnly.
+/// a container whose image and resources did not change must not change at all. Not
+/// covered by CEL (it cannot see undeclared preserved fields or mask a field): other
+/// fields of a container whose image or resources change in the same update, which
+/// resources can be resized, and pod-level fields outside `containers`; the controller
+/// refuses to recreate those pods under InPlaceOnly, naming the field.
 const IN_PLACE_ONLY_IMAGES: &str = "!has(self.updateStrategy) || !has(self.updateStrategy.type) \
     || self.updateStrategy.type != 'InPlaceOnly' \
     || (self.template.spec.containers.map(c, c.name) == oldSelf.template.spec.containers.map(c, c.name) \
     && self.template.spec.containers.all(c, oldSelf.template.spec.containers.exists(o, o.name == c.name \
-    && ((has(o.image) && has(c.image) && o.image != c.image) || o == c))))";
+    && ((has(o.image) && has(c.image) && o.image != c.image) \
+    || (has(o.resources) && has(c.resources) && o.resources != c.resources) || o == c))))";
 
 /// The desired state of a CloneSet.
 // clippy reads the repeated keys of separate `printcolumn(...)` entries as duplicates.
@@ -121,7 +123,7 @@ const IN_PLACE_ONLY_IMAGES: &str = "!has(self.updateStrategy) || !has(self.updat
     validation = workload_rules::selector_labels_match(),
     validation = workload_rules::selector_expressions_match(),
     validation = Rule::new(IN_PLACE_ONLY_IMAGES)
-        .message("spec.template: under updateStrategy.type InPlaceOnly only container images (and template metadata) may change")
+        .message("spec.template: under updateStrategy.type InPlaceOnly only container images and resources (and template metadata) may change")
         .field_path(".template")
 )]
 pub struct CloneSetSpec {

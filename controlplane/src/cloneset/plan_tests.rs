@@ -29,6 +29,7 @@ use crate::workload::inplace::{
     InPlaceUpdateState, REASON_DONE, REASON_START, STATE_ANNOTATION,
 };
 use crate::workload::lifecycle::{self, KRUISE_POD_READY, LifecycleState};
+use crate::workload::plan::CLAIMS_REVISION_ANNOTATION;
 use crate::workload::revision::POD_TEMPLATE_HASH_LABEL;
 
 const SET: &str = "web";
@@ -2350,4 +2351,61 @@ fn without_detail(deletes: &[Delete]) -> Vec<Delete> {
             ..d.clone()
         })
         .collect()
+}
+
+/// After a claim-template-only change relabelled a pod (no restart), a later image-only
+/// change recreates it: its claims still come from the revision it was created with.
+#[test]
+fn a_pod_relabelled_by_a_claim_template_change_is_recreated_by_a_later_image_change() {
+    const FIRST: &str = "web-firsthash0";
+    let vct = |image: &str, size: &str| RevisionSpec {
+        template: template(image),
+        volume_claim_templates: vec![claim_template("data", size)],
+    };
+    // The claim-template change relabels the pod and records where it came from.
+    let relabel = Case::new(policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible))
+        .old_revision(vct(OLD_IMAGE, "1Gi"))
+        .new_revision(vct(OLD_IMAGE, "2Gi"))
+        .pods(vec![pod("web-a", OLD).in_place_ready()])
+        .pvcs(vec![pvc("data-web-a", "a")])
+        .plan();
+    let c = change(&relabel, "web-a");
+    assert_eq!(patch_label(c, REVISION_LABEL), Some(&json!(NEW)));
+    assert_eq!(
+        patch_annotation(c, CLAIMS_REVISION_ANNOTATION),
+        Some(&json!(OLD))
+    );
+
+    // Then the image changes: FIRST (1Gi, v1) → OLD (2Gi, v1, the pod's label) → NEW (2Gi, v2).
+    let mut case = Case::new(policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible))
+        .old_revision(vct(OLD_IMAGE, "2Gi"))
+        .new_revision(vct(NEW_IMAGE, "2Gi"));
+    case.revisions
+        .insert(FIRST.to_owned(), vct(OLD_IMAGE, "1Gi"));
+    let relabelled = pod("web-a", OLD)
+        .in_place_ready()
+        .annotation(CLAIMS_REVISION_ANNOTATION, FIRST);
+    let plan = case
+        .pods(vec![relabelled])
+        .pvcs(vec![pvc("data-web-a", "a")])
+        .plan();
+    assert_eq!(
+        deleted(&plan),
+        [("web-a", DeleteReason::RecreateUpdate)],
+        "{plan:#?}"
+    );
+    assert_eq!(plan.deletes[0].pvcs, ["data-web-a"]);
+
+    // A pod created at OLD (no annotation) updates in place.
+    let mut case = Case::new(policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible))
+        .old_revision(vct(OLD_IMAGE, "2Gi"))
+        .new_revision(vct(NEW_IMAGE, "2Gi"));
+    case.revisions
+        .insert(FIRST.to_owned(), vct(OLD_IMAGE, "1Gi"));
+    let plan = case
+        .pods(vec![pod("web-a", OLD).in_place_ready()])
+        .pvcs(vec![pvc("data-web-a", "a")])
+        .plan();
+    assert!(plan.deletes.is_empty(), "{plan:#?}");
+    assert!(patch_annotation(change(&plan, "web-a"), STATE_ANNOTATION).is_some());
 }

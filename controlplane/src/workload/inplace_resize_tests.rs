@@ -263,9 +263,9 @@ mod protocol {
     use crate::api::common::PodUpdatePolicy;
     use crate::workload::inplace::resize::{REASON_INFEASIBLE, RESIZE_IN_PROGRESS, RESIZE_PENDING};
     use crate::workload::inplace::{
-        Completion, InPlaceUpdateSpec, InPlaceUpdateState, PodObservation, RefreshStep,
-        RevisionAdapter, STATE_ANNOTATION, UpdateMethod, begin_update, check_completion,
-        choose_update_method, plan_refresh,
+        Completion, GRACE_ANNOTATION, GraceStep, InPlaceUpdateSpec, InPlaceUpdateState,
+        PodObservation, RefreshStep, RevisionAdapter, STATE_ANNOTATION, UpdateMethod, begin_update,
+        check_completion, choose_update_method, grace_step, plan_refresh,
     };
 
     fn ts(secs: i64) -> Timestamp {
@@ -446,6 +446,40 @@ mod protocol {
             json!({ "resources": { "requests": { "cpu": "100m", "memory": "64Mi" }, "limits": { "memory": "128Mi" } } }),
             "OpenKruise's field names"
         );
+    }
+
+    #[test]
+    fn a_grace_period_holds_the_resize_and_releases_it() {
+        let spec = InPlaceUpdateSpec {
+            container_resources: BTreeMap::from([("app".to_owned(), burstable("200m"))]),
+            ..InPlaceUpdateSpec::default()
+        };
+        let mut pod = running_pod("100m", "100m", vec![]);
+        let begin = begin_update(RevisionAdapter::FullName, "web-2", &spec, &pod, 30, ts(100));
+        let begin = begin.unwrap();
+        assert!(
+            begin.patch.container_resources.is_empty(),
+            "nothing resized during the grace period"
+        );
+        let grace = begin.patch.annotations[GRACE_ANNOTATION].clone().unwrap();
+        assert!(grace.contains("\"containerResources\""), "{grace}");
+        let labels = pod.metadata.labels.get_or_insert_default();
+        labels.insert("controller-revision-hash".into(), "web-2".into());
+        pod.metadata.annotations = Some(
+            begin
+                .patch
+                .annotations
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v?)))
+                .collect(),
+        );
+        match grace_step(&pod, ts(131)).unwrap() {
+            GraceStep::PatchNow(patch) => assert_eq!(
+                patch.container_resources,
+                BTreeMap::from([("app".to_owned(), burstable("200m"))])
+            ),
+            other => panic!("expected the held resize, got {other:?}"),
+        }
     }
 
     fn condition(type_: &str, reason: Option<&str>) -> PodCondition {

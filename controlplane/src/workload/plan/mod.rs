@@ -14,6 +14,8 @@ mod update;
 #[cfg(test)]
 mod on_delete_tests;
 #[cfg(test)]
+mod preparing_update_tests;
+#[cfg(test)]
 mod resize_tests;
 #[cfg(test)]
 mod toy_execute_tests;
@@ -33,6 +35,7 @@ use super::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use super::rollout::{self, IntOrPercentError, RolloutDiffs, RolloutParams};
 
 pub use delete::plan_delete;
+pub use update::CLAIMS_REVISION_ANNOTATION;
 
 /// What one sync of a pod set sees.
 pub struct PodSetSnapshot<'a, W: PodSetWorkload> {
@@ -125,9 +128,25 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
         }
     }
 
-    /// OpenKruise's `calculateDiffsWithExpectation` over the active pods.
+    /// OpenKruise's `calculateDiffsWithExpectation` over the active pods, a pod counting
+    /// as updated by its revision label (what the update step moves).
     pub fn diffs(&self) -> Result<RolloutDiffs, PlanError> {
         Ok(rollout::calculate_diffs(&self.params, &self.views)?)
+    }
+
+    /// The same for the scale step, where a pod in PreparingUpdate counts as updated
+    /// (OpenKruise `revision.IsPodUpdate` under PreparingUpdateAsUpdate): its update has
+    /// begun, so a replacement for a deleted current-revision pod stays current.
+    fn scale_diffs(&self) -> Result<RolloutDiffs, PlanError> {
+        let views: Vec<PodView> = self
+            .views
+            .iter()
+            .map(|v| PodView {
+                updated: v.updated || v.preparing_update(),
+                ..v.clone()
+            })
+            .collect();
+        Ok(rollout::calculate_diffs(&self.params, &views)?)
     }
 
     /// The revision of each pod to create, in creation order: the first
@@ -155,7 +174,7 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
         plan: &mut Plan,
         create: impl FnOnce(ScaleUp, &mut Plan),
     ) -> Result<(), PlanError> {
-        let diffs = self.diffs()?;
+        let diffs = self.scale_diffs()?;
         if diffs.scale_up > 0 && diffs.scale_up_limit > 0 {
             let scale = ScaleUp {
                 count: diffs.scale_up.min(diffs.scale_up_limit),
@@ -167,7 +186,7 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
         if self.scale_down(&diffs, plan) {
             return Ok(());
         }
-        self.update(&diffs, plan)
+        self.update(&self.diffs()?, plan)
     }
 
     /// The update step alone, for a workload that scales by rules of its own

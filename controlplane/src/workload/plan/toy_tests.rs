@@ -36,7 +36,7 @@ pub(super) struct Toy {
     pub(super) partition: Option<IntOrString>,
     pub(super) max_surge: Option<IntOrString>,
     selector: LabelSelector,
-    lifecycle: Option<Lifecycle>,
+    pub(super) lifecycle: Option<Lifecycle>,
 }
 
 impl PodSetWorkload for Toy {

@@ -22,7 +22,11 @@ use crate::workload::pod_view::pod_labels;
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::rollout::RolloutDiffs;
 
-impl<W: PodSetWorkload> PodSet<'_, '_, W> {
+/// Pod annotation naming the revision whose claim templates made the pod's claims, set
+/// when the pod is first relabelled to another revision without a restart.
+pub const CLAIMS_REVISION_ANNOTATION: &str = "stevedore.dev/claims-revision";
+
+impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
     /// Starts moving up to `diffs.update` pods to the update revision, in update order,
     /// within maxUnavailable; none under OnDelete, where only pods deleted from outside
     /// move (their replacements are created at the update revision by the scale step).
@@ -109,20 +113,48 @@ impl<W: PodSetWorkload> PodSet<'_, '_, W> {
         Ok(true)
     }
 
-    /// How `pod` moves from its revision to the update revision; recreate when its
-    /// revision is gone.
-    fn update_method(&self, pod: &Pod) -> Result<UpdateMethod, InPlaceError> {
-        let revisions = self.snap.revisions;
+    /// The revision the pod's label names, by its full name.
+    fn pod_revision(&self, pod: &Pod) -> Option<(&'a String, &'a W::Revision)> {
         let label = RevisionAdapter::pod_revision(pod_labels(pod));
-        let old = revisions
+        self.snap
+            .revisions
             .iter()
             .find(|(name, _)| RevisionAdapter::label_names(label, name))
-            .map(|(_, revision)| revision);
-        match (old, revisions.get(self.snap.update_revision)) {
-            (Some(old), Some(new)) => self.snap.workload.update_method(old, new),
-            _ => Ok(UpdateMethod::Recreate {
+    }
+
+    /// How `pod` moves from its revision to the update revision; recreate when its
+    /// revision is gone. A pod relabelled without a restart (a claim-template change)
+    /// still has what it was created with: when that revision (its claims-revision
+    /// annotation) is known and could not reach the update revision in place, neither
+    /// can the pod.
+    fn update_method(&self, pod: &Pod) -> Result<UpdateMethod, InPlaceError> {
+        let revisions = self.snap.revisions;
+        let workload = self.snap.workload;
+        let Some(((_, old), new)) = self
+            .pod_revision(pod)
+            .zip(revisions.get(self.snap.update_revision))
+        else {
+            return Ok(UpdateMethod::Recreate {
                 changed: vec!["the pod's revision is gone".to_owned()],
-            }),
+            });
+        };
+        let method = workload.update_method(old, new)?;
+        let created_from = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CLAIMS_REVISION_ANNOTATION))
+            .and_then(|name| revisions.get(name));
+        match (&method, created_from) {
+            (UpdateMethod::InPlace(spec), Some(created_from))
+                if *spec != InPlaceUpdateSpec::default() =>
+            {
+                match workload.update_method(created_from, new)? {
+                    recreate @ UpdateMethod::Recreate { .. } => Ok(recreate),
+                    UpdateMethod::InPlace(_) => Ok(method),
+                }
+            }
+            _ => Ok(method),
         }
     }
 
@@ -185,9 +217,18 @@ impl<W: PodSetWorkload> PodSet<'_, '_, W> {
         );
         let relabel_only = *spec == InPlaceUpdateSpec::default();
         if relabel_only {
-            // Nothing restarts, so no state to track.
+            // Nothing restarts, so no state to track; the pod keeps the name of the
+            // revision it was created with (see `update_method`).
             patch.annotations.remove(STATE_ANNOTATION);
             c.conditions.clear();
+            let annotations = pod.metadata.annotations.as_ref();
+            let recorded = annotations.is_some_and(|a| a.contains_key(CLAIMS_REVISION_ANNOTATION));
+            if let Some((created_from, _)) = self.pod_revision(pod).filter(|_| !recorded) {
+                patch.annotations.insert(
+                    CLAIMS_REVISION_ANNOTATION.to_owned(),
+                    Some(created_from.clone()),
+                );
+            }
         }
         c.resize = resize::resize_patch(&patch.container_resources);
         c.merge_patch(pod_patch_json(&patch));
