@@ -67,7 +67,7 @@ pub async fn run(
                 owner_keys::<BroadcastJob>(&pod.metadata, &[], |_| &NO_SELECTOR, false)
             }),
             r = node_rx.recv() => received(r, |node| {
-                if !seen_nodes.changed(&nodes, &node) {
+                if !seen_nodes.changed(&nodes, node) {
                     return Vec::new();
                 }
                 keys_for_node(&jobs.state())

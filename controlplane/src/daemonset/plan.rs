@@ -77,7 +77,7 @@ pub struct DaemonSetPlan {
 }
 
 /// Each known node's verdict, by name, for the template of the update revision.
-pub fn evaluate_nodes<'a>(ds: &DaemonSet, nodes: &[&'a Node]) -> BTreeMap<String, NodeFit> {
+pub fn evaluate_nodes(ds: &DaemonSet, nodes: &[&Node]) -> BTreeMap<String, NodeFit> {
     let spec = with_daemon_tolerations(&ds.spec.template.spec.clone().unwrap_or_default());
     nodes
         .iter()

@@ -148,3 +148,7 @@ impl StatusCondition for DaemonSetCondition {
         self.message = message;
     }
 }
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;

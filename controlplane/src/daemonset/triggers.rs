@@ -50,7 +50,7 @@ pub async fn run(
             r = pods.recv() => received(r, |p| keys_for(&p.metadata, &sets.state(), true)),
             r = revisions.recv() => received(r, |r| keys_for(&r.metadata, &[], false)),
             r = node_rx.recv() => received(r, |node| {
-                if seen_nodes.changed(&nodes, &node) { all_keys(&sets) } else { Vec::new() }
+                if seen_nodes.changed(&nodes, node) { all_keys(&sets) } else { Vec::new() }
             }),
         };
         if !keys.queue(&queue, "DaemonSet", || all_keys(&sets)) {
