@@ -107,13 +107,17 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 6] = [
+    let components: [(&str, &[&str]); 7] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("StatefulSet", StatefulSetController::READS),
         ("ImagePullJob", ImagePullJobController::READS),
         ("BroadcastJob", BroadcastJobController::READS),
         ("AdvancedCronJob", AdvancedCronJobController::READS),
+        (
+            "ContainerRecreateRequest",
+            ContainerRecreateController::READS,
+        ),
     ];
     for (component, reads) in components {
         assert!(!reads.is_empty(), "{component} names no kind it reads");
@@ -139,7 +143,8 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "ImagePullJob",
             "BroadcastJob",
             "AdvancedCronJob",
-            "Job"
+            "Job",
+            "ContainerRecreateRequest"
         ],
         "the kinds /readyz reports, in its order"
     );

@@ -56,7 +56,7 @@ mod tests {
 
     #[test]
     fn each_kind_is_served_in_openkruise_1_9_versions_with_one_storage_version() {
-        let expected: [(&str, &[(&str, bool)]); 6] = [
+        let expected: [(&str, &[(&str, bool)]); 7] = [
             ("clonesets.apps.kruise.io", &[("v1alpha1", true)]),
             (
                 "imagepulljobs.apps.kruise.io",
@@ -74,6 +74,10 @@ mod tests {
             (
                 "statefulsets.apps.kruise.io",
                 &[("v1beta1", true), ("v1alpha1", false)],
+            ),
+            (
+                "containerrecreaterequests.apps.kruise.io",
+                &[("v1alpha1", true)],
             ),
         ];
         let crds = crds();
