@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::ContainerRecreateRequest;
 use stevedore_controlplane::api::containerrecreaterequest::{
@@ -85,14 +85,17 @@ fn container(pod: &Pod, name: &str) -> Result<(i32, String, String)> {
     ))
 }
 
+/// Creates a request from raw JSON (untyped, so the apiserver judges what the types would
+/// refuse).
 async fn create_request(ctx: &TestContext, name: &str, spec: Value) -> Result<()> {
-    let request: ContainerRecreateRequest = serde_json::from_value(json!({
+    let request: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "ContainerRecreateRequest",
         "metadata": { "name": name },
         "spec": spec,
     }))?;
-    ctx.api::<ContainerRecreateRequest>()
+    let resource = ApiResource::erase::<ContainerRecreateRequest>(&());
+    Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
         .create(&PostParams::default(), &request)
         .await?;
     Ok(())

@@ -70,3 +70,48 @@ pub fn view_of(
         Err(AgentFailure::Refused(message)) => AgentView::Refused(message),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_become_what_the_plan_reads() {
+        let since: Timestamp = "2026-01-01T00:00:00Z".parse().expect("a timestamp");
+        let snapshot = RestartSnapshot {
+            containers: Vec::new(),
+            done: true,
+        };
+        let cases = [
+            (
+                Ok(snapshot),
+                AgentView::Progress {
+                    containers: Vec::new(),
+                    done: true,
+                },
+            ),
+            (
+                Err(AgentFailure::Unreachable("down".into())),
+                AgentView::Unreachable {
+                    since,
+                    message: "down".into(),
+                },
+            ),
+            (
+                Err(AgentFailure::UnknownOperation("gone".into())),
+                AgentView::Lost("gone".into()),
+            ),
+            (
+                Err(AgentFailure::Busy("busy".into())),
+                AgentView::Busy("busy".into()),
+            ),
+            (
+                Err(AgentFailure::Refused("no".into())),
+                AgentView::Refused("no".into()),
+            ),
+        ];
+        for (answer, expected) in cases {
+            assert_eq!(view_of(answer, since), expected);
+        }
+    }
+}

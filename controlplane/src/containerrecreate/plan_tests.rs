@@ -414,6 +414,17 @@ fn request_waiting_with_deadline() -> ContainerRecreateRequest {
     )
 }
 
+/// (case, request, operation, agent's answer, now, expected phase, starts again)
+type AgentCase<'a> = (
+    &'a str,
+    &'a ContainerRecreateRequest,
+    Option<&'a str>,
+    &'a AgentView,
+    i64,
+    Phase,
+    bool,
+);
+
 #[test]
 fn an_agent_that_stops_answering_ends_the_request_after_a_bounded_wait() {
     let recreating = labelled(json!({}), recreating_status());
@@ -427,15 +438,7 @@ fn an_agent_that_stops_answering_ends_the_request_after_a_bounded_wait() {
     let refused = AgentView::Refused("pod has no container named \"app\"".into());
     let busy = AgentView::Busy("pod ns/web already has restart operation x running".into());
     let limit = i64::try_from(AGENT_LOST_AFTER.as_secs()).expect("small");
-    let cases: [(
-        &str,
-        &ContainerRecreateRequest,
-        Option<&str>,
-        &AgentView,
-        i64,
-        Phase,
-        bool,
-    ); 8] = [
+    let cases: [AgentCase<'_>; 8] = [
         (
             "following, briefly unreachable",
             &recreating,

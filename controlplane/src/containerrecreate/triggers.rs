@@ -79,8 +79,8 @@ pub async fn run(
     loop {
         let keys = tokio::select! {
             () = shutdown.cancelled() => return,
-            r = request_rx.recv() => received(r, |request| keys_for_request(&request, &requests.state())),
-            r = pod_rx.recv() => received(r, |pod| keys_for_pod(&pod, &requests.state())),
+            r = request_rx.recv() => received(r, |request| keys_for_request(request, &requests.state())),
+            r = pod_rx.recv() => received(r, |pod| keys_for_pod(pod, &requests.state())),
         };
         if !keys.queue(&queue, "ContainerRecreateRequest", all) {
             return;
