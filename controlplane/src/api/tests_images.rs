@@ -433,3 +433,83 @@ fn null_entries_read_as_defaults() {
         ["images"]["additionalProperties"];
     assert_eq!(entry["nullable"], true, "{entry}");
 }
+
+#[test]
+fn imagelistpulljob_crd_shape() {
+    use super::imagelistpulljob::ImageListPullJob;
+    let crd = ImageListPullJob::crd();
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.group, "apps.kruise.io");
+    let version = &crd.spec.versions[0];
+    let columns: Vec<&str> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        columns,
+        ["TOTAL", "SUCCEEDED", "COMPLETED", "PROGRESS", "AGE"]
+    );
+    let schema = serde_json::to_value(&version.schema).expect("schema");
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["images"]));
+    let images = &spec["properties"]["images"];
+    assert_eq!(images["x-kubernetes-list-type"], "set");
+    assert_eq!(images["minItems"], 1);
+    assert_eq!(images["items"]["maxLength"], 512);
+    let rules: Vec<&str> = images["x-kubernetes-validations"]
+        .as_array()
+        .expect("image rules")
+        .iter()
+        .filter_map(|r| r["rule"].as_str())
+        .collect();
+    assert_eq!(
+        rules.len(),
+        3,
+        "grammar, hex name and name length: {rules:?}"
+    );
+    // The ImagePullJob defaults, on the same fields.
+    assert_eq!(
+        spec["properties"]["imagePullPolicy"]["default"],
+        "IfNotPresent"
+    );
+    let pull = &spec["properties"]["pullPolicy"]["properties"];
+    assert_eq!(pull["timeoutSeconds"]["default"], 600);
+    assert_eq!(pull["backoffLimit"]["default"], 3);
+}
+
+#[test]
+fn openkruise_image_list_pull_job_reads_and_makes_its_image_pull_jobs() {
+    use super::imagelistpulljob::ImageListPullJob;
+    let yaml = r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: ImageListPullJob
+metadata:
+  name: job-with-always
+spec:
+  images:
+  - nginx:1.9.1
+  - busybox:1.29
+  parallelism: 10
+  selector:
+    matchLabels:
+      node-type: xxx
+  completionPolicy:
+    type: Always
+    activeDeadlineSeconds: 1200
+    ttlSecondsAfterFinished: 300
+  pullPolicy:
+    backoffLimit: 3
+    timeoutSeconds: 300
+"#;
+    let job: ImageListPullJob = serde_saphyr::from_str(yaml).expect("deserializes");
+    assert_eq!(job.spec.images, ["nginx:1.9.1", "busybox:1.29"]);
+    let child = job.spec.child_spec("busybox:1.29");
+    assert_eq!(child.image, "busybox:1.29");
+    assert_eq!(child.timeout(), Duration::from_secs(300));
+    assert_eq!(child.parallelism_or_default(), IntOrString::Int(10));
+    assert_eq!(child.completion_policy.active_deadline_seconds, Some(1200));
+    assert_eq!(child.completion_policy.ttl_seconds_after_finished, None);
+    assert_eq!(child.selector, job.spec.selector);
+}
