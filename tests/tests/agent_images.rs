@@ -45,10 +45,15 @@ impl Drop for Agent {
 }
 
 async fn start_agent() -> Result<Agent> {
+    start_agent_with(&[]).await
+}
+
+/// [`start_agent`] with `extra` flags.
+async fn start_agent_with(extra: &[&str]) -> Result<Agent> {
     let serial = SERIAL.lock().await;
     let cluster = stevedore_tests::cluster().await?;
     let socket = cluster.containerd_sock.to_string_lossy().into_owned();
-    let args = Args::try_parse_from([
+    let base = [
         "stevedore-agent",
         "--node-name",
         &cluster.node_name,
@@ -64,7 +69,8 @@ async fn start_agent() -> Result<Agent> {
         "3",
         "--pull-timeout",
         "120",
-    ])?;
+    ];
+    let args = Args::try_parse_from(base.iter().chain(extra))?;
     let shutdown = CancellationToken::new();
     let images = AgentImageService::connect(&args, shutdown.clone()).await?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -730,5 +736,100 @@ async fn an_interrupted_layer_download_resumes_from_the_bytes_in_containerd() ->
         resumed_from >= 2 << 20,
         "progress restarted at {resumed_from}"
     );
+    Ok(())
+}
+
+/// A registry of its own on a free loopback port (Debian's `docker-registry`, as the
+/// cluster's), for a mirror; stopped and its storage removed when dropped.
+struct ScratchRegistry {
+    addr: String,
+    dir: std::path::PathBuf,
+    child: std::process::Child,
+}
+
+impl ScratchRegistry {
+    async fn start(name: &str) -> Result<Self> {
+        let addr = free_loopback_addr()?;
+        let dir = std::env::temp_dir().join(format!("stevedore-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("storage"))?;
+        let config = format!(
+            "version: 0.1\nlog: {{ level: warn }}\nstorage:\n  filesystem: {{ rootdirectory: {} }}\nhttp:\n  addr: {addr}\n",
+            dir.join("storage").display()
+        );
+        std::fs::write(dir.join("config.yml"), config)?;
+        let child = std::process::Command::new("docker-registry")
+            .arg("serve")
+            .arg(dir.join("config.yml"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting docker-registry")?;
+        let registry = Self { addr, dir, child };
+        poll_until(
+            "the scratch registry to listen",
+            Duration::from_secs(20),
+            || async {
+                Ok(tokio::net::TcpStream::connect(&registry.addr)
+                    .await
+                    .ok()
+                    .map(|_| ()))
+            },
+        )
+        .await?;
+        Ok(registry)
+    }
+}
+
+impl Drop for ScratchRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `127.0.0.1:<port>` of a port free a moment ago.
+fn free_loopback_addr() -> Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.to_string())
+}
+
+#[tokio::test]
+async fn a_mirror_in_hosts_toml_serves_pulls_while_the_registry_is_down() -> Result<()> {
+    use stevedore_tests::slow_image;
+    let mirror = ScratchRegistry::start("mirror").await?;
+    let slow = slow_image::ensure(&mirror.addr).await?;
+    // The registry the image is named by: nothing listens there.
+    let upstream = free_loopback_addr()?;
+    let config_dir = mirror.dir.join("certs.d");
+    let hosts = config_dir.join(&upstream).join("hosts.toml");
+    std::fs::create_dir_all(config_dir.join(&upstream))?;
+    let server = format!("server = \"http://{upstream}\"\n");
+    let mirrored = format!(
+        "{server}[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+        mirror.addr
+    );
+    std::fs::write(&hosts, &mirrored)?;
+    let dir = config_dir.to_string_lossy().into_owned();
+    let agent = start_agent_with(&["--registry-config-dir", &dir]).await?;
+    let image = format!("{upstream}/{}", slow.name);
+    agent.remove(&image).await?;
+    let messages = agent
+        .pull(&image, api::PullPolicy::Always)
+        .await?
+        .map_err(|s| anyhow::anyhow!("the pull through the mirror failed: {s:?}"))?;
+    ensure!(done(&messages)?.image_id == slow.image_id, "{messages:?}");
+    ensure!(
+        agent.status(&image).await?.is_some(),
+        "no image after the pull"
+    );
+
+    // Without the mirror the same pull goes to the registry, which is down.
+    std::fs::write(&hosts, &server)?;
+    let refused = agent.pull(&image, api::PullPolicy::Always).await?;
+    agent.remove(&image).await?;
+    let status = refused.err().context("pulled without the mirror")?;
+    ensure!(status.code() == Code::Unavailable, "{status:?}");
+    ensure!(status.message().contains(&upstream), "{status:?}");
     Ok(())
 }
