@@ -359,3 +359,51 @@ async fn native_manifest_rolls_out_within_max_unavailable_partition_and_pause() 
     })
     .await
 }
+
+#[tokio::test]
+async fn surging_starts_the_new_pod_beside_the_old_within_max_surge() -> Result<()> {
+    run_in_namespace("ds-surge", |ctx| async move {
+        with_nodes(ctx, 3, |ctx, n| async move {
+            let rolling =
+                json!({ "rollingUpdateType": "Surging", "maxSurge": 1, "maxUnavailable": 0 });
+            create(&ctx, manifest(&ctx, "proxy", "web:v1", rolling)).await?;
+            poll_until("all ready", WAIT, || async {
+                let by_node = pods_by_node(&ctx, "proxy").await?;
+                let ready = by_node.values().flatten().filter(|p| ready(p)).count();
+                Ok((ready == 3 && by_node.len() == 3).then_some(()))
+            })
+            .await?;
+            let v2 = ctx.cluster.image("web:v2");
+            let template = json!({ "spec": { "containers": [{ "name": "main", "image": v2 }] } });
+            patch_spec(&ctx, "proxy", json!({ "template": template })).await?;
+            let saw_surge = std::cell::Cell::new(false);
+            poll_until("every node on the new pod alone", WAIT, || {
+                let (ctx, n, v2, saw_surge) = (&ctx, &n, &v2, &saw_surge);
+                async move {
+                    // maxUnavailable 0: every node keeps a ready pod throughout.
+                    let by_node = within_unavailable(ctx, "proxy", n, 0).await?;
+                    let doubled = by_node.values().filter(|pods| pods.len() > 1).count();
+                    ensure!(doubled <= 1, "{doubled} nodes run two pods (maxSurge 1)");
+                    ensure!(
+                        by_node.values().all(|pods| pods.len() <= 2),
+                        "a node runs more than two pods"
+                    );
+                    saw_surge.set(saw_surge.get() || doubled == 1);
+                    let done = by_node.len() == 3
+                        && by_node
+                            .values()
+                            .all(|pods| pods.len() == 1 && image_of(&pods[0]) == *v2);
+                    Ok(done.then_some(()))
+                }
+            })
+            .await?;
+            ensure!(
+                saw_surge.get(),
+                "no node was seen running the new pod beside the old"
+            );
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
