@@ -127,7 +127,8 @@ async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() ->
 
         let v2 = ctx.cluster.image("web:v2");
         set["spec"]["template"]["spec"]["containers"][0]["image"] = json!(v2);
-        apply::<StatefulSet>(&ctx, &set).await?;
+        let changed = apply::<StatefulSet>(&ctx, &set).await?;
+        let generation = changed.metadata.generation.unwrap_or(0);
         // The order in which pods first carry the new image.
         let order = Mutex::new(Vec::<String>::new());
         poll_until("ip updated in place", ROLLOUT, || async {
@@ -140,11 +141,15 @@ async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() ->
                     }
                 }
             }
+            // Done once the status speaks of the new template and every pod runs it.
             let set = ctx.api::<StatefulSet>().get("ip").await?;
             let done = set.status.as_ref().is_some_and(|s| {
-                s.updated_ready_replicas == 2 && s.current_revision == s.update_revision
+                s.observed_generation >= generation
+                    && s.updated_ready_replicas == 2
+                    && s.current_revision == s.update_revision
             });
-            Ok((done && pods.iter().all(is_running_and_ready)).then_some(()))
+            let on_v2 = pod_states(&pods).values().all(|(_, _, image)| *image == v2);
+            Ok((done && on_v2 && pods.iter().all(is_running_and_ready)).then_some(()))
         })
         .await?;
         let order = order.into_inner().map_err(|_| anyhow!("poisoned"))?;
