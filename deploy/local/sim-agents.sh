@@ -79,13 +79,16 @@ up() {
   # its share of the Nodes one after another: one process and one discovery per share
   # instead of one per node (500 nodes took 6.5-8 min one apply at a time), and the
   # apiserver round trips of the shares overlap.
-  local names=() shares=$((count < APPLY_CONCURRENCY ? count : APPLY_CONCURRENCY)) n=0
+  local names=() shares=$((count < APPLY_CONCURRENCY ? count : APPLY_CONCURRENCY)) n=0 share
   for ((i = 0; i < count; i++)); do names+=("$(printf '%s-%03d' "$prefix" "$i")"); done
   assign_ports "${names[@]}"
   for ((i = 0; i < shares; i++)); do : >"$dir/nodes-$i.yaml"; done
   for name in "${names[@]}"; do
     port=$(<"$dir/$name.port")
-    cat >>"$dir/nodes-$((n++ % shares)).yaml" <<YAML
+    # The share is chosen here, not in the redirection: that is expanded in cat's process.
+    share=$dir/nodes-$((n % shares)).yaml
+    n=$((n + 1))
+    cat >>"$share" <<YAML
 ---
 apiVersion: v1
 kind: Node
