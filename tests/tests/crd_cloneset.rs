@@ -213,14 +213,15 @@ async fn in_place_only_refuses_non_image_template_changes() -> Result<()> {
             .await
             .context("a resources change is allowed (resized in place)")?;
 
+        // From the object as it is now (cpu 200m), so that only the env differs.
         let env = with(
-            new_label.clone(),
+            new_cpu.clone(),
             "/spec/template/spec/containers/0/env",
             json!([{"name": "A", "value": "1"}]),
         )?;
         expect_refused(&ctx, &env, &["spec.template", "InPlaceOnly"]).await?;
         let renamed = with(
-            new_label,
+            new_cpu,
             "/spec/template/spec/containers/0/name",
             json!("web"),
         )?;

@@ -694,9 +694,23 @@ fn completion_checks() {
             pending("container app has not restarted since the update (image ID sha256:bbb)"),
         ),
         (
-            "empty image ID",
+            // kwok's simulated kubelet reports no image ID: the spec's image string and a
+            // start after the update are the evidence.
+            "no image ID, the spec's image restarted",
             spec.clone(),
             running("app", "nginx:1.26", "", Some(120), true),
+            done.clone(),
+        ),
+        (
+            "no image ID, another image",
+            spec.clone(),
+            running("app", "nginx:1.25", "", Some(120), true),
+            pending("container app reports no image ID yet"),
+        ),
+        (
+            "no image ID, not restarted",
+            spec.clone(),
+            running("app", "nginx:1.26", "", Some(99), true),
             pending("container app reports no image ID yet"),
         ),
         (
