@@ -5,11 +5,16 @@
 
 use libfuzzer_sys::fuzz_target;
 use stevedore_agent::images::oci;
+use stevedore_agent::images::platform::Platform;
 
 fuzz_target!(|body: &[u8]| {
     let _ = oci::sniff_media_type(body);
-    if let Ok(chosen) = oci::select_platform(body) {
-        assert!(oci::is_manifest(&chosen.media_type));
+    // This machine's platform, and an ARM one whose variant fallbacks are walked.
+    let arm = Platform::new("linux", "arm", Some("v7"));
+    for platform in [Platform::host(), &arm] {
+        if let Ok(chosen) = oci::select_platform(body, platform) {
+            assert!(oci::is_manifest(&chosen.media_type));
+        }
     }
     let layers = oci::parse_manifest(body).map_or(0, |m| m.layers.len());
     for count in [layers, 1] {
