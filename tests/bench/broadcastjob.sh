@@ -37,7 +37,7 @@ sa_requests() {
 leader_metric() {
   local leader
   leader=$(kubectl -n kube-system get lease stevedore-controlplane -o jsonpath='{.spec.holderIdentity}')
-  controlplane_metrics "$leader" | awk -v m="$1" 'index($0, m) == 1 { print $2 }'
+  controlplane_metrics "$leader" | awk -v m="$1" 'index($0, m) == 1 { printf "%d", $2 }'
 }
 rss() {
   local out="" pid
@@ -94,7 +94,8 @@ YAML
   local reconciles requests
   reconciles=$(leader_metric 'stevedore_controlplane_reconciles_total{kind="BroadcastJob"}')
   requests=$(sa_requests)
-  echo "$secs $((${reconciles%.*} - ${reconciles0%.*})) $((${requests%.*} - ${requests0%.*}))"
+  # A counter the controller has not moved yet is absent from /metrics: 0.
+  echo "$secs $((${reconciles:-0} - ${reconciles0:-0})) $((${requests%.*} - ${requests0%.*}))"
   kubectl -n "$NS" delete broadcastjob "$name" --wait=true >/dev/null
   until [[ -z $(kubectl -n "$NS" get pods -o name) ]]; do sleep 1; done
 }
