@@ -12,11 +12,11 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::ApiError;
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::pod_conditions::PodConditions;
 use crate::workload::execute::ExecuteError;
 use crate::workload::history::HistoryError;
 use crate::workload::revision::RevisionError;
+use crate::workload::set_controller::PodSetParts;
 
 /// Why a DaemonSet sync failed; it is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -33,15 +33,10 @@ pub enum SyncError {
     History(#[from] HistoryError),
 }
 
-/// The DaemonSet controller's state, shared by its workers.
+/// The DaemonSet controller's state, shared by its workers: what every pod-set kind
+/// holds, and its own per-node backoff.
 pub struct DaemonSetController {
-    pub(super) client: kube::Client,
-    pub(super) stores: Stores,
-    pub(super) agents: Arc<dyn PodConditions>,
-    pub(super) events: EventSink,
-    pub(super) expectations: Expectations<ObjectKey>,
-    /// Failed pod creates, per DaemonSet.
-    pub(super) create_backoff: CreateBackoff<ObjectKey>,
+    pub(super) parts: PodSetParts,
     /// Failed pods deleted, per DaemonSet and node: a crash-looping template replaces
     /// its pod on a node at a growing interval, not in a hot loop.
     pub(super) failed_pod_backoff: CreateBackoff<(ObjectKey, String)>,
@@ -55,12 +50,7 @@ impl DaemonSetController {
         events: EventSink,
     ) -> Self {
         Self {
-            client,
-            stores,
-            agents,
-            events,
-            expectations: Expectations::new(EXPECTATION_TIMEOUT),
-            create_backoff: CreateBackoff::default(),
+            parts: PodSetParts::new(client, stores, agents, events),
             failed_pod_backoff: CreateBackoff::default(),
         }
     }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource as _, ResourceExt as _};
 use tokio::time::Instant;
@@ -22,23 +22,19 @@ use super::controller::{DaemonSetController, SyncError, reference};
 use super::nodes::node_pods;
 use super::plan::{self, DaemonSetPlan, Snapshot, evaluate_nodes};
 use super::status::{FAILED_CREATE, Revisions, SyncProblems, compute_status};
-use crate::api::{DaemonSet, DaemonSetStatus};
-use crate::budget::admission::KubeBudgets;
+use crate::api::DaemonSet;
 use crate::cloneset::pods::{RevisionSpec, fresh_instance_id};
 use crate::cloneset::random::random_u64;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::api_error;
 use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
 use crate::workload::actions::Create;
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
-use crate::workload::deletion::REVISION_LABEL;
-use crate::workload::execute::{Executor, KubeParts, KubePodWrites, NewPod, NewPods, Problems};
-use crate::workload::history::{History, HistoryStep, HistoryWriter};
+use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::history::{History, HistoryStep};
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
 use crate::workload::selector::selector_selects_template;
@@ -59,17 +55,18 @@ impl ObjectReconciler for DaemonSetController {
     const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
     fn objects(&self) -> &Store<DaemonSet> {
-        &self.stores.daemonsets
+        &self.parts.stores.daemonsets
     }
 
     fn expectations(&self) -> &Expectations<ObjectKey> {
-        &self.expectations
+        &self.parts.expectations
     }
 
     fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
         (kind == "Pod")
             .then(|| {
-                self.stores
+                self.parts
+                    .stores
                     .pods
                     .get(&ObjectRef::new(name).within(namespace))
             })
@@ -78,12 +75,15 @@ impl ObjectReconciler for DaemonSetController {
     }
 
     fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+        self.parts
+            .stores
+            .sync
+            .synced(<Self as ObjectReconciler>::READS)
     }
 
     fn forget(&self, key: &ObjectKey) {
-        self.create_backoff.forget(key);
-        for node in self.stores.nodes.state() {
+        self.parts.create_backoff.forget(key);
+        for node in self.parts.stores.nodes.state() {
             self.failed_pod_backoff
                 .forget(&(key.clone(), node.name_any()));
         }
@@ -149,7 +149,7 @@ async fn sync(
         return Ok(Outcome::RequeueAfter(Duration::ZERO));
     };
     let now = Timestamp::now();
-    let nodes: Vec<Arc<Node>> = ctl.stores.nodes.state();
+    let nodes: Vec<Arc<Node>> = ctl.parts.stores.nodes.state();
     let generation = ds.metadata.generation.unwrap_or(0);
     let (failed_backoff, backoff_wait) = failed_backoff(ctl, key, &nodes, generation);
     let history = &owned.history;
@@ -188,8 +188,18 @@ async fn sync(
     let availability = (ds.spec.min_ready_seconds > 0
         && status.number_ready > status.number_available)
         .then(|| Duration::from_secs(u64::try_from(ds.spec.min_ready_seconds).unwrap_or(1)));
-    write_status(ctl, key, ds, &status).await?;
-    truncate_history(ctl, key, ds, &owned).await?;
+    (ctl.parts)
+        .write_status::<DaemonSet, _>(key, ds.status.as_ref(), &status)
+        .await?;
+    (ctl.parts)
+        .truncate_history::<DaemonSet>(
+            key,
+            &ds.name_any(),
+            &owned.history,
+            &owned.pods,
+            ds.spec.history_limit(),
+        )
+        .await?;
     let create_retry = executed?;
     let requeues = [
         create_retry,
@@ -239,8 +249,11 @@ async fn refuse(
         Some(message),
         Timestamp::now(),
     );
-    write_status(ctl, key, ds, &status).await?;
-    ctl.events
+    (ctl.parts)
+        .write_status::<DaemonSet, _>(key, ds.status.as_ref(), &status)
+        .await?;
+    ctl.parts
+        .events
         .warning(&reference(ds), FAILED_CREATE, "Create", message.to_owned())
         .await;
     Ok(Outcome::Done)
@@ -256,8 +269,9 @@ async fn read_owned(
     let uid = ds.uid().unwrap_or_default();
     let in_namespace =
         |meta: &ObjectMeta| meta.namespace.as_deref() == Some(key.namespace.as_str());
-    let pods_api: Api<Pod> = Api::namespaced(ctl.client.clone(), &key.namespace);
-    let candidates = (ctl.stores.pods.state().into_iter()).filter(|p| in_namespace(&p.metadata));
+    let pods_api: Api<Pod> = Api::namespaced(ctl.parts.client.clone(), &key.namespace);
+    let candidates =
+        (ctl.parts.stores.pods.state().into_iter()).filter(|p| in_namespace(&p.metadata));
     let workload = DaemonSetWorkload {
         ds,
         desired: 0,
@@ -265,7 +279,7 @@ async fn read_owned(
     };
     let owner = workload.owner_reference();
     let pods = claim_objects(&pods_api, candidates, &owner, &ds.spec.selector).await?;
-    let cached: Vec<Arc<ControllerRevision>> = (ctl.stores.revisions.state().into_iter())
+    let cached: Vec<Arc<ControllerRevision>> = (ctl.parts.stores.revisions.state().into_iter())
         .filter(|r| in_namespace(&r.metadata) && is_controlled_by(&r.metadata, &uid))
         .collect();
     let spec = RevisionSpec {
@@ -279,7 +293,7 @@ async fn read_owned(
         .and_then(|s| s.collision_count)
         .unwrap_or(0);
     let name = ds.name_any();
-    let step = history_writer(ctl, key, &name)
+    let step = (ctl.parts.history_writer::<DaemonSet>(&key.namespace, &name))
         .sync_update_revision(cached, &data, collisions, "", |name, hash, number, data| {
             new_revision(ds, &owner, name, hash, number, data)
         })
@@ -325,18 +339,6 @@ fn new_revision(
     })
 }
 
-fn history_writer<'a>(
-    ctl: &DaemonSetController,
-    key: &ObjectKey,
-    name: &'a str,
-) -> HistoryWriter<'a, DaemonSet> {
-    HistoryWriter {
-        revisions: Api::namespaced(ctl.client.clone(), &key.namespace),
-        owner: Api::namespaced(ctl.client.clone(), &key.namespace),
-        owner_name: name,
-    }
-}
-
 /// Runs the plan through the shared executor; problems for the status conditions are
 /// filled in. `Ok(Some(wait))`: creates failed or are backing off.
 async fn execute(
@@ -349,19 +351,8 @@ async fn execute(
 ) -> Result<Option<Duration>, SyncError> {
     let ds = snapshot.ds;
     let reference = reference(ds);
-    let parts = KubeParts {
-        client: &ctl.client,
-        claims: &ctl.stores.pvcs,
-        nodes: &ctl.stores.nodes,
-        agents: &ctl.agents,
-        events: &ctl.events,
-    };
-    let writes = KubePodWrites::new(parts, &key.namespace, &reference);
-    let budgets = KubeBudgets {
-        client: &ctl.client,
-        stores: &ctl.stores,
-        namespace: &key.namespace,
-    };
+    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
+    let budgets = ctl.parts.budgets(&key.namespace);
     let workload = DaemonSetWorkload {
         ds,
         desired: 0,
@@ -377,54 +368,12 @@ async fn execute(
         writes: &writes,
         budgets: &budgets,
         new_pods: &new_pods,
-        expectations: &ctl.expectations,
-        create_backoff: &ctl.create_backoff,
+        expectations: &ctl.parts.expectations,
+        create_backoff: &ctl.parts.create_backoff,
     };
     let mut shared = Problems::default();
     let executed = executor.execute(&planned.plan, &mut shared).await;
     problems.create = shared.scale;
     problems.update = shared.update;
     Ok(executed?)
-}
-
-/// Writes the status when it changed.
-async fn write_status(
-    ctl: &DaemonSetController,
-    key: &ObjectKey,
-    ds: &DaemonSet,
-    new_status: &DaemonSetStatus,
-) -> Result<(), SyncError> {
-    if ds.status.as_ref() == Some(new_status) {
-        return Ok(());
-    }
-    let api: Api<DaemonSet> = Api::namespaced(ctl.client.clone(), &key.namespace);
-    api.patch_status(
-        &key.name,
-        &PatchParams::default(),
-        &Patch::Merge(status_merge_patch(ds.status.as_ref(), new_status)),
-    )
-    .await
-    .map_err(api_error("writing status"))?;
-    Ok(())
-}
-
-/// Deletes revisions beyond the history limit that no pod uses.
-async fn truncate_history(
-    ctl: &DaemonSetController,
-    key: &ObjectKey,
-    ds: &DaemonSet,
-    owned: &Owned,
-) -> Result<(), SyncError> {
-    let pod_labels: Vec<Option<&str>> = (owned.pods.iter())
-        .map(|p| {
-            (p.metadata.labels.as_ref())
-                .and_then(|l| l.get(REVISION_LABEL))
-                .map(String::as_str)
-        })
-        .collect();
-    let name = ds.name_any();
-    history_writer(ctl, key, &name)
-        .truncate(&owned.history, &pod_labels, ds.spec.history_limit())
-        .await?;
-    Ok(())
 }
