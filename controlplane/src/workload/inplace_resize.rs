@@ -183,6 +183,34 @@ pub fn unapplied_resource(
     None
 }
 
+/// Why the apiserver would refuse any `resize` of `pod`, or `None` when it accepts one.
+/// Kubernetes' version-skew rule: a pod whose running container reports no `resources` in
+/// its status runs on a kubelet that cannot resize ("Pod running on node without support
+/// for resize"); Windows pods cannot be resized either.
+pub fn resize_refusal(pod: &Pod) -> Option<&'static str> {
+    let spec = pod.spec.as_ref();
+    if spec
+        .and_then(|s| s.os.as_ref())
+        .is_some_and(|os| os.name == "windows")
+    {
+        return Some("Windows pods cannot be resized");
+    }
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    let first_running = statuses
+        .iter()
+        .find(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+    match first_running {
+        Some(c) if c.resources.is_none() => {
+            Some("its node reports no container resources, so it cannot resize the pod")
+        }
+        _ => None,
+    }
+}
+
 /// Where the kubelet stands with a pod's resize, from the pod's conditions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ResizeStatus {

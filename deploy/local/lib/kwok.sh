@@ -4,6 +4,24 @@
 KWOK_NODE_PREFIX=kwok-node-
 KWOK_NODE_IP=$SIM_NODE_IP
 
+# with_container_resources: kwok's pod-ready stage, with each running container reporting the
+# resources of its spec as a kubelet does (`containerStatuses[].resources`). The apiserver
+# refuses a pod's `resize` unless its running containers report them ("Pod running on node
+# without support for resize"), so simulated pods can be resized in place like real ones.
+with_container_resources() {
+  awk '
+    !done && /startedAt: \{\{ \$now \| Quote \}\}/ {
+      print
+      print "        {{ with .resources }}"
+      print "        resources:"
+      print "          {{ YAML . 2 }}"
+      print "        {{ end }}"
+      done = 1
+      next
+    }
+    { print }'
+}
+
 # The stage definitions this kwok release needs, taken from its own module source.
 write_kwok_config() {
   local src
@@ -26,7 +44,11 @@ YAML
     for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
       pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
       printf -- '---\n'
-      cat "$stages/$f"
+      if [[ $f == pod/fast/pod-ready.yaml ]]; then
+        with_container_resources <"$stages/$f"
+      else
+        cat "$stages/$f"
+      fi
     done
     for f in "$HERE"/kwok/*.yaml; do
       printf -- '---\n'

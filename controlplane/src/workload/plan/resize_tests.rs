@@ -29,12 +29,84 @@ fn revisions(v1: PodTemplateSpec, v2: PodTemplateSpec) -> BTreeMap<String, PodTe
     BTreeMap::from([(V1.to_owned(), v1), (super::toy_tests::V2.to_owned(), v2)])
 }
 
+/// A running toy pod requesting `request` cpu, its container reporting those resources as a
+/// kubelet that can resize does.
 fn pod_with_cpu(request: &str) -> Pod {
     let toy = toy(1, PodUpdatePolicy::InPlaceIfPossible);
     let mut pod = running_pod(&toy, 0, V1, "toy:v1");
     pod.spec.get_or_insert_default().containers[0].resources = Some(cpu(request));
+    pod.status
+        .as_mut()
+        .unwrap()
+        .container_statuses
+        .as_mut()
+        .unwrap()[0]
+        .resources = Some(cpu(request));
     pod.metadata.resource_version = Some("7".into());
     pod
+}
+
+#[test]
+fn a_pod_the_apiserver_cannot_resize_is_recreated_or_refused_instead() {
+    let cpu_only = revisions(with_cpu("toy:v1", "100m"), with_cpu("toy:v1", "200m"));
+    let mut old_kubelet = pod_with_cpu("100m");
+    old_kubelet
+        .status
+        .as_mut()
+        .unwrap()
+        .container_statuses
+        .as_mut()
+        .unwrap()[0]
+        .resources = None;
+    let why = "spec.containers[app].resources (its node reports no container resources, so it cannot resize the pod)";
+
+    let plan = sync(
+        &toy(1, PodUpdatePolicy::InPlaceIfPossible),
+        &[old_kubelet.clone()],
+        &cpu_only,
+    );
+    assert!(
+        plan.pod_changes.is_empty(),
+        "no resize is attempted: {plan:?}"
+    );
+    assert_eq!(plan.deletes.len(), 1, "{plan:?}");
+    assert_eq!(plan.deletes[0].reason, DeleteReason::RecreateUpdate);
+    assert_eq!(plan.deletes[0].detail, format!("changed: {why}"));
+
+    let plan = sync(
+        &toy(1, PodUpdatePolicy::InPlaceOnly),
+        &[old_kubelet],
+        &cpu_only,
+    );
+    assert!(
+        plan.pod_changes.is_empty() && plan.deletes.is_empty(),
+        "{plan:?}"
+    );
+    assert!(
+        plan.refusal.as_deref().is_some_and(|r| r.contains(why)),
+        "{plan:?}"
+    );
+
+    let image_only = revisions(with_cpu("toy:v1", "100m"), with_cpu("toy:v2", "100m"));
+    let mut unreported = pod_with_cpu("100m");
+    unreported
+        .status
+        .as_mut()
+        .unwrap()
+        .container_statuses
+        .as_mut()
+        .unwrap()[0]
+        .resources = None;
+    let plan = sync(
+        &toy(1, PodUpdatePolicy::InPlaceIfPossible),
+        &[unreported],
+        &image_only,
+    );
+    assert_eq!(
+        plan.pod_changes[0].reason,
+        ChangeReason::InPlaceStart,
+        "an image change needs no resize: {plan:?}"
+    );
 }
 
 #[test]

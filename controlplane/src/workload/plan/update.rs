@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{PlanError, PodSet, PodSetWorkload, hook_view, now_string};
+use crate::api::common::PodUpdatePolicy;
 use crate::workload::actions::{
     ChangeReason, ConditionChange, DeleteReason, Plan, PodChange, pod_patch_json,
 };
@@ -145,16 +146,44 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
             .as_ref()
             .and_then(|a| a.get(CLAIMS_REVISION_ANNOTATION))
             .and_then(|name| revisions.get(name));
-        match (&method, created_from) {
+        let method = match (&method, created_from) {
             (UpdateMethod::InPlace(spec), Some(created_from))
                 if *spec != InPlaceUpdateSpec::default() =>
             {
                 match workload.update_method(created_from, new)? {
-                    recreate @ UpdateMethod::Recreate { .. } => Ok(recreate),
-                    UpdateMethod::InPlace(_) => Ok(method),
+                    recreate @ UpdateMethod::Recreate { .. } => recreate,
+                    UpdateMethod::InPlace(_) => method,
                 }
             }
-            _ => Ok(method),
+            _ => method,
+        };
+        self.unless_resize_refused(pod, method)
+    }
+
+    /// An in-place update that resizes a pod the apiserver would refuse to resize (see
+    /// [`resize::resize_refusal`]) recreates it instead (InPlaceIfPossible) or is refused
+    /// (InPlaceOnly), naming the containers, rather than failing at the write every sync.
+    fn unless_resize_refused(
+        &self,
+        pod: &Pod,
+        method: UpdateMethod,
+    ) -> Result<UpdateMethod, InPlaceError> {
+        let UpdateMethod::InPlace(spec) = &method else {
+            return Ok(method);
+        };
+        let Some(why) =
+            resize::resize_refusal(pod).filter(|_| !spec.container_resources.is_empty())
+        else {
+            return Ok(method);
+        };
+        let changed = spec
+            .container_resources
+            .keys()
+            .map(|name| format!("spec.containers[{name}].resources ({why})"))
+            .collect();
+        match self.snap.workload.update_policy() {
+            PodUpdatePolicy::InPlaceOnly => Err(InPlaceError::InPlaceOnlyRefused { changed }),
+            _ => Ok(UpdateMethod::Recreate { changed }),
         }
     }
 
