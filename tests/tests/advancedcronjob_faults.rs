@@ -231,6 +231,9 @@ async fn a_leader_killed_at_the_scheduled_minute_creates_one_run() -> Result<()>
 
 #[tokio::test]
 async fn a_minute_missed_while_down_runs_once_within_the_starting_deadline() -> Result<()> {
+    // The lock is fair: queued first, the writer would keep the readers from running
+    // side by side. They take it within moments of the start.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let _alone = CONTROL_PLANE.write().await;
     run_in_namespace("acj-missed", |ctx| async move {
         wait_control_plane_ready(&ctx.client).await?;
