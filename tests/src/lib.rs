@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod cluster;
+pub mod controlplane;
 pub mod crds;
 pub mod diagnostics;
 pub mod manifests;

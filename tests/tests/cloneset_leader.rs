@@ -5,16 +5,13 @@
 //! their pods (a recreate update deletes the old pod's claims).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
+use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{Api, DeleteParams};
 use kube::{Resource, ResourceExt as _};
 use serde_json::json;
+use stevedore_tests::controlplane::{kill_leader, leader, new_leader, wait_control_plane_ready};
 use stevedore_tests::{poll_until, run_in_namespace};
 
 mod cloneset_support;
@@ -23,78 +20,7 @@ use cloneset_support::{
     wait_rolled_out, web_cloneset,
 };
 
-const SYSTEM_NAMESPACE: &str = "kube-system";
-const CONTROL_PLANE: &str = "stevedore-controlplane";
 const REPLICAS: i32 = 8;
-
-async fn leader(client: &kube::Client) -> Result<String> {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let lease = leases.get(CONTROL_PLANE).await?;
-    lease
-        .spec
-        .and_then(|s| s.holder_identity)
-        .filter(|h| !h.is_empty())
-        .context("the control plane Lease has no holder")
-}
-
-/// The host PID of the control plane's process in pod `uid` (the kubelet node is this
-/// machine): the process whose cgroup names the pod and whose command is the binary.
-fn control_plane_pid(pod_uid: &str) -> Option<u32> {
-    let systemd_uid = pod_uid.replace('-', "_");
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cgroup = std::fs::read_to_string(entry.path().join("cgroup")).ok()?;
-            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
-            let in_pod = cgroup.contains(pod_uid) || cgroup.contains(&systemd_uid);
-            (in_pod && comm.trim().starts_with("stevedore-contr")).then_some(pid)
-        })
-}
-
-/// Kills the leader without letting it release its Lease: SIGKILL to its process (when
-/// it can be found from here), then at once a forced deletion of its pod, so the kubelet
-/// does not restart it under the same identity (which would simply renew its own Lease).
-async fn kill_leader(client: &kube::Client, leader: &str) -> Result<&'static str> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let pod = pods.get(leader).await?;
-    let mut how = "forced pod deletion";
-    if let Some(pid) = control_plane_pid(&uid(&pod)) {
-        let status = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()?;
-        ensure!(status.success(), "kill -KILL {pid}: {status}");
-        how = "SIGKILL and forced pod deletion";
-    }
-    let force = DeleteParams {
-        grace_period_seconds: Some(0),
-        ..DeleteParams::default()
-    };
-    pods.delete(leader, &force).await?;
-    Ok(how)
-}
-
-async fn wait_control_plane_ready(client: &kube::Client) -> Result<()> {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    poll_until(
-        "the control plane Deployment to have 2 ready replicas",
-        Duration::from_secs(180),
-        || async {
-            let d = deployments.get(CONTROL_PLANE).await?;
-            let status = d.status.unwrap_or_default();
-            let ready = status.ready_replicas == Some(2)
-                && status.replicas == Some(2)
-                && status.updated_replicas == Some(2);
-            if ready {
-                Ok(Some(()))
-            } else {
-                bail!("status {status:?}")
-            }
-        },
-    )
-    .await
-}
 
 fn is_active(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -196,15 +122,7 @@ async fn rollout_survives_a_leader_kill() -> Result<()> {
             .collect();
         let killed = Instant::now();
         let how = kill_leader(&ctx.client, &old_leader).await?;
-        let new_leader = poll_until(
-            "another control plane replica to take the Lease",
-            Duration::from_secs(60),
-            || async {
-                let holder = leader(&ctx.client).await?;
-                Ok((holder != old_leader).then_some(holder))
-            },
-        )
-        .await?;
+        let new_leader = new_leader(&ctx.client, &old_leader).await?;
         eprintln!(
             "killed leader {old_leader} ({how}) with {replaced_at_kill}/8 pods replaced; \
              {new_leader} took over after {:?}",

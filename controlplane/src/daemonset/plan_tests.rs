@@ -494,6 +494,27 @@ fn surge_creates_the_new_pod_beside_the_old_and_deletes_the_old_once_it_is_avail
 }
 
 #[test]
+fn a_surged_pod_waiting_for_min_ready_seconds_is_looked_at_again_when_it_is_available() {
+    let mut ds = surging(1, 0);
+    ds.spec.min_ready_seconds = 10;
+    // Ready since 995, now 1000: available at 1005. Its node still counts as available
+    // (the old pod is), so only this requeue brings the sync back to move on.
+    let mut pods = old_pods(&ds);
+    pods.push(pod(&ds, "a", V2, 995));
+    let out = sync(&ds, &three_nodes(), &pods);
+    assert!(out.plan.deletes.is_empty() && out.plan.creates.is_empty());
+    assert_eq!(
+        out.plan.requeue_after,
+        Some(std::time::Duration::from_secs(5))
+    );
+
+    // Not ready yet: its readiness is an event of its own, no requeue needed.
+    let mut pods = old_pods(&ds);
+    pods.push(unready(pod(&ds, "a", V2, 995)));
+    assert_eq!(sync(&ds, &three_nodes(), &pods).plan.requeue_after, None);
+}
+
+#[test]
 fn surge_replaces_unavailable_old_pods_at_once_and_keeps_the_partition() {
     let ds = surging(1, 0);
     let mut pods = old_pods(&ds);

@@ -9,6 +9,7 @@
 //! `partition` nodes keep the old pod, and nodes outside `rollingUpdate.selector` too.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -42,7 +43,7 @@ struct NodeRevisions<'a> {
 }
 
 impl SurgeInput<'_, '_> {
-    fn available(&self, pod: &Pod) -> bool {
+    fn view(&self, pod: &Pod) -> PodView {
         let named = Default::default();
         let ctx = ViewContext {
             update_revision: self.update_revision,
@@ -50,7 +51,26 @@ impl SurgeInput<'_, '_> {
             now: self.now,
             named_for_deletion: &named,
         };
-        PodView::of(pod, &ctx).serving()
+        PodView::of(pod, &ctx)
+    }
+
+    fn available(&self, pod: &Pod) -> bool {
+        self.view(pod).serving()
+    }
+
+    /// How long until a ready pod has been ready for `minReadySeconds`, if it is not yet
+    /// available. Nothing else wakes the sync then: the node still counts as available
+    /// (its old pod is), so the status shows no pod waiting for availability.
+    fn until_available(&self, pod: &Pod) -> Option<Duration> {
+        let view = self.view(pod);
+        if !view.ready || view.available {
+            return None;
+        }
+        let min_ready = i64::from(self.workload.min_ready_seconds());
+        let left = view.ready_since.map_or(min_ready, |since| {
+            min_ready - self.now.duration_since(since).as_secs()
+        });
+        Some(Duration::from_secs(u64::try_from(left).unwrap_or(0).max(1)))
     }
 
     fn revisions<'a>(&self, pods: &NodePods<'a>) -> NodeRevisions<'a> {
@@ -95,7 +115,12 @@ pub fn plan(input: &SurgeInput<'_, '_>, plan: &mut Plan) {
                     plan,
                 );
             }
-            Some(_) => surging += 1,
+            Some(new) => {
+                surging += 1;
+                if let Some(wait) = input.until_available(new) {
+                    plan.requeue(wait);
+                }
+            }
             None if !input.available(old) => {
                 old_only += 1;
                 unavailable_old.push(node.clone());
