@@ -69,6 +69,14 @@ fn changes(pairs: &[(&str, Option<&str>)]) -> MetadataChanges {
         .collect()
 }
 
+/// A case: its name, the containers, the pod's annotations, the priorities of a, b, c.
+type PriorityCase<'a> = (
+    &'static str,
+    Vec<Container>,
+    Option<&'a BTreeMap<String, String>>,
+    [i64; 3],
+);
+
 #[test]
 fn launch_priorities() {
     let ordered = BTreeMap::from([(LAUNCH_PRIORITY_ANNOTATION.to_owned(), "Ordered".to_owned())]);
@@ -80,12 +88,7 @@ fn launch_priorities() {
             container("c", vec![]),
         ]
     };
-    let cases: Vec<(
-        &str,
-        Vec<Container>,
-        Option<&BTreeMap<String, String>>,
-        [i64; 3],
-    )> = vec![
+    let cases: Vec<PriorityCase<'_>> = vec![
         ("env, absent is 0", three(), None, [1, 7, 0]),
         (
             "Ordered: declaration order wins over env",
