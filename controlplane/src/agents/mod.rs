@@ -46,6 +46,8 @@ mod conditions {
     use k8s_openapi::api::core::v1::Node;
 
     use super::{AgentPool, PodRef};
+    use crate::containerrecreate::agent::{AgentFailure, ContainerRestarts};
+    use crate::containerrecreate::plan::RestartRequest;
     use crate::controller::pod_conditions::{
         ConditionError, ConditionFuture, ConditionRequest, PodConditions, PodTarget,
     };
@@ -76,6 +78,37 @@ mod conditions {
                     unreachable: err.is_unreachable(),
                     message: err.to_string(),
                 })
+            })
+        }
+
+        fn restart_containers<'a>(
+            &'a self,
+            node: &'a Node,
+            pod: PodTarget,
+            containers: &'a [String],
+        ) -> ConditionFuture<'a> {
+            Box::pin(async move {
+                let request = RestartRequest {
+                    node: node.metadata.name.clone().unwrap_or_default(),
+                    namespace: pod.namespace,
+                    pod_name: pod.name,
+                    pod_uid: pod.uid,
+                    containers: containers.to_vec(),
+                    ordered: false,
+                    termination_grace_period_seconds: None,
+                    unready_grace_period_seconds: 0,
+                    min_started_seconds: 0,
+                };
+                match ContainerRestarts::start(self, node, &request).await {
+                    Ok(_operation) => Ok(()),
+                    Err(failure) => Err(ConditionError {
+                        unreachable: matches!(
+                            failure,
+                            AgentFailure::Unreachable(_) | AgentFailure::Busy(_)
+                        ),
+                        message: failure.to_string(),
+                    }),
+                }
             })
         }
     }

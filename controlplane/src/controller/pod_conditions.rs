@@ -36,7 +36,8 @@ pub struct ConditionError {
 pub type ConditionFuture<'a> =
     Pin<Box<dyn Future<Output = Result<(), ConditionError>> + Send + 'a>>;
 
-/// Sets pod conditions through the pod's node agent.
+/// Sets pod conditions through the pod's node agent, and restarts a pod's containers
+/// where the kubelet would not (an in-place update of env read from pod metadata).
 pub trait PodConditions: Send + Sync + 'static {
     fn set_condition<'a>(
         &'a self,
@@ -44,4 +45,22 @@ pub trait PodConditions: Send + Sync + 'static {
         pod: PodTarget,
         request: ConditionRequest<'a>,
     ) -> ConditionFuture<'a>;
+
+    /// Asks the agent to restart `containers` of the pod (RestartContainers); returns once
+    /// the agent accepted. An agent already restarting containers of the pod refuses, and
+    /// that counts as unreachable: try again later.
+    fn restart_containers<'a>(
+        &'a self,
+        node: &'a Node,
+        pod: PodTarget,
+        containers: &'a [String],
+    ) -> ConditionFuture<'a> {
+        let _ = (node, pod, containers);
+        Box::pin(async {
+            Err(ConditionError {
+                unreachable: false,
+                message: "these agents cannot restart containers".to_owned(),
+            })
+        })
+    }
 }

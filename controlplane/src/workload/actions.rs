@@ -120,6 +120,12 @@ pub enum ChangeReason {
     InPlaceDone,
     /// Starts a pod's in-place update.
     InPlaceStart,
+    /// Has the node's agent restart containers whose env reads changed pod metadata.
+    InPlaceRestart,
+    /// Starts the next batch of an in-place update's containers (launch priority).
+    InPlaceNextBatch,
+    /// Records that a container of the running batch failed, stopping the later ones.
+    InPlaceBatchFailed,
     /// Takes a pod into its in-place update's PreparingUpdate hook.
     PreparingUpdate,
     /// Takes a pod into its PreparingDelete hook.
@@ -138,6 +144,11 @@ impl ChangeReason {
             Self::InPlaceGraceOver => "in-place update: grace period over",
             Self::InPlaceDone => "in-place update done",
             Self::InPlaceStart => "in-place update: start",
+            Self::InPlaceRestart => {
+                "in-place update: restart containers whose env reads changed metadata"
+            }
+            Self::InPlaceNextBatch => "in-place update: next container batch",
+            Self::InPlaceBatchFailed => "in-place update: a container batch failed",
             Self::PreparingUpdate => "lifecycle: PreparingUpdate",
             Self::PreparingDelete => "lifecycle: PreparingDelete",
             Self::HoldNotReady => "lifecycle: hold not ready",
@@ -186,6 +197,10 @@ pub struct PodChange {
     /// Make the patch conditional on the resourceVersion the plan was made from, for
     /// changes that must not land on a pod that changed meanwhile (starting an update).
     pub resource_version: Option<String>,
+    /// Containers the node's agent restarts (RestartContainers) before `patch`.
+    pub agent_restarts: Vec<String>,
+    /// Published as a FailedUpdate Warning event once `patch` lands.
+    pub failure: Option<String>,
     /// What the change is for: its event and its description in logs.
     pub reason: ChangeReason,
 }
@@ -200,6 +215,8 @@ impl PodChange {
             patch: None,
             resize: None,
             resource_version: None,
+            agent_restarts: Vec::new(),
+            failure: None,
             reason,
         }
     }
@@ -213,7 +230,10 @@ impl PodChange {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.conditions.is_empty() && self.patch.is_none() && self.resize.is_none()
+        self.conditions.is_empty()
+            && self.patch.is_none()
+            && self.resize.is_none()
+            && self.agent_restarts.is_empty()
     }
 }
 

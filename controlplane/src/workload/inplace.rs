@@ -8,7 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodTemplateSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, Pod, PodTemplateSpec, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
@@ -18,6 +20,8 @@ use crate::api::common::PodUpdatePolicy;
 use super::revision_adapter::{CONTROLLER_REVISION_HASH_LABEL, RevisionAdapter};
 use super::template_defaults;
 
+#[path = "inplace_batches.rs"]
+pub mod batches;
 #[path = "inplace_resize.rs"]
 pub mod resize;
 #[path = "inplace_state.rs"]
@@ -26,8 +30,8 @@ pub mod state;
 use resize::ResourcesChange;
 
 pub use state::{
-    AnnotationError, GRACE_ANNOTATION, GraceSpec, InPlaceUpdateContainerStatus, InPlaceUpdateState,
-    STATE_ANNOTATION,
+    AnnotationError, Batches, ContainerBatch, GRACE_ANNOTATION, GraceSpec,
+    InPlaceUpdateContainerStatus, InPlaceUpdateState, PreCheckBeforeNext, STATE_ANNOTATION,
 };
 
 /// Readiness gate that keeps a pod out of Service endpoints while it updates in place.
@@ -276,7 +280,7 @@ pub fn begin_update(
         Some(revisions.hash_label_value(revision)),
     );
     let requeue_after_seconds = if grace_seconds <= 0 {
-        apply_spec(spec, pod, &mut state, &mut patch);
+        apply_spec(spec, pod, &mut state, &mut patch, now)?;
         patch.annotations.insert(GRACE_ANNOTATION.to_owned(), None);
         None
     } else {
@@ -304,18 +308,71 @@ pub fn begin_update(
 }
 
 /// Records what the containers about to change run now (image and container IDs, or the
-/// resources of a resize) and puts the new images, resources and metadata into the patch
-/// (OpenKruise `defaultPatchUpdateSpecToPod`).
+/// resources of a resize), puts the resources and metadata into the patch, and starts the
+/// first batch of restarts (OpenKruise `defaultPatchUpdateSpecToPod`): containers whose
+/// image changes or whose env reads changed metadata, highest launch priority first.
 fn apply_spec(
     spec: &InPlaceUpdateSpec,
     pod: &Pod,
     state: &mut InPlaceUpdateState,
     patch: &mut PodPatch,
+    now: Timestamp,
+) -> Result<(), InPlaceError> {
+    for name in spec.container_resources.keys() {
+        let entry = state
+            .last_container_statuses
+            .entry(name.clone())
+            .or_default();
+        entry.resources = Some(spec_resources(pod, name).cloned().unwrap_or_default());
+    }
+    patch
+        .container_resources
+        .extend(spec.container_resources.clone());
+    patch.labels.extend(spec.labels.clone());
+    patch.annotations.extend(spec.annotations.clone());
+    let containers = pod_containers(pod);
+    let readers = batches::env_readers(containers, &spec.labels, &spec.annotations);
+    let mut queued = Batches {
+        next_container_images: spec.container_images.clone(),
+        update_env_from_metadata: !readers.is_empty(),
+        next_container_ref_metadata: readers,
+        ..Batches::default()
+    };
+    let mut annotations_after = annotations(pod).cloned().unwrap_or_default();
+    for (key, value) in &spec.annotations {
+        match value {
+            Some(value) => annotations_after.insert(key.clone(), value.clone()),
+            None => annotations_after.remove(key),
+        };
+    }
+    let priorities = batches::container_priorities(containers, Some(&annotations_after));
+    start_next_batch(&mut queued, &priorities, pod, state, patch, now);
+    state.set_batches(&queued)?;
+    Ok(())
+}
+
+/// Moves the highest-priority containers still queued into a running batch: an image
+/// change goes into the patch (the kubelet restarts the container), a container whose env
+/// alone changed is left for the node's agent to restart; what each runs now is recorded
+/// for the completion check.
+fn start_next_batch(
+    queued: &mut Batches,
+    priorities: &BTreeMap<String, i64>,
+    pod: &Pod,
+    state: &mut InPlaceUpdateState,
+    patch: &mut PodPatch,
+    now: Timestamp,
 ) {
+    let waiting: BTreeSet<String> = queued
+        .next_container_images
+        .keys()
+        .chain(queued.next_container_ref_metadata.keys())
+        .cloned()
+        .collect();
+    let batch = batches::next_batch(&waiting, priorities);
     let statuses = container_statuses(pod);
-    let status_of = |name: &str| statuses.iter().find(|s| s.name == name);
-    for name in spec.container_images.keys() {
-        let status = status_of(name);
+    for name in &batch {
+        let status = statuses.iter().find(|s| &s.name == name);
         let entry = state
             .last_container_statuses
             .entry(name.clone())
@@ -324,20 +381,32 @@ fn apply_spec(
         entry.container_id = status
             .and_then(|s| s.container_id.clone())
             .unwrap_or_default();
+        match queued.next_container_images.remove(name) {
+            Some(image) => {
+                patch.container_images.insert(name.clone(), image);
+            }
+            None => queued.agent_restarts.push(name.clone()),
+        }
+        queued.next_container_ref_metadata.remove(name);
     }
-    for name in spec.container_resources.keys() {
-        let entry = state
-            .last_container_statuses
-            .entry(name.clone())
-            .or_default();
-        entry.resources = Some(spec_resources(pod, name).cloned().unwrap_or_default());
+    let more =
+        !queued.next_container_images.is_empty() || !queued.next_container_ref_metadata.is_empty();
+    queued.pre_check_before_next = more.then(|| PreCheckBeforeNext {
+        containers_required_ready: batch.iter().cloned().collect(),
+    });
+    if !batch.is_empty() {
+        queued.container_batches_record.push(ContainerBatch {
+            timestamp: Time(now),
+            containers: batch.into_iter().collect(),
+        });
     }
-    patch.container_images.extend(spec.container_images.clone());
-    patch
-        .container_resources
-        .extend(spec.container_resources.clone());
-    patch.labels.extend(spec.labels.clone());
-    patch.annotations.extend(spec.annotations.clone());
+}
+
+fn pod_containers(pod: &Pod) -> &[Container] {
+    pod.spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default()
 }
 
 fn metadata_patch(spec: &InPlaceUpdateSpec) -> Option<String> {
@@ -450,7 +519,7 @@ pub fn grace_step(pod: &Pod, now: Timestamp) -> Result<GraceStep, InPlaceError> 
         annotations,
     };
     let mut patch = PodPatch::default();
-    apply_spec(&spec, pod, &mut state, &mut patch);
+    apply_spec(&spec, pod, &mut state, &mut patch, now)?;
     patch.annotations.insert(GRACE_ANNOTATION.to_owned(), None);
     patch
         .annotations

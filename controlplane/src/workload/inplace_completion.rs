@@ -7,9 +7,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::resize::{self, ResizeStatus};
 use super::{
-    GRACE_ANNOTATION, GraceStep, INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateContainerStatus,
-    InPlaceUpdateState, PodPatch, STATE_ANNOTATION, annotations, container_statuses, grace_step,
-    has_readiness_gate,
+    Batches, GRACE_ANNOTATION, GraceStep, INPLACE_UPDATE_READY, InPlaceError,
+    InPlaceUpdateContainerStatus, InPlaceUpdateState, PodPatch, STATE_ANNOTATION, annotations,
+    batches, container_statuses, grace_step, has_readiness_gate, start_next_batch,
 };
 
 /// Whether the kubelet has finished restarting and resizing the changed containers.
@@ -161,6 +161,21 @@ pub enum RefreshStep {
     /// Done: set `InPlaceUpdateReady=True` (reason InPlaceUpdateDone) through the agent when
     /// `set_ready`, then apply `cleanup` (removes the state annotation).
     Finish { set_ready: bool, cleanup: PodPatch },
+    /// Ask the node's agent to restart `containers` (their env reads changed metadata),
+    /// then apply `record`, the state without them, so they are asked for once.
+    RestartContainers {
+        containers: Vec<String>,
+        record: PodPatch,
+    },
+    /// The running batch is running and ready: patch the next one.
+    NextBatch(PodPatch),
+    /// A container of the running batch failed, so the later batches wait: report it
+    /// (FailedUpdate) and apply `record`, which notes it was reported.
+    BatchFailed {
+        container: String,
+        message: String,
+        record: PodPatch,
+    },
 }
 
 /// OpenKruise `Refresh`: finish a grace period, else check completion and restore the gate.
@@ -176,7 +191,22 @@ pub fn plan_refresh(pod: &Pod, now: Timestamp) -> Result<RefreshStep, InPlaceErr
     let Some(state_json) = annotations(pod).and_then(|a| a.get(STATE_ANNOTATION)) else {
         return Ok(RefreshStep::Nothing);
     };
-    let state = InPlaceUpdateState::parse(state_json)?;
+    let mut state = InPlaceUpdateState::parse(state_json)?;
+    let mut queued = state.batches();
+    if !queued.agent_restarts.is_empty() {
+        let containers = std::mem::take(&mut queued.agent_restarts);
+        state.set_batches(&queued)?;
+        let mut record = PodPatch::default();
+        record
+            .annotations
+            .insert(STATE_ANNOTATION.to_owned(), Some(state.to_annotation()?));
+        return Ok(RefreshStep::RestartContainers { containers, record });
+    }
+    let more =
+        !queued.next_container_images.is_empty() || !queued.next_container_ref_metadata.is_empty();
+    if more {
+        return batch_step(state, queued, pod, now);
+    }
     match check_completion(&state, &PodObservation::of(pod)) {
         Completion::Pending(reason) => Ok(RefreshStep::Wait(reason)),
         Completion::Infeasible(message) => Ok(RefreshStep::Infeasible(message)),
@@ -197,4 +227,70 @@ pub fn plan_refresh(pod: &Pod, now: Timestamp) -> Result<RefreshStep, InPlaceErr
             })
         }
     }
+}
+
+/// The running batch failed, is still under way, or is done and the next one starts
+/// (OpenKruise `preCheckBeforeNext`: every container of the running batch ready).
+fn batch_step(
+    mut state: InPlaceUpdateState,
+    mut queued: Batches,
+    pod: &Pod,
+    now: Timestamp,
+) -> Result<RefreshStep, InPlaceError> {
+    let observed = PodObservation::of(pod);
+    let running: Vec<String> = match &queued.pre_check_before_next {
+        Some(check) => check.containers_required_ready.clone(),
+        None => state.last_container_statuses.keys().cloned().collect(),
+    };
+    let failed = running.iter().find_map(|name| {
+        let status = observed.statuses.iter().find(|s| &s.name == name)?;
+        Some((name.clone(), batches::container_failure(status)?))
+    });
+    let waiting: Vec<&String> = queued
+        .next_container_images
+        .keys()
+        .chain(queued.next_container_ref_metadata.keys())
+        .collect();
+    let waiting = waiting
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Some((container, reason)) = failed {
+        let message = format!(
+            "container {container} failed its in-place update ({reason}), so {waiting} are not updated"
+        );
+        if queued.failed_container == container {
+            return Ok(RefreshStep::Wait(message));
+        }
+        queued.failed_container = container.clone();
+        state.set_batches(&queued)?;
+        let mut record = PodPatch::default();
+        record
+            .annotations
+            .insert(STATE_ANNOTATION.to_owned(), Some(state.to_annotation()?));
+        return Ok(RefreshStep::BatchFailed {
+            container,
+            message,
+            record,
+        });
+    }
+    for (name, before) in &state.last_container_statuses {
+        if let Err(reason) = container_done(&state, name, before, &observed) {
+            return Ok(RefreshStep::Wait(format!(
+                "{reason}; {waiting} wait for it"
+            )));
+        }
+    }
+    queued.failed_container.clear();
+    let containers = pod.spec.as_ref().map(|s| s.containers.as_slice());
+    let priorities =
+        batches::container_priorities(containers.unwrap_or_default(), annotations(pod));
+    let mut patch = PodPatch::default();
+    start_next_batch(&mut queued, &priorities, pod, &mut state, &mut patch, now);
+    state.set_batches(&queued)?;
+    patch
+        .annotations
+        .insert(STATE_ANNOTATION.to_owned(), Some(state.to_annotation()?));
+    Ok(RefreshStep::NextBatch(patch))
 }

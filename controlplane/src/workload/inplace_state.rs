@@ -123,14 +123,124 @@ impl InPlaceUpdateState {
     /// Newer OpenKruise splits an update into batches; a pod with a batch still queued is
     /// not done even if the first batch is.
     pub fn has_next_batch(&self) -> bool {
-        ["nextContainerImages", "nextContainerResources"]
-            .iter()
-            .any(|key| {
-                self.other
-                    .get(*key)
-                    .is_some_and(|v| v.as_object().is_some_and(|m| !m.is_empty()))
-            })
+        BATCH_MAPS.iter().any(|key| {
+            self.other
+                .get(*key)
+                .is_some_and(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+        })
     }
+
+    /// The batch fields, read from where they are kept (`other`, so a state written by
+    /// another OpenKruise version round-trips); malformed ones read as absent.
+    pub fn batches(&self) -> Batches {
+        let fields: serde_json::Map<String, Value> = self
+            .other
+            .iter()
+            .filter(|(k, _)| BATCH_FIELDS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        serde_json::from_value(Value::Object(fields)).unwrap_or_default()
+    }
+
+    /// Replaces the batch fields with `batches` (empty ones are left out).
+    pub fn set_batches(&mut self, batches: &Batches) -> Result<(), AnnotationError> {
+        self.other
+            .retain(|k, _| !BATCH_FIELDS.contains(&k.as_str()));
+        let value = serde_json::to_value(batches).map_err(|source| AnnotationError::Encode {
+            key: STATE_ANNOTATION,
+            source,
+        })?;
+        if let Value::Object(fields) = value {
+            self.other.extend(fields);
+        }
+        Ok(())
+    }
+}
+
+/// The maps of containers still to update in a later batch.
+const BATCH_MAPS: &[&str] = &[
+    "nextContainerImages",
+    "nextContainerResources",
+    "nextContainerRefMetadata",
+];
+
+/// Every field [`Batches`] reads and writes.
+const BATCH_FIELDS: &[&str] = &[
+    "nextContainerImages",
+    "nextContainerRefMetadata",
+    "preCheckBeforeNext",
+    "containerBatchesRecord",
+    "updateEnvFromMetadata",
+    "stevedoreAgentRestarts",
+    "stevedoreFailedContainer",
+];
+
+/// The labels and annotations a container's env reads (OpenKruise's
+/// `ContainerRefMetadata`, an ObjectMeta of which only these two are used).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct RefMetadata {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl RefMetadata {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
+}
+
+/// `InPlaceUpdatePreCheckBeforeNext`: the containers that must be ready before the next
+/// batch starts.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PreCheckBeforeNext {
+    #[serde(default)]
+    pub containers_required_ready: Vec<String>,
+}
+
+/// `InPlaceUpdateContainerBatch`: when a batch started and its containers.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ContainerBatch {
+    pub timestamp: Time,
+    #[serde(default)]
+    pub containers: Vec<String>,
+}
+
+/// The batch fields of the state (OpenKruise's names, plus two of Stevedore's own).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Batches {
+    /// Container → image, for a later batch.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub next_container_images: BTreeMap<String, String>,
+    /// Container → the metadata its env reads, restarted in a later batch.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub next_container_ref_metadata: BTreeMap<String, RefMetadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_check_before_next: Option<PreCheckBeforeNext>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub container_batches_record: Vec<ContainerBatch>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub update_env_from_metadata: bool,
+    /// Stevedore's own: containers of the running batch the node's agent is still to be
+    /// asked to restart (their env reads changed metadata; no image change restarts
+    /// them). Emptied once the agent accepted, so a new leader does not ask twice.
+    #[serde(
+        rename = "stevedoreAgentRestarts",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub agent_restarts: Vec<String>,
+    /// Stevedore's own: the container whose failure stopped the later batches, once
+    /// reported (so the FailedUpdate event is published once).
+    #[serde(
+        rename = "stevedoreFailedContainer",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub failed_container: String,
 }
 
 impl GraceSpec {

@@ -131,6 +131,8 @@ mod tests {
             patch: None,
             resize: None,
             resource_version: None,
+            agent_restarts: Vec::new(),
+            failure: None,
             reason,
         }
     }

@@ -72,6 +72,15 @@ where
             // The patch that follows builds on the resized pod.
             precondition = precondition.map(|_| resource_version.to_string());
         }
+        if !change.agent_restarts.is_empty() {
+            let Some(node) = change.node.as_deref() else {
+                return Ok(());
+            };
+            if let Err(message) = self.restart_containers(change, node).await {
+                problems.update = Some(message);
+                return Ok(());
+            }
+        }
         let Some(patch) = &change.patch else {
             return Ok(());
         };
@@ -88,6 +97,11 @@ where
                 });
                 if let Some((reason, action, note)) = change.reason.patched_event(&change.pod) {
                     let event = WorkloadEvent::normal(reason, action, note);
+                    self.writes.publish(event).await;
+                }
+                if let Some(failure) = &change.failure {
+                    let note = format!("pod {}: {failure}", change.pod);
+                    let event = WorkloadEvent::warning("FailedUpdate", "Update", note);
                     self.writes.publish(event).await;
                 }
                 Ok(())
@@ -126,6 +140,38 @@ where
                 api_error(format!("resizing pod {} ({})", change.pod, change.reason))(err).into(),
             ),
         }
+    }
+
+    /// Has `node`'s agent restart the change's containers; at a failure, the message for
+    /// the FailedUpdate condition (and a Warning event), and the restart is asked for
+    /// again on a later sync (the state still lists the containers).
+    async fn restart_containers(&self, change: &PodChange, node: &str) -> Result<(), String> {
+        let result = self
+            .writes
+            .restart_containers(node, &change.pod, &change.uid, &change.agent_restarts)
+            .await;
+        let err = match result {
+            Ok(()) => return Ok(()),
+            Err(ConditionWriteError::UnknownNode) => {
+                return Err(format!("pod {}: node {node} is not known", change.pod));
+            }
+            Err(ConditionWriteError::Agent(err)) => err,
+        };
+        let message = format!(
+            "pod {} ({}): the agent on node {node} cannot restart {}: {}",
+            change.pod,
+            change.reason,
+            change.agent_restarts.join(", "),
+            err.message
+        );
+        let reason = if err.unreachable {
+            "AgentUnreachable"
+        } else {
+            "AgentRefused"
+        };
+        let event = WorkloadEvent::warning(reason, "Update", message.clone());
+        self.writes.publish(event).await;
+        Err(message)
     }
 
     /// Sets the change's conditions on `node`'s agent, in order; at the first that cannot

@@ -134,6 +134,27 @@ impl PodWrites for KubePodWrites<'_> {
             .map_err(ConditionWriteError::Agent)
     }
 
+    async fn restart_containers(
+        &self,
+        node: &str,
+        pod: &str,
+        uid: &str,
+        containers: &[String],
+    ) -> Result<(), ConditionWriteError> {
+        let Some(node) = self.nodes.get(&ObjectRef::new(node)) else {
+            return Err(ConditionWriteError::UnknownNode);
+        };
+        let target = PodTarget {
+            namespace: self.namespace.to_owned(),
+            name: pod.to_owned(),
+            uid: uid.to_owned(),
+        };
+        self.agents
+            .restart_containers(&node, target, containers)
+            .await
+            .map_err(ConditionWriteError::Agent)
+    }
+
     async fn publish(&self, event: WorkloadEvent) {
         let WorkloadEvent {
             warning,

@@ -17,6 +17,8 @@ pub mod kube_writes;
 #[cfg(test)]
 pub(crate) mod recording;
 #[cfg(test)]
+mod restart_tests;
+#[cfg(test)]
 mod tests;
 pub mod writes;
 

@@ -45,6 +45,11 @@ pub enum Write {
         condition: String,
         status: bool,
     },
+    RestartContainers {
+        node: String,
+        pod: String,
+        containers: Vec<String>,
+    },
     Event(WorkloadEvent),
 }
 
@@ -171,6 +176,33 @@ impl PodWrites for RecordingWrites {
                 pod: pod.to_owned(),
                 condition: request.condition_type.to_owned(),
                 status: request.status,
+            });
+        if self.unreachable.contains(node) {
+            return Err(ConditionWriteError::Agent(ConditionError {
+                unreachable: true,
+                message: "connection refused".to_owned(),
+            }));
+        }
+        Ok(())
+    }
+
+    async fn restart_containers(
+        &self,
+        node: &str,
+        pod: &str,
+        _uid: &str,
+        containers: &[String],
+    ) -> Result<(), ConditionWriteError> {
+        if !self.nodes.contains(node) {
+            return Err(ConditionWriteError::UnknownNode);
+        }
+        self.written
+            .lock()
+            .expect("lock")
+            .push(Write::RestartContainers {
+                node: node.to_owned(),
+                pod: pod.to_owned(),
+                containers: containers.to_vec(),
             });
         if self.unreachable.contains(node) {
             return Err(ConditionWriteError::Agent(ConditionError {

@@ -329,6 +329,8 @@ pub(super) fn in_place_start(node: &str, conditions: bool) -> PodChange {
         patch: None,
         resize: None,
         resource_version: Some("7".into()),
+        agent_restarts: Vec::new(),
+        failure: None,
         reason: ChangeReason::InPlaceStart,
     };
     if conditions {

@@ -123,6 +123,16 @@ pub trait PodWrites: Send + Sync {
         request: ConditionRequest<'_>,
     ) -> impl Future<Output = Result<(), ConditionWriteError>> + Send;
 
+    /// Restarts `containers` of a pod through the agent of `node`; returns once the agent
+    /// accepted.
+    fn restart_containers(
+        &self,
+        node: &str,
+        pod: &str,
+        uid: &str,
+        containers: &[String],
+    ) -> impl Future<Output = Result<(), ConditionWriteError>> + Send;
+
     /// Publishes an Event on the workload (best effort).
     fn publish(&self, event: WorkloadEvent) -> impl Future<Output = ()> + Send;
 

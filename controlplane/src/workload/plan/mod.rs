@@ -12,6 +12,8 @@ mod refresh;
 mod update;
 
 #[cfg(test)]
+mod env_restart_tests;
+#[cfg(test)]
 mod on_delete_tests;
 #[cfg(test)]
 mod preparing_update_tests;

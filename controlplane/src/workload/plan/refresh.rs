@@ -122,6 +122,26 @@ fn in_place_step(
             requeue_after_seconds,
         }) => plan.requeue(Duration::from_secs(requeue_after_seconds)),
         RefreshStep::Grace(GraceStep::NotInGrace) | RefreshStep::Wait(_) => {}
+        RefreshStep::RestartContainers { containers, record } => {
+            // No resourceVersion precondition: once the agent has restarted them, the
+            // record must land, or a later sync would ask again.
+            change.reason = ChangeReason::InPlaceRestart;
+            change.agent_restarts = containers;
+            change.merge_patch(pod_patch_json(&record));
+        }
+        RefreshStep::NextBatch(patch) => {
+            change.reason = ChangeReason::InPlaceNextBatch;
+            change.merge_patch(pod_patch_json(&patch));
+            change.resource_version = pod.metadata.resource_version.clone();
+        }
+        RefreshStep::BatchFailed {
+            message, record, ..
+        } => {
+            change.reason = ChangeReason::InPlaceBatchFailed;
+            change.failure = Some(message);
+            change.merge_patch(pod_patch_json(&record));
+            change.resource_version = pod.metadata.resource_version.clone();
+        }
         RefreshStep::Infeasible(message) => return Ok(InPlaceProgress::Infeasible(message)),
         RefreshStep::Finish { set_ready, cleanup } => {
             change.reason = ChangeReason::InPlaceDone;
