@@ -2,7 +2,7 @@
 //! backing off per node, burstReplicas, and the update (Standard within maxUnavailable,
 //! partition, paused, OnDelete, the node selector canary, in place, surging).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{
     Container, Node, NodeSpec, Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec, Taint,
@@ -21,6 +21,7 @@ use crate::daemonset::adapter::DaemonSetWorkload;
 use crate::workload::actions::{ChangeReason, Create, DeleteReason};
 use crate::workload::adapter::PodSetWorkload as _;
 use crate::workload::node_pin::pinned_node;
+use crate::workload::node_resources::NodeUsage;
 
 const V1: &str = "agent-v1";
 const V2: &str = "agent-v2";
@@ -169,6 +170,16 @@ fn failed(mut pod: Pod) -> Pod {
 }
 
 fn sync_with(ds: &DaemonSet, nodes: &[Node], pods: &[Pod], backoff: &[&str]) -> DaemonSetPlan {
+    sync_with_usage(ds, nodes, pods, backoff, &HashMap::new())
+}
+
+fn sync_with_usage(
+    ds: &DaemonSet,
+    nodes: &[Node],
+    pods: &[Pod],
+    backoff: &[&str],
+    usage: &HashMap<String, NodeUsage>,
+) -> DaemonSetPlan {
     let revisions = BTreeMap::from([
         (V1.to_owned(), template("agent:1")),
         (V2.to_owned(), template("agent:2")),
@@ -182,6 +193,7 @@ fn sync_with(ds: &DaemonSet, nodes: &[Node], pods: &[Pod], backoff: &[&str]) -> 
         current_revision: V1,
         revisions: &revisions,
         failed_backoff: &backoff,
+        usage,
         now: ts(1000),
     };
     plan(&snap).expect("a plan")
@@ -239,6 +251,46 @@ fn a_pod_is_created_on_each_node_that_fits_and_nowhere_else() {
         assert_eq!(created_on(&out), want, "{case}");
         assert!(out.plan.creates.iter().all(|c| c.revision == V2), "{case}");
     }
+}
+
+/// A node with room for `pods` pods and 1 CPU.
+fn sized(mut node: Node, pods: &str) -> Node {
+    use k8s_openapi::api::core::v1::NodeStatus;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let allocatable =
+        [("pods", pods), ("cpu", "1")].map(|(k, v)| (k.to_owned(), Quantity(v.to_owned())));
+    node.status = Some(NodeStatus {
+        allocatable: Some(allocatable.into_iter().collect()),
+        ..NodeStatus::default()
+    });
+    node
+}
+
+#[test]
+fn a_node_without_room_gets_no_pod_until_room_frees_up_and_keeps_the_one_it_runs() {
+    let ds = standard();
+    let nodes = [
+        sized(node("full"), "1"),
+        sized(node("roomy"), "2"),
+        sized(node("kept"), "1"),
+    ];
+    let usage = HashMap::from(["full", "roomy", "kept"].map(|n| {
+        let used = NodeUsage {
+            pods: 1,
+            ..NodeUsage::default()
+        };
+        (n.to_owned(), used)
+    }));
+    let running = [pod(&ds, "kept", V2, 1)];
+    let out = sync_with_usage(&ds, &nodes, &running, &[], &usage);
+    assert_eq!(created_on(&out), ["roomy"]);
+    assert!(
+        out.plan.deletes.is_empty(),
+        "a running pod is not evicted for room"
+    );
+    let freed = HashMap::new();
+    let out = sync_with_usage(&ds, &nodes, &running, &[], &freed);
+    assert_eq!(created_on(&out), ["full", "roomy"]);
 }
 
 #[test]

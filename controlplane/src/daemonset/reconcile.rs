@@ -19,9 +19,10 @@ use tokio::time::Instant;
 
 use super::adapter::DaemonSetWorkload;
 use super::controller::{DaemonSetController, SyncError, reference};
-use super::nodes::node_pods;
+use super::nodes::{NodePods, node_pods};
 use super::plan::{self, DaemonSetPlan, Snapshot, evaluate_nodes};
 use super::status::{FAILED_CREATE, Revisions, SyncProblems, compute_status};
+use super::unplaced::Reasons;
 use crate::api::DaemonSet;
 use crate::cloneset::pods::{RevisionSpec, fresh_instance_id};
 use crate::cloneset::random::random_u64;
@@ -35,6 +36,8 @@ use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
 use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep};
+use crate::workload::node_eval::NodeFit;
+use crate::workload::node_resources::usage_by_node;
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
 use crate::workload::selector::selector_selects_template;
@@ -83,6 +86,7 @@ impl ObjectReconciler for DaemonSetController {
 
     fn forget(&self, key: &ObjectKey) {
         self.parts.create_backoff.forget(key);
+        self.unplaced.forget(key);
         for node in self.parts.stores.nodes.state() {
             self.failed_pod_backoff
                 .forget(&(key.clone(), node.name_any()));
@@ -152,6 +156,11 @@ async fn sync(
     let nodes: Vec<Arc<Node>> = ctl.parts.stores.nodes.state();
     let generation = ds.metadata.generation.unwrap_or(0);
     let (failed_backoff, backoff_wait) = failed_backoff(ctl, key, &nodes, generation);
+    let uid = ds.uid().unwrap_or_default();
+    let bound = ctl.parts.stores.pods.state();
+    let usage = usage_by_node(bound.iter().map(AsRef::as_ref), |p| {
+        is_controlled_by(&p.metadata, &uid)
+    });
     let history = &owned.history;
     let snapshot = Snapshot {
         ds,
@@ -161,6 +170,7 @@ async fn sync(
         current_revision: &history.current_revision,
         revisions: &owned.templates,
         failed_backoff: &failed_backoff,
+        usage: &usage,
         now,
     };
     let planned = match plan::plan(&snapshot) {
@@ -178,8 +188,9 @@ async fn sync(
         ..SyncProblems::default()
     };
     let executed = execute(ctl, key, &snapshot, &owned, &planned, &mut problems).await;
-    let fits = evaluate_nodes(ds, &snapshot.nodes);
+    let fits = evaluate_nodes(ds, &snapshot.nodes, &usage);
     let by_node = node_pods(&snapshot.pods);
+    report_unplaced(ctl, key, ds, &fits, &by_node).await;
     let revisions = Revisions {
         update: &history.update_revision,
         collision_count: Some(history.collision_count).filter(|c| *c > 0),
@@ -215,6 +226,27 @@ async fn sync(
         }))
 }
 
+/// Remembers the nodes wanted but without room for a pod (their pod events requeue the
+/// DaemonSet) and warns once about each newly found one.
+async fn report_unplaced(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+    fits: &BTreeMap<String, NodeFit>,
+    by_node: &BTreeMap<String, NodePods<'_>>,
+) {
+    let unplaced: Reasons = (fits.iter())
+        .filter(|(node, fit)| fit.wanted && by_node.get(*node).is_none_or(|p| p.all.is_empty()))
+        .filter_map(|(node, fit)| Some((node.clone(), fit.unfit.as_ref()?.to_string())))
+        .collect();
+    for (node, why) in ctl.unplaced.record(key, unplaced) {
+        let note = format!("The pod cannot be placed on node {node}: {why}.");
+        (ctl.parts.events)
+            .warning(&reference(ds), FAILED_PLACEMENT, "Create", note)
+            .await;
+    }
+}
+
 /// The nodes whose failed pods must wait, and how soon the first wait ends.
 fn failed_backoff(
     ctl: &DaemonSetController,
@@ -234,6 +266,9 @@ fn failed_backoff(
     }
     (waiting, soonest)
 }
+
+/// Event: a node wants the pod but has no room for it.
+const FAILED_PLACEMENT: &str = "FailedPlacement";
 
 /// Holds the DaemonSet: no claim, create or delete, a FailedCreate condition saying why.
 async fn refuse(

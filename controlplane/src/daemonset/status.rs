@@ -65,13 +65,13 @@ pub fn compute_status(
     for (node, pods) in by_node {
         // Pods pinned to no known node are not counted: the native controller counts
         // only the nodes it lists.
-        let misplaced = fits.get(node).is_some_and(|f| !f.should_run);
+        let misplaced = fits.get(node).is_some_and(|f| !f.wanted);
         if misplaced && !pods.all.is_empty() {
             status.number_misscheduled += 1;
         }
     }
     for (node, fit) in fits {
-        if !fit.should_run {
+        if !fit.wanted {
             continue;
         }
         status.desired_number_scheduled += 1;
