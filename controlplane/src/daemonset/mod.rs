@@ -9,6 +9,7 @@ pub mod adapter;
 mod controller;
 pub mod nodes;
 pub mod plan;
+mod predownload;
 pub mod reconcile;
 pub mod status;
 pub mod surge;

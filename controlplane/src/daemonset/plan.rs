@@ -78,6 +78,8 @@ pub struct DaemonSetPlan {
     pub failed_deleted_on: Vec<String>,
     /// Nodes with a failed pod left for later by the backoff.
     pub failed_waiting_on: Vec<String>,
+    /// Pods on nodes outside `rollingUpdate.selector`, which the update leaves alone.
+    pub held_back: BTreeSet<String>,
 }
 
 /// Each known node's verdict, by name, for the template of the update revision; a node
@@ -124,7 +126,10 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<DaemonSetPlan, DaemonSetPlanError> {
         now: snap.now,
     };
     let set = PodSet::new(&pod_set);
-    let mut out = DaemonSetPlan::default();
+    let mut out = DaemonSetPlan {
+        held_back: workload.held_back.clone(),
+        ..DaemonSetPlan::default()
+    };
     set.refresh(&mut out.plan)?;
     let surge = surge_limit(ds, desired)?;
     let step = NodeStep {

@@ -21,7 +21,9 @@ use super::adapter::DaemonSetWorkload;
 use super::controller::{DaemonSetController, SyncError, reference};
 use super::nodes::{NodePods, node_pods};
 use super::plan::{self, DaemonSetPlan, Snapshot, evaluate_nodes};
-use super::status::{FAILED_CREATE, Revisions, SyncProblems, compute_status};
+use super::status::{
+    FAILED_CREATE, FAILED_UPDATE, Revisions, SyncProblems, compute_status, updated_ready_nodes,
+};
 use super::unplaced::Reasons;
 use crate::api::DaemonSet;
 use crate::cloneset::pods::{RevisionSpec, fresh_instance_id};
@@ -31,7 +33,8 @@ use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::workload::actions::Create;
+use crate::predownload::workload as predownload;
+use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
 use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
@@ -41,6 +44,7 @@ use crate::workload::node_resources::usage_by_node;
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
 use crate::workload::selector::selector_selects_template;
+use crate::workload::update_guard;
 
 impl ObjectReconciler for DaemonSetController {
     type Object = DaemonSet;
@@ -173,7 +177,7 @@ async fn sync(
         usage: &usage,
         now,
     };
-    let planned = match plan::plan(&snapshot) {
+    let mut planned = match plan::plan(&snapshot) {
         Ok(planned) => planned,
         Err(err) => return refuse(ctl, key, ds, &err.to_string()).await,
     };
@@ -187,6 +191,7 @@ async fn sync(
         failed_waiting_on: planned.failed_waiting_on.clone(),
         ..SyncProblems::default()
     };
+    problems.update = hold_refused_update(ctl, key, ds, &owned, &mut planned.plan).await;
     let executed = execute(ctl, key, &snapshot, &owned, &planned, &mut problems).await;
     let fits = evaluate_nodes(ds, &snapshot.nodes, &usage);
     let by_node = node_pods(&snapshot.pods);
@@ -202,6 +207,22 @@ async fn sync(
     (ctl.parts)
         .write_status::<DaemonSet, _>(key, ds.status.as_ref(), &status)
         .await?;
+    let workload = DaemonSetWorkload {
+        ds,
+        desired: status.desired_number_scheduled,
+        held_back: planned.held_back.clone(),
+    };
+    let updated_ready = updated_ready_nodes(ds, &fits, &by_node, &history.update_revision, now);
+    predownload::sync(
+        &ctl.parts,
+        &key.namespace,
+        &workload,
+        &reference(ds),
+        history,
+        &owned.templates,
+        updated_ready,
+    )
+    .await;
     (ctl.parts)
         .truncate_history::<DaemonSet>(
             key,
@@ -212,11 +233,14 @@ async fn sync(
         )
         .await?;
     let create_retry = executed?;
+    // A refused update is looked at again soon, without backoff growing.
+    let refused = problems.update.is_some().then_some(Duration::from_secs(15));
     let requeues = [
         create_retry,
         planned.plan.requeue_after,
         backoff_wait,
         availability,
+        refused,
     ];
     Ok(requeues
         .into_iter()
@@ -265,6 +289,44 @@ fn failed_backoff(
         }
     }
     (waiting, soonest)
+}
+
+/// Before the rollout disrupts its first pod: if the apiserver refuses (or could not be
+/// asked about) the update revision's pod, every update disruption of the plan is held;
+/// the message says why.
+async fn hold_refused_update(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+    owned: &Owned,
+    planned: &mut Plan,
+) -> Option<String> {
+    let revision = &owned.history.update_revision;
+    let workload = DaemonSetWorkload {
+        ds,
+        desired: 0,
+        held_back: BTreeSet::new(),
+    };
+    let pod = || {
+        // Pinned to any node: the dry run checks admission, not placement.
+        let node = ctl.parts.stores.nodes.state().first()?.name_any();
+        let create = Create {
+            instance_id: node,
+            revision: revision.clone(),
+        };
+        let (pod, _) = new_pod_and_claims(&workload, &owned.templates, &create)?;
+        Some(pod)
+    };
+    update_guard::hold_refused_update(
+        &ctl.parts,
+        key,
+        &reference(ds),
+        FAILED_UPDATE,
+        revision,
+        pod,
+        planned,
+    )
+    .await
 }
 
 /// Event: a node wants the pod but has no room for it.
@@ -409,6 +471,9 @@ async fn execute(
     let mut shared = Problems::default();
     let executed = executor.execute(&planned.plan, &mut shared).await;
     problems.create = shared.scale;
-    problems.update = shared.update;
+    // A held update keeps its message unless the executor met a newer problem.
+    if shared.update.is_some() {
+        problems.update = shared.update;
+    }
     Ok(executed?)
 }
