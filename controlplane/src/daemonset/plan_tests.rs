@@ -353,6 +353,39 @@ fn pods_go_from_nodes_that_no_longer_fit_but_a_no_schedule_taint_lets_them_stay(
 }
 
 #[test]
+fn a_pre_delete_hook_holds_pods_in_preparing_delete_until_released() {
+    use crate::api::common::{Lifecycle, LifecycleHook};
+    use crate::workload::lifecycle::STATE_LABEL;
+    let mut ds = standard();
+    ds.spec.lifecycle = Some(Lifecycle {
+        pre_delete: Some(LifecycleHook {
+            labels_handler: BTreeMap::from([("hold".to_owned(), "true".to_owned())]),
+            ..LifecycleHook::default()
+        }),
+        ..Lifecycle::default()
+    });
+    let mut held = pod(&ds, "n", V2, 0);
+    let labels = held.metadata.labels.get_or_insert_default();
+    labels.insert("hold".to_owned(), "true".to_owned());
+    // The node no longer fits: the pod must go, but the hook holds it.
+    let nodes = [unlabelled(node("n"))];
+    let out = sync(&ds, &nodes, std::slice::from_ref(&held));
+    assert!(out.plan.deletes.is_empty(), "{:?}", out.plan.deletes);
+    let preparing: Vec<(&str, ChangeReason)> = (out.plan.pod_changes.iter())
+        .map(|c| (c.pod.as_str(), c.reason))
+        .collect();
+    assert_eq!(preparing, [("agent-n-0", ChangeReason::PreparingDelete)]);
+    // In PreparingDelete and still held: it waits; released: it goes.
+    let labels = held.metadata.labels.get_or_insert_default();
+    labels.insert(STATE_LABEL.to_owned(), "PreparingDelete".to_owned());
+    let out = sync(&ds, &nodes, std::slice::from_ref(&held));
+    assert!(out.plan.deletes.is_empty(), "still held");
+    held.metadata.labels.get_or_insert_default().remove("hold");
+    let out = sync(&ds, &nodes, &[held]);
+    assert_eq!(deleted(&out), [("agent-n-0", DeleteReason::ScaleDown)]);
+}
+
+#[test]
 fn of_several_pods_on_a_node_the_oldest_stays() {
     let ds = standard();
     let pods = [
