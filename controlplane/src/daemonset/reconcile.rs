@@ -186,6 +186,12 @@ async fn sync(
         let entry = (key.clone(), node.clone());
         ctl.failed_pod_backoff
             .failed(&entry, generation, message, Instant::now());
+        let note = format!(
+            "A pod on node {node} failed; it is deleted, and the next one there is replaced only after a backoff that grows with each failure."
+        );
+        (ctl.parts.events)
+            .warning(&reference(ds), FAILED_DAEMON_POD, "Delete", note)
+            .await;
     }
     let mut problems = SyncProblems {
         failed_waiting_on: planned.failed_waiting_on.clone(),
@@ -328,6 +334,9 @@ async fn hold_refused_update(
     )
     .await
 }
+
+/// Event: a failed pod is deleted (the native controller's reason).
+const FAILED_DAEMON_POD: &str = "FailedDaemonPod";
 
 /// Event: a node wants the pod but has no room for it.
 const FAILED_PLACEMENT: &str = "FailedPlacement";
