@@ -269,11 +269,13 @@ fn start_pod_sets(
     if c.switches.enabled("daemonset") {
         let daemonset =
             DaemonSetController::new(client.clone(), stores.clone(), agents, events.clone());
+        let unplaced = daemonset.unplaced();
         let queue = start_reconciler(running, Arc::new(daemonset), c.workers, shutdown)?;
         running.spawn(crate::daemonset::triggers::run(
             stores.changes.clone(),
             stores.daemonsets.clone(),
             stores.nodes.clone(),
+            unplaced,
             queue,
             shutdown.clone(),
         ));

@@ -228,3 +228,241 @@ async fn surging_starts_the_new_pod_beside_the_old_within_max_surge() -> Result<
     })
     .await
 }
+
+/// The revision hash the status names, once it has observed the latest generation and
+/// every node runs an updated, available pod.
+async fn settled_hash(ctx: &TestContext, name: &str, nodes: i32) -> Result<String> {
+    poll_until(&format!("{name} settled"), WAIT, || async {
+        let ds = ctx.api::<DaemonSet>().get(name).await?;
+        let generation = ds.metadata.generation.unwrap_or(0);
+        let s = ds.status.unwrap_or_default();
+        let settled = s.observed_generation == generation
+            && s.updated_number_scheduled == nodes
+            && s.number_available == nodes
+            && !s.daemon_set_hash.is_empty();
+        Ok(settled.then_some(s.daemon_set_hash))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn rollback_restores_the_old_revision_with_a_higher_number() -> Result<()> {
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    run_in_namespace("ds-rollback", |ctx| async move {
+        with_nodes(ctx, 2, |ctx, n| async move {
+            create(&ctx, manifest(&ctx, "back", "web:v1", json!({ "maxUnavailable": 2 }))).await?;
+            let v1_hash = settled_hash(&ctx, "back", 2).await?;
+            let template = |image: &str| {
+                json!({ "spec": { "containers": [{ "name": "main", "image": ctx.cluster.image(image) }] } })
+            };
+            patch_spec(&ctx, "back", json!({ "template": template("web:v2") })).await?;
+            let v2_hash = settled_hash(&ctx, "back", 2).await?;
+            ensure!(v2_hash != v1_hash, "a new template, a new hash");
+            patch_spec(&ctx, "back", json!({ "template": template("web:v1") })).await?;
+            let back_hash = settled_hash(&ctx, "back", 2).await?;
+            ensure!(back_hash == v1_hash, "daemonSetHash back to {v1_hash}, is {back_hash}");
+            let by_node = pods_by_node(&ctx, "back").await?;
+            let v1 = ctx.cluster.image("web:v1");
+            ensure!(
+                n.iter().all(|node| by_node.get(node).is_some_and(|p| image_of(&p[0]) == v1)),
+                "every node runs web:v1 again"
+            );
+            let revisions = ctx.api::<ControllerRevision>().list(&ListParams::default()).await?;
+            let numbers: BTreeMap<String, i64> = (revisions.items.iter())
+                .map(|r| (r.name_any(), r.revision))
+                .collect();
+            ensure!(numbers.len() == 2, "two revisions, the old one reused: {numbers:?}");
+            let restored = (numbers.iter())
+                .find(|(name, _)| name.ends_with(&v1_hash))
+                .map(|(_, number)| *number);
+            ensure!(restored == Some(3), "the restored revision is number 3: {numbers:?}");
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_rolling_update_selector_updates_only_canary_nodes() -> Result<()> {
+    run_in_namespace("ds-canary", |ctx| async move {
+        with_nodes(ctx, 3, |ctx, n| async move {
+            let canary = json!({ "metadata": { "labels": { "canary": "true" } } });
+            nodes(&ctx)
+                .patch(&n[0], &PatchParams::default(), &Patch::Merge(canary))
+                .await?;
+            let rolling = json!({
+                "maxUnavailable": 3,
+                "selector": { "matchLabels": { "canary": "true" } },
+            });
+            create(&ctx, manifest(&ctx, "canary", "web:v1", rolling)).await?;
+            wait_on_nodes(&ctx, "canary", &[&n[0], &n[1], &n[2]]).await?;
+            let v2 = ctx.cluster.image("web:v2");
+            let template = json!({ "spec": { "containers": [{ "name": "main", "image": v2 }] } });
+            patch_spec(&ctx, "canary", json!({ "template": template })).await?;
+            poll_until("the canary node updated", WAIT, || async {
+                let by_node = pods_by_node(&ctx, "canary").await?;
+                let done = by_node.get(&n[0]).is_some_and(|p| image_of(&p[0]) == v2);
+                Ok(done.then_some(()))
+            })
+            .await?;
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            let by_node = pods_by_node(&ctx, "canary").await?;
+            for node in &n[1..] {
+                let image = by_node.get(node).map(|p| image_of(&p[0]));
+                ensure!(
+                    image.as_deref() != Some(v2.as_str()),
+                    "{node} outside the canary moved"
+                );
+            }
+            let ds = ctx.api::<DaemonSet>().get("canary").await?;
+            let updated = ds.status.map(|s| s.updated_number_scheduled);
+            ensure!(
+                updated == Some(1),
+                "one node updated in status, is {updated:?}"
+            );
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_node_without_room_gets_its_pod_once_a_pod_there_goes() -> Result<()> {
+    run_in_namespace("ds-room", |ctx| async move {
+        with_nodes(ctx, 2, |ctx, n| async move {
+            // A pod bound to n[0] taking all its CPU.
+            let allocatable = nodes(&ctx)
+                .get(&n[0])
+                .await?
+                .status
+                .and_then(|s| s.allocatable);
+            let cpu = allocatable
+                .and_then(|a| a.get("cpu").cloned())
+                .map(|q| q.0)
+                .unwrap_or_else(|| "1k".to_owned());
+            let blocker: Pod = serde_json::from_value(json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": { "name": "blocker" },
+                "spec": {
+                    "nodeName": n[0],
+                    "terminationGracePeriodSeconds": 0,
+                    "tolerations": [{ "operator": "Exists" }],
+                    "containers": [{
+                        "name": "main",
+                        "image": ctx.cluster.image("web:v1"),
+                        "resources": { "requests": { "cpu": cpu } },
+                    }],
+                },
+            }))?;
+            ctx.api::<Pod>()
+                .create(&PostParams::default(), &blocker)
+                .await?;
+            let mut ds = manifest(&ctx, "roomy", "web:v1", json!({}));
+            ds["spec"]["template"]["spec"]["containers"][0]["resources"] =
+                json!({ "requests": { "cpu": "100m" } });
+            create(&ctx, ds).await?;
+            wait_on_nodes(&ctx, "roomy", &[&n[1]]).await?;
+            poll_until("status counts the full node as desired", WAIT, || async {
+                let s = ctx
+                    .api::<DaemonSet>()
+                    .get("roomy")
+                    .await?
+                    .status
+                    .unwrap_or_default();
+                let counted = s.desired_number_scheduled == 2
+                    && s.current_number_scheduled == 1
+                    && s.number_misscheduled == 0;
+                Ok(counted.then_some(()))
+            })
+            .await?;
+            let events = ctx
+                .api::<k8s_openapi::api::core::v1::Event>()
+                .list(&ListParams::default())
+                .await?;
+            let placement = (events.items.iter())
+                .filter(|e| e.reason.as_deref() == Some("FailedPlacement"))
+                .filter_map(|e| e.message.clone())
+                .collect::<Vec<_>>();
+            ensure!(
+                placement
+                    .iter()
+                    .any(|m| m.contains(&n[0]) && m.contains("cpu")),
+                "a FailedPlacement event names the node and cpu: {placement:?}"
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            ensure!(
+                !pods_by_node(&ctx, "roomy").await?.contains_key(&n[0]),
+                "no pod on the full node"
+            );
+            ctx.api::<Pod>()
+                .delete("blocker", &DeleteParams::default().grace_period(0))
+                .await?;
+            wait_on_nodes(&ctx, "roomy", &[&n[0], &n[1]]).await?;
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
+
+/// Marks `pod` Failed, as a kubelet reports a pod whose containers failed for good.
+async fn fail(ctx: &TestContext, pod: &str) -> Result<()> {
+    let patch = json!({ "status": { "phase": "Failed", "reason": "Test" } });
+    ctx.api::<Pod>()
+        .patch_status(pod, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn failing_pods_are_replaced_with_a_growing_backoff_not_a_flood() -> Result<()> {
+    run_in_namespace("ds-backoff", |ctx| async move {
+        with_nodes(ctx, 1, |ctx, n| async move {
+            create(&ctx, manifest(&ctx, "crash", "web:v1", json!({}))).await?;
+            wait_on_nodes(&ctx, "crash", &[&n[0]]).await?;
+            // Every pod that appears fails at once, for 20 seconds.
+            let mut seen = BTreeSet::new();
+            let mut saw_condition = false;
+            let until = tokio::time::Instant::now() + Duration::from_secs(20);
+            while tokio::time::Instant::now() < until {
+                for pod in pods_by_node(&ctx, "crash").await?.into_values().flatten() {
+                    let failed =
+                        pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
+                    if !failed && seen.insert(pod.uid().unwrap_or_default()) {
+                        fail(&ctx, &pod.name_any()).await?;
+                    }
+                }
+                let ds = ctx.api::<DaemonSet>().get("crash").await?;
+                saw_condition |= (ds.status.unwrap_or_default().conditions.iter())
+                    .any(|c| c.type_ == "FailedPodBackoff" && c.status == "True");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            // 1 s, 2 s, 4 s, 8 s apart: about five pods in 20 s, not a hundred.
+            ensure!(
+                seen.len() >= 3,
+                "the failed pod is replaced: {} pods",
+                seen.len()
+            );
+            ensure!(seen.len() <= 7, "{} pods in 20 s: no backoff", seen.len());
+            ensure!(saw_condition, "a FailedPodBackoff condition while waiting");
+            let events = ctx
+                .api::<k8s_openapi::api::core::v1::Event>()
+                .list(&ListParams::default())
+                .await?;
+            ensure!(
+                events
+                    .items
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("FailedDaemonPod")
+                        && e.message.as_deref().is_some_and(|m| m.contains("backoff"))),
+                "a FailedDaemonPod event says why"
+            );
+            Ok(())
+        })
+        .await
+    })
+    .await
+}

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource as _;
 
 use super::plan::DaemonSetPlanError;
+use super::unplaced::UnplacedNodes;
 use crate::api::DaemonSet;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
@@ -40,6 +41,8 @@ pub struct DaemonSetController {
     /// Failed pods deleted, per DaemonSet and node: a crash-looping template replaces
     /// its pod on a node at a growing interval, not in a hot loop.
     pub(super) failed_pod_backoff: CreateBackoff<(ObjectKey, String)>,
+    /// Nodes wanted but without room, shared with the triggers.
+    pub(super) unplaced: Arc<UnplacedNodes>,
 }
 
 impl DaemonSetController {
@@ -52,7 +55,13 @@ impl DaemonSetController {
         Self {
             parts: PodSetParts::new(client, stores, agents, events),
             failed_pod_backoff: CreateBackoff::default(),
+            unplaced: Arc::default(),
         }
+    }
+
+    /// The nodes waiting for room, for the triggers to requeue on a pod event there.
+    pub fn unplaced(&self) -> Arc<UnplacedNodes> {
+        self.unplaced.clone()
     }
 }
 

@@ -6,7 +6,8 @@
 //!
 //! Per node (`workload::node_eval` on the template with the daemon tolerations):
 //! - should run and has no pod: create one pinned to the node (at most `burstReplicas`
-//!   per sync);
+//!   per sync); a node wanted but without room for the pod (`workload::node_resources`)
+//!   gets none until room frees up, and counts as desired;
 //! - may keep running: failed pods are deleted, each node backing off on its own so a
 //!   crash-looping template cannot hot-loop; of several running pods the oldest stays
 //!   (under surge, the oldest old and the oldest updated one);
@@ -14,7 +15,7 @@
 //!   its pods are deleted;
 //! - pods pinned to no node or to a node that is gone are deleted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::jiff::Timestamp;
@@ -27,6 +28,7 @@ use crate::api::DaemonSet;
 use crate::api::daemonset::{DaemonSetUpdateStrategyType, RollingUpdateType};
 use crate::workload::actions::{Create, DeleteReason, Plan};
 use crate::workload::node_eval::{self, NodeFit, with_daemon_tolerations};
+use crate::workload::node_resources::{NodeUsage, pod_requests};
 use crate::workload::plan::{PlanError, PodSet, PodSetSnapshot, plan_delete};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::rollout::{self, IntOrPercentError, MAX_SURGE_FIELD};
@@ -51,6 +53,8 @@ pub struct Snapshot<'a> {
     pub revisions: &'a BTreeMap<String, PodTemplateSpec>,
     /// Nodes whose failed pods may not be deleted yet (the per-node backoff).
     pub failed_backoff: &'a BTreeSet<String>,
+    /// What the pods bound to each node take, the DaemonSet's own left out.
+    pub usage: &'a HashMap<String, NodeUsage>,
     pub now: Timestamp,
 }
 
@@ -74,22 +78,36 @@ pub struct DaemonSetPlan {
     pub failed_deleted_on: Vec<String>,
     /// Nodes with a failed pod left for later by the backoff.
     pub failed_waiting_on: Vec<String>,
+    /// Pods on nodes outside `rollingUpdate.selector`, which the update leaves alone.
+    pub held_back: BTreeSet<String>,
 }
 
-/// Each known node's verdict, by name, for the template of the update revision.
-pub fn evaluate_nodes(ds: &DaemonSet, nodes: &[&Node]) -> BTreeMap<String, NodeFit> {
+/// Each known node's verdict, by name, for the template of the update revision; a node
+/// without room for it (beside `usage`) is wanted but gets no new pod.
+pub fn evaluate_nodes(
+    ds: &DaemonSet,
+    nodes: &[&Node],
+    usage: &HashMap<String, NodeUsage>,
+) -> BTreeMap<String, NodeFit> {
     let spec = with_daemon_tolerations(&ds.spec.template.spec.clone().unwrap_or_default());
+    let requests = pod_requests(&spec);
+    let idle = NodeUsage::default();
     nodes
         .iter()
-        .map(|node| (node.name_any(), node_eval::evaluate(&spec, node)))
+        .map(|node| {
+            let name = node.name_any();
+            let used = usage.get(&name).unwrap_or(&idle);
+            let fit = node_eval::evaluate_with_room(&spec, node, &requests, used);
+            (name, fit)
+        })
         .collect()
 }
 
 /// Plans one sync.
 pub fn plan(snap: &Snapshot<'_>) -> Result<DaemonSetPlan, DaemonSetPlanError> {
     let ds = snap.ds;
-    let fits = evaluate_nodes(ds, &snap.nodes);
-    let desired = i32::try_from(fits.values().filter(|f| f.should_run).count()).unwrap_or(i32::MAX);
+    let fits = evaluate_nodes(ds, &snap.nodes, snap.usage);
+    let desired = i32::try_from(fits.values().filter(|f| f.wanted).count()).unwrap_or(i32::MAX);
     let by_node = node_pods(&snap.pods);
     let workload = DaemonSetWorkload {
         ds,
@@ -108,7 +126,10 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<DaemonSetPlan, DaemonSetPlanError> {
         now: snap.now,
     };
     let set = PodSet::new(&pod_set);
-    let mut out = DaemonSetPlan::default();
+    let mut out = DaemonSetPlan {
+        held_back: workload.held_back.clone(),
+        ..DaemonSetPlan::default()
+    };
     set.refresh(&mut out.plan)?;
     let surge = surge_limit(ds, desired)?;
     let step = NodeStep {

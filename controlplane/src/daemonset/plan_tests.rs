@@ -2,7 +2,7 @@
 //! backing off per node, burstReplicas, and the update (Standard within maxUnavailable,
 //! partition, paused, OnDelete, the node selector canary, in place, surging).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{
     Container, Node, NodeSpec, Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec, Taint,
@@ -21,6 +21,7 @@ use crate::daemonset::adapter::DaemonSetWorkload;
 use crate::workload::actions::{ChangeReason, Create, DeleteReason};
 use crate::workload::adapter::PodSetWorkload as _;
 use crate::workload::node_pin::pinned_node;
+use crate::workload::node_resources::NodeUsage;
 
 const V1: &str = "agent-v1";
 const V2: &str = "agent-v2";
@@ -169,6 +170,16 @@ fn failed(mut pod: Pod) -> Pod {
 }
 
 fn sync_with(ds: &DaemonSet, nodes: &[Node], pods: &[Pod], backoff: &[&str]) -> DaemonSetPlan {
+    sync_with_usage(ds, nodes, pods, backoff, &HashMap::new())
+}
+
+fn sync_with_usage(
+    ds: &DaemonSet,
+    nodes: &[Node],
+    pods: &[Pod],
+    backoff: &[&str],
+    usage: &HashMap<String, NodeUsage>,
+) -> DaemonSetPlan {
     let revisions = BTreeMap::from([
         (V1.to_owned(), template("agent:1")),
         (V2.to_owned(), template("agent:2")),
@@ -182,6 +193,7 @@ fn sync_with(ds: &DaemonSet, nodes: &[Node], pods: &[Pod], backoff: &[&str]) -> 
         current_revision: V1,
         revisions: &revisions,
         failed_backoff: &backoff,
+        usage,
         now: ts(1000),
     };
     plan(&snap).expect("a plan")
@@ -241,6 +253,46 @@ fn a_pod_is_created_on_each_node_that_fits_and_nowhere_else() {
     }
 }
 
+/// A node with room for `pods` pods and 1 CPU.
+fn sized(mut node: Node, pods: &str) -> Node {
+    use k8s_openapi::api::core::v1::NodeStatus;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let allocatable =
+        [("pods", pods), ("cpu", "1")].map(|(k, v)| (k.to_owned(), Quantity(v.to_owned())));
+    node.status = Some(NodeStatus {
+        allocatable: Some(allocatable.into_iter().collect()),
+        ..NodeStatus::default()
+    });
+    node
+}
+
+#[test]
+fn a_node_without_room_gets_no_pod_until_room_frees_up_and_keeps_the_one_it_runs() {
+    let ds = standard();
+    let nodes = [
+        sized(node("full"), "1"),
+        sized(node("roomy"), "2"),
+        sized(node("kept"), "1"),
+    ];
+    let usage = HashMap::from(["full", "roomy", "kept"].map(|n| {
+        let used = NodeUsage {
+            pods: 1,
+            ..NodeUsage::default()
+        };
+        (n.to_owned(), used)
+    }));
+    let running = [pod(&ds, "kept", V2, 1)];
+    let out = sync_with_usage(&ds, &nodes, &running, &[], &usage);
+    assert_eq!(created_on(&out), ["roomy"]);
+    assert!(
+        out.plan.deletes.is_empty(),
+        "a running pod is not evicted for room"
+    );
+    let freed = HashMap::new();
+    let out = sync_with_usage(&ds, &nodes, &running, &[], &freed);
+    assert_eq!(created_on(&out), ["full", "roomy"]);
+}
+
 #[test]
 fn the_pod_created_is_pinned_by_affinity_with_daemon_tolerations() {
     let ds = standard();
@@ -298,6 +350,39 @@ fn pods_go_from_nodes_that_no_longer_fit_but_a_no_schedule_taint_lets_them_stay(
         assert_eq!(deleted(&out), want, "{case}");
         assert!(out.plan.creates.is_empty(), "{case}");
     }
+}
+
+#[test]
+fn a_pre_delete_hook_holds_pods_in_preparing_delete_until_released() {
+    use crate::api::common::{Lifecycle, LifecycleHook};
+    use crate::workload::lifecycle::STATE_LABEL;
+    let mut ds = standard();
+    ds.spec.lifecycle = Some(Lifecycle {
+        pre_delete: Some(LifecycleHook {
+            labels_handler: BTreeMap::from([("hold".to_owned(), "true".to_owned())]),
+            ..LifecycleHook::default()
+        }),
+        ..Lifecycle::default()
+    });
+    let mut held = pod(&ds, "n", V2, 0);
+    let labels = held.metadata.labels.get_or_insert_default();
+    labels.insert("hold".to_owned(), "true".to_owned());
+    // The node no longer fits: the pod must go, but the hook holds it.
+    let nodes = [unlabelled(node("n"))];
+    let out = sync(&ds, &nodes, std::slice::from_ref(&held));
+    assert!(out.plan.deletes.is_empty(), "{:?}", out.plan.deletes);
+    let preparing: Vec<(&str, ChangeReason)> = (out.plan.pod_changes.iter())
+        .map(|c| (c.pod.as_str(), c.reason))
+        .collect();
+    assert_eq!(preparing, [("agent-n-0", ChangeReason::PreparingDelete)]);
+    // In PreparingDelete and still held: it waits; released: it goes.
+    let labels = held.metadata.labels.get_or_insert_default();
+    labels.insert(STATE_LABEL.to_owned(), "PreparingDelete".to_owned());
+    let out = sync(&ds, &nodes, std::slice::from_ref(&held));
+    assert!(out.plan.deletes.is_empty(), "still held");
+    held.metadata.labels.get_or_insert_default().remove("hold");
+    let out = sync(&ds, &nodes, &[held]);
+    assert_eq!(deleted(&out), [("agent-n-0", DeleteReason::ScaleDown)]);
 }
 
 #[test]

@@ -19,9 +19,12 @@ use tokio::time::Instant;
 
 use super::adapter::DaemonSetWorkload;
 use super::controller::{DaemonSetController, SyncError, reference};
-use super::nodes::node_pods;
+use super::nodes::{NodePods, node_pods};
 use super::plan::{self, DaemonSetPlan, Snapshot, evaluate_nodes};
-use super::status::{FAILED_CREATE, Revisions, SyncProblems, compute_status};
+use super::status::{
+    FAILED_CREATE, FAILED_UPDATE, Revisions, SyncProblems, compute_status, updated_ready_nodes,
+};
+use super::unplaced::Reasons;
 use crate::api::DaemonSet;
 use crate::cloneset::pods::{RevisionSpec, fresh_instance_id};
 use crate::cloneset::random::random_u64;
@@ -30,14 +33,18 @@ use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::workload::actions::Create;
+use crate::predownload::workload as predownload;
+use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
 use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep};
+use crate::workload::node_eval::NodeFit;
+use crate::workload::node_resources::usage_by_node;
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
 use crate::workload::selector::selector_selects_template;
+use crate::workload::update_guard;
 
 impl ObjectReconciler for DaemonSetController {
     type Object = DaemonSet;
@@ -83,6 +90,7 @@ impl ObjectReconciler for DaemonSetController {
 
     fn forget(&self, key: &ObjectKey) {
         self.parts.create_backoff.forget(key);
+        self.unplaced.forget(key);
         for node in self.parts.stores.nodes.state() {
             self.failed_pod_backoff
                 .forget(&(key.clone(), node.name_any()));
@@ -152,6 +160,11 @@ async fn sync(
     let nodes: Vec<Arc<Node>> = ctl.parts.stores.nodes.state();
     let generation = ds.metadata.generation.unwrap_or(0);
     let (failed_backoff, backoff_wait) = failed_backoff(ctl, key, &nodes, generation);
+    let uid = ds.uid().unwrap_or_default();
+    let bound = ctl.parts.stores.pods.state();
+    let usage = usage_by_node(bound.iter().map(AsRef::as_ref), |p| {
+        is_controlled_by(&p.metadata, &uid)
+    });
     let history = &owned.history;
     let snapshot = Snapshot {
         ds,
@@ -161,9 +174,10 @@ async fn sync(
         current_revision: &history.current_revision,
         revisions: &owned.templates,
         failed_backoff: &failed_backoff,
+        usage: &usage,
         now,
     };
-    let planned = match plan::plan(&snapshot) {
+    let mut planned = match plan::plan(&snapshot) {
         Ok(planned) => planned,
         Err(err) => return refuse(ctl, key, ds, &err.to_string()).await,
     };
@@ -172,14 +186,22 @@ async fn sync(
         let entry = (key.clone(), node.clone());
         ctl.failed_pod_backoff
             .failed(&entry, generation, message, Instant::now());
+        let note = format!(
+            "A pod on node {node} failed; it is deleted, and the next one there is replaced only after a backoff that grows with each failure."
+        );
+        (ctl.parts.events)
+            .warning(&reference(ds), FAILED_DAEMON_POD, "Delete", note)
+            .await;
     }
     let mut problems = SyncProblems {
         failed_waiting_on: planned.failed_waiting_on.clone(),
         ..SyncProblems::default()
     };
+    problems.update = hold_refused_update(ctl, key, ds, &owned, &mut planned.plan).await;
     let executed = execute(ctl, key, &snapshot, &owned, &planned, &mut problems).await;
-    let fits = evaluate_nodes(ds, &snapshot.nodes);
+    let fits = evaluate_nodes(ds, &snapshot.nodes, &usage);
     let by_node = node_pods(&snapshot.pods);
+    report_unplaced(ctl, key, ds, &fits, &by_node).await;
     let revisions = Revisions {
         update: &history.update_revision,
         collision_count: Some(history.collision_count).filter(|c| *c > 0),
@@ -191,6 +213,22 @@ async fn sync(
     (ctl.parts)
         .write_status::<DaemonSet, _>(key, ds.status.as_ref(), &status)
         .await?;
+    let workload = DaemonSetWorkload {
+        ds,
+        desired: status.desired_number_scheduled,
+        held_back: planned.held_back.clone(),
+    };
+    let updated_ready = updated_ready_nodes(ds, &fits, &by_node, &history.update_revision, now);
+    predownload::sync(
+        &ctl.parts,
+        &key.namespace,
+        &workload,
+        &reference(ds),
+        history,
+        &owned.templates,
+        updated_ready,
+    )
+    .await;
     (ctl.parts)
         .truncate_history::<DaemonSet>(
             key,
@@ -201,11 +239,14 @@ async fn sync(
         )
         .await?;
     let create_retry = executed?;
+    // A refused update is looked at again soon, without backoff growing.
+    let refused = problems.update.is_some().then_some(Duration::from_secs(15));
     let requeues = [
         create_retry,
         planned.plan.requeue_after,
         backoff_wait,
         availability,
+        refused,
     ];
     Ok(requeues
         .into_iter()
@@ -213,6 +254,27 @@ async fn sync(
         .fold(Outcome::Done, |outcome, after| {
             outcome.min(Outcome::RequeueAfter(after))
         }))
+}
+
+/// Remembers the nodes wanted but without room for a pod (their pod events requeue the
+/// DaemonSet) and warns once about each newly found one.
+async fn report_unplaced(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+    fits: &BTreeMap<String, NodeFit>,
+    by_node: &BTreeMap<String, NodePods<'_>>,
+) {
+    let unplaced: Reasons = (fits.iter())
+        .filter(|(node, fit)| fit.wanted && by_node.get(*node).is_none_or(|p| p.all.is_empty()))
+        .filter_map(|(node, fit)| Some((node.clone(), fit.unfit.as_ref()?.to_string())))
+        .collect();
+    for (node, why) in ctl.unplaced.record(key, unplaced) {
+        let note = format!("The pod cannot be placed on node {node}: {why}.");
+        (ctl.parts.events)
+            .warning(&reference(ds), FAILED_PLACEMENT, "Create", note)
+            .await;
+    }
 }
 
 /// The nodes whose failed pods must wait, and how soon the first wait ends.
@@ -234,6 +296,50 @@ fn failed_backoff(
     }
     (waiting, soonest)
 }
+
+/// Before the rollout disrupts its first pod: if the apiserver refuses (or could not be
+/// asked about) the update revision's pod, every update disruption of the plan is held;
+/// the message says why.
+async fn hold_refused_update(
+    ctl: &DaemonSetController,
+    key: &ObjectKey,
+    ds: &DaemonSet,
+    owned: &Owned,
+    planned: &mut Plan,
+) -> Option<String> {
+    let revision = &owned.history.update_revision;
+    let workload = DaemonSetWorkload {
+        ds,
+        desired: 0,
+        held_back: BTreeSet::new(),
+    };
+    let pod = || {
+        // Pinned to any node: the dry run checks admission, not placement.
+        let node = ctl.parts.stores.nodes.state().first()?.name_any();
+        let create = Create {
+            instance_id: node,
+            revision: revision.clone(),
+        };
+        let (pod, _) = new_pod_and_claims(&workload, &owned.templates, &create)?;
+        Some(pod)
+    };
+    update_guard::hold_refused_update(
+        &ctl.parts,
+        key,
+        &reference(ds),
+        FAILED_UPDATE,
+        revision,
+        pod,
+        planned,
+    )
+    .await
+}
+
+/// Event: a failed pod is deleted (the native controller's reason).
+const FAILED_DAEMON_POD: &str = "FailedDaemonPod";
+
+/// Event: a node wants the pod but has no room for it.
+const FAILED_PLACEMENT: &str = "FailedPlacement";
 
 /// Holds the DaemonSet: no claim, create or delete, a FailedCreate condition saying why.
 async fn refuse(
@@ -374,6 +480,9 @@ async fn execute(
     let mut shared = Problems::default();
     let executed = executor.execute(&planned.plan, &mut shared).await;
     problems.create = shared.scale;
-    problems.update = shared.update;
+    // A held update keeps its message unless the executor met a newer problem.
+    if shared.update.is_some() {
+        problems.update = shared.update;
+    }
     Ok(executed?)
 }

@@ -65,13 +65,13 @@ pub fn compute_status(
     for (node, pods) in by_node {
         // Pods pinned to no known node are not counted: the native controller counts
         // only the nodes it lists.
-        let misplaced = fits.get(node).is_some_and(|f| !f.should_run);
+        let misplaced = fits.get(node).is_some_and(|f| !f.wanted);
         if misplaced && !pods.all.is_empty() {
             status.number_misscheduled += 1;
         }
     }
     for (node, fit) in fits {
-        if !fit.should_run {
+        if !fit.wanted {
             continue;
         }
         status.desired_number_scheduled += 1;
@@ -118,6 +118,34 @@ pub fn compute_status(
         now,
     );
     status
+}
+
+/// How many nodes that should run the pod have their oldest pod updated and ready (what
+/// pre-download waits for before it pulls ahead).
+pub fn updated_ready_nodes(
+    ds: &DaemonSet,
+    fits: &BTreeMap<String, NodeFit>,
+    by_node: &BTreeMap<String, NodePods<'_>>,
+    update_revision: &str,
+    now: Timestamp,
+) -> i32 {
+    let named = BTreeSet::new();
+    let ctx = ViewContext {
+        update_revision,
+        min_ready_seconds: ds.spec.min_ready_seconds,
+        now,
+        named_for_deletion: &named,
+    };
+    let updated_ready = (fits.iter())
+        .filter(|(_, fit)| fit.wanted)
+        .filter_map(|(node, _)| {
+            let mut all = by_node.get(node)?.all.clone();
+            oldest_first(&mut all);
+            let oldest = PodView::of(all.first()?, &ctx);
+            (oldest.updated && oldest.ready).then_some(())
+        })
+        .count();
+    i32::try_from(updated_ready).unwrap_or(i32::MAX)
 }
 
 impl StatusCondition for DaemonSetCondition {

@@ -15,6 +15,7 @@ fn ts(secs: i64) -> Timestamp {
 
 fn fit(should_run: bool) -> NodeFit {
     NodeFit {
+        wanted: should_run,
         should_run,
         should_continue_running: true,
         unfit: None,
@@ -64,6 +65,14 @@ fn counts_per_node_from_the_oldest_pod() {
         ("empty".to_owned(), fit(true)),
         ("two".to_owned(), fit(true)),
         ("tainted".to_owned(), fit(false)),
+        // Wanted, no room for a pod: desired, unavailable, not misscheduled.
+        (
+            "full".to_owned(),
+            NodeFit {
+                should_run: false,
+                ..fit(true)
+            },
+        ),
     ]);
     let pods = [
         pod("p1", "ready", "v2", 0, Some(0)),
@@ -97,7 +106,7 @@ fn counts_per_node_from_the_oldest_pod() {
         status.updated_number_scheduled,
         status.number_misscheduled,
     );
-    assert_eq!(counts, (4, 3, 2, 1, 3, 2, 1));
+    assert_eq!(counts, (5, 3, 2, 1, 4, 2, 1));
     assert_eq!(status.observed_generation, 4);
     assert_eq!(status.daemon_set_hash, "v2");
 }

@@ -1,7 +1,8 @@
 //! Which DaemonSets a change concerns: the DaemonSet itself; the controller of a pod or
 //! revision, and, for an orphan pod, every DaemonSet in its namespace whose selector
 //! matches it (it may be adopted); for a node, every DaemonSet — but only when what node
-//! evaluation reads changed (labels, taints, unschedulable, the node coming or going).
+//! evaluation reads changed (labels, taints, unschedulable, allocatable, the node coming
+//! or going); for any pod event on a node a DaemonSet waits on for room, that DaemonSet.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::Store;
 use tokio_util::sync::CancellationToken;
 
+use super::unplaced::UnplacedNodes;
 use crate::api::DaemonSet;
 use crate::caches::Changes;
 use crate::controller::ObjectKey;
@@ -35,6 +37,7 @@ pub async fn run(
     changes: Changes,
     sets: Store<DaemonSet>,
     nodes: Store<Node>,
+    unplaced: Arc<UnplacedNodes>,
     queue: WorkQueue<ObjectKey>,
     shutdown: CancellationToken,
 ) {
@@ -47,7 +50,13 @@ pub async fn run(
         let keys = tokio::select! {
             () = shutdown.cancelled() => return,
             r = own.recv() => received(r, |s| vec![ObjectKey::of(s.as_ref())]),
-            r = pods.recv() => received(r, |p| keys_for(&p.metadata, &sets.state(), true)),
+            r = pods.recv() => received(r, |p| {
+                let mut keys = keys_for(&p.metadata, &sets.state(), true);
+                if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                    keys.extend(unplaced.waiting_on(node));
+                }
+                keys
+            }),
             r = revisions.recv() => received(r, |r| keys_for(&r.metadata, &[], false)),
             r = node_rx.recv() => received(r, |node| {
                 if seen_nodes.changed(&nodes, node) { all_keys(&sets) } else { Vec::new() }

@@ -14,6 +14,7 @@ pub mod node;
 pub mod node_changes;
 pub mod node_eval;
 pub mod node_pin;
+pub mod node_resources;
 pub mod ordering;
 pub mod ownership;
 pub mod plan;

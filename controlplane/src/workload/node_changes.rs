@@ -1,15 +1,23 @@
 //! Which node changes matter to workloads that place one pod per node (BroadcastJob,
-//! Advanced DaemonSet): only what node evaluation (`node_eval`) reads — labels, taints,
-//! `spec.unschedulable`, the node coming or going — not every status heartbeat.
+//! Advanced DaemonSet): only what node evaluation (`node_eval`, `node_resources`) reads —
+//! labels, taints, `spec.unschedulable`, allocatable resources, the node coming or going —
+//! not every status heartbeat.
 
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt as _;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-/// What node evaluation reads from a Node: labels, taints, unschedulable (None: gone).
-type NodeFacts = Option<(BTreeMap<String, String>, Vec<Taint>, bool)>;
+/// What node evaluation reads from a Node: labels, taints, unschedulable, allocatable
+/// (None: gone).
+type NodeFacts = Option<(
+    BTreeMap<String, String>,
+    Vec<Taint>,
+    bool,
+    Option<BTreeMap<String, Quantity>>,
+)>;
 
 fn node_facts(nodes: &Store<Node>, name: &str) -> NodeFacts {
     let node = nodes.get(&ObjectRef::new(name))?;
@@ -18,6 +26,7 @@ fn node_facts(nodes: &Store<Node>, name: &str) -> NodeFacts {
         node.labels().clone(),
         spec.taints.unwrap_or_default(),
         spec.unschedulable.unwrap_or(false),
+        node.status.as_ref().and_then(|s| s.allocatable.clone()),
     ))
 }
 

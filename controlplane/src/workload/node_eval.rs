@@ -7,8 +7,12 @@
 //! pod's tolerations. A `NoSchedule` taint the pod does not tolerate keeps a new pod off
 //! the node but lets a running one stay; a `NoExecute` one does neither.
 //!
+//! [`evaluate_with_room`] adds resource fit (`workload::node_resources`): a node that
+//! fits in every other way but lacks room is still wanted (it counts as desired) but gets
+//! no new pod until room frees up, as the native controller once decided it.
+//!
 //! Left out (the scheduler decides them when it binds, and a pod pinned to a node that
-//! cannot hold it fails there, visibly): resource fit, host ports, volume topology and
+//! cannot hold it fails there, visibly): host ports, volume topology and
 //! `PreferNoSchedule` (a preference, never a refusal). A DaemonSet's pods carry the
 //! tolerations upstream adds to every daemon pod ([`with_daemon_tolerations`]), in the
 //! spec evaluated and in the pod created alike.
@@ -16,6 +20,8 @@
 use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
+
+use super::node_resources::{Amounts, NodeUsage, insufficient};
 
 /// The taint the scheduler reads into a node with `spec.unschedulable: true`.
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
@@ -63,6 +69,8 @@ pub fn with_daemon_tolerations(spec: &PodSpec) -> PodSpec {
 /// The verdict on one pod spec and one node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeFit {
+    /// The node should run the pod (it counts as desired), room or not.
+    pub wanted: bool,
     /// A new pod may be placed on the node.
     pub should_run: bool,
     /// A pod already on the node may stay (only NoExecute taints evict).
@@ -82,6 +90,51 @@ pub enum Unfit {
     NodeAffinity,
     #[error("the node has the taint {key}:{effect}, which the pod template does not tolerate")]
     Taint { key: String, effect: String },
+    #[error(
+        "the node has only {free} {resource} free beside the pods bound to it, and the pod template requests {requested}"
+    )]
+    Insufficient {
+        resource: String,
+        requested: Amount,
+        free: Amount,
+    },
+}
+
+/// An amount in thousandths, shown as a quantity (`1500m`, `2`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Amount(pub i128);
+
+impl std::fmt::Display for Amount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 % 1000 == 0 {
+            write!(f, "{}", self.0 / 1000)
+        } else {
+            write!(f, "{}m", self.0)
+        }
+    }
+}
+
+/// [`evaluate`], and a node with too little room left for `requests` (the pod's
+/// requests, `node_resources::pod_requests`) beside what `usage` says its pods take:
+/// still wanted, but no new pod is placed.
+pub fn evaluate_with_room(
+    spec: &PodSpec,
+    node: &Node,
+    requests: &Amounts,
+    usage: &NodeUsage,
+) -> NodeFit {
+    let mut fit = evaluate(spec, node);
+    if fit.should_run
+        && let Some((resource, requested, free)) = insufficient(requests, node, usage)
+    {
+        fit.should_run = false;
+        fit.unfit = Some(Unfit::Insufficient {
+            resource,
+            requested: Amount(requested),
+            free: Amount(free),
+        });
+    }
+    fit
 }
 
 /// `nodeShouldRunDaemonPod` for `spec` on `node`.
@@ -105,6 +158,7 @@ pub fn evaluate(spec: &PodSpec, node: &Node) -> NodeFit {
             })
     });
     NodeFit {
+        wanted: unfit.is_none(),
         should_run: unfit.is_none(),
         should_continue_running: placed && evicting.is_none(),
         unfit,

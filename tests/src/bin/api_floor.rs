@@ -1,4 +1,4 @@
-//! The apiserver floor for the CloneSet benchmark: the same pod writes the controller makes,
+//! The apiserver floor for the workload benchmarks: the same pod writes the controller makes,
 //! issued by a minimal client with no planning, so the controller's figures can be read
 //! against what the apiserver (and kwok) alone cost.
 //!
@@ -12,6 +12,13 @@
 //!   api-floor tasks --namespace NS --node-label K=V --image IMAGE
 //!       creates one task pod pinned to each node with that label (as a BroadcastJob does,
 //!       by required node affinity) that kwok runs to success, and waits until all Succeeded.
+//!
+//!   api-floor daemon --namespace NS --node-label K=V --image IMAGE
+//!       creates one running pod pinned to each node with that label (as a DaemonSet does)
+//!       and waits until all are Ready;
+//!   api-floor daemon-roll --namespace NS --image IMAGE --batch N
+//!       replaces those pods N at a time (delete, create with IMAGE, wait Ready) — the
+//!       writes of a DaemonSet's recreate rollout with maxUnavailable N.
 //!
 //! Prints the elapsed seconds on stdout.
 
@@ -63,6 +70,24 @@ enum Command {
         node_label: String,
         #[arg(long)]
         image: String,
+    },
+    Daemon {
+        #[arg(long)]
+        namespace: String,
+        /// The simulated nodes' label, `key=value`.
+        #[arg(long)]
+        node_label: String,
+        #[arg(long)]
+        image: String,
+    },
+    DaemonRoll {
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        image: String,
+        /// Pods replaced at once.
+        #[arg(long)]
+        batch: usize,
     },
 }
 
@@ -177,6 +202,69 @@ async fn main() -> Result<()> {
             })
             .await?;
         }
+        Command::Daemon {
+            namespace,
+            node_label,
+            image,
+        } => {
+            let nodes = labelled_nodes(client.clone(), &node_label).await?;
+            let api = Arc::new(Api::<Pod>::namespaced(client, &namespace));
+            for_each(&api, &nodes, args.concurrency, |api, node| {
+                let pod = daemon_pod(&node, &image, 1);
+                async move {
+                    api.create(&PostParams::default(), &pod?).await?;
+                    Ok(())
+                }
+            })
+            .await?;
+            let want = nodes.len();
+            wait(&api, |pods| {
+                pods.len() == want && pods.iter().all(|p| condition(p, "Ready"))
+            })
+            .await?;
+        }
+        Command::DaemonRoll {
+            namespace,
+            image,
+            batch,
+        } => {
+            let api = Arc::new(Api::<Pod>::namespaced(client, &namespace));
+            let pods = api
+                .list(&ListParams::default().labels(&format!("{LABEL}=true")))
+                .await?
+                .items;
+            let mut nodes: Vec<String> = pods
+                .iter()
+                .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+                .collect();
+            nodes.sort();
+            for chunk in nodes.chunks(batch.max(1)) {
+                let names: Vec<String> = chunk.iter().map(|n| format!("daemon-{n}-1")).collect();
+                for_each(&api, &names, args.concurrency, |api, name| async move {
+                    api.delete(&name, &kube::api::DeleteParams::default().grace_period(0))
+                        .await?;
+                    Ok(())
+                })
+                .await?;
+                for_each(&api, chunk, args.concurrency, |api, node| {
+                    let pod = daemon_pod(&node, &image, 2);
+                    async move {
+                        api.create(&PostParams::default(), &pod?).await?;
+                        Ok(())
+                    }
+                })
+                .await?;
+                let want = nodes.len();
+                let new: Vec<String> = chunk.iter().map(|n| format!("daemon-{n}-2")).collect();
+                wait(&api, |pods| {
+                    let ready_new = (pods.iter())
+                        .filter(|p| new.contains(&p.name_any()) && condition(p, "Ready"))
+                        .count();
+                    ready_new == new.len() && pods.len() == want
+                })
+                .await?;
+            }
+        }
     }
     // The one line of output the benchmark script reads.
     let mut out = std::io::stdout().lock();
@@ -207,6 +295,25 @@ fn task_pod(node: &str, image: &str) -> Result<Pod> {
                 }] }]
             } } },
             "containers": [{ "name": "task", "image": image }]
+        }
+    }))?)
+}
+
+/// A running pod pinned to `node` the way a DaemonSet pins its pods; `generation` tells a
+/// replacement's name from the pod it replaces.
+fn daemon_pod(node: &str, image: &str, generation: u32) -> Result<Pod> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": format!("daemon-{node}-{generation}"), "labels": { LABEL: "true" } },
+        "spec": {
+            "tolerations": [{ "operator": "Exists" }],
+            "terminationGracePeriodSeconds": 0,
+            "readinessGates": [{ "conditionType": "InPlaceUpdateReady" }],
+            "affinity": { "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{ "matchFields": [{
+                    "key": "metadata.name", "operator": "In", "values": [node]
+                }] }]
+            } } },
+            "containers": [{ "name": "web", "image": image }]
         }
     }))?)
 }
