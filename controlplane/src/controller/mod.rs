@@ -4,7 +4,6 @@
 pub mod api_error;
 pub mod conditions;
 pub mod create_backoff;
-pub mod disruption_budget;
 pub mod events;
 pub mod expectations;
 pub mod finalizer;
