@@ -61,7 +61,7 @@ const CA_RELOAD_PERIOD: Duration = Duration::from_secs(30);
 
 /// Runs the control plane until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn run(args: Args) -> Result<(), AppError> {
-    let client = kube::Client::try_default()
+    let client = crate::controller::client::connect()
         .await
         .map_err(AppError::Client)?;
     let shutdown = CancellationToken::new();

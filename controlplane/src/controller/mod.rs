@@ -2,6 +2,7 @@
 //! that ties a reconciler to leadership, and the key type.
 
 pub mod api_error;
+pub mod client;
 pub mod conditions;
 pub mod create_backoff;
 pub mod events;
