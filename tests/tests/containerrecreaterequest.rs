@@ -17,10 +17,10 @@ use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::{ContainerRecreateRequest, PodUnavailableBudget};
 use stevedore_controlplane::api::containerrecreaterequest::{
     ContainerRecreateRequestPhase as Phase, NODE_NAME_LABEL, POD_NAME_LABEL, POD_UID_LABEL,
 };
+use stevedore_controlplane::api::{ContainerRecreateRequest, PodUnavailableBudget};
 use stevedore_tests::pods::condition;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
@@ -293,8 +293,12 @@ async fn an_exhausted_budget_holds_the_request_pending_until_it_allows() -> Resu
         })
         .await?;
 
-        create_request(&ctx, "held", json!({ "podName": "guarded", "containers": [{ "name": "web" }] }))
-            .await?;
+        create_request(
+            &ctx,
+            "held",
+            json!({ "podName": "guarded", "containers": [{ "name": "web" }] }),
+        )
+        .await?;
         let message = poll_until("the request held by the budget", RECREATE, || async {
             let request = ctx.api::<ContainerRecreateRequest>().get("held").await?;
             let status = request.status.unwrap_or_default();
@@ -306,26 +310,43 @@ async fn an_exhausted_budget_holds_the_request_pending_until_it_allows() -> Resu
         // Held for a while: retried, still Pending, the container untouched.
         tokio::time::sleep(Duration::from_secs(12)).await;
         let request = ctx.api::<ContainerRecreateRequest>().get("held").await?;
-        ensure!(phase(&request) == Some(Phase::Pending), "{message}; then {:?}", request.status);
+        ensure!(
+            phase(&request) == Some(Phase::Pending),
+            "{message}; then {:?}",
+            request.status
+        );
         let pod = ctx.api::<Pod>().get("guarded").await?;
-        ensure!(container(&pod, "web")?.0 == restarts, "recreated while held");
+        ensure!(
+            container(&pod, "web")?.0 == restarts,
+            "recreated while held"
+        );
 
         let allow = json!({ "spec": { "maxUnavailable": 1 } });
         budgets
             .patch("guard", &PatchParams::default(), &Patch::Merge(&allow))
             .await?;
         let request = finished(&ctx, "held").await?;
-        ensure!(phase(&request) == Some(Phase::Completed), "{:?}", request.status);
+        ensure!(
+            phase(&request) == Some(Phase::Completed),
+            "{:?}",
+            request.status
+        );
         let pod = ctx.api::<Pod>().get("guarded").await?;
         ensure!(container(&pod, "web")?.0 == restarts + 1, "not recreated");
         // The recreate was recorded in the budget, and the record ends once the pod is
         // ready again (well before the two-minute expiry).
-        poll_until("the budget whole again", Duration::from_secs(60), || async {
-            let status = budget_status(&ctx, "guard").await?;
-            let whole = status["unavailablePods"].as_object().is_none_or(|m| m.is_empty())
-                && status["unavailableAllowed"] == 1;
-            Ok(whole.then_some(()))
-        })
+        poll_until(
+            "the budget whole again",
+            Duration::from_secs(60),
+            || async {
+                let status = budget_status(&ctx, "guard").await?;
+                let whole = status["unavailablePods"]
+                    .as_object()
+                    .is_none_or(|m| m.is_empty())
+                    && status["unavailableAllowed"] == 1;
+                Ok(whole.then_some(()))
+            },
+        )
         .await
     })
     .await

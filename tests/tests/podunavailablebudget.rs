@@ -287,15 +287,15 @@ async fn two_workloads_disrupting_the_same_pods_stay_within_the_budget() -> Resu
         let watcher = watch_unavailable(ctx.clone(), name, stop.clone(), most.clone());
         let v2 = ctx.cluster.image("web:v2");
         // Both actors start together: the rollout and a recreate of every pod.
-        let (rollout, recreates) = tokio::join!(
-            set_image(&ctx, name, &v2),
-            recreate_every_pod(&ctx, name)
-        );
+        let (rollout, recreates) =
+            tokio::join!(set_image(&ctx, name, &v2), recreate_every_pod(&ctx, name));
         let outcome = match (rollout, recreates) {
-            (Ok(_), Ok(_)) => poll_until("the rollout and the recreates", ROLLOUT, || {
-                both_done(&ctx, name, &v2)
-            })
-            .await,
+            (Ok(_), Ok(_)) => {
+                poll_until("the rollout and the recreates", ROLLOUT, || {
+                    both_done(&ctx, name, &v2)
+                })
+                .await
+            }
             (Err(err), _) | (_, Err(err)) => Err(err),
         };
         stop.store(true, Ordering::SeqCst);
@@ -303,9 +303,18 @@ async fn two_workloads_disrupting_the_same_pods_stay_within_the_budget() -> Resu
         outcome?;
         let most = most.load(Ordering::SeqCst);
         eprintln!("at most {most} pod(s) unavailable at once under both actors");
-        ensure!(most <= 2, "{most} pods were unavailable at once under a budget of 2");
-        ensure!(most >= 1, "no pod was ever seen unavailable: the poll missed the disruptions");
-        let requests = ctx.api::<ContainerRecreateRequest>().list(&Default::default()).await?;
+        ensure!(
+            most <= 2,
+            "{most} pods were unavailable at once under a budget of 2"
+        );
+        ensure!(
+            most >= 1,
+            "no pod was ever seen unavailable: the poll missed the disruptions"
+        );
+        let requests = ctx
+            .api::<ContainerRecreateRequest>()
+            .list(&Default::default())
+            .await?;
         for request in requests {
             let status = request.status.unwrap_or_default();
             ensure!(

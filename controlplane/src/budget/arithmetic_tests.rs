@@ -205,7 +205,11 @@ fn a_recreate_entry_ends_when_the_pod_turned_ready_after_it() {
             now: at(0),
         })
         .expect("valid");
-        assert_eq!(got.unavailable.contains_key("p0"), kept, "{ready} {since:?}");
+        assert_eq!(
+            got.unavailable.contains_key("p0"),
+            kept,
+            "{ready} {since:?}"
+        );
     }
 }
 

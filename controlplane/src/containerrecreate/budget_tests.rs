@@ -59,7 +59,9 @@ fn pending() -> ContainerRecreateRequestStatus {
 #[tokio::test]
 async fn a_recreate_is_asked_as_an_in_place_disruption_of_its_pod() {
     let budgets = ScriptedBudgets::default();
-    let held = admit(&budgets, "web-0", &pending()).await.expect("no error");
+    let held = admit(&budgets, "web-0", &pending())
+        .await
+        .expect("no error");
     assert_eq!(held, None);
     assert_eq!(
         budgets.asked(),
@@ -73,7 +75,9 @@ async fn an_admitted_recreate_is_recorded_in_the_budgets_unavailable_pods() {
     let budgets = OneBudget {
         api: Api::namespaced(api.client(), "ns"),
     };
-    let held = admit(&budgets, "web-0", &pending()).await.expect("no error");
+    let held = admit(&budgets, "web-0", &pending())
+        .await
+        .expect("no error");
     assert_eq!(held, None);
     let sent = api.sent();
     assert_eq!(sent.len(), 2, "read, then the conditional write");

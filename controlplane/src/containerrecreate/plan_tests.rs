@@ -581,7 +581,10 @@ fn a_held_recreate_stays_pending_with_the_budgets_sentence() {
         message: "Waiting for the agent.".into(),
         ..ContainerRecreateRequestStatus::default()
     };
-    let plan = held(&before, "the PodUnavailableBudget web allows no more unavailable pods");
+    let plan = held(
+        &before,
+        "the PodUnavailableBudget web allows no more unavailable pods",
+    );
     assert_eq!(plan.status.phase, Phase::Pending);
     assert_eq!(
         plan.status.message,
