@@ -20,7 +20,6 @@ use crate::cloneset::CloneSetController;
 use crate::config::Args;
 use crate::containerrecreate::ContainerRecreateController;
 use crate::containerrecreate::agent::ContainerRestarts;
-use crate::controller::disruption_budget::NoBudgets;
 use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
@@ -62,7 +61,7 @@ const CA_RELOAD_PERIOD: Duration = Duration::from_secs(30);
 
 /// Runs the control plane until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn run(args: Args) -> Result<(), AppError> {
-    let client = kube::Client::try_default()
+    let client = crate::controller::client::connect()
         .await
         .map_err(AppError::Client)?;
     let shutdown = CancellationToken::new();
@@ -190,8 +189,7 @@ async fn start_workloads(
     start_jobs(running, &controllers, shutdown)
 }
 
-/// The ContainerRecreateRequest controller and its triggers, as `--controllers` says. No
-/// disruption budget is consulted yet (`NoBudgets`).
+/// The ContainerRecreateRequest controller and its triggers, as `--controllers` says.
 fn start_container_recreates(
     running: &mut Runtime<Stores>,
     c: &Controllers,
@@ -205,7 +203,6 @@ fn start_container_recreates(
         c.client.clone(),
         c.stores.clone(),
         restarts,
-        Arc::new(NoBudgets),
         c.events.clone(),
     );
     let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;

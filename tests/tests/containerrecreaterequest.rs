@@ -3,9 +3,12 @@
 //! the named container's restartCount + 1, the other untouched), with
 //! `unreadyGracePeriodSeconds` (KruisePodReady False, then True) and `orderedRecreate`
 //! observable; a second request for the same pod waits for the first and then runs; a
-//! request for a missing container fails naming it; the CRD refuses bad requests.
+//! request for a missing container fails naming it; the CRD refuses bad requests; a
+//! PodUnavailableBudget with no disruption left holds a request Pending (naming it) until
+//! it allows one, and the admitted recreate is recorded until the pod is ready again.
 //!
-//! Run against a control plane with the `containerrecreaterequest` controller.
+//! Run against a control plane with the `containerrecreaterequest` and
+//! `podunavailablebudget` controllers.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -14,10 +17,10 @@ use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::ContainerRecreateRequest;
 use stevedore_controlplane::api::containerrecreaterequest::{
     ContainerRecreateRequestPhase as Phase, NODE_NAME_LABEL, POD_NAME_LABEL, POD_UID_LABEL,
 };
+use stevedore_controlplane::api::{ContainerRecreateRequest, PodUnavailableBudget};
 use stevedore_tests::pods::condition;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
@@ -240,6 +243,111 @@ async fn ordered_recreate_then_a_queued_second_request() -> Result<()> {
             "the pod was replaced"
         );
         Ok(())
+    })
+    .await
+}
+
+/// A ready one-container pod `name` (httpd) labelled `app: guarded`, on the kubelet node.
+async fn guarded_pod(ctx: &TestContext, name: &str) -> Result<Pod> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "app": "guarded" } },
+        "spec": {
+            "nodeName": ctx.cluster.node_name,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{
+                "name": "web", "image": ctx.cluster.image("web:v1"),
+                "imagePullPolicy": "IfNotPresent",
+            }],
+        },
+    }))?;
+    ctx.api::<Pod>()
+        .create(&PostParams::default(), &pod)
+        .await?;
+    poll_until(&format!("pod {name} ready"), POD_START, || async {
+        let pod = ctx.api::<Pod>().get(name).await?;
+        Ok((condition(&pod, "Ready").as_deref() == Some("True")).then_some(pod))
+    })
+    .await
+}
+
+async fn budget_status(ctx: &TestContext, name: &str) -> Result<Value> {
+    let budget = ctx.api::<PodUnavailableBudget>().get(name).await?;
+    Ok(serde_json::to_value(&budget)?["status"].clone())
+}
+
+#[tokio::test]
+async fn an_exhausted_budget_holds_the_request_pending_until_it_allows() -> Result<()> {
+    run_in_namespace("crr-budget", |ctx| async move {
+        let before = guarded_pod(&ctx, "guarded").await?;
+        let (restarts, _, _) = container(&before, "web")?;
+        let budget: PodUnavailableBudget = serde_json::from_value(json!({
+            "apiVersion": "policy.kruise.io/v1alpha1", "kind": "PodUnavailableBudget",
+            "metadata": { "name": "guard" },
+            "spec": { "selector": { "matchLabels": { "app": "guarded" } }, "maxUnavailable": 0 },
+        }))?;
+        let budgets = ctx.api::<PodUnavailableBudget>();
+        budgets.create(&PostParams::default(), &budget).await?;
+        poll_until("the budget counts the pod", RECREATE, || async {
+            let status = budget_status(&ctx, "guard").await?;
+            Ok((status["currentAvailable"] == 1).then_some(()))
+        })
+        .await?;
+
+        create_request(
+            &ctx,
+            "held",
+            json!({ "podName": "guarded", "containers": [{ "name": "web" }] }),
+        )
+        .await?;
+        let message = poll_until("the request held by the budget", RECREATE, || async {
+            let request = ctx.api::<ContainerRecreateRequest>().get("held").await?;
+            let status = request.status.unwrap_or_default();
+            let held = status.phase == Phase::Pending
+                && status.message.contains("PodUnavailableBudget guard");
+            Ok(held.then_some(status.message))
+        })
+        .await?;
+        // Held for a while: retried, still Pending, the container untouched.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        let request = ctx.api::<ContainerRecreateRequest>().get("held").await?;
+        ensure!(
+            phase(&request) == Some(Phase::Pending),
+            "{message}; then {:?}",
+            request.status
+        );
+        let pod = ctx.api::<Pod>().get("guarded").await?;
+        ensure!(
+            container(&pod, "web")?.0 == restarts,
+            "recreated while held"
+        );
+
+        let allow = json!({ "spec": { "maxUnavailable": 1 } });
+        budgets
+            .patch("guard", &PatchParams::default(), &Patch::Merge(&allow))
+            .await?;
+        let request = finished(&ctx, "held").await?;
+        ensure!(
+            phase(&request) == Some(Phase::Completed),
+            "{:?}",
+            request.status
+        );
+        let pod = ctx.api::<Pod>().get("guarded").await?;
+        ensure!(container(&pod, "web")?.0 == restarts + 1, "not recreated");
+        // The recreate was recorded in the budget, and the record ends once the pod is
+        // ready again (well before the two-minute expiry).
+        poll_until(
+            "the budget whole again",
+            Duration::from_secs(60),
+            || async {
+                let status = budget_status(&ctx, "guard").await?;
+                let whole = status["unavailablePods"]
+                    .as_object()
+                    .is_none_or(|m| m.is_empty())
+                    && status["unavailableAllowed"] == 1;
+                Ok(whole.then_some(()))
+            },
+        )
+        .await
     })
     .await
 }

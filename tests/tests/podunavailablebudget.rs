@@ -1,8 +1,10 @@
 //! PodUnavailableBudget on the real apiserver and kubelet node: admission refuses bad
 //! budgets naming the field; a budget of maxUnavailable 1, made before its CloneSet, counts
 //! the pods as they come, and holds an in-place rollout of 6 pods whose own maxUnavailable
-//! is 3 to one unavailable pod at a time. Needs this branch's control plane with
-//! `--controllers cloneset,podunavailablebudget` (see dev-cp.sh).
+//! is 3 to one unavailable pod at a time; two workloads disrupting the same protected pods
+//! at once (a CloneSet in-place rollout and ContainerRecreateRequests for every pod) stay
+//! within the budget together. Needs this branch's control plane with `--controllers
+//! cloneset,podunavailablebudget,containerrecreaterequest` (see dev-cp.sh).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,7 +13,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail, ensure};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::PodUnavailableBudget;
+use stevedore_controlplane::api::containerrecreaterequest::ContainerRecreateRequestPhase as Phase;
+use stevedore_controlplane::api::{ContainerRecreateRequest, PodUnavailableBudget};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod cloneset_support;
@@ -215,6 +218,111 @@ async fn an_in_place_rollout_never_exceeds_the_budget() -> Result<()> {
             .await?;
         wait_rolled_out(&ctx, name, ROLLOUT).await?;
         wait_numbers(&ctx, "web-pub", (1, 4, 3, 4)).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Requests a recreate of container `web` of every pod of the set at once.
+async fn recreate_every_pod(ctx: &TestContext, name: &str) -> Result<Vec<String>> {
+    let mut requests = Vec::new();
+    for pod in pods_of(ctx, name).await? {
+        let pod_name = pod.metadata.name.context("a pod without a name")?;
+        let request: ContainerRecreateRequest = serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ContainerRecreateRequest",
+            "metadata": { "name": format!("recreate-{pod_name}") },
+            "spec": { "podName": pod_name, "containers": [{ "name": "web" }] },
+        }))?;
+        let created = ctx
+            .api::<ContainerRecreateRequest>()
+            .create(&PostParams::default(), &request)
+            .await?;
+        requests.push(created.metadata.name.unwrap_or_default());
+    }
+    Ok(requests)
+}
+
+/// The rollout and the recreates both done: every pod on `image`, ready, and every
+/// request finished.
+async fn both_done(ctx: &TestContext, name: &str, image: &str) -> Result<Option<()>> {
+    let pods = pods_of(ctx, name).await?;
+    let updated = pods.len() == 6
+        && pods.iter().all(|p| {
+            stevedore_tests::pods::is_running_and_ready(p)
+                && p.spec
+                    .as_ref()
+                    .is_some_and(|s| s.containers[0].image.as_deref() == Some(image))
+        });
+    let requests = ctx
+        .api::<ContainerRecreateRequest>()
+        .list(&Default::default())
+        .await?;
+    let unfinished = (requests.items.iter())
+        .filter(|r| !r.status.as_ref().is_some_and(|s| s.phase.is_finished()))
+        .count();
+    if updated && unfinished == 0 {
+        Ok(Some(()))
+    } else {
+        bail!("pods updated and ready: {updated}; {unfinished} request(s) unfinished")
+    }
+}
+
+#[tokio::test]
+async fn two_workloads_disrupting_the_same_pods_stay_within_the_budget() -> Result<()> {
+    run_in_namespace("pub-concurrent", |ctx| async move {
+        let name = "shared";
+        let target =
+            json!({ "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": name });
+        let spec = json!({ "targetRef": target, "maxUnavailable": 2 });
+        create_budget(&ctx, &budget(&ctx, "shared-pub", spec), false).await?;
+        let mut cloneset = web_cloneset(&ctx, name, 6, "InPlaceIfPossible", Nodes::Kubelet);
+        // Alone, the set would update every pod at once.
+        cloneset["spec"]["updateStrategy"]["maxUnavailable"] = json!(6);
+        apply(&ctx, &cloneset).await?;
+        wait_rolled_out(&ctx, name, ROLLOUT).await?;
+        wait_numbers(&ctx, "shared-pub", (2, 6, 4, 6)).await?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let most = Arc::new(AtomicUsize::new(0));
+        let watcher = watch_unavailable(ctx.clone(), name, stop.clone(), most.clone());
+        let v2 = ctx.cluster.image("web:v2");
+        // Both actors start together: the rollout and a recreate of every pod.
+        let (rollout, recreates) =
+            tokio::join!(set_image(&ctx, name, &v2), recreate_every_pod(&ctx, name));
+        let outcome = match (rollout, recreates) {
+            (Ok(_), Ok(_)) => {
+                poll_until("the rollout and the recreates", ROLLOUT, || {
+                    both_done(&ctx, name, &v2)
+                })
+                .await
+            }
+            (Err(err), _) | (_, Err(err)) => Err(err),
+        };
+        stop.store(true, Ordering::SeqCst);
+        watcher.await?;
+        outcome?;
+        let most = most.load(Ordering::SeqCst);
+        eprintln!("at most {most} pod(s) unavailable at once under both actors");
+        ensure!(
+            most <= 2,
+            "{most} pods were unavailable at once under a budget of 2"
+        );
+        ensure!(
+            most >= 1,
+            "no pod was ever seen unavailable: the poll missed the disruptions"
+        );
+        let requests = ctx
+            .api::<ContainerRecreateRequest>()
+            .list(&Default::default())
+            .await?;
+        for request in requests {
+            let status = request.status.unwrap_or_default();
+            ensure!(
+                status.phase == Phase::Completed,
+                "{:?} ended {status:?}",
+                request.metadata.name
+            );
+        }
         Ok(())
     })
     .await

@@ -30,6 +30,7 @@ fn pod(name: &str) -> BudgetPod {
         ready: true,
         terminating: false,
         in_place_ready_since: None,
+        ready_since: None,
     }
 }
 

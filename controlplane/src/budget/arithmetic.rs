@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 
@@ -28,6 +28,9 @@ pub struct BudgetPod {
     pub terminating: bool,
     /// When `InPlaceUpdateReady` last turned True (an in-place update finished then).
     pub in_place_ready_since: Option<Timestamp>,
+    /// When Ready last turned True, unless an in-place update still holds the pod
+    /// (`InPlaceUpdateReady` False): containers recreated in place are back then.
+    pub ready_since: Option<Timestamp>,
 }
 
 impl BudgetPod {
@@ -38,16 +41,20 @@ impl BudgetPod {
                 .and_then(|s| s.conditions.as_ref())
                 .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
         };
-        let in_place = condition(INPLACE_UPDATE_READY).filter(|c| c.status == "True");
+        let since = |c: &PodCondition| {
+            c.last_transition_time
+                .as_ref()
+                .map_or(Timestamp::UNIX_EPOCH, |t| t.0)
+        };
+        let in_place = condition(INPLACE_UPDATE_READY);
+        let in_place_held = in_place.is_some_and(|c| c.status == "False");
+        let ready = condition("Ready").filter(|c| c.status == "True");
         Self {
             name: pod.metadata.name.clone().unwrap_or_default(),
-            ready: condition("Ready").is_some_and(|c| c.status == "True"),
+            ready: ready.is_some(),
             terminating: pod.metadata.deletion_timestamp.is_some(),
-            in_place_ready_since: in_place.map(|c| {
-                c.last_transition_time
-                    .as_ref()
-                    .map_or(Timestamp::UNIX_EPOCH, |t| t.0)
-            }),
+            in_place_ready_since: in_place.filter(|c| c.status == "True").map(since),
+            ready_since: ready.filter(|_| !in_place_held).map(since),
         }
     }
 }
@@ -112,9 +119,13 @@ pub fn compute(observed: &Observed<'_>) -> Result<Computed, IntOrPercentError> {
     };
     let disrupted = keep(observed.disrupted, &|_, _| false);
     // An in-place update is over once the pod is ready and InPlaceUpdateReady turned True
-    // after the update was admitted.
+    // after the update was admitted; a container recreate once Ready turned True again
+    // after it was admitted (strictly after: the times have whole seconds, and a pod that
+    // turned ready in the second of the admission may not have gone down yet).
     let unavailable = keep(observed.unavailable, &|pod, at| {
-        pod.ready && pod.in_place_ready_since.is_some_and(|since| since >= at)
+        pod.ready
+            && (pod.in_place_ready_since.is_some_and(|since| since >= at)
+                || pod.ready_since.is_some_and(|since| since > at))
     });
     let current_available = pods
         .iter()

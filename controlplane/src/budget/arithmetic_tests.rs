@@ -22,6 +22,7 @@ fn pod(name: &str, ready: bool) -> BudgetPod {
         ready,
         terminating: false,
         in_place_ready_since: Some(at(-1000)),
+        ready_since: Some(at(-1000)),
     }
 }
 
@@ -161,6 +162,40 @@ fn an_in_place_entry_ends_when_the_pod_is_ready_after_its_update() {
         let mut pods = ready_pods(3);
         pods[0].ready = ready;
         pods[0].in_place_ready_since = since;
+        let got = compute(&Observed {
+            target_replicas: None,
+            amount: &amount,
+            pods: &pods,
+            disrupted: &none,
+            unavailable: &entries,
+            now: at(0),
+        })
+        .expect("valid");
+        assert_eq!(
+            got.unavailable.contains_key("p0"),
+            kept,
+            "{ready} {since:?}"
+        );
+    }
+}
+
+#[test]
+fn a_recreate_entry_ends_when_the_pod_turned_ready_after_it() {
+    let amount = Amount::MaxUnavailable(int(1));
+    let none = BTreeMap::new();
+    let entries = BTreeMap::from([("p0".to_owned(), at(-30))]);
+    // (ready, Ready True since (None: an in-place update holds it)) → entry kept
+    let cases = [
+        (true, Some(at(-100)), true), // the containers have not gone down yet
+        (false, None, true),          // recreating
+        (true, Some(at(-30)), true),  // turned ready within the second of the admission
+        (true, Some(at(-5)), false),  // back
+        (true, None, true),           // ready, but InPlaceUpdateReady False
+    ];
+    for (ready, since, kept) in cases {
+        let mut pods = ready_pods(3);
+        pods[0].ready = ready;
+        pods[0].ready_since = since;
         let got = compute(&Observed {
             target_replicas: None,
             amount: &amount,

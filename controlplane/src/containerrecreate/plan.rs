@@ -18,7 +18,6 @@ use crate::api::containerrecreaterequest::{
     ContainerRecreateRequestPhase as Phase, ContainerRecreateRequestStatus, ContainerRecreateState,
     FailurePolicy, NODE_NAME_LABEL, POD_NAME_LABEL, POD_UID_LABEL,
 };
-use crate::controller::disruption_budget::BudgetVerdict;
 
 /// How long an agent may fail to answer before the request fails.
 pub const AGENT_LOST_AFTER: Duration = Duration::from_secs(60);
@@ -142,20 +141,16 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     plan
 }
 
-/// The status while a budget blocks the recreate.
-pub fn blocked(status: &ContainerRecreateRequestStatus, verdict: &BudgetVerdict) -> Plan {
-    let message = match verdict {
-        BudgetVerdict::Allowed => String::new(),
-        BudgetVerdict::Blocked { budget, message } => {
-            format!("Waiting for disruption budget {budget}: {message}")
-        }
-    };
+/// The status while a budget holds the recreate: Pending, saying which budget and why
+/// (`held` is the budget's own sentence, naming it), asked again after
+/// [`RETRY_BUDGET_AFTER`].
+pub fn held(status: &ContainerRecreateRequestStatus, held: &str) -> Plan {
     Plan {
         labels: BTreeMap::new(),
         action: Action::None,
         status: ContainerRecreateRequestStatus {
             phase: Phase::Pending,
-            message,
+            message: format!("Waiting for a disruption budget: {held}."),
             ..status.clone()
         },
         requeue_after: Some(RETRY_BUDGET_AFTER),

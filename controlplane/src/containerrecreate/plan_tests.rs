@@ -575,17 +575,21 @@ fn a_finished_request_is_deleted_after_its_ttl() {
 }
 
 #[test]
-fn a_blocking_budget_keeps_the_request_pending() {
-    let verdict = BudgetVerdict::Blocked {
-        budget: "PodUnavailableBudget ns/web".into(),
-        message: "no disruption is allowed now".into(),
+fn a_held_recreate_stays_pending_with_the_budgets_sentence() {
+    let before = ContainerRecreateRequestStatus {
+        phase: Phase::Pending,
+        message: "Waiting for the agent.".into(),
+        ..ContainerRecreateRequestStatus::default()
     };
-    let plan = blocked(&ContainerRecreateRequestStatus::default(), &verdict);
-    assert_eq!(plan.status.phase, Phase::Pending);
-    assert!(
-        plan.status.message.contains("PodUnavailableBudget ns/web"),
-        "{}",
-        plan.status.message
+    let plan = held(
+        &before,
+        "the PodUnavailableBudget web allows no more unavailable pods",
     );
+    assert_eq!(plan.status.phase, Phase::Pending);
+    assert_eq!(
+        plan.status.message,
+        "Waiting for a disruption budget: the PodUnavailableBudget web allows no more unavailable pods."
+    );
+    assert_eq!(plan.action, Action::None);
     assert_eq!(plan.requeue_after, Some(RETRY_BUDGET_AFTER));
 }

@@ -24,10 +24,10 @@ use crate::api::ContainerRecreateRequest;
 use crate::api::containerrecreaterequest::{
     ContainerRecreateRequestPhase as Phase, ContainerRecreateRequestStatus,
 };
+use crate::budget::admission::KubeBudgets;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
-use crate::controller::disruption_budget::{BudgetVerdict, DisruptionBudgets};
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{
     EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
@@ -67,7 +67,6 @@ pub struct ContainerRecreateController {
     client: kube::Client,
     stores: Stores,
     restarts: Arc<dyn ContainerRestarts>,
-    budgets: Arc<dyn DisruptionBudgets>,
     events: EventSink,
     expectations: Expectations<ObjectKey>,
     tracking: Mutex<HashMap<ObjectKey, Tracking>>,
@@ -78,14 +77,12 @@ impl ContainerRecreateController {
         client: kube::Client,
         stores: Stores,
         restarts: Arc<dyn ContainerRestarts>,
-        budgets: Arc<dyn DisruptionBudgets>,
         events: EventSink,
     ) -> Self {
         Self {
             client,
             stores,
             restarts,
-            budgets,
             events,
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
             tracking: Mutex::default(),
@@ -168,8 +165,8 @@ impl ObjectReconciler for ContainerRecreateController {
             Action::None => {}
             Action::Delete => return self.delete(key, &request).await.map(|()| Outcome::Done),
             Action::Start(restart) => {
-                if let (Some(pod), Some(node)) = (&pod, &node) {
-                    planned = self.start(key, &snapshot, pod, node, &restart).await?;
+                if let Some(node) = &node {
+                    planned = self.start(key, &snapshot, node, &restart).await?;
                 }
             }
         }
@@ -233,20 +230,24 @@ impl ContainerRecreateController {
         }
     }
 
-    /// Asks the budgets, then the agent. On success the request is Recreating; otherwise
-    /// the step is planned again with the agent's answer (without starting again).
+    /// Asks the disruption budgets (the shared check the executor asks), then the agent.
+    /// On success the request is Recreating; otherwise the step is planned again with the
+    /// agent's answer (without starting again).
     async fn start(
         &self,
         key: &ObjectKey,
         snapshot: &Snapshot<'_>,
-        pod: &Pod,
         node: &Node,
         restart: &plan::RestartRequest,
     ) -> Result<Plan, SyncError> {
         let status = snapshot.request.status.clone().unwrap_or_default();
-        let verdict = self.budgets.may_disrupt(pod).await;
-        if verdict != BudgetVerdict::Allowed {
-            return Ok(plan::blocked(&status, &verdict));
+        let budgets = KubeBudgets {
+            client: &self.client,
+            stores: &self.stores,
+            namespace: &key.namespace,
+        };
+        if let Some(held) = super::budget::admit(&budgets, &restart.pod_name, &status).await? {
+            return Ok(held);
         }
         let answer = self.restarts.start(node, restart).await;
         let since = self.agent_answered(key, answer.as_ref().err());

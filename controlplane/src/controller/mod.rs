@@ -2,9 +2,9 @@
 //! that ties a reconciler to leadership, and the key type.
 
 pub mod api_error;
+pub mod client;
 pub mod conditions;
 pub mod create_backoff;
-pub mod disruption_budget;
 pub mod events;
 pub mod expectations;
 pub mod finalizer;
