@@ -239,6 +239,26 @@ async fn pull_reports_per_layer_progress_and_creates_the_cri_image_records() -> 
             .all(|t| Some(t) == repo_digest.split('@').nth(1).map(str::to_owned).as_ref())
     );
 
+    // containerd's distribution source label on every blob, as its own pull writes it.
+    let (host_port, path) = image
+        .trim_end_matches(":v1")
+        .split_once('/')
+        .context("image without registry")?;
+    let source_key = format!(
+        "containerd.io/distribution.source.{}",
+        host_port.split(':').next().unwrap_or(host_port)
+    );
+    let manifest_digest = repo_digest.split('@').nth(1).context("repo digest")?;
+    let blobs = last.layers.iter().map(|l| l.digest.as_str());
+    for digest in blobs.chain([manifest_digest, last.image_id.as_str()]) {
+        let labels = store.blob_labels(digest).await?;
+        let sources = labels.get(&source_key).map(String::as_str).unwrap_or("");
+        ensure!(
+            sources.split(',').any(|r| r == path),
+            "{digest} lacks {source_key}={path}: {labels:?}"
+        );
+    }
+
     let status = agent.status(&image).await?.context("ImageStatus: absent")?;
     ensure!(
         status.id == last.image_id && status.repo_tags.contains(&image),

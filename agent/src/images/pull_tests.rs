@@ -158,6 +158,54 @@ async fn a_failed_pull_leaves_no_record_and_no_lease() {
 }
 
 #[tokio::test]
+async fn every_blob_names_its_registry_and_repository_as_containerd_labels_it() {
+    let (registry, store, image, reference) = setup();
+    // The config was pulled before from another repository of the same registry.
+    let other = Reference::parse_normalized("registry.test/other/app:v1").unwrap();
+    let (tx, _rx) = watch::channel(Progress::default());
+    pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    crate::images::source_label::label(&store, &other, [image.config_digest.as_str()])
+        .await
+        .unwrap();
+    pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+
+    let state = store.state();
+    let key = "containerd.io/distribution.source.registry.test";
+    assert_eq!(state.blobs.len(), 4, "config, two layers, manifest");
+    for (digest, (_, labels)) in &state.blobs {
+        let expected = if *digest == image.config_digest {
+            "other/app,team/app"
+        } else {
+            "team/app"
+        };
+        assert_eq!(
+            labels.get(key).map(String::as_str),
+            Some(expected),
+            "{digest}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_image_record_leaves_none_of_the_pulls_records() {
+    let (registry, store, image, reference) = setup();
+    let repo_digest = format!("registry.test/team/app@{}", image.manifest_digest);
+    store.state().refused_images.insert(repo_digest);
+    let (tx, _rx) = watch::channel(Progress::default());
+    let err = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PullError::Store(_)), "{err}");
+    let state = store.state();
+    assert!(state.images.is_empty(), "kept: {:?}", state.images.keys());
+    assert!(state.leases.is_empty());
+}
+
+#[tokio::test]
 async fn a_cancelled_pull_releases_its_lease() {
     let (registry, store, _, reference) = setup();
     registry.state().gate = Some(std::sync::Arc::new(tokio::sync::Notify::new()));
