@@ -21,7 +21,13 @@ CRICTL=${STEVEDORE_CRICTL:-$HOME/.cache/stevedore/crictl-$CRICTL_VERSION/bin/cri
 [[ -x $CRICTL ]] || { echo "crictl not found at $CRICTL (deploy/local/cluster.sh up builds it)" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/stevedore-bench.XXXXXX)
 CTR=(ctr --address "$STEVEDORE_CONTAINERD_SOCK" -n k8s.io)
-CRI=("$CRICTL" --runtime-endpoint "unix://$STEVEDORE_CONTAINERD_SOCK" --image-endpoint "unix://$STEVEDORE_CONTAINERD_SOCK" --timeout 600s)
+export CRI_CONFIG_FILE=$WORK/crictl.yaml
+cat >"$CRI_CONFIG_FILE" <<YAML
+runtime-endpoint: unix://$STEVEDORE_CONTAINERD_SOCK
+image-endpoint: unix://$STEVEDORE_CONTAINERD_SOCK
+timeout: 600
+YAML
+CRI=("$CRICTL")
 IMAGE=$STEVEDORE_REGISTRY/stevedore/large:v1
 G=$STEVEDORE_GRPCURL
 cleanup() { rm -rf "$WORK"; }

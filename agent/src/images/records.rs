@@ -64,7 +64,7 @@ async fn roll_back<S: ImageStore>(store: &S, undo: Vec<Undo>) {
         };
         match result {
             Ok(()) => {
-                tracing::debug!(image = %name, "rolled back an image record of a failed pull")
+                tracing::debug!(image = %name, "rolled back an image record of a failed pull");
             }
             Err(error) => {
                 tracing::warn!(image = %name, %error, "could not roll back an image record of a failed pull");
