@@ -307,6 +307,10 @@ impl ImageStore for FakeStore {
         _lease: &LeaseId,
         blob: &Descriptor,
     ) -> Result<FakeWriter, StoreError> {
+        if self.state().blobs.contains_key(&blob.digest) {
+            // As containerd: the content of an expected digest is committed already.
+            return Err(store_error("write", Code::AlreadyExists));
+        }
         let data = self
             .state()
             .ingests
