@@ -102,6 +102,12 @@ pub struct Args {
     #[arg(long, env = "STEVEDORE_MAX_CONCURRENT_PULLS", default_value = "3")]
     pub max_concurrent_pulls: NonZeroUsize,
 
+    /// Threads of the agent's async runtime. The work is waiting on sockets (containerd
+    /// decompresses and writes), so two suffice; one per CPU of a large node would only
+    /// add stacks and allocator arenas.
+    #[arg(long, env = "STEVEDORE_WORKER_THREADS", default_value = "2")]
+    pub worker_threads: NonZeroUsize,
+
     /// Default stall timeout of an image pull: seconds it may go without progress.
     #[arg(
         long = "pull-timeout",
@@ -246,6 +252,7 @@ mod tests {
         assert_eq!(args.token_audience, "stevedore-agent");
         assert_eq!(args.node_audience(), "stevedore-agent:n1");
         assert_eq!(args.max_concurrent_pulls.get(), 3);
+        assert_eq!(args.worker_threads.get(), 2);
         assert_eq!(args.pull_timeout, Duration::from_secs(600));
         assert!(args.insecure_registries.is_empty());
         assert_eq!(

@@ -3,9 +3,17 @@ use clap::Parser as _;
 use stevedore_agent::{config::Args, server, shutdown, telemetry};
 use tokio_util::sync::CancellationToken;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.worker_threads.get())
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     telemetry::init(args.log_format)?;
     let kube = kube::Client::try_default()
         .await

@@ -169,6 +169,7 @@ async fn start_workloads(
                 client: client.clone(),
                 stores: stores.clone(),
                 agents: agents.clone(),
+                events: EventSink::new(client.clone(), &workloads.identity),
             }
             .run(running.leadership.clone(), shutdown.clone()),
         );

@@ -349,3 +349,57 @@ async fn http_get(addr: &str, path: &str) -> Result<String> {
     stream.read_to_string(&mut body).await?;
     Ok(body)
 }
+
+/// The agent's DaemonSet as `deploy/local/agent` renders it.
+fn rendered_local_daemonset() -> Result<serde_json::Value> {
+    let dir = stevedore_tests::cluster::repo_root().join("deploy/local/agent");
+    let output = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .context("running kubectl kustomize")?;
+    ensure!(output.status.success(), "kubectl kustomize: {output:?}");
+    let rendered = String::from_utf8(output.stdout)?;
+    for document in rendered.split("\n---\n") {
+        let object: serde_json::Value = serde_saphyr::from_str(document)?;
+        if object["kind"] == "DaemonSet" {
+            return Ok(object);
+        }
+    }
+    bail!("no DaemonSet in {}", dir.display())
+}
+
+/// The `config_path` of the local cluster's containerd, where its hosts.toml files live.
+fn containerd_config_path(cluster: &ClusterInfo) -> Result<String> {
+    let config = std::fs::read_to_string(cluster.state_dir.join("containerd/config.toml"))?;
+    config
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("config_path = "))
+        .map(|value| value.trim_matches('"').to_owned())
+        .context("containerd's config has no config_path")
+}
+
+#[tokio::test]
+async fn the_agent_mounts_containerds_registry_configuration_read_only() -> Result<()> {
+    let cluster = stevedore_tests::cluster().await?;
+    let daemonset = rendered_local_daemonset()?;
+    let pod = &daemonset["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "registry-config"))
+        .context("no registry-config volume")?;
+    ensure!(
+        volume["hostPath"]["path"] == containerd_config_path(cluster)?.as_str(),
+        "the volume is not containerd's config_path: {volume}"
+    );
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["name"] == "registry-config"))
+        .context("no registry-config mount")?;
+    // Where --registry-config-dir looks by default.
+    ensure!(
+        mount["mountPath"] == "/etc/containerd/certs.d" && mount["readOnly"] == true,
+        "{mount}"
+    );
+    Ok(())
+}

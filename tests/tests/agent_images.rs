@@ -239,6 +239,26 @@ async fn pull_reports_per_layer_progress_and_creates_the_cri_image_records() -> 
             .all(|t| Some(t) == repo_digest.split('@').nth(1).map(str::to_owned).as_ref())
     );
 
+    // containerd's distribution source label on every blob, as its own pull writes it.
+    let (host_port, path) = image
+        .trim_end_matches(":v1")
+        .split_once('/')
+        .context("image without registry")?;
+    let source_key = format!(
+        "containerd.io/distribution.source.{}",
+        host_port.split(':').next().unwrap_or(host_port)
+    );
+    let manifest_digest = repo_digest.split('@').nth(1).context("repo digest")?;
+    let blobs = last.layers.iter().map(|l| l.digest.as_str());
+    for digest in blobs.chain([manifest_digest, last.image_id.as_str()]) {
+        let labels = store.blob_labels(digest).await?;
+        let sources = labels.get(&source_key).map(String::as_str).unwrap_or("");
+        ensure!(
+            sources.split(',').any(|r| r == path),
+            "{digest} lacks {source_key}={path}: {labels:?}"
+        );
+    }
+
     let status = agent.status(&image).await?.context("ImageStatus: absent")?;
     ensure!(
         status.id == last.image_id && status.repo_tags.contains(&image),
@@ -603,7 +623,8 @@ fn basic(username: &str, password: &str) -> Option<api::Credentials> {
 
 /// Against the registry that demands a password: none or a wrong one is refused with
 /// UNAUTHENTICATED and leaves no image; the right one (sent with the request, as the
-/// control plane does from pull secrets) pulls.
+/// control plane does from pull secrets) pulls, also when a caller with a wrong one asks
+/// for the same image at the same moment.
 #[tokio::test]
 async fn credentials_are_required_checked_and_used() -> Result<()> {
     let agent = start_agent().await?;
@@ -643,6 +664,26 @@ async fn credentials_are_required_checked_and_used() -> Result<()> {
         agent.status(&image).await?.is_some(),
         "image present after the pull"
     );
+
+    // Two callers at once with different credentials: the wrong password must not ride
+    // on the right one's pull.
+    agent.remove(&image).await?;
+    let (right, wrong) = futures::join!(
+        agent.pull_with(&image, api::PullPolicy::Always, basic(user, password)),
+        agent.pull_with(
+            &image,
+            api::PullPolicy::Always,
+            basic(user, "not-the-password")
+        ),
+    );
+    done(&right?.map_err(|status| anyhow::anyhow!("the right password, joined: {status:?}"))?)?;
+    match wrong? {
+        Ok(_) => bail!("a pull with the wrong password succeeded beside the right one"),
+        Err(status) => ensure!(
+            status.code() == Code::Unauthenticated,
+            "the wrong password beside the right one: {status:?}"
+        ),
+    }
     agent.remove(&image).await
 }
 
@@ -832,4 +873,138 @@ async fn a_mirror_in_hosts_toml_serves_pulls_while_the_registry_is_down() -> Res
     ensure!(status.code() == Code::Unavailable, "{status:?}");
     ensure!(status.message().contains(&upstream), "{status:?}");
     Ok(())
+}
+
+/// The node's architecture as OCI names it, and another one.
+fn this_and_another_architecture() -> (&'static str, &'static str) {
+    match std::env::consts::ARCH {
+        "aarch64" => ("arm64", "amd64"),
+        _ => ("amd64", "arm64"),
+    }
+}
+
+/// Runs `command`, failing with its output when it fails; returns its stdout.
+fn run(command: &mut std::process::Command) -> Result<String> {
+    let output = command
+        .output()
+        .with_context(|| format!("running {command:?}"))?;
+    ensure!(output.status.success(), "{command:?}: {output:?}");
+    Ok(String::from_utf8(output.stdout)?)
+}
+
+/// PUTs `body` as the manifest `reference` of `repository` on the plain-HTTP registry.
+fn put_manifest(
+    registry: &str,
+    repository: &str,
+    reference: &str,
+    media_type: &str,
+    body: &[u8],
+) -> Result<()> {
+    let file = std::env::temp_dir().join(format!("stevedore-manifest-{}", std::process::id()));
+    std::fs::write(&file, body)?;
+    let url = format!("http://{registry}/v2/{repository}/manifests/{reference}");
+    let result = run(std::process::Command::new("curl")
+        .args(["-sSf", "-X", "PUT", "-H"])
+        .arg(format!("Content-Type: {media_type}"))
+        .arg("--data-binary")
+        .arg(format!("@{}", file.display()))
+        .arg(&url));
+    let _ = std::fs::remove_file(&file);
+    result.map(|_| ())
+}
+
+fn sha256(body: &[u8]) -> Result<String> {
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    std::io::Write::write_all(child.stdin.as_mut().context("stdin")?, body)?;
+    let output = child.wait_with_output()?;
+    let hex = String::from_utf8(output.stdout)?;
+    Ok(format!(
+        "sha256:{}",
+        hex.split_whitespace().next().unwrap_or_default()
+    ))
+}
+
+/// A multi-arch index in the real registry, another architecture's entry first: the
+/// agent fetches the manifest of the node's own architecture and never the other.
+#[tokio::test]
+async fn a_multi_arch_index_pulls_the_nodes_platform() -> Result<()> {
+    let agent = start_agent().await?;
+    let registry = agent.cluster.registry.clone();
+    let repository = "stevedore/multiarch";
+    // The web image's blobs and manifest under the new repository (as the host's entry).
+    run(std::process::Command::new("skopeo").args([
+        "copy",
+        "--quiet",
+        "--src-tls-verify=false",
+        "--dest-tls-verify=false",
+        &format!("docker://{registry}/stevedore/web:v1"),
+        &format!("docker://{registry}/{repository}:host"),
+    ]))?;
+    let host_manifest = run(std::process::Command::new("curl").args([
+        "-sSf",
+        "-H",
+        "Accept: application/vnd.oci.image.manifest.v1+json",
+        &format!("http://{registry}/v2/{repository}/manifests/host"),
+    ]))?;
+    let manifest_type = "application/vnd.oci.image.manifest.v1+json";
+    let host_digest = sha256(host_manifest.as_bytes())?;
+    // The other architecture's manifest: the same blobs, told apart by an annotation.
+    let mut other: serde_json::Value = serde_json::from_str(&host_manifest)?;
+    other["annotations"] = json!({ "stevedore.test/variant": "other-architecture" });
+    let other_manifest = serde_json::to_vec(&other)?;
+    let other_digest = sha256(&other_manifest)?;
+    put_manifest(
+        &registry,
+        repository,
+        &other_digest,
+        manifest_type,
+        &other_manifest,
+    )?;
+    let (this_arch, other_arch) = this_and_another_architecture();
+    let entry = |digest: &str, size: usize, arch: &str| {
+        json!({ "mediaType": manifest_type, "digest": digest, "size": size,
+                "platform": { "os": "linux", "architecture": arch } })
+    };
+    let index = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            entry(&other_digest, other_manifest.len(), other_arch),
+            entry(&host_digest, host_manifest.len(), this_arch),
+        ],
+    }))?;
+    put_manifest(
+        &registry,
+        repository,
+        "v1",
+        "application/vnd.oci.image.index.v1+json",
+        &index,
+    )?;
+
+    let image = format!("{registry}/{repository}:v1");
+    let (host_before, other_before) = (
+        registry_requests(&format!("{repository}/manifests/{host_digest}"))?,
+        registry_requests(&format!("{repository}/manifests/{other_digest}"))?,
+    );
+    let messages = agent
+        .pull(&image, api::PullPolicy::Always)
+        .await?
+        .map_err(|s| anyhow::anyhow!("pull failed: {s:?}"))?;
+    let last = done(&messages)?;
+    ensure!(
+        last.repo_digest == format!("{registry}/{repository}@{}", sha256(&index)?),
+        "the image is named by its index: {last:?}"
+    );
+    let host_fetched =
+        registry_requests(&format!("{repository}/manifests/{host_digest}"))? - host_before;
+    let other_fetched =
+        registry_requests(&format!("{repository}/manifests/{other_digest}"))? - other_before;
+    ensure!(
+        host_fetched >= 1 && other_fetched == 0,
+        "manifests fetched: {this_arch} {host_fetched}, {other_arch} {other_fetched}"
+    );
+    agent.remove(&image).await
 }

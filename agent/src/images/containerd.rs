@@ -258,6 +258,24 @@ impl ImageStore for ContainerdStore {
         Ok(data.freeze())
     }
 
+    async fn blob_labels(&self, digest: &str) -> Result<HashMap<String, String>, StoreError> {
+        let request = self.conn.request(
+            InfoRequest {
+                digest: digest.to_owned(),
+            },
+            None,
+        )?;
+        let info = self
+            .conn
+            .content()
+            .info(request)
+            .await
+            .map_err(err(format!("info {digest}")))?
+            .into_inner()
+            .info;
+        Ok(info.map(|i| i.labels).unwrap_or_default())
+    }
+
     async fn label_blob(
         &self,
         digest: &str,

@@ -50,18 +50,9 @@ pub async fn download<R: Registry, S: ImageStore>(
         set_done(blob.size);
         return Ok(());
     }
-    let writer = store.open_writer(target.lease, blob).await?;
-    let resumed = writer.offset() > 0;
-    let mut written = write(registry, target, blob, writer, &set_done).await;
-    if resumed && matches!(&written, Err(PullError::Store(e)) if e.code == Code::FailedPrecondition)
-    {
-        // What the interrupted download left was not this blob's beginning after all.
-        tracing::info!(digest = %blob.digest, "the resumed blob failed its check; downloading it whole");
-        let mut writer = store.open_writer(target.lease, blob).await?;
-        writer.restart();
-        written = write(registry, target, blob, writer, &set_done).await;
-    }
-    match written {
+    // Another pull (of another image sharing this blob) may commit it between the check
+    // above and any step below: containerd then refuses the write, opening it included.
+    match fetch_and_commit(registry, store, target, blob, &set_done).await {
         Err(PullError::Store(error)) if error.code == Code::AlreadyExists => {
             hold_existing_blob(store, target.lease, &blob.digest).await?;
             set_done(blob.size);
@@ -69,6 +60,29 @@ pub async fn download<R: Registry, S: ImageStore>(
         }
         other => other,
     }
+}
+
+/// Opens the blob's ingest, fetches what it lacks and commits it; a resumed ingest that
+/// fails the commit's check is downloaded whole once.
+async fn fetch_and_commit<R: Registry, S: ImageStore>(
+    registry: &R,
+    store: &S,
+    target: Target<'_>,
+    blob: &Descriptor,
+    set_done: &impl Fn(u64),
+) -> Result<(), PullError> {
+    let writer = store.open_writer(target.lease, blob).await?;
+    let resumed = writer.offset() > 0;
+    let written = write(registry, target, blob, writer, set_done).await;
+    if resumed && matches!(&written, Err(PullError::Store(e)) if e.code == Code::FailedPrecondition)
+    {
+        // What the interrupted download left was not this blob's beginning after all.
+        tracing::info!(digest = %blob.digest, "the resumed blob failed its check; downloading it whole");
+        let mut writer = store.open_writer(target.lease, blob).await?;
+        writer.restart();
+        return write(registry, target, blob, writer, set_done).await;
+    }
+    written
 }
 
 /// Fetches what `writer` lacks of `blob` and commits it.

@@ -11,7 +11,8 @@
 //!   they expire, per endpoint and credential
 //! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`]);
 //!   `containerd_conn`: the namespaced channel the store and its content writer share
-//! - [`pull`]: one pull; [`progress`]: what watchers see of it
+//! - [`pull`]: one pull; [`progress`]: what watchers see of it; `records`: its image
+//!   records, all or none; [`source_label`]: containerd's distribution source labels
 //! - [`manager`]: concurrency cap, shared in-flight pulls, timeout, retries;
 //!   [`failure`]: how failed pulls map to gRPC codes
 //! - [`inventory`]: the images present, as CRI reports them
@@ -36,8 +37,10 @@ mod partial_downloads;
 pub mod platform;
 pub mod progress;
 pub mod pull;
+mod records;
 pub mod registry;
 pub mod service;
+pub mod source_label;
 pub mod store;
 pub mod token_cache;
 

@@ -1,8 +1,9 @@
 //! One pull, done the way containerd's client does it, so CRI (and kubelet) see the
 //! result as their own: resolve, download blobs into the content store under a lease,
 //! label parents to children for GC, unpack layers into snapshots named by chain ID,
-//! label the config with the top snapshot, then create the image records CRI expects.
-//! The records are created last, so a pull that fails or is cancelled leaves none; the
+//! label the config with the top snapshot, label every blob with the registry it came
+//! from, then create the image records CRI expects. The records are created last, and
+//! all or none, so a pull that fails or is cancelled leaves none; the
 //! lease is released however the pull ends. Nothing a registry sends is trusted: every
 //! document is read under a size cap and every body checked against the size and digest
 //! of its descriptor before it is used or committed.
@@ -15,7 +16,9 @@ use super::{
     download::{Target, download, hold_existing_blob},
     oci::{self, Descriptor, FormatError, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES},
     progress::{BlobProgress, Phase, Report},
+    records,
     registry::{Auth, Registry, RegistryError},
+    source_label,
     store::{BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError},
 };
 use crate::reference::Reference;
@@ -244,18 +247,27 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
         repo_tag: image.repo_tag(),
         target: resolved.target.clone(),
     };
-    for name in record_names(&pulled) {
-        store
-            .put_image(ImageRecord {
-                name,
-                target: pulled.target.clone(),
-                labels: HashMap::from([(
-                    CRI_IMAGE_LABEL.0.to_owned(),
-                    CRI_IMAGE_LABEL.1.to_owned(),
-                )]),
-            })
-            .await?;
-    }
+    // As containerd's pull: every blob names the registry and repository it came from.
+    let mut fetched: Vec<&str> = blobs.iter().map(|b| b.digest.as_str()).collect();
+    fetched.push(&m.descriptor.digest);
+    fetched.extend(
+        resolved
+            .index
+            .as_ref()
+            .map(|i| i.descriptor.digest.as_str()),
+    );
+    source_label::label(store, image, fetched).await?;
+
+    let labels = HashMap::from([(CRI_IMAGE_LABEL.0.to_owned(), CRI_IMAGE_LABEL.1.to_owned())]);
+    let records = record_names(&pulled)
+        .into_iter()
+        .map(|name| ImageRecord {
+            name,
+            target: pulled.target.clone(),
+            labels: labels.clone(),
+        })
+        .collect();
+    records::put_all(store, records).await?;
     progress.report(&mut |p| p.phase = Phase::Done);
     tracing::info!(image_id = %pulled.image_id, "pulled");
     Ok(pulled)

@@ -410,6 +410,80 @@ async fn a_token_is_asked_for_once_per_credential_not_per_request() {
     assert!(!err.to_string().contains("pw"), "{err}");
 }
 
+/// Everything the agent logs, at every level, while the guard lives (this thread only:
+/// a current-thread test runtime runs every task here).
+fn capture_logs() -> (
+    Arc<std::sync::Mutex<Vec<u8>>>,
+    tracing::subscriber::DefaultGuard,
+) {
+    let logs = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = Arc::clone(&logs);
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || SharedWriter(Arc::clone(&sink)))
+        .finish();
+    (logs, tracing::subscriber::set_default(subscriber))
+}
+
+struct SharedWriter(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn credentials_and_tokens_appear_in_no_log_and_no_error() {
+    let registry = token_registry().await;
+    let (logs, _guard) = capture_logs();
+    let client = HttpRegistry::new(&[]).unwrap();
+    let (tx, _rx) = watch::channel(Progress::default());
+    let reference = image(&registry, "v1");
+    pull(
+        &client,
+        &FakeStore::default(),
+        &reference,
+        &user("alice"),
+        &tx,
+    )
+    .await
+    .unwrap();
+    let refused = Auth::Basic {
+        username: "alice".into(),
+        password: "correct-horse-battery".into(),
+    };
+    let err = pull(&client, &FakeStore::default(), &reference, &refused, &tx)
+        .await
+        .unwrap_err();
+
+    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("pulled"), "nothing was captured: {logs}");
+    let encode = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let secrets = [
+        "correct-horse-battery".to_owned(),
+        encode("alice:correct-horse-battery"),
+        encode("alice:pw"),
+        "for-alice".to_owned(),
+    ];
+    for secret in &secrets {
+        assert!(!logs.contains(secret.as_str()), "{secret} logged:\n{logs}");
+        assert!(
+            !err.to_string().contains(secret.as_str()),
+            "{secret} in {err}"
+        );
+        assert!(
+            !format!("{err:?}").contains(secret.as_str()),
+            "{secret} in {err:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_mirror_in_hosts_toml_serves_the_pull_while_the_registry_is_down() {
     let (image_data, blobs) = test_image("mirrored");

@@ -102,6 +102,11 @@ pub trait ImageStore: Clone + Send + Sync + 'static {
         digest: &str,
         limit: u64,
     ) -> impl Future<Output = Result<Bytes, StoreError>> + Send;
+    /// The labels of a committed blob.
+    fn blob_labels(
+        &self,
+        digest: &str,
+    ) -> impl Future<Output = Result<HashMap<String, String>, StoreError>> + Send;
     /// Sets labels on a committed blob, keeping its others.
     fn label_blob(
         &self,

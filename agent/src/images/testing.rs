@@ -209,6 +209,8 @@ pub struct StoreState {
     pub committed_concurrently: HashSet<String>,
     /// Partial writes by digest, as interrupted downloads leave them.
     pub ingests: HashMap<String, Vec<u8>>,
+    /// Image record names whose creation fails (containerd refusing it).
+    pub refused_images: HashSet<String>,
 }
 
 #[derive(Clone, Default)]
@@ -305,6 +307,10 @@ impl ImageStore for FakeStore {
         _lease: &LeaseId,
         blob: &Descriptor,
     ) -> Result<FakeWriter, StoreError> {
+        if self.state().blobs.contains_key(&blob.digest) {
+            // As containerd: the content of an expected digest is committed already.
+            return Err(store_error("write", Code::AlreadyExists));
+        }
         let data = self
             .state()
             .ingests
@@ -329,6 +335,15 @@ impl ImageStore for FakeStore {
             return Err(store_error("read", Code::FailedPrecondition));
         }
         Ok(data)
+    }
+
+    async fn blob_labels(&self, digest: &str) -> Result<HashMap<String, String>, StoreError> {
+        let state = self.state();
+        let (_, labels) = state
+            .blobs
+            .get(digest)
+            .ok_or_else(|| store_error("info", Code::NotFound))?;
+        Ok(labels.clone())
     }
 
     async fn label_blob(
@@ -381,7 +396,11 @@ impl ImageStore for FakeStore {
     }
 
     async fn put_image(&self, image: ImageRecord) -> Result<(), StoreError> {
-        self.state().images.insert(image.name.clone(), image);
+        let mut state = self.state();
+        if state.refused_images.contains(&image.name) {
+            return Err(store_error("create image", Code::Unavailable));
+        }
+        state.images.insert(image.name.clone(), image);
         Ok(())
     }
 

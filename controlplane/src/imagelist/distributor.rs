@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource as _, ResourceExt as _};
 use stevedore_proto::stevedore::agent::v1::{ApplyImageListRequest, WatchImageListRequest};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -27,12 +27,14 @@ use tracing::Instrument as _;
 
 use super::desired::apply_request;
 use super::freshest::freshest;
+use super::pull_events::{self, PullEventLimiter};
 use super::pull_secrets;
 use super::status::{image_status, merged, status_patch, unreachable};
 use crate::agents::AgentPool;
 use crate::api::imagelist::ImageStatus;
 use crate::api::{ImageList, ImageListSpec, ImageListStatus};
 use crate::caches::Stores;
+use crate::controller::events::EventSink;
 use crate::workload::node::is_ready;
 
 /// At most one status write per node per this long for updates from the agent's stream.
@@ -53,6 +55,8 @@ pub struct Distributor {
     pub client: kube::Client,
     pub stores: Stores,
     pub agents: AgentPool,
+    /// Where the agent's pull failures are recorded, on its Node.
+    pub events: EventSink,
 }
 
 struct Session {
@@ -186,10 +190,12 @@ impl Distributor {
         // What this session's last status write returned: newer than the cache for a
         // moment after each write (see `freshest`).
         let mut written: Option<ImageList> = None;
+        // Kept across reconnects: a stream re-sent by a restarted agent adds no Event.
+        let mut failures = PullEventLimiter::default();
         loop {
             let result = tokio::select! {
                 () = stop.cancelled() => return,
-                result = self.serve(&node, &mut list, &stop, &mut last_ok, &mut written) => result,
+                result = self.serve(&node, &mut list, &stop, &mut last_ok, &mut written, &mut failures) => result,
             };
             match result {
                 Ok(()) => return,
@@ -220,6 +226,7 @@ impl Distributor {
         stop: &CancellationToken,
         last_ok: &mut Instant,
         written: &mut Option<ImageList>,
+        failures: &mut PullEventLimiter,
     ) -> Result<(), String> {
         let node_object = self
             .stores
@@ -288,7 +295,9 @@ impl Distributor {
                 message = stream.message() => match message {
                     Ok(Some(update)) => {
                         *last_ok = Instant::now();
-                        pending.insert(update.image.clone(), image_status(&update));
+                        let status = image_status(&update);
+                        self.record_failure(&node_object, &update.image, &status, failures);
+                        pending.insert(update.image.clone(), status);
                         flush_at.get_or_insert_with(|| next_flush(Instant::now(), last_write));
                     }
                     Ok(None) => return Err("the agent closed the status stream".to_owned()),
@@ -302,6 +311,29 @@ impl Distributor {
                 }
             }
         }
+    }
+
+    /// Records a pull failure as an Event on the node, unless `failures` says one was
+    /// recorded lately. The Event is sent by a task of its own, so a slow apiserver does
+    /// not hold up the status stream.
+    fn record_failure(
+        &self,
+        node: &Node,
+        image: &str,
+        status: &ImageStatus,
+        failures: &mut PullEventLimiter,
+    ) {
+        let Some(note) = failures.admit(image, status, Instant::now()) else {
+            return;
+        };
+        tracing::info!(node = node.name_any(), image, message = %status.message, "recording a pull failure");
+        let events = self.events.clone();
+        let regarding = node.object_ref(&());
+        tokio::spawn(async move {
+            events
+                .warning(&regarding, pull_events::REASON, pull_events::ACTION, note)
+                .await;
+        });
     }
 
     /// The request for `list` (credentials from its pull secrets, without the images

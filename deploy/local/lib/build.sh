@@ -4,6 +4,7 @@
 K8S_BIN=$STEVEDORE_CACHE/k8s-$K8S_VERSION/bin
 KWOK_BIN=$STEVEDORE_CACHE/kwok-$KWOK_VERSION/bin
 GRPCURL_BIN=$STEVEDORE_CACHE/grpcurl-$GRPCURL_VERSION/bin
+CRICTL_BIN=$STEVEDORE_CACHE/crictl-$CRICTL_VERSION/bin
 K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 # Kubernetes 1.34 and etcd 3.6 need Go >= 1.24 (newer toolchains build them fine).
@@ -165,4 +166,15 @@ build_grpcurl() {
   GOBIN=$GRPCURL_BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w -X main.version=$GRPCURL_VERSION" \
     "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION" >"$buildlog" 2>&1 ||
     die "building grpcurl failed (command: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION; log: $buildlog)"
+}
+
+build_crictl() {
+  [[ -x $CRICTL_BIN/crictl ]] && return 0
+  ensure_go
+  local buildlog=$STEVEDORE_CACHE/build-crictl-$CRICTL_VERSION.log
+  log "building crictl $CRICTL_VERSION (first run only; log: $buildlog)"
+  mkdir -p "$CRICTL_BIN"
+  GOBIN=$CRICTL_BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
+    "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" >"$buildlog" 2>&1 ||
+    die "building crictl failed (command: go install sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION; log: $buildlog)"
 }

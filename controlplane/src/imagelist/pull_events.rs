@@ -1,0 +1,136 @@
+//! Kubernetes Events for the pull failures of a node's agent, recorded by the control
+//! plane on the agent's behalf: the agent's service account may not write Events
+//! (docs/security.md, least privilege), and every failure already reaches the control
+//! plane on the ImageList status stream. The Event goes on the Node, as the image list is
+//! the node's, and names the image and the registry's (or containerd's) own message.
+//!
+//! A failing image is retried with backoff for as long as it stays in spec, so the
+//! Events are rate-limited: one per image and reason (the failure's message) per
+//! [`WINDOW`]. A status stream re-sent after a reconnect, or a retry failing the same
+//! way, adds nothing within the window; a new reason is recorded at once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::api::imagelist::{ImagePullPhase, ImageStatus};
+
+/// At most one Event per image and reason per this long.
+pub const WINDOW: Duration = Duration::from_secs(10 * 60);
+/// The Event's reason, as `kubectl get events` shows it.
+pub const REASON: &str = "FailedPullImage";
+/// The Event's action.
+pub const ACTION: &str = "PullImage";
+
+/// Whether `status` reports a failed pull attempt (rather than a wait, a pull in
+/// progress, or a success).
+pub fn is_failure(status: &ImageStatus) -> bool {
+    matches!(
+        status.phase,
+        ImagePullPhase::Waiting | ImagePullPhase::Failed
+    ) && status.attempts > 0
+        && !status.message.is_empty()
+}
+
+/// The Event's note for a failed pull of `image`.
+pub fn note(image: &str, status: &ImageStatus) -> String {
+    let attempts = status.attempts;
+    let tries = if attempts == 1 { "attempt" } else { "attempts" };
+    format!(
+        "Failed to pull image \"{image}\" ({attempts} {tries}): {}",
+        status.message
+    )
+}
+
+/// Which failures of one node were recorded when.
+#[derive(Debug, Default)]
+pub struct PullEventLimiter {
+    recorded: HashMap<(String, String), Instant>,
+}
+
+impl PullEventLimiter {
+    /// The note of the Event to record for `status` of `image` at `now`, if any: a
+    /// failure whose image and message were not recorded within [`WINDOW`].
+    pub fn admit(&mut self, image: &str, status: &ImageStatus, now: Instant) -> Option<String> {
+        // Forget what is out of the window, so the map holds only recent failures.
+        self.recorded
+            .retain(|_, at| now.saturating_duration_since(*at) < WINDOW);
+        if !is_failure(status) {
+            return None;
+        }
+        let key = (image.to_owned(), status.message.clone());
+        if self.recorded.contains_key(&key) {
+            return None;
+        }
+        self.recorded.insert(key, now);
+        Some(note(image, status))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(phase: ImagePullPhase, attempts: i32, message: &str) -> ImageStatus {
+        ImageStatus {
+            phase,
+            attempts,
+            message: message.to_owned(),
+            ..ImageStatus::default()
+        }
+    }
+
+    #[test]
+    fn only_a_failed_attempt_with_a_message_is_a_failure() {
+        use ImagePullPhase::*;
+        let cases = [
+            (status(Waiting, 1, "manifest unknown"), true),
+            (status(Failed, 4, "manifest unknown"), true),
+            (status(Waiting, 0, ""), false),
+            // The control plane's own messages (refused secret) come with no attempt.
+            (status(Failed, 0, "the pull secret is refused"), false),
+            (status(Pulling, 2, "manifest unknown"), false),
+            (status(Succeeded, 1, ""), false),
+            (status(Waiting, 1, ""), false),
+        ];
+        for (status, expected) in cases {
+            assert_eq!(is_failure(&status), expected, "{status:?}");
+        }
+    }
+
+    #[test]
+    fn the_note_names_the_image_the_attempts_and_the_message() {
+        let failed = status(ImagePullPhase::Failed, 3, "registry: manifest unknown");
+        assert_eq!(
+            note("r.test/app:v9", &failed),
+            "Failed to pull image \"r.test/app:v9\" (3 attempts): registry: manifest unknown"
+        );
+        let first = status(ImagePullPhase::Waiting, 1, "refused");
+        assert!(note("a", &first).contains("(1 attempt)"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_event_per_image_and_reason_per_window() {
+        let mut limiter = PullEventLimiter::default();
+        let start = Instant::now();
+        let unknown = status(ImagePullPhase::Waiting, 1, "manifest unknown");
+        let retried = status(ImagePullPhase::Failed, 4, "manifest unknown");
+        let refused = status(ImagePullPhase::Failed, 5, "unauthorized");
+
+        assert!(limiter.admit("a", &unknown, start).is_some());
+        // Retries failing the same way within the window: nothing.
+        assert!(limiter.admit("a", &unknown, start).is_none());
+        assert!(limiter.admit("a", &retried, start + WINDOW / 2).is_none());
+        // Another image, or another reason, is recorded at once.
+        assert!(limiter.admit("b", &unknown, start + WINDOW / 2).is_some());
+        assert!(limiter.admit("a", &refused, start + WINDOW / 2).is_some());
+        // A success in between does not reset the window.
+        let ok = status(ImagePullPhase::Succeeded, 1, "");
+        assert!(limiter.admit("a", &ok, start + WINDOW / 2).is_none());
+        assert!(limiter.admit("a", &unknown, start + WINDOW / 2).is_none());
+        // Once the window has passed, the same failure is recorded again.
+        assert!(limiter.admit("a", &retried, start + WINDOW).is_some());
+        assert_eq!(limiter.recorded.len(), 3, "the expired entry was replaced");
+    }
+}

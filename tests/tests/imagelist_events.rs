@@ -1,0 +1,108 @@
+//! Events for pull failures, end to end: an ImageList entry that cannot be pulled on a
+//! simulated node (a real agent process) gives one Warning Event on the Node, recorded
+//! by the control plane's distributor, naming the image and the registry's message; the
+//! agent's retries failing the same way add none.
+
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+use stevedore_controlplane::api::imagelist::ImagePullPhase;
+use stevedore_tests::sim::SimAgents;
+use stevedore_tests::{poll_until, run_in_namespace};
+
+mod imagelist_support;
+
+use imagelist_support::{apply, image_status, list_exists};
+
+const MANAGER: &str = "stevedore-tests-events";
+const REASON: &str = "FailedPullImage";
+
+/// The pull-failure Events on `node` about `image` (Events about cluster-scoped objects
+/// live in `default`).
+async fn failure_events(client: &kube::Client, node: &str, image: &str) -> Result<Vec<Event>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let selector = format!("involvedObject.kind=Node,involvedObject.name={node},reason={REASON}");
+    let listed = events
+        .list(&ListParams::default().fields(&selector))
+        .await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter(|e| e.message.as_deref().is_some_and(|m| m.contains(image)))
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_pull_gives_one_event_on_the_node_and_retries_add_none() -> Result<()> {
+    run_in_namespace("imagelist-events", |ctx| async move {
+        let run = ctx
+            .namespace
+            .rsplit('-')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let sim = SimAgents::up(ctx.cluster, &format!("events-{run}"), 1)?;
+        let node = sim.node(0);
+        let missing = ctx.cluster.image(&format!("events-missing-{run}:v1"));
+        list_exists(&ctx.client, &node).await?;
+        // backoffLimit 2: Failed after the third attempt (2 s and 4 s of backoff).
+        apply(
+            &ctx.client,
+            &node,
+            MANAGER,
+            json!({ missing.clone(): { "backoffLimit": 2 } }),
+        )
+        .await?;
+
+        let events = poll_until(
+            "a pull-failure Event on the node",
+            Duration::from_secs(120),
+            || async {
+                let events = failure_events(&ctx.client, &node, &missing).await?;
+                Ok((!events.is_empty()).then_some(events))
+            },
+        )
+        .await?;
+        let note = events[0].message.clone().unwrap_or_default();
+        ensure!(
+            events[0].type_.as_deref() == Some("Warning") && note.contains("not found"),
+            "the Event names the image and the registry's answer: {:?}",
+            events[0]
+        );
+
+        poll_until(
+            "three failed attempts",
+            Duration::from_secs(120),
+            || async {
+                let status = image_status(&ctx.client, &node, &missing).await?;
+                Ok(status.filter(|s| s.phase == ImagePullPhase::Failed && s.attempts >= 3))
+            },
+        )
+        .await?;
+        // Time for Events of the later attempts to land, were any recorded.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let events = failure_events(&ctx.client, &node, &missing).await?;
+        ensure!(
+            events.len() == 1,
+            "one Event, not one per attempt: {events:?}"
+        );
+        let repeats = events[0]
+            .series
+            .as_ref()
+            .and_then(|s| s.count)
+            .unwrap_or(1)
+            .max(events[0].count.unwrap_or(1));
+        ensure!(
+            repeats <= 1,
+            "the Event was repeated {repeats} times: {events:?}"
+        );
+
+        apply(&ctx.client, &node, MANAGER, json!({})).await?;
+        drop(sim);
+        Ok(())
+    })
+    .await
+}
