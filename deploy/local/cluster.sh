@@ -59,7 +59,8 @@ export STEVEDORE_NODE_IP=$NODE_IP
 export STEVEDORE_STATE_DIR=$STATE_DIR
 export STEVEDORE_K8S_BIN=$K8S_BIN
 export STEVEDORE_GRPCURL=$GRPCURL_BIN/grpcurl
-export PATH=$K8S_BIN:$GRPCURL_BIN:\$PATH
+export STEVEDORE_HELM=$HELM_BIN/helm
+export PATH=$K8S_BIN:$GRPCURL_BIN:$HELM_BIN:\$PATH
 ENV
 }
 
@@ -79,6 +80,7 @@ cmd_up() {
   build_k8s
   build_kwok
   build_grpcurl
+  build_helm
   build_images
   mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
   setup_network

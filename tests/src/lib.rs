@@ -8,6 +8,8 @@ pub mod auth;
 pub mod cluster;
 pub mod crds;
 pub mod diagnostics;
+pub mod helm;
+pub mod kustomize_swap;
 pub mod manifests;
 pub mod metrics;
 pub mod namespace;
