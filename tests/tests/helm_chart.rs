@@ -426,7 +426,7 @@ async fn controlplane_pods(ctx: &TestContext) -> Result<Vec<String>> {
 
 async fn pod_uids(ctx: &TestContext, name: &str) -> Result<Vec<String>> {
     let pods = cloneset_support::pods_of(ctx, name).await?;
-    Ok(pods.iter().map(|p| cloneset_support::uid(p)).collect())
+    Ok(pods.iter().map(cloneset_support::uid).collect())
 }
 
 /// Prints the VmRSS of the agent and control-plane processes (the release's: the
