@@ -33,12 +33,12 @@ async fn chart_lints_clean() -> Result<()> {
     Ok(())
 }
 
-/// Each value of the chart, rendered: what a person sets and what the objects then say.
-#[tokio::test]
-async fn values_render_into_the_objects_they_name() -> Result<()> {
-    let helm = Helm::new(cluster().await?)?;
-    type Check = fn(&[Value]) -> Result<()>;
-    let cases: &[(&str, &[&str], Check)] = &[
+/// What a rendering with some `--set` values must show.
+type Check = fn(&[Value]) -> Result<()>;
+
+/// The value cases: a name, the `--set` values, and what the rendered objects must say.
+fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
+    vec![
         ("defaults", &[], |objs| {
             let ds = find(objs, "DaemonSet", "stevedore-agent")?;
             let volume = &ds["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"];
@@ -152,8 +152,14 @@ async fn values_render_into_the_objects_they_name() -> Result<()> {
                 find(objs, "ServiceMonitor", "stevedore-controlplane").map(|_| ())
             },
         ),
-    ];
-    for (name, sets, check) in cases {
+    ]
+}
+
+/// Each value of the chart, rendered: what a person sets and what the objects then say.
+#[tokio::test]
+async fn values_render_into_the_objects_they_name() -> Result<()> {
+    let helm = Helm::new(cluster().await?)?;
+    for (name, sets, check) in value_cases() {
         let rendered = objects(&helm.template("stevedore-system", sets).await?)?;
         check(&rendered).map_err(|e| anyhow!("case {name}: {e:#}"))?;
     }
@@ -239,11 +245,17 @@ async fn install_upgrade_and_uninstall_replace_the_kustomize_deployment() -> Res
                 .helm(&["uninstall", RELEASE, "-n", &ctx.namespace, "--wait"])
                 .await;
         }
-        let restored = kustomize.restore();
-        outcome.and(restored)
+        match (outcome, kustomize.restore()) {
+            (Err(failed), Err(restore)) => Err(failed.context(format!(
+                "restoring the kustomize deployment failed too: {restore:#}"
+            ))),
+            (outcome, restored) => outcome.and(restored),
+        }
     })
     .await
 }
+
+const WEB: &str = "web";
 
 async fn release_lifecycle(
     ctx: &TestContext,
@@ -251,53 +263,65 @@ async fn release_lifecycle(
     agent: &str,
     controlplane: &str,
 ) -> Result<()> {
-    let values = local_values(ctx, agent, controlplane)?;
-    let values_file = std::env::temp_dir().join(format!("{}-values.json", ctx.namespace));
-    std::fs::write(&values_file, values.to_string())?;
-    let values_file = values_file.to_string_lossy().into_owned();
     let chart = chart_dir().to_string_lossy().into_owned();
-    let ns = ctx.namespace.as_str();
-    helm.helm(&[
-        "install",
-        RELEASE,
-        &chart,
-        "-n",
-        ns,
-        "-f",
-        &values_file,
-        "--wait",
-        "--timeout",
-        "5m",
-    ])
-    .await?;
-    let leader = wait_for_leader(ctx).await?;
-    report_rss();
+    let values = std::env::temp_dir().join(format!("{}-values.json", ctx.namespace));
+    std::fs::write(&values, local_values(ctx, agent, controlplane)?.to_string())?;
+    let values_arg = values.to_string_lossy().into_owned();
+    let installed = helm
+        .helm(&[
+            "install",
+            RELEASE,
+            &chart,
+            "-n",
+            &ctx.namespace,
+            "-f",
+            &values_arg,
+            "--wait",
+            "--timeout",
+            "5m",
+        ])
+        .await;
+    let _ = std::fs::remove_file(&values);
+    installed?;
+    let uids = smoke(ctx).await?;
+    upgrade_keeps_the_workload(ctx, helm, &chart, &uids).await?;
+    uninstall_leaves_only_the_crds(ctx, helm).await
+}
 
-    // Smoke: a CloneSet on the kubelet node rolls out, and an image change is done in
-    // place through the agent (its certificate from the chart's control plane).
-    let name = "web";
-    cloneset_support::apply(
-        ctx,
-        &cloneset_support::web_cloneset(ctx, name, 2, "InPlaceIfPossible", Nodes::Kubelet),
-    )
-    .await?;
-    cloneset_support::wait_rolled_out(ctx, name, ROLLOUT).await?;
-    let before = pod_uids(ctx, name).await?;
-    cloneset_support::set_image(ctx, name, &ctx.cluster.image("web:v2")).await?;
-    cloneset_support::wait_rolled_out(ctx, name, ROLLOUT).await?;
+/// A CloneSet on the kubelet node rolls out, and an image change is done in place through
+/// the agent (whose certificate the release's control plane signed). Returns its pods' UIDs.
+async fn smoke(ctx: &TestContext) -> Result<Vec<String>> {
+    wait_for_leader(ctx).await?;
+    report_rss();
+    let web = cloneset_support::web_cloneset(ctx, WEB, 2, "InPlaceIfPossible", Nodes::Kubelet);
+    cloneset_support::apply(ctx, &web).await?;
+    cloneset_support::wait_rolled_out(ctx, WEB, ROLLOUT).await?;
+    let uids = pod_uids(ctx, WEB).await?;
+    cloneset_support::set_image(ctx, WEB, &ctx.cluster.image("web:v2")).await?;
+    cloneset_support::wait_rolled_out(ctx, WEB, ROLLOUT).await?;
     ensure!(
-        pod_uids(ctx, name).await? == before,
+        pod_uids(ctx, WEB).await? == uids,
         "the in-place update recreated pods"
     );
+    Ok(uids)
+}
 
-    // Upgrade with a changed value: the control plane rolls, the workload's pods stay.
+/// `helm upgrade` with a changed value rolls the control plane (a new leader takes over)
+/// and leaves the CloneSet's pods alone; the new replicas then reconcile it.
+async fn upgrade_keeps_the_workload(
+    ctx: &TestContext,
+    helm: &Helm,
+    chart: &str,
+    uids: &[String],
+) -> Result<()> {
+    let leader = wait_for_leader(ctx).await?;
     let old_replicas = controlplane_pods(ctx).await?;
     helm.helm(&[
         "upgrade",
         RELEASE,
-        &chart,
+        chart,
         "-n",
-        ns,
+        &ctx.namespace,
         "--reuse-values",
         "--set",
         "log.level=debug",
@@ -317,59 +341,47 @@ async fn release_lifecycle(
         "the leader {leader} is still in charge after the upgrade"
     );
     ensure!(
-        pod_uids(ctx, name).await? == before,
+        pod_uids(ctx, WEB).await? == uids,
         "the upgrade disrupted the CloneSet's pods"
     );
-    cloneset_support::json_patch(
-        ctx,
-        name,
-        json!([{ "op": "replace", "path": "/spec/replicas", "value": 3 }]),
-    )
-    .await?;
-    cloneset_support::wait_rolled_out(ctx, name, ROLLOUT).await?;
+    let scale = json!([{ "op": "replace", "path": "/spec/replicas", "value": 3 }]);
+    cloneset_support::json_patch(ctx, WEB, scale).await?;
+    cloneset_support::wait_rolled_out(ctx, WEB, ROLLOUT).await?;
+    Ok(())
+}
 
-    // Uninstall: nothing the release made is left; the CRDs stay, as Helm keeps them.
+/// `helm uninstall` removes every object of the release; the CRDs stay, as Helm keeps them.
+async fn uninstall_leaves_only_the_crds(ctx: &TestContext, helm: &Helm) -> Result<()> {
     ctx.api::<stevedore_controlplane::api::CloneSet>()
-        .delete(name, &DeleteParams::foreground())
+        .delete(WEB, &DeleteParams::foreground())
         .await?;
     poll_until("the CloneSet's pods gone", ROLLOUT, || async {
-        Ok(cloneset_support::pods_of(ctx, name)
+        Ok(cloneset_support::pods_of(ctx, WEB)
             .await?
             .is_empty()
             .then_some(()))
     })
     .await?;
+    let ns = ctx.namespace.as_str();
     let manifest = helm.helm(&["get", "manifest", RELEASE, "-n", ns]).await?;
     helm.helm(&["uninstall", RELEASE, "-n", ns, "--wait"])
         .await?;
-    let left = helm
-        .kubectl(
-            &["get", "--ignore-not-found", "-o", "name", "-f", "-"],
-            Some(&manifest),
-        )
-        .await?;
+    let get_left = ["get", "--ignore-not-found", "-o", "name", "-f", "-"];
+    let left = helm.kubectl(&get_left, Some(&manifest)).await?;
     ensure!(left.trim().is_empty(), "helm uninstall left: {left}");
-    let pods = ctx
-        .api::<Pod>()
-        .list(&ListParams::default().labels("app.kubernetes.io/part-of=stevedore"))
-        .await?;
+    let stevedore = ListParams::default().labels("app.kubernetes.io/part-of=stevedore");
+    let pods = ctx.api::<Pod>().list(&stevedore).await?.items;
     ensure!(
-        pods.items
-            .iter()
-            .all(|p| p.metadata.deletion_timestamp.is_some()),
+        pods.iter().all(|p| p.metadata.deletion_timestamp.is_some()),
         "Stevedore pods left running"
     );
-    helm.kubectl(
-        &[
-            "get",
-            "crd",
-            "clonesets.apps.kruise.io",
-            "imagelists.stevedore.dev",
-        ],
-        None,
-    )
-    .await?;
-    Ok(())
+    let crds = [
+        "get",
+        "crd",
+        "clonesets.apps.kruise.io",
+        "imagelists.stevedore.dev",
+    ];
+    helm.kubectl(&crds, None).await.map(|_| ())
 }
 
 /// Values for the local cluster: the images just built, its containerd socket (a custom
