@@ -54,5 +54,9 @@ if ! deploy/local/cluster.sh status >/dev/null 2>&1; then
 fi
 time deploy/local/run.sh --fake-nodes 2
 
+step "helm chart lints (deploy/helm/stevedore; its crds/ is deploy/crds, checked above)"
+helm=$(deploy/local/cluster.sh env | sed -n 's/^export STEVEDORE_HELM=//p')
+"$helm" lint --strict deploy/helm/stevedore
+
 step "tests"
 cargo test --workspace --locked --no-fail-fast

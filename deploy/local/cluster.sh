@@ -60,7 +60,8 @@ export STEVEDORE_STATE_DIR=$STATE_DIR
 export STEVEDORE_K8S_BIN=$K8S_BIN
 export STEVEDORE_GRPCURL=$GRPCURL_BIN/grpcurl
 export STEVEDORE_CRICTL=$CRICTL_BIN/crictl
-export PATH=$K8S_BIN:$GRPCURL_BIN:\$PATH
+export STEVEDORE_HELM=$HELM_BIN/helm
+export PATH=$K8S_BIN:$GRPCURL_BIN:$HELM_BIN:\$PATH
 ENV
 }
 
@@ -81,6 +82,7 @@ cmd_up() {
   build_kwok
   build_grpcurl
   build_crictl
+  build_helm
   build_images
   mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
   setup_network

@@ -33,6 +33,9 @@ pub struct ClusterInfo {
     pub containerd_sock: PathBuf,
     /// grpcurl, built by `cluster.sh up`, to call the agent as an operator would.
     pub grpcurl: PathBuf,
+    /// helm, built by `cluster.sh up`, for the chart's suite; `None` when the env file was
+    /// written by a checkout that does not build it.
+    pub helm: Option<PathBuf>,
 }
 
 impl ClusterInfo {
@@ -133,6 +136,7 @@ fn info_from_env(env: &HashMap<String, String>) -> Result<ClusterInfo> {
         kubectl: PathBuf::from(get("STEVEDORE_K8S_BIN")?).join("kubectl"),
         containerd_sock: get("STEVEDORE_CONTAINERD_SOCK")?.into(),
         grpcurl: get("STEVEDORE_GRPCURL")?.into(),
+        helm: env.get("STEVEDORE_HELM").map(PathBuf::from),
     })
 }
 

@@ -9,6 +9,8 @@ pub mod cluster;
 pub mod controlplane;
 pub mod crds;
 pub mod diagnostics;
+pub mod helm;
+pub mod kustomize_swap;
 pub mod manifests;
 pub mod metrics;
 pub mod namespace;

@@ -5,6 +5,7 @@ K8S_BIN=$STEVEDORE_CACHE/k8s-$K8S_VERSION/bin
 KWOK_BIN=$STEVEDORE_CACHE/kwok-$KWOK_VERSION/bin
 GRPCURL_BIN=$STEVEDORE_CACHE/grpcurl-$GRPCURL_VERSION/bin
 CRICTL_BIN=$STEVEDORE_CACHE/crictl-$CRICTL_VERSION/bin
+HELM_BIN=$STEVEDORE_CACHE/helm-$HELM_VERSION/bin
 K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 # Kubernetes 1.34 and etcd 3.6 need Go >= 1.24 (newer toolchains build them fine).
@@ -177,4 +178,29 @@ build_crictl() {
   GOBIN=$CRICTL_BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
     "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" >"$buildlog" 2>&1 ||
     die "building crictl failed (command: go install sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION; log: $buildlog)"
+}
+
+build_helm() {
+  [[ -x $HELM_BIN/helm ]] && return 0
+  ensure_go
+  local buildlog=$STEVEDORE_CACHE/build-helm-$HELM_VERSION.log
+  log "building helm $HELM_VERSION (first run only; log: $buildlog)"
+  mkdir -p "$HELM_BIN.tmp"
+  (
+    set -e
+    # As helm's Makefile: its version, and the Kubernetes version `helm template` and
+    # `helm lint` assume (that of its client-go, v0.X -> 1.X; else they assume 1.20).
+    gomod=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+    minor=$(awk '$1 == "k8s.io/client-go" { split($2, v, "."); print v[2] }' "$gomod")
+    [[ -n $minor ]] || { echo "cannot read helm's k8s.io/client-go version from $gomod"; exit 1; }
+    flags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+    for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+      flags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$minor"
+    done
+    GOBIN=$HELM_BIN.tmp CGO_ENABLED=0 go install -trimpath -ldflags "$flags" \
+      "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  ) >"$buildlog" 2>&1 ||
+    die "building helm failed (command: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION; log: $buildlog)"
+  rm -rf "$HELM_BIN"
+  mv "$HELM_BIN.tmp" "$HELM_BIN"
 }

@@ -1,0 +1,54 @@
+{{/*
+stevedore.fromFile: a manifest of deploy/agent or deploy/controlplane (files/ links to them,
+so the chart and the kustomize manifests share one source) moved into the release's
+namespace. Usage: include "stevedore.fromFile" (list . "files/agent-rbac.yaml")
+*/}}
+{{- define "stevedore.fromFile" -}}
+{{- $root := index . 0 -}}
+{{- $ns := $root.Release.Namespace -}}
+{{- $root.Files.Get (index . 1)
+  | replace "namespace: kube-system" (printf "namespace: %s" $ns)
+  | replace "system:serviceaccount:kube-system:" (printf "system:serviceaccount:%s:" $ns) }}
+{{- end }}
+
+{{/* stevedore.image: [registry/]repository:tag of one component (.Values.images.<component>);
+its own tag, else images.tag, else the chart's appVersion. */}}
+{{- define "stevedore.image" -}}
+{{- $root := index . 0 -}}
+{{- $image := index $root.Values.images (index . 1) -}}
+{{- $registry := $root.Values.images.registry -}}
+{{- $repository := ternary $image.repository (printf "%s/%s" $registry $image.repository) (empty $registry) -}}
+{{- $tag := $image.tag | default $root.Values.images.tag | default $root.Chart.AppVersion -}}
+{{- printf "%s:%s" $repository $tag -}}
+{{- end }}
+
+{{- define "stevedore.labels" -}}
+app.kubernetes.io/part-of: stevedore
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{/* stevedore.logEnv: log level and format, the same for both binaries. */}}
+{{- define "stevedore.logEnv" -}}
+- name: RUST_LOG
+  value: {{ .Values.log.level | quote }}
+- name: STEVEDORE_LOG_FORMAT
+  value: {{ .Values.log.format | quote }}
+{{- end }}
+
+{{/* stevedore.scheduling: nodeSelector, tolerations and affinity of one component. */}}
+{{- define "stevedore.scheduling" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}

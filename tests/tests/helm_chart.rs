@@ -1,0 +1,462 @@
+//! The Helm chart `deploy/helm/stevedore`: it lints clean, renders what each value says,
+//! shares its RBAC and admission policy with the kustomize manifests, is accepted by the
+//! apiserver, and installs, upgrades and uninstalls Stevedore on the local cluster in
+//! place of the kustomize deployment (which is put back afterwards, even on failure).
+
+mod cloneset_support;
+
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, ensure};
+use futures::FutureExt as _;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::api::{DeleteParams, ListParams};
+use serde_json::{Value, json};
+use stevedore_tests::helm::{Helm, chart_dir, container_env, find, objects};
+use stevedore_tests::kustomize_swap::KustomizeSwap;
+use stevedore_tests::{TestContext, cluster, poll_until, run_in_namespace};
+
+use cloneset_support::{Nodes, ROLLOUT};
+
+const RELEASE: &str = "stevedore";
+
+#[tokio::test]
+async fn chart_lints_clean() -> Result<()> {
+    let helm = Helm::new(cluster().await?)?;
+    let out = helm
+        .helm(&["lint", "--strict", &chart_dir().to_string_lossy()])
+        .await?;
+    ensure!(out.contains("0 chart(s) failed"), "helm lint said: {out}");
+    Ok(())
+}
+
+/// What a rendering with some `--set` values must show.
+type Check = fn(&[Value]) -> Result<()>;
+
+/// The value cases: a name, the `--set` values, and what the rendered objects must say.
+fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
+    vec![
+        ("defaults", &[], |objs| {
+            let ds = find(objs, "DaemonSet", "stevedore-agent")?;
+            let volume = &ds["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"];
+            ensure!(volume == "/run/containerd", "socket dir {volume}");
+            let image = &ds["spec"]["template"]["spec"]["containers"][0]["image"];
+            ensure!(image == "stevedore/agent:0.1.0", "agent image {image}");
+            let cp = find(objs, "Deployment", "stevedore-controlplane")?;
+            ensure!(cp["spec"]["replicas"] == 2);
+            ensure!(container_env(cp, "STEVEDORE_CONTROLLERS") == Some(&json!("*")));
+            ensure!(container_env(cp, "STEVEDORE_METRICS_ADDR") == Some(&json!("127.0.0.1:10354")));
+            ensure!(container_env(ds, "STEVEDORE_LOG_FORMAT") == Some(&json!("json")));
+            ensure!(!objs.iter().any(|o| o["kind"] == "Service"
+                || o["kind"] == "RoleBinding"
+                    && o["metadata"]["name"] == "stevedore-pull-secret-reader"));
+            Ok(())
+        }),
+        (
+            "k3s socket",
+            &["agent.containerdSocket=/run/k3s/containerd/containerd.sock"],
+            |objs| {
+                let ds = find(objs, "DaemonSet", "stevedore-agent")?;
+                let volume = &ds["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"];
+                ensure!(volume == "/run/k3s/containerd", "socket dir {volume}");
+                let socket = container_env(ds, "STEVEDORE_CONTAINERD_SOCKET");
+                ensure!(
+                    socket == Some(&json!("/run/containerd/containerd.sock")),
+                    "{socket:?}"
+                );
+                Ok(())
+            },
+        ),
+        (
+            "custom socket",
+            &["agent.containerdSocket=/var/run/ctr/custom.sock"],
+            |objs| {
+                let ds = find(objs, "DaemonSet", "stevedore-agent")?;
+                let volume = &ds["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"];
+                ensure!(volume == "/var/run/ctr", "socket dir {volume}");
+                let socket = container_env(ds, "STEVEDORE_CONTAINERD_SOCKET");
+                ensure!(
+                    socket == Some(&json!("/run/containerd/custom.sock")),
+                    "{socket:?}"
+                );
+                Ok(())
+            },
+        ),
+        (
+            "images, ports, log, controllers",
+            &[
+                "images.registry=registry.example:5000",
+                "images.tag=v9",
+                "images.controlplane.tag=v10",
+                "agent.ports.grpc=20350",
+                "log.level=debug",
+                "log.format=text",
+                "controlplane.controllers={*,-broadcastjob}",
+                "controlplane.replicas=3",
+            ],
+            |objs| {
+                let ds = find(objs, "DaemonSet", "stevedore-agent")?;
+                let cp = find(objs, "Deployment", "stevedore-controlplane")?;
+                let image =
+                    |o: &Value| o["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+                ensure!(
+                    image(ds) == "registry.example:5000/stevedore/agent:v9",
+                    "{}",
+                    image(ds)
+                );
+                ensure!(
+                    image(cp) == "registry.example:5000/stevedore/controlplane:v10",
+                    "{}",
+                    image(cp)
+                );
+                ensure!(container_env(ds, "STEVEDORE_GRPC_ADDR") == Some(&json!("0.0.0.0:20350")));
+                ensure!(container_env(cp, "STEVEDORE_AGENT_PORT") == Some(&json!("20350")));
+                ensure!(container_env(cp, "RUST_LOG") == Some(&json!("debug")));
+                ensure!(container_env(ds, "STEVEDORE_LOG_FORMAT") == Some(&json!("text")));
+                ensure!(
+                    container_env(cp, "STEVEDORE_CONTROLLERS") == Some(&json!("*,-broadcastjob"))
+                );
+                ensure!(cp["spec"]["replicas"] == 3);
+                Ok(())
+            },
+        ),
+        (
+            "pull secrets and metrics",
+            &[
+                "controlplane.pullSecretNamespaces={team-a,team-b}",
+                "metrics.enabled=true",
+                "metrics.serviceMonitor.enabled=true",
+            ],
+            |objs| {
+                let bindings: Vec<_> = objs
+                    .iter()
+                    .filter(|o| {
+                        o["kind"] == "RoleBinding"
+                            && o["metadata"]["name"] == "stevedore-pull-secret-reader"
+                    })
+                    .map(|o| o["metadata"]["namespace"].clone())
+                    .collect();
+                ensure!(
+                    bindings == [json!("team-a"), json!("team-b")],
+                    "{bindings:?}"
+                );
+                let cp = find(objs, "Deployment", "stevedore-controlplane")?;
+                ensure!(
+                    container_env(cp, "STEVEDORE_METRICS_ADDR") == Some(&json!("0.0.0.0:10354"))
+                );
+                find(objs, "Service", "stevedore-controlplane-metrics")?;
+                find(objs, "ServiceMonitor", "stevedore-agent")?;
+                find(objs, "ServiceMonitor", "stevedore-controlplane").map(|_| ())
+            },
+        ),
+    ]
+}
+
+/// Each value of the chart, rendered: what a person sets and what the objects then say.
+#[tokio::test]
+async fn values_render_into_the_objects_they_name() -> Result<()> {
+    let helm = Helm::new(cluster().await?)?;
+    for (name, sets, check) in value_cases() {
+        let rendered = objects(&helm.template("stevedore-system", sets).await?)?;
+        check(&rendered).map_err(|e| anyhow!("case {name}: {e:#}"))?;
+    }
+    Ok(())
+}
+
+/// The chart's RBAC and admission policy are the kustomize manifests' own (files/ links to
+/// them), moved into the release namespace: same rules, same policy.
+#[tokio::test]
+async fn chart_rbac_and_admission_policy_match_the_kustomize_manifests() -> Result<()> {
+    let helm = Helm::new(cluster().await?)?;
+    let chart = objects(&helm.template("stevedore-system", &[]).await?)?;
+    let manifests = [
+        "agent/rbac.yaml",
+        "agent/client-role.yaml",
+        "agent/admission-policy.yaml",
+        "controlplane/rbac.yaml",
+    ];
+    for manifest in manifests {
+        let path = stevedore_tests::cluster::repo_root()
+            .join("deploy")
+            .join(manifest);
+        let kustomize = objects(
+            &std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?,
+        )?;
+        ensure!(!kustomize.is_empty(), "{manifest} holds no object");
+        for object in &kustomize {
+            let (kind, name) = (
+                object["kind"].as_str().unwrap_or_default(),
+                object["metadata"]["name"].as_str().unwrap_or_default(),
+            );
+            let rendered = find(&chart, kind, name)?;
+            let moved = serde_json::to_string(object)?
+                .replace("\"kube-system\"", "\"stevedore-system\"")
+                .replace(
+                    "serviceaccount:kube-system:",
+                    "serviceaccount:stevedore-system:",
+                );
+            ensure!(
+                serde_json::from_str::<Value>(&moved)? == *rendered,
+                "{kind} {name} differs:\nkustomize: {object}\nchart: {rendered}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn rendered_chart_is_accepted_by_the_apiserver() -> Result<()> {
+    run_in_namespace("helm-dry-run", |ctx| async move {
+        let helm = Helm::new(ctx.cluster)?;
+        let pull = format!("controlplane.pullSecretNamespaces={{{}}}", ctx.namespace);
+        let rendered = helm
+            .template(&ctx.namespace, &[&pull, "metrics.enabled=true"])
+            .await?;
+        let out = helm
+            .kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered))
+            .await?;
+        ensure!(
+            out.contains("daemonset.apps/stevedore-agent"),
+            "kubectl said: {out}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// The install → upgrade → uninstall path a platform team takes, with the locally built
+/// images, in place of the kustomize deployment (restored afterwards, even on failure).
+#[tokio::test]
+async fn install_upgrade_and_uninstall_replace_the_kustomize_deployment() -> Result<()> {
+    run_in_namespace("helm-release", |ctx| async move {
+        let helm = Helm::new(ctx.cluster)?;
+        let mut kustomize = KustomizeSwap::take_down(ctx.cluster)?;
+        let (agent, controlplane) = kustomize.images()?;
+        let outcome = AssertUnwindSafe(release_lifecycle(&ctx, &helm, &agent, &controlplane))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(anyhow!("the release lifecycle panicked")));
+        if outcome.is_err() {
+            let _ = helm
+                .helm(&["uninstall", RELEASE, "-n", &ctx.namespace, "--wait"])
+                .await;
+        }
+        match (outcome, kustomize.restore()) {
+            (Err(failed), Err(restore)) => Err(failed.context(format!(
+                "restoring the kustomize deployment failed too: {restore:#}"
+            ))),
+            (outcome, restored) => outcome.and(restored),
+        }
+    })
+    .await
+}
+
+const WEB: &str = "web";
+
+async fn release_lifecycle(
+    ctx: &TestContext,
+    helm: &Helm,
+    agent: &str,
+    controlplane: &str,
+) -> Result<()> {
+    let chart = chart_dir().to_string_lossy().into_owned();
+    let values = std::env::temp_dir().join(format!("{}-values.json", ctx.namespace));
+    std::fs::write(&values, local_values(ctx, agent, controlplane)?.to_string())?;
+    let values_arg = values.to_string_lossy().into_owned();
+    let installed = helm
+        .helm(&[
+            "install",
+            RELEASE,
+            &chart,
+            "-n",
+            &ctx.namespace,
+            "-f",
+            &values_arg,
+            "--wait",
+            "--timeout",
+            "5m",
+        ])
+        .await;
+    let _ = std::fs::remove_file(&values);
+    installed?;
+    let uids = smoke(ctx).await?;
+    upgrade_keeps_the_workload(ctx, helm, &chart, &uids).await?;
+    uninstall_leaves_only_the_crds(ctx, helm).await
+}
+
+/// A CloneSet on the kubelet node rolls out, and an image change is done in place through
+/// the agent (whose certificate the release's control plane signed). Returns its pods' UIDs.
+async fn smoke(ctx: &TestContext) -> Result<Vec<String>> {
+    wait_for_leader(ctx).await?;
+    report_rss();
+    let web = cloneset_support::web_cloneset(ctx, WEB, 2, "InPlaceIfPossible", Nodes::Kubelet);
+    cloneset_support::apply(ctx, &web).await?;
+    cloneset_support::wait_rolled_out(ctx, WEB, ROLLOUT).await?;
+    let uids = pod_uids(ctx, WEB).await?;
+    cloneset_support::set_image(ctx, WEB, &ctx.cluster.image("web:v2")).await?;
+    cloneset_support::wait_rolled_out(ctx, WEB, ROLLOUT).await?;
+    ensure!(
+        pod_uids(ctx, WEB).await? == uids,
+        "the in-place update recreated pods"
+    );
+    Ok(uids)
+}
+
+/// `helm upgrade` with a changed value rolls the control plane (a new leader takes over)
+/// and leaves the CloneSet's pods alone; the new replicas then reconcile it.
+async fn upgrade_keeps_the_workload(
+    ctx: &TestContext,
+    helm: &Helm,
+    chart: &str,
+    uids: &[String],
+) -> Result<()> {
+    let leader = wait_for_leader(ctx).await?;
+    let old_replicas = controlplane_pods(ctx).await?;
+    helm.helm(&[
+        "upgrade",
+        RELEASE,
+        chart,
+        "-n",
+        &ctx.namespace,
+        "--reuse-values",
+        "--set",
+        "log.level=debug",
+        "--wait",
+        "--timeout",
+        "5m",
+    ])
+    .await?;
+    let new_replicas = controlplane_pods(ctx).await?;
+    ensure!(
+        new_replicas.iter().all(|p| !old_replicas.contains(p)),
+        "the control plane did not roll: {old_replicas:?} -> {new_replicas:?}"
+    );
+    let new_leader = wait_for_leader(ctx).await?;
+    ensure!(
+        new_leader != leader,
+        "the leader {leader} is still in charge after the upgrade"
+    );
+    ensure!(
+        pod_uids(ctx, WEB).await? == uids,
+        "the upgrade disrupted the CloneSet's pods"
+    );
+    let scale = json!([{ "op": "replace", "path": "/spec/replicas", "value": 3 }]);
+    cloneset_support::json_patch(ctx, WEB, scale).await?;
+    cloneset_support::wait_rolled_out(ctx, WEB, ROLLOUT).await?;
+    Ok(())
+}
+
+/// `helm uninstall` removes every object of the release; the CRDs stay, as Helm keeps them.
+async fn uninstall_leaves_only_the_crds(ctx: &TestContext, helm: &Helm) -> Result<()> {
+    ctx.api::<stevedore_controlplane::api::CloneSet>()
+        .delete(WEB, &DeleteParams::foreground())
+        .await?;
+    poll_until("the CloneSet's pods gone", ROLLOUT, || async {
+        Ok(cloneset_support::pods_of(ctx, WEB)
+            .await?
+            .is_empty()
+            .then_some(()))
+    })
+    .await?;
+    let ns = ctx.namespace.as_str();
+    let manifest = helm.helm(&["get", "manifest", RELEASE, "-n", ns]).await?;
+    helm.helm(&["uninstall", RELEASE, "-n", ns, "--wait"])
+        .await?;
+    let get_left = ["get", "--ignore-not-found", "-o", "name", "-f", "-"];
+    let left = helm.kubectl(&get_left, Some(&manifest)).await?;
+    ensure!(left.trim().is_empty(), "helm uninstall left: {left}");
+    let stevedore = ListParams::default().labels("app.kubernetes.io/part-of=stevedore");
+    let pods = ctx.api::<Pod>().list(&stevedore).await?.items;
+    ensure!(
+        pods.iter().all(|p| p.metadata.deletion_timestamp.is_some()),
+        "Stevedore pods left running"
+    );
+    let crds = [
+        "get",
+        "crd",
+        "clonesets.apps.kruise.io",
+        "imagelists.stevedore.dev",
+    ];
+    helm.kubectl(&crds, None).await.map(|_| ())
+}
+
+/// Values for the local cluster: the images just built, its containerd socket (a custom
+/// path), its plain-HTTP registry, and nothing on the simulated nodes.
+fn local_values(ctx: &TestContext, agent: &str, controlplane: &str) -> Result<Value> {
+    let split = |image: &str| -> Result<(String, String)> {
+        let (repository, tag) = image
+            .rsplit_once(':')
+            .with_context(|| format!("image {image} has no tag"))?;
+        Ok((repository.to_owned(), tag.to_owned()))
+    };
+    let ((agent_repo, agent_tag), (cp_repo, cp_tag)) = (split(agent)?, split(controlplane)?);
+    let not_kwok = json!({ "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{ "matchExpressions": [{ "key": "type", "operator": "NotIn", "values": ["kwok"] }] }]
+    } } });
+    Ok(json!({
+        "images": {
+            "agent": { "repository": agent_repo, "tag": agent_tag },
+            "controlplane": { "repository": cp_repo, "tag": cp_tag },
+        },
+        "agent": {
+            "containerdSocket": ctx.cluster.containerd_sock,
+            "insecureRegistries": [ctx.cluster.registry],
+            "affinity": not_kwok,
+        },
+        "controlplane": { "affinity": not_kwok },
+    }))
+}
+
+async fn wait_for_leader(ctx: &TestContext) -> Result<String> {
+    poll_until(
+        "a control-plane replica of the release to hold the Lease",
+        Duration::from_secs(90),
+        || async {
+            let lease = ctx.api::<Lease>().get_opt("stevedore-controlplane").await?;
+            let holder = lease.and_then(|l| l.spec).and_then(|s| s.holder_identity);
+            let replicas = controlplane_pods(ctx).await?;
+            Ok(holder.filter(|h| replicas.contains(h)))
+        },
+    )
+    .await
+}
+
+/// Names of the running, not terminating, control-plane pods of the release.
+async fn controlplane_pods(ctx: &TestContext) -> Result<Vec<String>> {
+    let lp = ListParams::default().labels("app.kubernetes.io/name=stevedore-controlplane");
+    let pods = ctx.api::<Pod>().list(&lp).await?.items;
+    Ok(pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.name_any())
+        .collect())
+}
+
+async fn pod_uids(ctx: &TestContext, name: &str) -> Result<Vec<String>> {
+    let pods = cloneset_support::pods_of(ctx, name).await?;
+    Ok(pods.iter().map(cloneset_support::uid).collect())
+}
+
+/// Prints the VmRSS of the agent and control-plane processes (the release's: the
+/// kustomize deployment is down), for the chart's resource defaults.
+fn report_rss() {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim() == "stevedore-agent" || comm.trim().starts_with("stevedore-contr") {
+            let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+            let rss = status
+                .lines()
+                .find(|l| l.starts_with("VmRSS"))
+                .unwrap_or("VmRSS: ?");
+            eprintln!("{}: {rss}", comm.trim());
+        }
+    }
+}
