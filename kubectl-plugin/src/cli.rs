@@ -16,7 +16,8 @@ use crate::workload::WorkloadRef;
     about = "Stevedore's rollouts and image pulls at a glance"
 )]
 pub struct Cli {
-    /// Namespace of the workload (default: the kubeconfig context's).
+    /// Namespace of the workload (default: the kubeconfig context's); for `pulls`, the
+    /// namespace whose ImagePullJobs are shown (default: all).
     #[arg(short, long, global = true, env = "STEVEDORE_NAMESPACE")]
     pub namespace: Option<String>,
 

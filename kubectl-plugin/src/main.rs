@@ -40,7 +40,9 @@ async fn run(cli: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Rollout(command) => {
             rollout::run(&client, &namespace, command, cli.output).await
         }
-        cli::Command::Pulls(args) => pulls::run(&client, args, cli.output).await,
+        cli::Command::Pulls(args) => {
+            pulls::run(&client, args, cli.namespace.as_deref(), cli.output).await
+        }
         cli::Command::DescribeNode(args) => node_info::run(&client, args, cli.output).await,
     }
 }

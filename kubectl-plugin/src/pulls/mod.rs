@@ -20,12 +20,18 @@ struct Pulls {
     jobs: Vec<JobRow>,
 }
 
-async fn read(client: &Client, node: Option<&str>) -> Result<Pulls> {
+/// The ImageLists (of `node` only, when given) and the ImagePullJobs (of `namespace`
+/// only, when given).
+async fn read(client: &Client, node: Option<&str>, namespace: Option<&str>) -> Result<Pulls> {
     let lists = Api::<ImageList>::all(client.clone())
         .list(&ListParams::default())
         .await
         .context("listing ImageLists")?;
-    let jobs = Api::<ImagePullJob>::all(client.clone())
+    let jobs = namespace
+        .map_or_else(
+            || Api::<ImagePullJob>::all(client.clone()),
+            |ns| Api::namespaced(client.clone(), ns),
+        )
         .list(&ListParams::default())
         .await
         .context("listing ImagePullJobs")?;
@@ -35,11 +41,24 @@ async fn read(client: &Client, node: Option<&str>) -> Result<Pulls> {
     })
 }
 
-pub async fn run(client: &Client, args: PullsArgs, out: Output) -> Result<u8> {
+/// `namespace`: the one given with `--namespace`, which narrows the ImagePullJobs shown.
+pub async fn run(
+    client: &Client,
+    args: PullsArgs,
+    namespace: Option<&str>,
+    out: Output,
+) -> Result<u8> {
     if args.watch {
-        return watch::watch(client, args.node.as_deref(), args.until_done, out).await;
+        return watch::watch(
+            client,
+            args.node.as_deref(),
+            namespace,
+            args.until_done,
+            out,
+        )
+        .await;
     }
-    let pulls = read(client, args.node.as_deref()).await?;
+    let pulls = read(client, args.node.as_deref(), namespace).await?;
     if output::structured(out, &pulls)? {
         return Ok(0);
     }

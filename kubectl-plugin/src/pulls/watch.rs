@@ -21,6 +21,8 @@ enum Live {
     Bars {
         multi: MultiProgress,
         bars: BTreeMap<String, ProgressBar>,
+        /// Keys updated in the current refresh.
+        seen: Vec<String>,
     },
     Lines(BTreeMap<String, String>),
 }
@@ -46,9 +48,10 @@ impl Live {
         style: fn() -> ProgressStyle,
         prefix: String,
     ) -> Option<&ProgressBar> {
-        let Self::Bars { multi, bars } = self else {
+        let Self::Bars { multi, bars, seen } = self else {
             return None;
         };
+        seen.push(key.clone());
         Some(bars.entry(key).or_insert_with(|| {
             let bar = multi.add(ProgressBar::new(0));
             bar.set_style(style());
@@ -90,10 +93,30 @@ impl Live {
         Ok(())
     }
 
-    fn finish(&self) {
+    /// Ends the bars of rows gone from this refresh (an image released from a node's
+    /// list when its job completes, a deleted job): they stay, marked as released.
+    fn end_refresh(&mut self) {
+        if let Self::Bars { bars, seen, .. } = self {
+            bars.retain(|key, bar| {
+                if seen.contains(key) {
+                    return true;
+                }
+                bar.finish_with_message("Released");
+                false
+            });
+            seen.clear();
+        }
+    }
+
+    fn finish(&self) -> Result<()> {
         if let Self::Bars { bars, .. } = self {
             bars.values().for_each(ProgressBar::finish);
+            // The bars stay on their lines; the shell prompt starts on the next one.
+            if !bars.is_empty() {
+                output::line("")?;
+            }
         }
+        Ok(())
     }
 }
 
@@ -109,6 +132,7 @@ fn changed(last: &mut BTreeMap<String, String>, key: String, line: String) -> Re
 pub async fn watch(
     client: &Client,
     node: Option<&str>,
+    namespace: Option<&str>,
     until_done: bool,
     out: Output,
 ) -> Result<u8> {
@@ -116,12 +140,13 @@ pub async fn watch(
         Live::Bars {
             multi: MultiProgress::with_draw_target(ProgressDrawTarget::stdout()),
             bars: BTreeMap::new(),
+            seen: Vec::new(),
         }
     } else {
         Live::Lines(BTreeMap::new())
     };
     loop {
-        let pulls = read(client, node).await?;
+        let pulls = read(client, node, namespace).await?;
         if out == Output::Human {
             for row in &pulls.pulls {
                 live.pull(row)?;
@@ -129,19 +154,20 @@ pub async fn watch(
             for job in &pulls.jobs {
                 live.job(job)?;
             }
+            live.end_refresh();
         } else {
             // Scripts get one document per refresh in which anything changed.
             let document = serde_json::to_string(&pulls)?;
             changed_document(&mut live, out, document, &pulls)?;
         }
         if until_done && all_settled(&pulls.pulls, &pulls.jobs) {
-            live.finish();
+            live.finish()?;
             return Ok(0);
         }
         tokio::select! {
             () = tokio::time::sleep(REFRESH) => {}
             _ = tokio::signal::ctrl_c() => {
-                live.finish();
+                live.finish()?;
                 return Ok(0);
             }
         }

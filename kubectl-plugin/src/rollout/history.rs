@@ -60,6 +60,17 @@ fn images(template: Option<&serde_json::Value>) -> Vec<String> {
         .collect()
 }
 
+/// Whether the revision named `name` is `revision` as a workload's status names it: the
+/// full name (CloneSet, StatefulSet) or the hash after the owner's name (DaemonSet's
+/// `daemonSetHash`).
+pub fn is_revision(name: &str, revision: &str) -> bool {
+    !revision.is_empty()
+        && (name == revision
+            || name
+                .strip_suffix(revision)
+                .is_some_and(|owner| owner.ends_with('-')))
+}
+
 /// The history rows, oldest first, marking `update_revision`.
 pub fn history_rows(revisions: &[ControllerRevision], update_revision: &str) -> Vec<HistoryRow> {
     revisions
@@ -76,7 +87,7 @@ pub fn history_rows(revisions: &[ControllerRevision], update_revision: &str) -> 
                     .and_then(|a| a.get(CHANGE_CAUSE))
                     .cloned()
                     .unwrap_or_default(),
-                current: !update_revision.is_empty() && name == update_revision,
+                current: is_revision(&name, update_revision),
                 name,
             }
         })
@@ -118,7 +129,10 @@ pub fn undo_target<'a>(
             .find(|r| r.revision == to_revision)
             .ok_or(UndoRefused::NotFound(to_revision))?
     };
-    if target.metadata.name.as_deref() == Some(update_revision) {
+    if is_revision(
+        target.metadata.name.as_deref().unwrap_or(""),
+        update_revision,
+    ) {
         return Err(UndoRefused::AlreadyCurrent(target.revision));
     }
     Ok(target)

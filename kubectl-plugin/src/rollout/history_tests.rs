@@ -105,3 +105,29 @@ fn undo_patch_replaces_the_template_without_the_directive() {
         Some(UndoRefused::NoTemplate(1))
     );
 }
+
+#[test]
+fn a_revision_is_named_in_full_or_by_its_hash() {
+    let cases = [
+        ("web-7468f87856", "web-7468f87856", true),
+        ("web-7468f87856", "7468f87856", true),
+        ("web-7468f87856", "68f87856", false),
+        ("web-7468f87856", "", false),
+        ("web-845c57b687", "7468f87856", false),
+    ];
+    for (name, revision, want) in cases {
+        assert_eq!(is_revision(name, revision), want, "{name} {revision}");
+    }
+    // DaemonSets name their update revision by hash: it is marked and never undone to.
+    let revisions = history();
+    let current: Vec<i64> = history_rows(&revisions, "c")
+        .iter()
+        .filter(|r| r.current)
+        .map(|r| r.revision)
+        .collect();
+    assert_eq!(current, [3]);
+    assert_eq!(
+        undo_target(&revisions, "c", 3).err(),
+        Some(UndoRefused::AlreadyCurrent(3))
+    );
+}

@@ -33,7 +33,8 @@ impl Display {
         if !std::io::stdout().is_terminal() {
             return Self::Lines(None);
         }
-        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stdout());
+        // Hidden until the first state sets its length, so no empty 0/0 bar flashes by.
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
         let style = ProgressStyle::with_template(
             "{prefix} [{bar:30.green/white}] {pos}/{len} ready  {msg}",
         )
@@ -55,6 +56,9 @@ impl Display {
                 bar.set_length(length);
                 bar.set_position(position);
                 bar.set_message(revision_counts(state));
+                if bar.is_hidden() {
+                    bar.set_draw_target(ProgressDrawTarget::stdout());
+                }
             }
             Self::Lines(last) => {
                 let text = match verdict {
@@ -71,10 +75,15 @@ impl Display {
         Ok(())
     }
 
-    fn finish(&self) {
+    fn finish(&self) -> Result<()> {
         if let Self::Bar(bar) = self {
             bar.finish();
+            // The bar stays on its line; what follows starts on the next one.
+            if !bar.is_hidden() {
+                output::line("")?;
+            }
         }
+        Ok(())
     }
 }
 
@@ -105,7 +114,7 @@ pub async fn status(
             Err(_) => Ok(Outcome::TimedOut),
         }
     };
-    display.finish();
+    display.finish()?;
     let (code, result, message, state) = match outcome? {
         Outcome::Ended(state, Verdict::Done(message)) => (0, "Done", message, state),
         Outcome::Ended(state, Verdict::Stalled(reason)) => (1, "Stalled", reason, state),
