@@ -55,4 +55,7 @@ fi
 time deploy/local/run.sh --fake-nodes 2
 
 step "tests"
+# The kubectl_plugin suite runs the plugin binary as kubectl finds it on PATH; a test
+# build of the workspace does not refresh a binary of another package, so build it first.
+cargo build -p kubectl-stevedore --locked
 cargo test --workspace --locked --no-fail-fast

@@ -65,13 +65,15 @@ impl Live {
             return changed(last, row.key(), change_line(row));
         }
         if let Some(bar) = self.bar(row.key(), byte_style, format!("{} {}", row.node, row.image)) {
-            bar.set_length(row.bytes_total.max(0).unsigned_abs());
-            bar.set_position(
-                row.bytes_done
-                    .clamp(0, row.bytes_total.max(0))
-                    .unsigned_abs(),
-            );
             bar.set_message(row.phase.clone());
+            if row.bytes_total > 0 {
+                bar.set_length(row.bytes_total.unsigned_abs());
+                bar.set_position(row.bytes_done.clamp(0, row.bytes_total).unsigned_abs());
+            } else {
+                // No total before the manifest is read: an empty bar, not a full one.
+                bar.unset_length();
+                bar.set_position(row.bytes_done.max(0).unsigned_abs());
+            }
         }
         Ok(())
     }
@@ -86,9 +88,9 @@ impl Live {
             percent_style,
             format!("imagepulljob {}/{}", job.namespace, job.name),
         ) {
+            bar.set_message(if job.done { "Done" } else { "Pulling" }.to_owned());
             bar.set_length(100);
             bar.set_position(job.percent.clamp(0, 100).unsigned_abs().into());
-            bar.set_message(if job.done { "Done" } else { "Pulling" }.to_owned());
         }
         Ok(())
     }
