@@ -59,4 +59,7 @@ helm=$(deploy/local/cluster.sh env | sed -n 's/^export STEVEDORE_HELM=//p')
 "$helm" lint --strict deploy/helm/stevedore
 
 step "tests"
+# The kubectl_plugin suite runs the plugin binary as kubectl finds it on PATH; a test
+# build of the workspace does not refresh a binary of another package, so build it first.
+cargo build -p kubectl-stevedore --locked
 cargo test --workspace --locked --no-fail-fast
