@@ -6,16 +6,16 @@
 //! manifest with only its apiVersion changed, rolled out Standard within maxUnavailable,
 //! held by partition and by paused.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use stevedore_controlplane::api::DaemonSet;
-use stevedore_tests::{poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod daemonset_support;
 use daemonset_support::{
