@@ -331,8 +331,13 @@ async fn an_exhausted_budget_holds_the_request_pending_until_it_allows() -> Resu
             "{:?}",
             request.status
         );
-        let pod = ctx.api::<Pod>().get("guarded").await?;
-        ensure!(container(&pod, "web")?.0 == restarts + 1, "not recreated");
+        // Completed means the agent stopped the container; the kubelet starts the new one
+        // (as in the first test, the restart count moves shortly after).
+        poll_until("web recreated", RECREATE, || async {
+            let pod = ctx.api::<Pod>().get("guarded").await?;
+            Ok((container(&pod, "web")?.0 == restarts + 1).then_some(()))
+        })
+        .await?;
         // The recreate was recorded in the budget, and the record ends once the pod is
         // ready again (well before the two-minute expiry).
         poll_until(

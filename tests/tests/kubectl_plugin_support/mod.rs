@@ -72,6 +72,9 @@ async fn run(ctx: &TestContext, program: &str, args: &[String]) -> Result<Run> {
     command
         .args(args)
         .env("PATH", path_env(ctx)?)
+        // The cluster's kubeconfig, as a user would have it: the suite reads it from the
+        // cluster's env file, so it need not be in this process's environment.
+        .env("KUBECONFIG", &ctx.cluster.kubeconfig)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
