@@ -13,6 +13,11 @@ export STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-dev}
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "Debian packages the build needs (protoc for the generated gRPC code, ...)"
+# A fresh machine has none of them; the cluster step would install them, but clippy
+# builds the proto crate before that.
+deploy/local/cluster.sh packages
+
 step "rustfmt"
 cargo fmt --all -- --check
 

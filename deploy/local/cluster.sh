@@ -11,6 +11,8 @@
 #   cluster.sh status                what runs, with pids and log files
 #   cluster.sh kubeconfig            print the admin kubeconfig path
 #   cluster.sh env                   print shell exports (KUBECONFIG, registry, ...)
+#   cluster.sh packages              install the Debian packages it and the build need
+#                                    (protoc among them), nothing else
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -157,5 +159,9 @@ case ${1:-} in
   status) cmd_status ;;
   kubeconfig) echo "$STATE_DIR/kubeconfig" ;;
   env) [[ -f $STATE_DIR/env ]] && cat "$STATE_DIR/env" || die "the cluster is not up" ;;
-  *) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  packages)
+    [[ $(id -u) == 0 ]] || die "packages needs root (it runs apt-get)"
+    install_packages
+    ;;
+  *) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
