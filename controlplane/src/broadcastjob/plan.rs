@@ -3,6 +3,10 @@
 //! deleted, its status, and when to look again. Pure: no client, no clock.
 //!
 //! Every node that fits the template (`workload::node_eval`) gets one pod, pinned to it.
+//! Fitting includes resources as OpenKruise's `checkNodeFitness` judges them: the pod's
+//! requests against the node's allocatable alone, not against the pods already there. A
+//! node that could never hold the pod is not desired (the job completes without it); a
+//! node that is only busy now is, and the scheduler places the pod once room frees up.
 //! A node that has a pod, whatever its phase, is done with until that pod is gone: a
 //! failed pod is never replaced, so a template that fails forever cannot flood the
 //! cluster. At most `parallelism` pods are active at once. Nodes are evaluated on every
@@ -23,6 +27,7 @@ use crate::api::broadcastjob::{
 use crate::api::common::CompletionPolicyType;
 use crate::controller::conditions::{find, set_condition};
 use crate::workload::node_eval;
+use crate::workload::node_resources::{NodeUsage, pod_requests};
 use crate::workload::rollout::parallelism;
 
 use super::pods::{pinned_node, restart_count};
@@ -193,12 +198,15 @@ fn count_pods<'a>(spec: &BroadcastJobSpec, pods: &'a [Pod]) -> PodCounts<'a> {
 /// The nodes the template fits that have no pod of the job yet, in name order.
 fn fit_nodes_without_pod(s: &Snapshot<'_>, counts: &PodCounts<'_>) -> Vec<String> {
     let spec = s.spec.template.spec.clone().unwrap_or_default();
+    let requests = pod_requests(&spec);
+    let nothing_bound = NodeUsage::default();
     s.nodes
         .iter()
         .filter(|node| node.metadata.deletion_timestamp.is_none())
         .filter_map(|node| node.metadata.name.clone().map(|name| (name, node)))
         .filter(|(name, node)| {
-            !counts.nodes.contains_key(name) && node_eval::evaluate(&spec, node).should_run
+            !counts.nodes.contains_key(name)
+                && node_eval::evaluate_with_room(&spec, node, &requests, &nothing_bound).should_run
         })
         .map(|(name, _)| name)
         .collect()

@@ -1,6 +1,10 @@
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
-    ContainerStatus, NodeSpec, PodSpec, PodStatus, PodTemplateSpec, Taint,
+    Container, ContainerStatus, NodeSpec, NodeStatus, PodSpec, PodStatus, PodTemplateSpec,
+    ResourceRequirements, Taint,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -455,6 +459,69 @@ fn nodes_added_later_and_nodes_whose_taint_is_removed_get_their_pod() {
     let cleared = run(&never(), &started(5), &[node("n0"), node("n1")], &done);
     assert_eq!(cleared.create_on, names(&["n1"]), "the taint was removed");
     assert_eq!(cleared.status.desired, 2);
+}
+
+/// A node of `cpu` allocatable CPU and room for `pods` pods.
+fn sized(name: &str, cpu: &str, pods: &str) -> Node {
+    let mut node = node(name);
+    node.status = Some(NodeStatus {
+        allocatable: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity(cpu.to_owned())),
+            ("pods".to_owned(), Quantity(pods.to_owned())),
+        ])),
+        ..NodeStatus::default()
+    });
+    node
+}
+
+fn requesting_cpu(cpu: &str) -> BroadcastJobSpec {
+    let mut spec = spec();
+    let pod = spec.template.spec.as_mut().expect("a pod spec");
+    pod.containers = vec![Container {
+        name: "task".to_owned(),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([(
+                "cpu".to_owned(),
+                Quantity(cpu.to_owned()),
+            )])),
+            ..ResourceRequirements::default()
+        }),
+        ..Container::default()
+    }];
+    spec
+}
+
+#[test]
+fn a_node_whose_allocatable_cannot_hold_the_pod_is_not_desired() {
+    // OpenKruise judges the pod's requests against allocatable alone: pods already on a
+    // node never make it undesired (the planner is not even given them); the scheduler
+    // waits for room. (case, node, desired and given a pod)
+    let cases = [
+        ("requests within allocatable", sized("n0", "2", "110"), true),
+        (
+            "requests equal to allocatable",
+            sized("n0", "500m", "110"),
+            true,
+        ),
+        (
+            "more cpu than the node has",
+            sized("n0", "250m", "110"),
+            false,
+        ),
+        ("a node that runs no pods", sized("n0", "4", "0"), false),
+        ("a node reporting nothing yet", node("n0"), true),
+    ];
+    for (case, node, fits) in cases {
+        let plan = run(
+            &requesting_cpu("500m"),
+            &started(5),
+            std::slice::from_ref(&node),
+            &[],
+        );
+        let expected = if fits { names(&["n0"]) } else { vec![] };
+        assert_eq!(plan.create_on, expected, "{case}: created on");
+        assert_eq!(plan.status.desired, i32::from(fits), "{case}: desired");
+    }
 }
 
 #[test]
