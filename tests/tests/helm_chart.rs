@@ -71,6 +71,26 @@ fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
             },
         ),
         (
+            "k3s registry configuration",
+            &["agent.registryConfigDir=/var/lib/rancher/k3s/agent/etc/containerd/certs.d"],
+            |objs| {
+                let ds = find(objs, "DaemonSet", "stevedore-agent")?;
+                let volumes = ds["spec"]["template"]["spec"]["volumes"]
+                    .as_array()
+                    .context("no volumes")?;
+                let config = volumes
+                    .iter()
+                    .find(|v| v["name"] == "registry-config")
+                    .context("no registry-config volume")?;
+                let path = &config["hostPath"]["path"];
+                ensure!(
+                    path == "/var/lib/rancher/k3s/agent/etc/containerd/certs.d",
+                    "registry config dir {path}"
+                );
+                Ok(())
+            },
+        ),
+        (
             "custom socket",
             &["agent.containerdSocket=/var/run/ctr/custom.sock"],
             |objs| {
@@ -204,6 +224,64 @@ async fn chart_rbac_and_admission_policy_match_the_kustomize_manifests() -> Resu
                 "{kind} {name} differs:\nkustomize: {object}\nchart: {rendered}"
             );
         }
+    }
+    Ok(())
+}
+
+/// What a workload's pod template must keep from the kustomize manifest in the chart:
+/// every env variable (by name), volume mount, volume (by name) and the container's
+/// securityContext. The chart may add more (values); dropping one is drift.
+fn pod_settings(workload: &Value) -> Vec<String> {
+    let pod = &workload["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let each = |list: &Value, f: &dyn Fn(&Value) -> String| -> Vec<String> {
+        list.as_array().into_iter().flatten().map(f).collect()
+    };
+    let mut settings = each(&container["env"], &|e| format!("env {}", e["name"]));
+    settings.extend(each(&container["volumeMounts"], &|m| {
+        format!(
+            "mount {} at {} readOnly {}",
+            m["name"], m["mountPath"], m["readOnly"]
+        )
+    }));
+    settings.extend(each(&pod["volumes"], &|v| format!("volume {}", v["name"])));
+    settings.push(format!("securityContext {}", container["securityContext"]));
+    for field in ["hostNetwork", "hostPID", "dnsPolicy", "serviceAccountName"] {
+        settings.push(format!("{field} {}", pod[field]));
+    }
+    settings
+}
+
+/// The chart's agent DaemonSet and control-plane Deployment are hand-written templates of
+/// the kustomize ones: each setting there must be in the chart too (a mirror mount or an
+/// allocator setting added to one and not the other is caught here).
+#[tokio::test]
+async fn chart_workloads_keep_every_setting_of_the_kustomize_manifests() -> Result<()> {
+    let helm = Helm::new(cluster().await?)?;
+    let chart = objects(&helm.template("stevedore-system", &[]).await?)?;
+    let workloads = [
+        ("agent/daemonset.yaml", "DaemonSet", "stevedore-agent"),
+        (
+            "controlplane/deployment.yaml",
+            "Deployment",
+            "stevedore-controlplane",
+        ),
+    ];
+    for (manifest, kind, name) in workloads {
+        let path = stevedore_tests::cluster::repo_root()
+            .join("deploy")
+            .join(manifest);
+        let kustomize = objects(
+            &std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?,
+        )?;
+        let wanted = pod_settings(find(&kustomize, kind, name)?);
+        let rendered = pod_settings(find(&chart, kind, name)?);
+        let missing: Vec<_> = wanted.iter().filter(|s| !rendered.contains(s)).collect();
+        ensure!(
+            missing.is_empty(),
+            "the chart's {kind} {name} lacks what {manifest} has: {missing:?}"
+        );
     }
     Ok(())
 }
