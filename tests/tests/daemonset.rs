@@ -181,13 +181,21 @@ async fn native_manifest_rolls_out_within_max_unavailable_partition_and_pause() 
     .await
 }
 
+/// How long the surge test keeps each node's old pod beside its new one (minReadySeconds).
+const SURGE_WINDOW_SECONDS: u64 = 3;
+
 #[tokio::test]
 async fn surging_starts_the_new_pod_beside_the_old_within_max_surge() -> Result<()> {
     run_in_namespace("ds-surge", |ctx| async move {
         with_nodes(ctx, 3, |ctx, n| async move {
             let rolling =
                 json!({ "rollingUpdateType": "Surging", "maxSurge": 1, "maxUnavailable": 0 });
-            create(&ctx, manifest(&ctx, "proxy", "web:v1", rolling)).await?;
+            let mut object = manifest(&ctx, "proxy", "web:v1", rolling);
+            // kwok readies a pod at once, so without it a node runs two pods for less
+            // than one poll; a new pod must be ready this long to be available, and the
+            // old one stays beside it until then (upstream's surge rule).
+            object["spec"]["minReadySeconds"] = json!(SURGE_WINDOW_SECONDS);
+            create(&ctx, object).await?;
             poll_until("all ready", WAIT, || async {
                 let by_node = pods_by_node(&ctx, "proxy").await?;
                 let ready = by_node.values().flatten().filter(|p| ready(p)).count();
