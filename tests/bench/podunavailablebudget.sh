@@ -17,6 +17,8 @@ PREFIX=bench
 NS=stevedore-bench
 # shellcheck source=/dev/null
 source <(deploy/local/cluster.sh env)
+# shellcheck source=rollout-lib.sh
+source tests/bench/rollout-lib.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
 V1=$STEVEDORE_REGISTRY/stevedore/web:v1
 V2=$STEVEDORE_REGISTRY/stevedore/web:v2
@@ -55,8 +57,8 @@ YAML
 roll() {
   local start
   start=$(now)
-  kubectl -n "$NS" patch cloneset bench --type json \
-    -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
+  patch_observed cloneset bench \
+    "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]"
   until [[ $(status '{.status.updatedReadyReplicas}/{.status.readyReplicas}/{.status.currentRevision}') == "$REPLICAS/$REPLICAS/$(status '{.status.updateRevision}')" ]] &&
     ! kubectl -n "$NS" get pods -o jsonpath='{.items[*].metadata.annotations}' | grep -q inplace-update-state; do
     sleep 0.5

@@ -16,6 +16,8 @@ PREFIX=bench
 NS=stevedore-bench
 # shellcheck source=/dev/null
 source <(deploy/local/cluster.sh env)
+# shellcheck source=rollout-lib.sh
+source tests/bench/rollout-lib.sh
 # shellcheck source=controlplane-metrics.sh
 source tests/bench/controlplane-metrics.sh
 IMAGE=$STEVEDORE_REGISTRY/stevedore/web:v1
@@ -59,8 +61,8 @@ YAML
   uids "$name" >"$WORK/$name.before"
   local start
   start=$(now)
-  kubectl -n "$NS" patch cloneset "$name" --type json -p \
-    '[{"op":"replace","path":"/spec/template/spec/containers/0/resources/requests/cpu","value":"200m"}]' >/dev/null
+  patch_observed cloneset "$name" \
+    '[{"op":"replace","path":"/spec/template/spec/containers/0/resources/requests/cpu","value":"200m"}]'
   until [[ $(status "$name" '{.status.updatedReadyReplicas}/{.status.readyReplicas}/{.status.currentRevision}') == "$REPLICAS/$REPLICAS/$(status "$name" '{.status.updateRevision}')" ]] &&
     ! kubectl -n "$NS" get pods -l "app=$name" -o jsonpath='{.items[*].metadata.annotations}' | grep -q inplace-update-state; do
     sleep 0.5

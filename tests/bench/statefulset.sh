@@ -18,6 +18,8 @@ PREFIX=bench
 NS=stevedore-bench
 # shellcheck source=/dev/null
 source <(deploy/local/cluster.sh env)
+# shellcheck source=rollout-lib.sh
+source tests/bench/rollout-lib.sh
 # shellcheck source=controlplane-metrics.sh
 source tests/bench/controlplane-metrics.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
@@ -69,8 +71,8 @@ run() {
   until [[ $(status "$resource" '{.status.readyReplicas}/{.status.updatedReplicas}') == "$REPLICAS/$REPLICAS" ]]; do sleep 0.5; done
   create_s=$(since "$start")
   start=$(now)
-  kubectl -n "$NS" patch "$resource" bench --type json \
-    -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
+  patch_observed "$resource" bench \
+    "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]"
   until [[ $(status "$resource" '{.status.updatedReplicas}/{.status.readyReplicas}/{.status.currentRevision}') == "$REPLICAS/$REPLICAS/$(status "$resource" '{.status.updateRevision}')" ]] &&
     ! kubectl -n "$NS" get pods -o jsonpath='{.items[*].metadata.annotations}' | grep -q inplace-update-state; do
     sleep 0.5
