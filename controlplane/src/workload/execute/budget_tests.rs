@@ -121,6 +121,33 @@ async fn a_held_in_place_start_leaves_the_pod_untouched() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_held_resize_is_not_made() {
+    // OpenKruise 1.9 (#2061): a budget protects an in-place resize like any in-place start.
+    let fx = fixture(&[("toy-a", Admission::Held(HELD.into()))], &[]);
+    let mut resize = in_place_start("n1", true);
+    resize.resize = Some(serde_json::json!({
+        "spec": { "containers": [{ "name": "app", "resources": { "requests": { "cpu": "200m" } } }] }
+    }));
+    let plan = Plan {
+        pod_changes: vec![resize],
+        ..Plan::default()
+    };
+    let (result, problems) = fx.run(&plan).await;
+    assert_eq!(result.expect("no error"), Some(BUDGET_RETRY));
+    assert!(
+        fx.writes.calls().is_empty(),
+        "neither resized nor patched: {:?}",
+        fx.writes.calls()
+    );
+    assert!(problems.update.is_some_and(|m| m.contains(HELD)));
+    assert_eq!(held_events(&fx).len(), 1);
+    assert_eq!(
+        fx.budgets.asked(),
+        [("toy-a".to_owned(), DisruptionKind::InPlaceUpdate)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn only_disruptions_are_asked_about() {
     let fx = fixture(&[], &[]);
     let mut refresh = in_place_start("n1", false);
