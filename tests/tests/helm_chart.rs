@@ -186,6 +186,14 @@ async fn values_render_into_the_objects_they_name() -> Result<()> {
     Ok(())
 }
 
+/// The objects of the kustomize manifest `deploy/<manifest>`.
+fn kustomize_objects(manifest: &str) -> Result<Vec<Value>> {
+    let path = stevedore_tests::cluster::repo_root()
+        .join("deploy")
+        .join(manifest);
+    objects(&std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?)
+}
+
 /// The chart's RBAC and admission policy are the kustomize manifests' own (files/ links to
 /// them), moved into the release namespace: same rules, same policy.
 #[tokio::test]
@@ -199,13 +207,7 @@ async fn chart_rbac_and_admission_policy_match_the_kustomize_manifests() -> Resu
         "controlplane/rbac.yaml",
     ];
     for manifest in manifests {
-        let path = stevedore_tests::cluster::repo_root()
-            .join("deploy")
-            .join(manifest);
-        let kustomize = objects(
-            &std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?,
-        )?;
+        let kustomize = kustomize_objects(manifest)?;
         ensure!(!kustomize.is_empty(), "{manifest} holds no object");
         for object in &kustomize {
             let (kind, name) = (
@@ -268,13 +270,7 @@ async fn chart_workloads_keep_every_setting_of_the_kustomize_manifests() -> Resu
         ),
     ];
     for (manifest, kind, name) in workloads {
-        let path = stevedore_tests::cluster::repo_root()
-            .join("deploy")
-            .join(manifest);
-        let kustomize = objects(
-            &std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?,
-        )?;
+        let kustomize = kustomize_objects(manifest)?;
         let wanted = pod_settings(find(&kustomize, kind, name)?);
         let rendered = pod_settings(find(&chart, kind, name)?);
         let missing: Vec<_> = wanted.iter().filter(|s| !rendered.contains(s)).collect();
