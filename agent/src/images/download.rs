@@ -97,6 +97,9 @@ async fn write<R: Registry, W: BlobWriter>(
     if done > 0 {
         tracing::debug!(digest = %blob.digest, offset = done, "resuming an interrupted download");
     }
+    // What the store holds counts at once, also when it is the whole blob and nothing
+    // is fetched before the commit.
+    set_done(done);
     if done < blob.size || blob.size == 0 {
         let fetched = registry
             .fetch_blob(target.image, blob, target.auth, done)

@@ -292,6 +292,32 @@ async fn an_interrupted_layer_resumes_from_the_bytes_in_the_store() {
 }
 
 #[tokio::test]
+async fn a_layer_written_whole_but_not_committed_counts_its_bytes_as_done() {
+    // A pull cut short between the last write and the commit leaves a full ingest: the
+    // next pull commits it without fetching, and its progress must still reach the total
+    // (agent_images found the config stuck at 0 bytes in a Done message).
+    let (image, blobs) = test_image("resume");
+    let registry = FakeRegistry::default();
+    registry.serve("team/a", "v1", &image, blobs);
+    let store = FakeStore::default();
+    let layer = &image.layers[0];
+    store
+        .state()
+        .ingests
+        .insert(oci::sha256_digest(layer), layer.to_vec());
+    let (tx, rx) = watch::channel(Progress::default());
+    let reference = Reference::parse_normalized("registry.test/team/a:v1").unwrap();
+    pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    let progress = rx.borrow();
+    for blob in &progress.blobs {
+        assert_eq!(blob.done, blob.total, "{}", blob.digest);
+    }
+    assert_eq!(store.state().blobs[&oci::sha256_digest(layer)].0, *layer);
+}
+
+#[tokio::test]
 async fn a_registry_ignoring_the_range_sends_the_layer_whole_and_it_still_commits() {
     let half = |layer: &Bytes| layer[..layer.len() / 2].to_vec();
     let (_, store, image, result) = pull_with_partial_layer(half, true).await;
