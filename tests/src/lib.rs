@@ -22,4 +22,4 @@ pub mod wait;
 
 pub use cluster::{ClusterInfo, cluster};
 pub use namespace::{TestContext, run_in_namespace};
-pub use wait::poll_until;
+pub use wait::{invariant, poll_until};

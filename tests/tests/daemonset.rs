@@ -15,7 +15,7 @@ use kube::ResourceExt as _;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use stevedore_controlplane::api::DaemonSet;
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
 mod daemonset_support;
 use daemonset_support::{
@@ -196,12 +196,9 @@ async fn surging_starts_the_new_pod_beside_the_old_within_max_surge() -> Result<
             // old one stays beside it until then (upstream's surge rule).
             object["spec"]["minReadySeconds"] = json!(SURGE_WINDOW_SECONDS);
             create(&ctx, object).await?;
-            poll_until("all ready", WAIT, || async {
-                let by_node = pods_by_node(&ctx, "proxy").await?;
-                let ready = by_node.values().flatten().filter(|p| ready(p)).count();
-                Ok((ready == 3 && by_node.len() == 3).then_some(()))
-            })
-            .await?;
+            // Available, not just ready: a node whose old pod is not available yet gets
+            // its new pod at once, outside the surge budget (upstream's rule too).
+            settled_hash(&ctx, "proxy", 3).await?;
             let v2 = ctx.cluster.image("web:v2");
             let template = json!({ "spec": { "containers": [{ "name": "main", "image": v2 }] } });
             patch_spec(&ctx, "proxy", json!({ "template": template })).await?;
@@ -212,11 +209,15 @@ async fn surging_starts_the_new_pod_beside_the_old_within_max_surge() -> Result<
                     // maxUnavailable 0: every node keeps a ready pod throughout.
                     let by_node = within_unavailable(ctx, "proxy", n, 0).await?;
                     let doubled = by_node.values().filter(|pods| pods.len() > 1).count();
-                    ensure!(doubled <= 1, "{doubled} nodes run two pods (maxSurge 1)");
-                    ensure!(
-                        by_node.values().all(|pods| pods.len() <= 2),
-                        "a node runs more than two pods"
-                    );
+                    invariant(doubled <= 1, || {
+                        let names: Vec<Vec<String>> = (by_node.values())
+                            .map(|pods| pods.iter().map(|p| p.name_any()).collect())
+                            .collect();
+                        format!("{doubled} nodes run two pods (maxSurge 1): {names:?}")
+                    })?;
+                    invariant(by_node.values().all(|pods| pods.len() <= 2), || {
+                        "a node runs more than two pods".to_owned()
+                    })?;
                     saw_surge.set(saw_surge.get() || doubled == 1);
                     let done = by_node.len() == 3
                         && by_node

@@ -40,7 +40,12 @@ setup_network() {
 
 write_cni_config() {
   mkdir -p "$STATE_DIR/cni/net.d" "$STATE_DIR/cni/networks"
-  cat >"$STATE_DIR/cni/net.d/10-stevedore.conflist" <<JSON
+  local conf="$STATE_DIR/cni/net.d/10-stevedore.conflist"
+  # containerd reloads the file on every write event: written in place, it reads a
+  # truncated file while pods start ("unexpected end of JSON input"). So the config is
+  # written next to the watched directory and renamed into it only when it changed.
+  local staged="$STATE_DIR/cni/10-stevedore.conflist.staged"
+  cat >"$staged" <<JSON
 {
   "cniVersion": "1.0.0",
   "name": "stevedore",
@@ -62,6 +67,11 @@ write_cni_config() {
   ]
 }
 JSON
+  if cmp -s "$staged" "$conf"; then
+    rm -f "$staged"
+  else
+    mv -f "$staged" "$conf"
+  fi
 }
 
 teardown_network() {

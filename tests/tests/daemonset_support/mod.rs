@@ -6,13 +6,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::Result;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::DaemonSet;
 use stevedore_controlplane::workload::node_pin::pinned_node;
-use stevedore_tests::{TestContext, poll_until};
+use stevedore_tests::{TestContext, invariant, poll_until};
 
 pub const TEST_LABEL: &str = "stevedore.dev/ds-test";
 pub const KWOK_TAINT: &str = "kwok.x-k8s.io/node";
@@ -191,9 +191,8 @@ pub async fn within_unavailable(
         .iter()
         .filter(|n| !by_node.get(*n).is_some_and(|pods| pods.iter().any(ready)))
         .count();
-    ensure!(
-        unavailable <= max_unavailable,
-        "{unavailable} nodes without a ready pod (maxUnavailable {max_unavailable})"
-    );
+    invariant(unavailable <= max_unavailable, || {
+        format!("{unavailable} nodes without a ready pod (maxUnavailable {max_unavailable})")
+    })?;
     Ok(by_node)
 }
