@@ -14,6 +14,8 @@ use crate::advancedcronjob::AdvancedCronJobController;
 use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
 use crate::broadcastjob::BroadcastJobController;
 use crate::budget::BudgetController;
+use crate::budget::webhook::review::Exempt;
+use crate::budget::webhook::{WebhookConfig, WebhookError};
 use crate::caches::Stores;
 use crate::certs::{Authority, CaSecretError, CsrSigner};
 use crate::cloneset::CloneSetController;
@@ -45,6 +47,8 @@ pub enum AppError {
     Agents(#[source] AgentError),
     #[error("the agent serving CA: {0}")]
     Ca(#[source] CaSecretError),
+    #[error("the PodUnavailableBudget admission webhook cannot start: {0}")]
+    Webhook(#[source] WebhookError),
     #[error("the {component} cannot start: {source}")]
     UnknownStore {
         component: String,
@@ -76,6 +80,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let mut pool_config = AgentPoolConfig::from_args(&args, client.clone());
     pool_config.signer_ca = Some(authority.cert_pem().to_owned());
     let agent_username = args.agent_username.clone();
+    let webhook = webhook_config(&args);
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
     let switches = args.controllers.clone();
@@ -102,6 +107,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             authority: Arc::new(authority),
             agent_username,
             switches,
+            webhook,
         },
         &shutdown,
     )
@@ -126,6 +132,24 @@ struct Workloads {
     authority: Arc<Authority>,
     agent_username: String,
     switches: ControllerSwitches,
+    webhook: WebhookConfig,
+}
+
+/// The admission webhook's settings from the command line.
+fn webhook_config(args: &Args) -> WebhookConfig {
+    WebhookConfig {
+        addr: args.webhook_addr,
+        namespace: args.namespace.clone(),
+        service: args.webhook_service.clone(),
+        ca_secret: args.webhook_ca_secret.clone(),
+        configuration: args.webhook_configuration.clone(),
+        exempt: Exempt {
+            control_plane: format!(
+                "system:serviceaccount:{}:{}",
+                args.namespace, args.service_account
+            ),
+        },
+    }
 }
 
 /// Serves metrics, then starts the ImageList distributor and the controllers; each acts
@@ -149,6 +173,19 @@ async fn start_workloads(
             .reload_ca_every(CA_RELOAD_PERIOD, shutdown.clone()),
     );
     let switches = workloads.switches;
+    // Every replica serves the webhook (the Service spreads reviews over both), leader
+    // or not: the budgets' check-and-decrement is safe from any number of writers.
+    if switches.enabled("podunavailablebudget-webhook") {
+        let server = crate::budget::webhook::start(
+            client.clone(),
+            stores.clone(),
+            workloads.webhook,
+            shutdown.clone(),
+        )
+        .await
+        .map_err(AppError::Webhook)?;
+        running.spawn(server);
+    }
     if switches.enabled("csr-signer") {
         start_signer(
             running,

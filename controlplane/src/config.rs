@@ -127,6 +127,38 @@ pub struct Args {
     )]
     pub controllers: crate::switches::ControllerSwitches,
 
+    /// Address of the PodUnavailableBudget admission webhook (HTTPS), which the
+    /// apiserver calls for pod deletes and evictions through `--webhook-service`.
+    #[arg(long, env = "STEVEDORE_WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
+    pub webhook_addr: SocketAddr,
+
+    /// The Service (in `--namespace`) in front of the webhook; its DNS names go into the
+    /// webhook's serving certificate.
+    #[arg(
+        long,
+        env = "STEVEDORE_WEBHOOK_SERVICE",
+        default_value = "stevedore-controlplane-webhook"
+    )]
+    pub webhook_service: String,
+
+    /// Secret (in `--namespace`) holding the CA of the webhook's serving certificates;
+    /// created by the first replica to start.
+    #[arg(
+        long,
+        env = "STEVEDORE_WEBHOOK_CA_SECRET",
+        default_value = "stevedore-webhook-ca"
+    )]
+    pub webhook_ca_secret: String,
+
+    /// The ValidatingWebhookConfiguration whose `caBundle` the control plane sets to its
+    /// webhook CA.
+    #[arg(
+        long,
+        env = "STEVEDORE_WEBHOOK_CONFIGURATION",
+        default_value = "stevedore-pod-budgets"
+    )]
+    pub webhook_configuration: String,
+
     /// Log output format.
     #[arg(long, env = "STEVEDORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -226,6 +258,10 @@ mod tests {
         assert_eq!(args.agent_rpc_timeout, 10);
         assert_eq!(args.max_concurrent_agent_rpcs.get(), 32);
         assert_eq!(args.concurrency_per_kind.get(), 4);
+        assert_eq!(args.webhook_addr, "0.0.0.0:9443".parse().unwrap());
+        assert_eq!(args.webhook_service, "stevedore-controlplane-webhook");
+        assert_eq!(args.webhook_ca_secret, "stevedore-webhook-ca");
+        assert_eq!(args.webhook_configuration, "stevedore-pod-budgets");
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.controllers, Default::default());
         assert!(!args.identity().is_empty());

@@ -18,6 +18,7 @@ pub const COMPONENTS: &[&str] = &[
     "containerrecreaterequest",
     "imagelist-distributor",
     "csr-signer",
+    "podunavailablebudget-webhook",
 ];
 
 /// The parsed `--controllers` list.

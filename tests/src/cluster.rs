@@ -64,11 +64,21 @@ impl ClusterInfo {
     }
 
     pub async fn client(&self) -> Result<kube::Client> {
+        Ok(kube::Client::try_from(self.config().await?)?)
+    }
+
+    /// A client that returns a 429 (a budget's refusal) instead of retrying it, as
+    /// kubectl does; `client()` retries 429, 503 and 504 with backoff, as kube does.
+    pub async fn client_without_retries(&self) -> Result<kube::Client> {
+        let mut config = self.config().await?;
+        config.default_retry = false;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    async fn config(&self) -> Result<kube::Config> {
         let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
             .with_context(|| format!("reading {}", self.kubeconfig.display()))?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        Ok(kube::Client::try_from(config)?)
+        Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
     }
 }
 

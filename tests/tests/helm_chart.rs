@@ -50,7 +50,12 @@ fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
             ensure!(container_env(cp, "STEVEDORE_CONTROLLERS") == Some(&json!("*")));
             ensure!(container_env(cp, "STEVEDORE_METRICS_ADDR") == Some(&json!("127.0.0.1:10354")));
             ensure!(container_env(ds, "STEVEDORE_LOG_FORMAT") == Some(&json!("json")));
-            ensure!(!objs.iter().any(|o| o["kind"] == "Service"
+            // No metrics Service by default; the webhook's Service is always there.
+            let metrics_service = |o: &Value| {
+                o["kind"] == "Service" && o["metadata"]["name"] != "stevedore-controlplane-webhook"
+            };
+            find(objs, "Service", "stevedore-controlplane-webhook")?;
+            ensure!(!objs.iter().any(|o| metrics_service(o)
                 || o["kind"] == "RoleBinding"
                     && o["metadata"]["name"] == "stevedore-pull-secret-reader"));
             Ok(())
@@ -194,7 +199,7 @@ fn kustomize_objects(manifest: &str) -> Result<Vec<Value>> {
     objects(&std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?)
 }
 
-/// The chart's RBAC and admission policy are the kustomize manifests' own (files/ links to
+/// The chart's RBAC, admission policy and webhook are the kustomize manifests' own (files/ links to
 /// them), moved into the release namespace: same rules, same policy.
 #[tokio::test]
 async fn chart_rbac_and_admission_policy_match_the_kustomize_manifests() -> Result<()> {
@@ -205,6 +210,7 @@ async fn chart_rbac_and_admission_policy_match_the_kustomize_manifests() -> Resu
         "agent/client-role.yaml",
         "agent/admission-policy.yaml",
         "controlplane/rbac.yaml",
+        "controlplane/webhook.yaml",
     ];
     for manifest in manifests {
         let kustomize = kustomize_objects(manifest)?;
@@ -215,8 +221,13 @@ async fn chart_rbac_and_admission_policy_match_the_kustomize_manifests() -> Resu
                 object["metadata"]["name"].as_str().unwrap_or_default(),
             );
             let rendered = find(&chart, kind, name)?;
+            // As the chart's `stevedore.fromFile` moves them: namespaces and service
+            // account names only (a selector naming kube-system stays as it is).
             let moved = serde_json::to_string(object)?
-                .replace("\"kube-system\"", "\"stevedore-system\"")
+                .replace(
+                    "\"namespace\":\"kube-system\"",
+                    "\"namespace\":\"stevedore-system\"",
+                )
                 .replace(
                     "serviceaccount:kube-system:",
                     "serviceaccount:stevedore-system:",

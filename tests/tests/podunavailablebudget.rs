@@ -3,7 +3,9 @@
 //! the pods as they come, and holds an in-place rollout of 6 pods whose own maxUnavailable
 //! is 3 to one unavailable pod at a time; two workloads disrupting the same protected pods
 //! at once (a CloneSet in-place rollout and ContainerRecreateRequests for every pod) stay
-//! within the budget together. Needs this branch's control plane with `--controllers
+//! within the budget together; deletes and evictions from outside (`kubectl delete pod`,
+//! `kubectl drain`, two deletes at once) go through the admission webhook's same check.
+//! Needs this branch's control plane with `--controllers
 //! cloneset,podunavailablebudget,containerrecreaterequest` (see dev-cp.sh).
 
 use std::sync::Arc;
@@ -324,6 +326,205 @@ async fn two_workloads_disrupting_the_same_pods_stay_within_the_budget() -> Resu
             );
         }
         Ok(())
+    })
+    .await
+}
+
+/// `count` bare pods `<prefix>-<i>` labelled `app: <prefix>` on node `node`, running
+/// `command` (the web image's own server when empty).
+async fn bare_pods(
+    ctx: &TestContext,
+    prefix: &str,
+    node: &str,
+    count: usize,
+    command: &[&str],
+) -> Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    for i in 0..count {
+        let mut pod = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": { "name": format!("{prefix}-{i}"), "labels": { "app": prefix } },
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": 5,
+                "containers": [{ "name": "main", "image": ctx.cluster.image("web:v1") }],
+            },
+        });
+        if !command.is_empty() {
+            pod["spec"]["containers"][0]["command"] = json!(command);
+        }
+        let pod: Pod = serde_json::from_value(pod)?;
+        ctx.api::<Pod>()
+            .create(&PostParams::default(), &pod)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A kwok node of this test alone: tainted and unlabelled, so no other test's pods land
+/// there, and drained by nobody else.
+async fn own_kwok_node(ctx: &TestContext) -> Result<String> {
+    use k8s_openapi::api::core::v1::Node;
+    let name = format!("{}-drain", ctx.namespace);
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": { "name": name, "annotations": { "kwok.x-k8s.io/node": "fake" } },
+        "spec": { "taints": [{ "key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule" }] },
+    }))?;
+    kube::Api::<Node>::all(ctx.client.clone())
+        .create(&PostParams::default(), &node)
+        .await?;
+    Ok(name)
+}
+
+/// Deletes the test's pods at once, waits for them to go, then removes `node` (a pod
+/// whose node is gone would never finish terminating).
+async fn remove_pods_then_node(ctx: &TestContext, node: Option<&str>) {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let now = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    let _ = ctx
+        .api::<Pod>()
+        .delete_collection(&now, &Default::default())
+        .await;
+    let _ = poll_until("the test's pods gone", Duration::from_secs(30), || async {
+        let left = ctx.api::<Pod>().list(&Default::default()).await?.items;
+        Ok(left.is_empty().then_some(()))
+    })
+    .await;
+    if let Some(node) = node {
+        let _ = kube::Api::<Node>::all(ctx.client.clone())
+            .delete(node, &Default::default())
+            .await;
+    }
+}
+
+/// `kubectl` against the test cluster: its exit status and what it printed.
+fn kubectl(ctx: &TestContext, args: &[&str]) -> Result<(bool, String)> {
+    let out = std::process::Command::new(&ctx.cluster.kubectl)
+        .arg("--kubeconfig")
+        .arg(&ctx.cluster.kubeconfig)
+        .args(["-n", &ctx.namespace])
+        .args(args)
+        .output()
+        .context("running kubectl")?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((out.status.success(), text))
+}
+
+/// Deletes and evictions from outside Stevedore go through the admission webhook: while
+/// the budget allows none, `kubectl delete pod` and an eviction are refused naming it and
+/// nothing is disrupted; once it allows one, `kubectl drain` evicts the pods as the
+/// budget lets it (kwok removes an evicted pod at once, so each leaves room for the next).
+#[tokio::test]
+async fn outside_deletes_and_drains_of_protected_pods_wait_for_the_budget() -> Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    run_in_namespace("pub-outside", |ctx| async move {
+        let selector = json!({ "matchLabels": { "app": "guarded" } });
+        let spec = json!({ "selector": selector, "maxUnavailable": 0 });
+        create_budget(&ctx, &budget(&ctx, "guarded", spec), false).await?;
+        let node = own_kwok_node(&ctx).await?;
+        let outcome = async {
+            bare_pods(&ctx, "guarded", &node, 3, &[]).await?;
+            wait_numbers(&ctx, "guarded", (0, 3, 3, 3)).await?;
+
+            let (ok, said) = kubectl(&ctx, &["delete", "pod", "guarded-0", "--wait=false"])?;
+            ensure!(!ok, "kubectl delete went through: {said}");
+            ensure!(
+                said.contains("PodUnavailableBudget guarded"),
+                "the refusal names the budget: {said}"
+            );
+            let once = ctx.cluster.client_without_retries().await?;
+            let pods = kube::Api::<Pod>::namespaced(once, &ctx.namespace);
+            let evicted = pods.evict("guarded-1", &Default::default()).await;
+            let refusal = format!("{:#}", evicted.err().context("the eviction went through")?);
+            ensure!(
+                refusal.contains("Cannot evict pod guarded-1") && refusal.contains("429"),
+                "an eviction is refused with 429 naming the pod: {refusal}"
+            );
+            let listed = pods.list(&Default::default()).await?.items;
+            ensure!(
+                listed.len() == 3
+                    && listed
+                        .iter()
+                        .all(|p| p.metadata.deletion_timestamp.is_none()),
+                "nothing was disrupted"
+            );
+
+            let patch = json!({ "spec": { "maxUnavailable": 1 } });
+            ctx.api::<PodUnavailableBudget>()
+                .patch("guarded", &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+            wait_numbers(&ctx, "guarded", (1, 3, 2, 3)).await?;
+            let (ok, said) = kubectl(
+                &ctx,
+                &[
+                    "drain",
+                    &node,
+                    "--pod-selector=app=guarded",
+                    "--force",
+                    "--timeout=90s",
+                ],
+            )?;
+            ensure!(ok, "kubectl drain did not finish: {said}");
+            poll_until(
+                "every guarded pod gone",
+                Duration::from_secs(60),
+                || async {
+                    let left = ctx.api::<Pod>().list(&Default::default()).await?.items;
+                    Ok(left.is_empty().then_some(()))
+                },
+            )
+            .await
+        }
+        .await;
+        remove_pods_then_node(&ctx, Some(&node)).await;
+        outcome
+    })
+    .await
+}
+
+/// The webhook's check-and-decrement under concurrency: of two deletes sent at once by
+/// people, with a budget of one, exactly one goes through. The pods run on the kubelet
+/// node and ignore SIGTERM, so a deleted pod stays terminating (unavailable) for its
+/// grace period and the budget stays spent while the second delete is decided.
+#[tokio::test]
+async fn two_outside_deletes_at_once_never_both_pass_a_budget_of_one() -> Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    run_in_namespace("pub-outside-race", |ctx| async move {
+        let selector = json!({ "matchLabels": { "app": "racing" } });
+        let spec = json!({ "selector": selector, "maxUnavailable": 1 });
+        create_budget(&ctx, &budget(&ctx, "racing", spec), false).await?;
+        let stubborn = ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"];
+        let outcome = async {
+            bare_pods(&ctx, "racing", &ctx.cluster.node_name, 3, &stubborn).await?;
+            wait_numbers(&ctx, "racing", (1, 3, 2, 3)).await?;
+            let once = ctx.cluster.client_without_retries().await?;
+            let pods = kube::Api::<Pod>::namespaced(once, &ctx.namespace);
+            let dp = kube::api::DeleteParams::default();
+            let (first, second) =
+                tokio::join!(pods.delete("racing-0", &dp), pods.delete("racing-1", &dp));
+            let refused: Vec<String> = [first, second]
+                .into_iter()
+                .filter_map(|r| r.err().map(|e| format!("{e:#}")))
+                .collect();
+            ensure!(
+                refused.len() == 1 && refused[0].contains("PodUnavailableBudget racing"),
+                "exactly one of two concurrent deletes is refused, naming the budget: {refused:?}"
+            );
+            Ok(())
+        }
+        .await;
+        remove_pods_then_node(&ctx, None).await;
+        outcome
     })
     .await
 }

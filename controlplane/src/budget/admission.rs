@@ -38,9 +38,23 @@ impl DisruptionBudgets for KubeBudgets<'_> {
         let Some(pod) = found else {
             return Ok(Admission::Allowed { evict: false });
         };
-        for budget in self.protecting(&pod).await {
+        self.admit_pod(&pod, kind, Recording::Record).await
+    }
+}
+
+impl KubeBudgets<'_> {
+    /// Asks every budget protecting `pod` (as given, not as cached) to admit its
+    /// disruption: the admission webhook asks about the pod its request carries.
+    pub async fn admit_pod(
+        &self,
+        pod: &Pod,
+        kind: DisruptionKind,
+        recording: Recording,
+    ) -> Result<Admission, ApiError> {
+        for budget in self.protecting(pod).await {
             let api = Api::namespaced(self.client.clone(), self.namespace);
-            if let Some(message) = take(&api, &budget, &BudgetPod::of(&pod), kind).await? {
+            let taken = take(&api, &budget, &BudgetPod::of(pod), kind, recording).await?;
+            if let Some(message) = taken {
                 return Ok(Admission::Held(message));
             }
         }
@@ -48,12 +62,10 @@ impl DisruptionBudgets for KubeBudgets<'_> {
             && (self.stores.poddisruptionbudgets.state().iter())
                 .filter(|pdb| pdb.metadata.namespace.as_deref() == Some(self.namespace))
                 .filter_map(|pdb| pdb.spec.as_ref()?.selector.as_ref())
-                .any(|selector| selects(selector, &pod));
+                .any(|selector| selects(selector, pod));
         Ok(Admission::Allowed { evict })
     }
-}
 
-impl KubeBudgets<'_> {
     /// The names of the PodUnavailableBudgets protecting `pod`.
     async fn protecting(&self, pod: &Pod) -> Vec<String> {
         let mut names = Vec::new();
@@ -75,14 +87,23 @@ impl KubeBudgets<'_> {
     }
 }
 
+/// Whether an admitted disruption is written into the budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recording {
+    Record,
+    /// A server-side dry run: the same decision, nothing written.
+    DryRun,
+}
+
 /// Takes one disruption of `pod` from the budget `name`: `None` when admitted (and
-/// recorded) or free, the refusal otherwise. Each attempt reads the budget fresh and
+/// recorded, unless a dry run) or free, the refusal otherwise. Each attempt reads the budget fresh and
 /// writes conditional on what it read; a conflict decides again on the newer budget.
 pub async fn take(
     api: &Api<PodUnavailableBudget>,
     name: &str,
     pod: &BudgetPod,
     kind: DisruptionKind,
+    recording: Recording,
 ) -> Result<Option<String>, ApiError> {
     for _ in 0..ATTEMPTS {
         let budget = match api.get(name).await {
@@ -105,6 +126,7 @@ pub async fn take(
         let status = match decision {
             Decision::Free => return Ok(None),
             Decision::Refuse(message) => return Ok(Some(message)),
+            Decision::Take(_) if recording == Recording::DryRun => return Ok(None),
             Decision::Take(status) => status,
         };
         let mut taken = budget;

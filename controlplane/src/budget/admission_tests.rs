@@ -43,9 +43,15 @@ async fn a_conflict_reads_again_and_decides_on_the_newer_budget() {
         (200, budget("11", 0, &["p0"])),
     ]);
     let budgets: Api<PodUnavailableBudget> = Api::namespaced(api.client(), "ns");
-    let refused = take(&budgets, "web", &pod("p1"), DisruptionKind::Delete)
-        .await
-        .expect("no error");
+    let refused = take(
+        &budgets,
+        "web",
+        &pod("p1"),
+        DisruptionKind::Delete,
+        Recording::Record,
+    )
+    .await
+    .expect("no error");
     let message = refused.expect("refused after the re-read");
     assert!(message.contains("PodUnavailableBudget web"), "{message}");
     let sent = api.sent();
@@ -66,9 +72,15 @@ async fn an_admitted_in_place_update_is_recorded_in_unavailable_pods() {
         (200, budget("12", 0, &[])),
     ]);
     let budgets: Api<PodUnavailableBudget> = Api::namespaced(api.client(), "ns");
-    let admitted = take(&budgets, "web", &pod("p1"), DisruptionKind::InPlaceUpdate)
-        .await
-        .expect("no error");
+    let admitted = take(
+        &budgets,
+        "web",
+        &pod("p1"),
+        DisruptionKind::InPlaceUpdate,
+        Recording::Record,
+    )
+    .await
+    .expect("no error");
     assert_eq!(admitted, None);
     let sent = api.sent();
     assert!(sent[1].body["status"]["unavailablePods"]["p1"].is_string());
@@ -79,9 +91,45 @@ async fn an_admitted_in_place_update_is_recorded_in_unavailable_pods() {
 async fn a_pod_recorded_already_is_admitted_without_a_write() {
     let api = ScriptedApi::new(vec![(200, budget("10", 0, &["p1"]))]);
     let budgets: Api<PodUnavailableBudget> = Api::namespaced(api.client(), "ns");
-    let admitted = take(&budgets, "web", &pod("p1"), DisruptionKind::Delete)
-        .await
-        .expect("no error");
+    let admitted = take(
+        &budgets,
+        "web",
+        &pod("p1"),
+        DisruptionKind::Delete,
+        Recording::Record,
+    )
+    .await
+    .expect("no error");
     assert_eq!(admitted, None);
     assert_eq!(api.sent().len(), 1);
+}
+
+#[tokio::test]
+async fn a_dry_run_is_decided_but_not_written() {
+    let api = ScriptedApi::new(vec![
+        (200, budget("10", 1, &[])),
+        (200, budget("10", 0, &[])),
+    ]);
+    let budgets: Api<PodUnavailableBudget> = Api::namespaced(api.client(), "ns");
+    let admitted = take(
+        &budgets,
+        "web",
+        &pod("p1"),
+        DisruptionKind::Delete,
+        Recording::DryRun,
+    )
+    .await
+    .expect("no error");
+    assert_eq!(admitted, None, "room for one: admitted");
+    assert_eq!(api.sent().len(), 1, "read only, nothing recorded");
+    let refused = take(
+        &budgets,
+        "web",
+        &pod("p1"),
+        DisruptionKind::Delete,
+        Recording::DryRun,
+    )
+    .await
+    .expect("no error");
+    assert!(refused.is_some(), "no room: refused in a dry run too");
 }

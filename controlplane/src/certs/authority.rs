@@ -63,14 +63,20 @@ impl std::fmt::Debug for Authority {
 }
 
 impl Authority {
-    /// A new CA (ECDSA P-256), valid from `now` for [`CA_LIFETIME`].
+    /// A new CA (ECDSA P-256) of agent serving certificates, valid from `now` for
+    /// [`CA_LIFETIME`].
     pub fn generate(now: SystemTime) -> Result<Self, AuthorityError> {
+        Self::generate_named(CA_COMMON_NAME, now)
+    }
+
+    /// A new CA (ECDSA P-256) named `common_name`, valid from `now` for [`CA_LIFETIME`].
+    pub fn generate_named(common_name: &str, now: SystemTime) -> Result<Self, AuthorityError> {
         let key = KeyPair::generate().map_err(AuthorityError::Generate)?;
         let mut params = CertificateParams::default();
         params.distinguished_name = DistinguishedName::new();
         params
             .distinguished_name
-            .push(DnType::CommonName, CA_COMMON_NAME);
+            .push(DnType::CommonName, common_name);
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
@@ -145,6 +151,57 @@ impl Authority {
             .signed_by(&csr.public_key, &self.issuer)
             .map_err(sign_error)?;
         Ok(cert.pem())
+    }
+}
+
+impl Authority {
+    /// A serving certificate with a key of its own (ECDSA P-256) for the control plane's
+    /// own server (the admission webhook), naming `dns_names`, valid from `now` for
+    /// [`SERVER_LIFETIME`]. Each replica makes its own at start; the apiserver trusts
+    /// the CA, so the key never leaves the replica.
+    pub fn issue_server(
+        &self,
+        dns_names: &[String],
+        now: SystemTime,
+    ) -> Result<ServerIdentity, AuthorityError> {
+        let common_name = dns_names.first().cloned().unwrap_or_default();
+        let sign_error = |source| AuthorityError::Sign {
+            common_name: common_name.clone(),
+            source,
+        };
+        let key = KeyPair::generate().map_err(sign_error)?;
+        let mut params = CertificateParams::new(dns_names.to_vec()).map_err(sign_error)?;
+        params.distinguished_name = DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name.as_str());
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.use_authority_key_identifier_extension = true;
+        params.serial_number = Some(random_serial());
+        set_validity(&mut params, now, SERVER_LIFETIME);
+        let cert = params.signed_by(&key, &self.issuer).map_err(sign_error)?;
+        Ok(ServerIdentity {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+/// How long the control plane's own serving certificate is valid: a replica makes a new
+/// one each time it starts, so this only bounds a replica that is never restarted.
+pub const SERVER_LIFETIME: Duration = Duration::from_secs(2 * 365 * 24 * 3600);
+
+/// A serving certificate and its key (PEM).
+pub struct ServerIdentity {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for ServerIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerIdentity").finish_non_exhaustive()
     }
 }
 

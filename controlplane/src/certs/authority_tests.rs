@@ -143,3 +143,32 @@ fn leaf_lifetime_table() {
         assert_eq!(leaf_lifetime(asked), lifetime, "{asked:?}");
     }
 }
+
+#[test]
+fn a_server_identity_serves_its_service_names_only_and_its_key_matches() {
+    let ca = Authority::generate_named("stevedore-webhook-ca", SystemTime::now()).expect("CA");
+    let names = [
+        "stevedore-controlplane-webhook.kube-system.svc".to_owned(),
+        "stevedore-controlplane-webhook.kube-system.svc.cluster.local".to_owned(),
+    ];
+    let identity = ca.issue_server(&names, SystemTime::now()).expect("issued");
+    assert!(verifies(&ca, &identity.cert_pem, &names[0]));
+    assert!(verifies(&ca, &identity.cert_pem, &names[1]));
+    assert!(!verifies(
+        &ca,
+        &identity.cert_pem,
+        "stevedore-agent.kube-system.svc"
+    ));
+    let other = Authority::generate(SystemTime::now()).expect("CA");
+    assert!(!verifies(&other, &identity.cert_pem, &names[0]));
+    // The key is the certificate's: rustls accepts the pair for a server.
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes())
+        .expect("PEM key");
+    let provider = rustls::crypto::ring::default_provider();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![der(&identity.cert_pem)], key);
+    assert!(config.is_ok(), "the key matches the certificate");
+}

@@ -41,13 +41,14 @@ pub async fn load_or_create(secrets: &Api<Secret>, name: &str) -> Result<Authori
     if let Some(secret) = secrets.get_opt(name).await.map_err(api_error(reading()))? {
         return from_secret(&secret, name);
     }
-    let authority = Authority::generate(SystemTime::now()).map_err(CaSecretError::Generate)?;
+    let authority =
+        Authority::generate_named(name, SystemTime::now()).map_err(CaSecretError::Generate)?;
     match secrets
         .create(&PostParams::default(), &to_secret(name, &authority))
         .await
     {
         Ok(_) => {
-            tracing::info!(secret = name, "created the agent serving CA");
+            tracing::info!(secret = name, "created the CA and kept it in its Secret");
             Ok(authority)
         }
         Err(err) if status_code(&err) == Some(409) => {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::PodUnavailableBudget;
 use crate::api::containerrecreaterequest::ContainerRecreateRequestPhase as Phase;
-use crate::budget::admission::take;
+use crate::budget::admission::{Recording, take};
 use crate::budget::arithmetic::BudgetPod;
 use crate::workload::budget::ScriptedBudgets;
 use crate::workload::scripted_api::ScriptedApi;
@@ -29,10 +29,12 @@ impl DisruptionBudgets for OneBudget {
             in_place_ready_since: None,
             ready_since: None,
         };
-        Ok(match take(&self.api, "web", &pod, kind).await? {
-            None => Admission::Allowed { evict: false },
-            Some(message) => Admission::Held(message),
-        })
+        Ok(
+            match take(&self.api, "web", &pod, kind, Recording::Record).await? {
+                None => Admission::Allowed { evict: false },
+                Some(message) => Admission::Held(message),
+            },
+        )
     }
 }
 

@@ -9,6 +9,7 @@ pub mod elector;
 pub mod leader;
 pub mod metrics;
 pub mod stores;
+pub mod tls_listener;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -1,0 +1,21 @@
+//! PodUnavailableBudgets against disruptions from outside the control plane: a person's
+//! `kubectl delete pod`, `kubectl drain` (evictions), other controllers' deletes and
+//! evictions. A validating admission webhook on pod DELETE and `pods/eviction` CREATE
+//! runs the same check-and-decrement the workloads use (`admission::KubeBudgets`), so a
+//! person and a rollout disrupting the same pods at once never exceed a budget.
+//!
+//! Why a webhook and not a ValidatingAdmissionPolicy (docs/architecture.md, "Budgets"):
+//! a policy can only read, so two deletes admitted at once both see the same
+//! `unavailableAllowed` and both pass; and an eviction's admission object is the
+//! Eviction, which carries the pod's name but not its labels, so CEL cannot tell which
+//! budget protects it.
+//!
+//! - [`review`]: which requests are checked and the response (pure);
+//! - [`server`]: the HTTPS endpoint every replica serves, with a certificate from the
+//!   control plane's own webhook CA, whose certificate it puts into the
+//!   ValidatingWebhookConfiguration's `caBundle`.
+
+pub mod review;
+pub mod server;
+
+pub use server::{WebhookConfig, WebhookError, start};

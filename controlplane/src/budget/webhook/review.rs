@@ -1,0 +1,182 @@
+//! The admission review of a pod delete or eviction, read and answered (pure): which
+//! requests a PodUnavailableBudget is asked about at all, and the response the apiserver
+//! gets. `admission.k8s.io/v1` `AdmissionReview`, only the fields this webhook reads.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The review as the apiserver sends it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct AdmissionReview {
+    pub request: Option<AdmissionRequest>,
+}
+
+/// The request inside a review.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest {
+    pub uid: String,
+    #[serde(default)]
+    pub resource: Resource,
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub operation: String,
+    #[serde(default)]
+    pub user_info: UserInfo,
+    #[serde(default)]
+    pub old_object: Option<Value>,
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+/// The group, version and resource the request is about.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Resource {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub resource: String,
+}
+
+/// Who asked.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: String,
+}
+
+/// The users whose deletes are never held: the control plane itself (its disruptions
+/// went through the same check before it made them) and Kubernetes' recovery work.
+#[derive(Clone, Debug)]
+pub struct Exempt {
+    /// `system:serviceaccount:<namespace>:<name>` of the control plane.
+    pub control_plane: String,
+}
+
+/// Recovery work a budget must never hold up: the garbage collector deleting the pods of
+/// a deleted owner, the namespace controller emptying a deleted namespace, the pod
+/// garbage collector and the node lifecycle controller cleaning up after lost nodes, and
+/// the kube-controller-manager when it runs without per-controller accounts.
+const RECOVERY_USERS: [&str; 5] = [
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+    "system:serviceaccount:kube-system:namespace-controller",
+    "system:serviceaccount:kube-system:pod-garbage-collector",
+    "system:serviceaccount:kube-system:node-controller",
+    "system:kube-controller-manager",
+];
+
+/// The namespace whose pods no budget holds (the cluster's own machinery runs there).
+const SYSTEM_NAMESPACE: &str = "kube-system";
+
+/// What the webhook does with one request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Screen {
+    /// Allowed without asking any budget; the reason is for the log.
+    Pass(&'static str),
+    /// Ask the budgets protecting this pod.
+    Check(Disruption),
+}
+
+/// A voluntary disruption of one pod by someone other than the control plane.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Disruption {
+    pub namespace: String,
+    pub pod: String,
+    /// The pod as the delete request carries it; an eviction names the pod only.
+    pub old: Option<Box<Pod>>,
+    /// A server-side dry run: decide, record nothing.
+    pub dry_run: bool,
+    pub eviction: bool,
+}
+
+/// Sorts a request into one the budgets decide and one they do not.
+pub fn screen(request: &AdmissionRequest, exempt: &Exempt) -> Screen {
+    let is_pods = request.resource.group.is_empty() && request.resource.resource == "pods";
+    let sub = request.sub_resource.as_deref().unwrap_or("");
+    let eviction = match (request.operation.as_str(), sub) {
+        ("DELETE", "") => false,
+        ("CREATE", "eviction") => true,
+        _ => return Screen::Pass("not a pod delete or eviction"),
+    };
+    if !is_pods {
+        return Screen::Pass("not a pod delete or eviction");
+    }
+    let namespace = request.namespace.clone().unwrap_or_default();
+    if namespace == SYSTEM_NAMESPACE {
+        return Screen::Pass("pods of kube-system are never held");
+    }
+    let user = request.user_info.username.as_str();
+    if user == exempt.control_plane {
+        return Screen::Pass("the control plane checked its own disruption already");
+    }
+    if RECOVERY_USERS.contains(&user) || user.starts_with("system:node:") {
+        return Screen::Pass("recovery work is never held");
+    }
+    let old: Option<Box<Pod>> = (request.old_object.clone())
+        .and_then(|object| serde_json::from_value(object).ok())
+        .map(Box::new);
+    if old
+        .as_ref()
+        .is_some_and(|pod| pod.metadata.deletion_timestamp.is_some())
+    {
+        return Screen::Pass("the pod is terminating already");
+    }
+    Screen::Check(Disruption {
+        namespace,
+        pod: request.name.clone(),
+        old,
+        dry_run: request.dry_run.unwrap_or(false),
+        eviction,
+    })
+}
+
+/// The budgets' answer, as the apiserver reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    /// Refused: the message names the budget. The code is 429, as the eviction handler's
+    /// for a PodDisruptionBudget, so `kubectl drain` waits and tries again.
+    Deny(String),
+}
+
+/// The `AdmissionReview` response to request `uid`.
+pub fn respond(uid: &str, verdict: &Verdict) -> Value {
+    let response = match verdict {
+        Verdict::Allow => json!({ "uid": uid, "allowed": true }),
+        Verdict::Deny(message) => json!({
+            "uid": uid,
+            "allowed": false,
+            "status": {
+                "status": "Failure",
+                "code": 429,
+                "reason": "TooManyRequests",
+                "message": message,
+            },
+        }),
+    };
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": response,
+    })
+}
+
+/// The message of a refused disruption of `pod`.
+pub fn refusal(disruption: &Disruption, held: &str) -> String {
+    let what = if disruption.eviction {
+        "Cannot evict"
+    } else {
+        "Cannot delete"
+    };
+    format!("{what} pod {}: {held}.", disruption.pod)
+}
+
+#[cfg(test)]
+#[path = "review_tests.rs"]
+mod tests;
