@@ -1,14 +1,16 @@
 //! The served versions and OpenKruise's defaults against the real apiserver: minimal
-//! objects read back with every default OpenKruise 1.9's webhook would have stored, in each
-//! served version; an ImagePullJob written in one version reads and updates in the other;
-//! every served version describes its fields (what `kubectl explain` prints); and a
-//! template read back with its defaults names the same revision as the template written.
+//! objects (CloneSet, ImagePullJob, Advanced DaemonSet, BroadcastJob, AdvancedCronJob,
+//! ImageListPullJob) read back with every default OpenKruise 1.9's webhook would have
+//! stored, in each served version; an ImagePullJob written in one version reads and updates
+//! in the other; every served version describes its fields (what `kubectl explain` prints);
+//! and a CloneSet's or DaemonSet's template read back with its defaults names the same
+//! revision as the template written.
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::CloneSet;
+use stevedore_controlplane::api::{CloneSet, DaemonSet};
 use stevedore_controlplane::cloneset::pods::RevisionSpec;
 use stevedore_tests::run_in_namespace;
 
@@ -148,6 +150,125 @@ async fn a_minimal_imagepulljob_reads_back_with_defaults_in_both_versions() -> R
             }
         }
         Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_minimal_daemonset_reads_back_with_openkruise_defaults_in_both_versions() -> Result<()> {
+    run_in_namespace("crd-defaults-daemonset", |ctx| async move {
+        stevedore_tests::crds::install(&ctx.client, &[DAEMONSET_CRD]).await?;
+        expect_defaults_in_each_version(
+            &ctx,
+            ("DaemonSet", "daemonsets"),
+            &ALPHA_AND_BETA,
+            minimal_daemonset,
+            &daemonset_defaults(),
+        )
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_daemonset_template_read_back_with_defaults_names_the_same_revision() -> Result<()> {
+    run_in_namespace("crd-defaults-daemonset-revision", |ctx| async move {
+        stevedore_tests::crds::install(&ctx.client, &[DAEMONSET_CRD]).await?;
+        let written: DaemonSet = serde_json::from_value(minimal_daemonset("hashed", "v1alpha1"))?;
+        let stored = ctx
+            .api::<DaemonSet>()
+            .create(&PostParams::default(), &written)
+            .await?;
+        // The DaemonSet controller names its revisions by this data.
+        let revision = |ds: &DaemonSet| RevisionSpec {
+            template: ds.spec.template.clone(),
+            volume_claim_templates: Vec::new(),
+        };
+        let (written, stored) = (revision(&written), revision(&stored));
+        ensure!(
+            written != stored,
+            "the apiserver added no defaults to the template"
+        );
+        ensure!(
+            written.to_data()? == stored.to_data()?,
+            "the defaulted template names another revision:\nwritten {}\nstored  {}",
+            String::from_utf8_lossy(&written.to_data()?),
+            String::from_utf8_lossy(&stored.to_data()?)
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_minimal_broadcastjob_reads_back_with_openkruise_defaults_in_both_versions() -> Result<()>
+{
+    run_in_namespace("crd-defaults-broadcastjob", |ctx| async move {
+        stevedore_tests::crds::install(&ctx.client, &[BROADCASTJOB_CRD]).await?;
+        expect_defaults_in_each_version(
+            &ctx,
+            ("BroadcastJob", "broadcastjobs"),
+            &ALPHA_AND_BETA,
+            minimal_broadcastjob,
+            &broadcastjob_defaults("/spec"),
+        )
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_minimal_advancedcronjob_reads_back_with_openkruise_defaults_in_both_versions()
+-> Result<()> {
+    run_in_namespace("crd-defaults-advancedcronjob", |ctx| async move {
+        stevedore_tests::crds::install(&ctx.client, &[ADVANCEDCRONJOB_CRD]).await?;
+        let kind = ("AdvancedCronJob", "advancedcronjobs");
+
+        // A Job's pod template gets the template defaults but no restartPolicy: the
+        // template's Always is one a Job refuses.
+        let mut expected = advancedcronjob_defaults();
+        let job_pod = "/spec/template/jobTemplate/spec/template/spec";
+        expected.extend(pod_spec_defaults(job_pod, Value::Null));
+        expected.push(("/spec/template/broadcastJobTemplate".into(), Value::Null));
+        let with_job = |name: &str, version: &str| {
+            minimal_advancedcronjob(&format!("{name}-job"), version, "jobTemplate")
+        };
+        expect_defaults_in_each_version(&ctx, kind, &ALPHA_AND_BETA, with_job, &expected)
+            .await
+            .context("with a jobTemplate")?;
+
+        let mut expected = advancedcronjob_defaults();
+        expected.extend(broadcastjob_defaults(
+            "/spec/template/broadcastJobTemplate/spec",
+        ));
+        expected.push(("/spec/template/jobTemplate".into(), Value::Null));
+        let with_broadcast = |name: &str, version: &str| {
+            minimal_advancedcronjob(
+                &format!("{name}-broadcast"),
+                version,
+                "broadcastJobTemplate",
+            )
+        };
+        expect_defaults_in_each_version(&ctx, kind, &ALPHA_AND_BETA, with_broadcast, &expected)
+            .await
+            .context("with a broadcastJobTemplate")
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_minimal_imagelistpulljob_reads_back_with_openkruise_defaults_in_both_versions()
+-> Result<()> {
+    run_in_namespace("crd-defaults-imagelistpulljob", |ctx| async move {
+        stevedore_tests::crds::install(&ctx.client, &[IMAGELISTPULLJOB_CRD]).await?;
+        expect_defaults_in_each_version(
+            &ctx,
+            ("ImageListPullJob", "imagelistpulljobs"),
+            &ALPHA_AND_BETA,
+            minimal_imagelistpulljob,
+            &imagelistpulljob_defaults(),
+        )
+        .await
     })
     .await
 }

@@ -11,9 +11,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::broadcastjob::BroadcastJobSpec;
-use super::cron_rules;
+use super::{cron_rules, schema};
 
 /// The default of `successfulJobsHistoryLimit`.
 pub const DEFAULT_SUCCESSFUL_HISTORY: i32 = 3;
@@ -142,13 +143,34 @@ pub struct BroadcastJobTemplateSpec {
     pub spec: BroadcastJobSpec,
 }
 
-/// A Job template is kept as written: the apiserver validates and defaults it when the
-/// Job is created, as it does for a native CronJob.
-fn job_template(_: &mut SchemaGenerator) -> Schema {
+/// A Job template: its pod template gets OpenKruise's template defaults (its webhook runs
+/// `SetDefaultPodSpec` on `jobTemplate.spec.template.spec`) through the shared pod
+/// template schema, but no `restartPolicy`: the pod template's `Always` is one a Job
+/// refuses, so an unset policy is left for the Job's validation to name. The rest of the
+/// Job spec is kept as written; the apiserver validates and defaults it when each Job is
+/// created, as it does for a native CronJob.
+fn job_template(generator: &mut SchemaGenerator) -> Schema {
+    let mut template = schema::pod_template(generator);
+    if let Some(policy) = template.pointer_mut("/properties/spec/properties/restartPolicy") {
+        policy["description"] = json!(
+            "Restart policy of the containers: OnFailure or Never for a Job (Always is refused when the Job is created). Not defaulted."
+        );
+        if let Some(policy) = policy.as_object_mut() {
+            policy.remove("default");
+        }
+    }
     json_schema!({
         "type": "object",
         "description": "A batch/v1 JobTemplateSpec (metadata and spec of the created Jobs), validated when each Job is created.",
-        "x-kubernetes-preserve-unknown-fields": true
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "spec": {
+                "type": "object",
+                "description": "Spec of the created Jobs (a batch/v1 JobSpec); its pod template gets the pod template defaults.",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "properties": { "template": template }
+            }
+        }
     })
 }
 
@@ -235,6 +257,21 @@ mod tests {
         let spec = AdvancedCronJobSpec::default();
         assert_eq!((spec.successful_history(), spec.failed_history()), (3, 1));
         assert_eq!(spec.concurrency(), ConcurrencyPolicy::Allow);
+    }
+
+    #[test]
+    fn a_job_template_gets_the_pod_template_defaults_but_no_restart_policy() {
+        let spec = spec_schema();
+        let pod = &spec["properties"]["template"]["properties"]["jobTemplate"]["properties"]["spec"]
+            ["properties"]["template"]["properties"]["spec"]["properties"];
+        assert_eq!(pod["dnsPolicy"]["default"], json!("ClusterFirst"));
+        assert_eq!(pod["terminationGracePeriodSeconds"]["default"], json!(30));
+        assert_eq!(
+            pod["containers"]["items"]["properties"]["imagePullPolicy"]["default"],
+            json!("Always")
+        );
+        assert!(pod["restartPolicy"].get("default").is_none(), "{pod}");
+        assert!(pod["restartPolicy"]["enum"].is_array(), "{pod}");
     }
 
     #[test]
