@@ -1,8 +1,9 @@
 //! The Advanced StatefulSet end to end: the Kubernetes documentation's `web` StatefulSet
 //! and headless Service with only the apiVersion changed (and the image taken from the
 //! test registry) run on the kubelet node; an image change under InPlaceIfPossible
-//! restarts containers in place, highest ordinal first (same pod, same claim, one more
-//! restart); seed 002's `ordinals.start` and `persistentVolumeClaimRetentionPolicy`
+//! restarts containers in place, highest ordinal first (same pod, IP and claim, one more
+//! restart); an env change under the same policy recreates the pod under its name with its
+//! claim, whose data the new container reads; seed 002's `ordinals.start` and `persistentVolumeClaimRetentionPolicy`
 //! (Delete/Delete) hand a scaled-away pod's claim, then the set's, to the garbage
 //! collector.
 
@@ -14,12 +15,12 @@ use std::sync::Mutex;
 use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::ResourceExt as _;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, LogParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::StatefulSet;
 use stevedore_tests::manifests::apply;
 use stevedore_tests::pods::is_running_and_ready;
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
 use cloneset_support::{ROLLOUT, is_bound, pods_of, pvcs, uid};
 
@@ -90,8 +91,8 @@ async fn the_docs_web_statefulset_runs_with_only_its_api_version_changed() -> Re
     .await
 }
 
-/// Pod name → (UID, restarts of its container, image in its spec).
-fn pod_states(pods: &[Pod]) -> BTreeMap<String, (String, i32, String)> {
+/// Pod name → (UID, restarts of its container, image in its spec, pod IP).
+fn pod_states(pods: &[Pod]) -> BTreeMap<String, (String, i32, String, String)> {
     (pods.iter())
         .map(|p| {
             let restarts = (p.status.as_ref())
@@ -102,7 +103,10 @@ fn pod_states(pods: &[Pod]) -> BTreeMap<String, (String, i32, String)> {
                 .and_then(|s| s.containers.first())
                 .and_then(|c| c.image.clone())
                 .unwrap_or_default();
-            (p.name_any(), (uid(p), restarts, image))
+            let ip = (p.status.as_ref())
+                .and_then(|s| s.pod_ip.clone())
+                .unwrap_or_default();
+            (p.name_any(), (uid(p), restarts, image, ip))
         })
         .collect()
 }
@@ -135,7 +139,7 @@ async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() ->
             let pods = pods_of(&ctx, "nginx").await?;
             {
                 let mut seen = order.lock().map_err(|_| anyhow!("poisoned"))?;
-                for (name, (_, _, image)) in pod_states(&pods) {
+                for (name, (_, _, image, _)) in pod_states(&pods) {
                     if image == v2 && !seen.contains(&name) {
                         seen.push(name);
                     }
@@ -148,16 +152,20 @@ async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() ->
                     && s.updated_ready_replicas == 2
                     && s.current_revision == s.update_revision
             });
-            let on_v2 = pod_states(&pods).values().all(|(_, _, image)| *image == v2);
+            let on_v2 = (pod_states(&pods).values()).all(|(_, _, image, _)| *image == v2);
             Ok((done && on_v2 && pods.iter().all(is_running_and_ready)).then_some(()))
         })
         .await?;
         let order = order.into_inner().map_err(|_| anyhow!("poisoned"))?;
         ensure!(order == ["ip-1", "ip-0"], "update order {order:?}");
         let after = pod_states(&pods_of(&ctx, "nginx").await?);
-        for (name, (uid_before, restarts_before, _)) in &before {
-            let (uid_after, restarts_after, _) = after.get(name).context("pod gone")?;
+        for (name, (uid_before, restarts_before, _, ip_before)) in &before {
+            let (uid_after, restarts_after, _, ip_after) = after.get(name).context("pod gone")?;
             ensure!(uid_after == uid_before, "{name} was recreated");
+            ensure!(
+                !ip_before.is_empty() && ip_after == ip_before,
+                "{name}: pod IP {ip_before} → {ip_after}"
+            );
             ensure!(
                 *restarts_after == restarts_before + 1,
                 "{name}: restarts {restarts_before} → {restarts_after}"
@@ -170,6 +178,105 @@ async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() ->
             claims_after == claims_before,
             "claims changed: {claims_after:?}"
         );
+        Ok(())
+    })
+    .await
+}
+
+/// The recreate test's container: its first start writes the pod's UID to the claim, and
+/// every start prints what the claim holds and GREETING before serving.
+const REMEMBER_FIRST_POD: &str = "f=/usr/share/nginx/html/origin; [ -f $f ] || echo $POD_UID >$f; \
+     echo origin=$(cat $f) greeting=$GREETING; exec /bin/httpd -f -p 80 -h /www";
+
+/// Waits until the log of the pod now named `pod` contains `words`; returns the log.
+async fn wait_log(ctx: &TestContext, pod: &str, words: &str) -> Result<String> {
+    poll_until(&format!("{pod}'s log to say {words}"), ROLLOUT, || async {
+        let log = ctx.api::<Pod>().logs(pod, &LogParams::default()).await?;
+        ensure!(log.contains(words), "log: {log}");
+        Ok(Some(log))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_non_image_change_recreates_the_pod_with_its_name_and_claim_and_the_data_survives()
+-> Result<()> {
+    run_in_namespace("sts-e2e-recreate", |ctx| async move {
+        let (_, mut set) = docs_web(&ctx)?;
+        set["metadata"]["name"] = json!("re");
+        set["spec"]["replicas"] = json!(1);
+        set["spec"]["minReadySeconds"] = json!(0);
+        set["spec"]["updateStrategy"] = json!({
+            "type": "RollingUpdate",
+            "rollingUpdate": { "podUpdatePolicy": "InPlaceIfPossible" }
+        });
+        let pod_spec = &mut set["spec"]["template"]["spec"];
+        pod_spec["terminationGracePeriodSeconds"] = json!(1);
+        pod_spec["containers"][0]["command"] = json!(["/bin/sh", "-c", REMEMBER_FIRST_POD]);
+        pod_spec["containers"][0]["env"] = json!([
+            { "name": "POD_UID", "valueFrom": { "fieldRef": { "fieldPath": "metadata.uid" } } },
+            { "name": "GREETING", "value": "hello" }
+        ]);
+        apply::<StatefulSet>(&ctx, &set).await?;
+        wait_ready(&ctx, "re", 1).await?;
+        let old_uid = uid(&ctx.api::<Pod>().get("re-0").await?);
+        wait_log(&ctx, "re-0", &format!("origin={old_uid} greeting=hello")).await?;
+        let claim = ctx.api::<PersistentVolumeClaim>().get("www-re-0").await?;
+        ensure!(is_bound(&claim), "www-re-0 is not bound");
+        let claim_uid = uid(&claim);
+        let volume = claim.spec.and_then(|s| s.volume_name);
+        ensure!(volume.is_some(), "www-re-0 names no volume");
+
+        // An env change cannot be made in place: the pod is recreated.
+        set["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"] = json!("again");
+        let changed = apply::<StatefulSet>(&ctx, &set).await?;
+        let generation = changed.metadata.generation.unwrap_or(0);
+        let pod = poll_until("re-0 recreated on the new revision", ROLLOUT, || async {
+            let claims = pvcs(&ctx).await?;
+            let now = claims.get("www-re-0").map(uid);
+            invariant(now.as_deref() == Some(claim_uid.as_str()), || {
+                format!("claim www-re-0 is {now:?}, was {claim_uid}")
+            })?;
+            let pods = pods_of(&ctx, "nginx").await?;
+            let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+            invariant(names.iter().all(|n| n == "re-0"), || {
+                format!("pods {names:?}")
+            })?;
+            let set = ctx.api::<StatefulSet>().get("re").await?;
+            let done = set.status.as_ref().is_some_and(|s| {
+                s.observed_generation >= generation
+                    && s.updated_ready_replicas == 1
+                    && s.current_revision == s.update_revision
+            });
+            let new = (pods.into_iter()).find(|p| uid(p) != old_uid && is_running_and_ready(p));
+            Ok(new.filter(|_| done))
+        })
+        .await?;
+        ensure!(pod.name_any() == "re-0", "new pod {}", pod.name_any());
+        let restarts = (pod.status.as_ref())
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .map(|c| c.restart_count);
+        ensure!(restarts == Some(0), "new pod restarts {restarts:?}");
+        let claims: Vec<String> = (pod.spec.as_ref().and_then(|s| s.volumes.as_ref()))
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.clone())
+            .collect();
+        ensure!(claims == ["www-re-0"], "new pod mounts {claims:?}");
+        let claim = ctx.api::<PersistentVolumeClaim>().get("www-re-0").await?;
+        ensure!(
+            uid(&claim) == claim_uid && is_bound(&claim),
+            "www-re-0 replaced or unbound"
+        );
+        let volume_after = claim.spec.and_then(|s| s.volume_name);
+        ensure!(
+            volume_after == volume,
+            "volume {volume:?} → {volume_after:?}"
+        );
+        // The new container reads what the first pod wrote, and runs the new env.
+        wait_log(&ctx, "re-0", &format!("origin={old_uid} greeting=again")).await?;
         Ok(())
     })
     .await
