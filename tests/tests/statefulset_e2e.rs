@@ -3,7 +3,9 @@
 //! test registry) run on the kubelet node; an image change under InPlaceIfPossible
 //! restarts containers in place, highest ordinal first (same pod, IP and claim, one more
 //! restart); an env change under the same policy recreates the pod under its name with its
-//! claim, whose data the new container reads; seed 002's `ordinals.start` and `persistentVolumeClaimRetentionPolicy`
+//! claim, whose data the new container reads; an OrderedReady rollout halts at a pod that
+//! never becomes ready, leaving the lower ordinals alone, until the template is fixed and
+//! the stuck pod deleted; seed 002's `ordinals.start` and `persistentVolumeClaimRetentionPolicy`
 //! (Delete/Delete) hand a scaled-away pod's claim, then the set's, to the garbage
 //! collector.
 
@@ -14,6 +16,7 @@ use std::sync::Mutex;
 
 use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt as _;
 use kube::api::{DeleteParams, LogParams};
 use serde_json::{Value, json};
@@ -277,6 +280,107 @@ async fn a_non_image_change_recreates_the_pod_with_its_name_and_claim_and_the_da
         );
         // The new container reads what the first pod wrote, and runs the new env.
         wait_log(&ctx, "re-0", &format!("origin={old_uid} greeting=again")).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// How long the pod on the broken revision must have failed its readiness probe (every
+/// second) before the halt counts as held.
+const HALT_HELD: SignedDuration = SignedDuration::from_secs(10);
+
+/// How long the pod's first container has been running (zero unless it runs).
+fn running_for(pod: &Pod) -> SignedDuration {
+    (pod.status.as_ref())
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+        .map_or(SignedDuration::ZERO, |t| {
+            Timestamp::now().duration_since(t.0)
+        })
+}
+
+#[tokio::test]
+async fn an_ordered_ready_rollout_halts_at_a_pod_that_never_becomes_ready_and_leaves_lower_ordinals_alone()
+-> Result<()> {
+    run_in_namespace("sts-e2e-halt", |ctx| async move {
+        let (_, mut set) = docs_web(&ctx)?;
+        set["metadata"]["name"] = json!("halt");
+        set["spec"]["minReadySeconds"] = json!(0);
+        set["spec"]["podManagementPolicy"] = json!("OrderedReady");
+        let pod_spec = &mut set["spec"]["template"]["spec"];
+        pod_spec["terminationGracePeriodSeconds"] = json!(1);
+        let probe = |command: &str| json!({ "exec": { "command": [command] }, "periodSeconds": 1 });
+        pod_spec["containers"][0]["readinessProbe"] = probe("true");
+        apply::<StatefulSet>(&ctx, &set).await?;
+        wait_ready(&ctx, "halt", 3).await?;
+        let before = pod_states(&pods_of(&ctx, "nginx").await?);
+        let v1 = ctx.cluster.image("web:v1");
+        let v2 = ctx.cluster.image("web:v2");
+
+        // A revision whose pods never become ready.
+        let container = &mut set["spec"]["template"]["spec"]["containers"][0];
+        container["image"] = json!(v2);
+        container["readinessProbe"] = probe("false");
+        let changed = apply::<StatefulSet>(&ctx, &set).await?;
+        let generation = changed.metadata.generation.unwrap_or(0);
+        let halted = poll_until("the rollout halted at halt-2", ROLLOUT, || async {
+            let pods = pods_of(&ctx, "nginx").await?;
+            for name in ["halt-0", "halt-1"] {
+                let pod = pods.iter().find(|p| p.name_any() == name);
+                let kept = pod.is_some_and(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && uid(p) == before[name].0
+                        && pod_states(std::slice::from_ref(p))[name].2 == v1
+                });
+                invariant(kept, || format!("{name} was touched: {pod:?}"))?;
+            }
+            let top =
+                (pods.iter()).find(|p| p.name_any() == "halt-2" && uid(*p) != before["halt-2"].0);
+            let Some(top) = top else { return Ok(None) };
+            invariant(!is_running_and_ready(top), || {
+                "halt-2 became ready on the broken revision".to_owned()
+            })?;
+            let set = ctx.api::<StatefulSet>().get("halt").await?;
+            let status = set.status.clone().unwrap_or_default();
+            let waiting = status.conditions.iter().any(|c| {
+                c.type_ == "WaitingForPod" && c.status == "True" && c.message.contains("halt-2")
+            });
+            let held = running_for(top) >= HALT_HELD && status.observed_generation >= generation;
+            Ok((waiting && held).then_some(status))
+        })
+        .await?;
+        ensure!(
+            halted.updated_replicas == 1 && halted.current_revision != halted.update_revision,
+            "status {halted:?}"
+        );
+        let after = pod_states(&pods_of(&ctx, "nginx").await?);
+        for name in ["halt-0", "halt-1"] {
+            let pod = ctx.api::<Pod>().get(name).await?;
+            ensure!(is_running_and_ready(&pod), "{name} is not ready");
+            ensure!(after[name].1 == before[name].1, "{name} restarted");
+        }
+
+        // The native way on (Kubernetes docs, forced rollback): a template that works,
+        // then the pod stuck on the broken revision deleted; the rollout then finishes.
+        set["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] = probe("true");
+        let fixed = apply::<StatefulSet>(&ctx, &set).await?;
+        let generation = fixed.metadata.generation.unwrap_or(0);
+        poll_until("the fixed template observed", ROLLOUT, || async {
+            let set = ctx.api::<StatefulSet>().get("halt").await?;
+            let observed = set.status.map_or(0, |s| s.observed_generation);
+            Ok((observed >= generation).then_some(()))
+        })
+        .await?;
+        ctx.api::<Pod>()
+            .delete("halt-2", &DeleteParams::default())
+            .await?;
+        wait_ready(&ctx, "halt", 3).await?;
+        let done = pod_states(&pods_of(&ctx, "nginx").await?);
+        for (name, (pod_uid, _, image, _)) in &done {
+            ensure!(*image == v2, "{name} runs {image}");
+            ensure!(*pod_uid != before[name].0, "{name} was not recreated");
+        }
         Ok(())
     })
     .await
