@@ -4,7 +4,8 @@
 //! label goes, that is tainted NoSchedule (the pod stays) or NoExecute (it goes, and
 //! comes back with the taint removed), or that is deleted; a native apps/v1 DaemonSet
 //! manifest with only its apiVersion changed, rolled out Standard within maxUnavailable,
-//! held by partition and by paused.
+//! held by partition and by paused. One test runs on the kubelet node instead (selected
+//! by hostname): an image change under InPlaceIfPossible restarts the container in place.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -472,6 +473,118 @@ async fn failing_pods_are_replaced_with_a_growing_backoff_not_a_flood() -> Resul
             Ok(())
         })
         .await
+    })
+    .await
+}
+
+/// What the in-place test compares of the DaemonSet's pod on the kubelet node.
+#[derive(Debug, PartialEq)]
+struct RealPod {
+    uid: String,
+    ip: String,
+    restarts: i32,
+    image: String,
+    image_id: String,
+    ready: bool,
+}
+
+/// The DaemonSet `app`'s live pods on the kubelet node (more than one is a failure).
+async fn real_pods(ctx: &TestContext, app: &str) -> Result<Vec<RealPod>> {
+    let pods = pods_by_node(ctx, app).await?;
+    let on: Vec<&String> = pods.keys().collect();
+    invariant(on.iter().all(|n| **n == ctx.cluster.node_name), || {
+        format!("{app} has pods on {on:?}")
+    })?;
+    Ok((pods.into_values().flatten())
+        .map(|pod| {
+            let status = pod.status.clone().unwrap_or_default();
+            let main = (status.container_statuses.unwrap_or_default().into_iter())
+                .find(|c| c.name == "main")
+                .unwrap_or_default();
+            RealPod {
+                uid: pod.uid().unwrap_or_default(),
+                ip: status.pod_ip.unwrap_or_default(),
+                restarts: main.restart_count,
+                image: main.image,
+                image_id: main.image_id,
+                ready: ready(&pod) && main.ready,
+            }
+        })
+        .collect())
+}
+
+#[tokio::test]
+async fn an_image_change_restarts_the_daemon_container_in_place_on_the_kubelet_node() -> Result<()>
+{
+    run_in_namespace("ds-inplace", |ctx| async move {
+        // Only the kubelet node: kwok nodes run no containers, so nothing restarts there.
+        let rolling = json!({ "rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": 1 });
+        let mut object = manifest(&ctx, "node-agent", "web:v1", rolling);
+        let pod_spec = &mut object["spec"]["template"]["spec"];
+        pod_spec["nodeSelector"] = json!({ "kubernetes.io/hostname": ctx.cluster.node_name });
+        pod_spec["tolerations"] = json!([]);
+        pod_spec["containers"][0]["readinessProbe"] = json!({
+            "httpGet": { "path": "/version", "port": 8080 }, "periodSeconds": 1
+        });
+        create(&ctx, object).await?;
+        let before = poll_until("the daemon pod ready on the kubelet node", WAIT, || async {
+            let mut pods = real_pods(&ctx, "node-agent").await?;
+            let one = pods.len() == 1 && pods[0].ready && !pods[0].ip.is_empty();
+            Ok(one.then(|| pods.remove(0)))
+        })
+        .await?;
+
+        let v2 = ctx.cluster.image("web:v2");
+        let patch: json_patch::Patch = serde_json::from_value(json!([{
+            "op": "replace", "path": "/spec/template/spec/containers/0/image", "value": v2
+        }]))?;
+        let ds = ctx
+            .api::<DaemonSet>()
+            .patch(
+                "node-agent",
+                &PatchParams::default(),
+                &Patch::Json::<()>(patch),
+            )
+            .await?;
+        let generation = ds.metadata.generation.unwrap_or(0);
+        let after = poll_until("the daemon container restarted on web:v2", WAIT, || async {
+            let mut pods = real_pods(&ctx, "node-agent").await?;
+            let same = pods.iter().all(|p| p.uid == before.uid) && pods.len() <= 1;
+            invariant(same, || format!("the pod was replaced: {pods:?}"))?;
+            let ds = ctx.api::<DaemonSet>().get("node-agent").await?;
+            let s = ds.status.unwrap_or_default();
+            let settled = s.observed_generation >= generation
+                && s.updated_number_scheduled == 1
+                && s.number_ready == 1;
+            let updated = pods.len() == 1 && pods[0].image == v2 && pods[0].ready;
+            Ok((settled && updated).then(|| pods.remove(0)))
+        })
+        .await?;
+        ensure!(after.ip == before.ip, "pod IP {} → {}", before.ip, after.ip);
+        ensure!(
+            after.restarts == before.restarts + 1,
+            "restartCount {} → {}",
+            before.restarts,
+            after.restarts
+        );
+        ensure!(
+            !after.image_id.is_empty() && after.image_id != before.image_id,
+            "imageID {} → {}",
+            before.image_id,
+            after.image_id
+        );
+
+        ctx.api::<DaemonSet>()
+            .delete("node-agent", &DeleteParams::background())
+            .await?;
+        poll_until("the daemon pod gone", WAIT, || async {
+            Ok(real_pods(&ctx, "node-agent")
+                .await?
+                .is_empty()
+                .then_some(()))
+        })
+        .await?;
+        Ok(())
     })
     .await
 }

@@ -1,13 +1,15 @@
 //! The Advanced StatefulSet controller (running in the cluster) scaling pods on the
 //! simulated (kwok) nodes: stable names and identity labels, OrderedReady creating each
 //! pod only after the one before is Ready and scaling down from the highest ordinal,
-//! Parallel creating all at once, and reserveOrdinals / ordinals.start as seed 002
-//! describes them. kwok marks pods Running and Ready without running containers.
+//! Parallel creating all at once, reserveOrdinals / ordinals.start as seed 002
+//! describes them, and a rolling update's partition holding the ordinals below it on the
+//! old revision until it is lowered. kwok marks pods Running and Ready without running containers.
 
 mod cloneset_component;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
@@ -16,7 +18,7 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::StatefulSet;
 use stevedore_tests::pods::is_running_and_ready;
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
 use cloneset_component::{CONVERGE, label, merge};
 
@@ -205,6 +207,117 @@ async fn parallel_creates_at_once_and_seed_002_ordinals_apply() -> Result<()> {
         })
         .await?;
         ensure!(status.label_selector == "app=start", "{status:?}");
+        Ok(())
+    })
+    .await
+}
+
+const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// How long a partitioned rollout must stay settled: a controller that ignored the
+/// partition would replace the next pod down within it (kwok readies pods at once).
+const PARTITION_HOLDS: Duration = Duration::from_secs(5);
+
+/// Waits until the ordinals `updated` of `name` run `image` on the update revision and the
+/// status counts them, and they stay so for [`PARTITION_HOLDS`], while every ordinal in
+/// `held` keeps the pod (UID) it had in `before`, on the current revision, at every
+/// observation.
+async fn wait_partitioned(
+    ctx: &TestContext,
+    name: &str,
+    before: &BTreeMap<String, String>,
+    held: &[i32],
+    updated: &[i32],
+    image: &str,
+) -> Result<()> {
+    let what = format!("{name} ordinals {updated:?} updated, {held:?} held");
+    let settled_since = Mutex::new(None::<Instant>);
+    poll_until(&what, CONVERGE, || async {
+        let pods = live_pods(ctx, name).await?;
+        let set = ctx.api::<StatefulSet>().get(name).await?;
+        let status = set.status.clone().unwrap_or_default();
+        let by_name = |o: &i32| pods.iter().find(|p| p.name_any() == format!("{name}-{o}"));
+        for ordinal in held {
+            let pod = by_name(ordinal);
+            let kept = pod.is_some_and(|p| Some(&uid_of(p)) == before.get(&p.name_any()));
+            invariant(kept, || {
+                format!("{name}-{ordinal} below the partition was replaced")
+            })?;
+        }
+        let generation = set.metadata.generation.unwrap_or(0);
+        let settled = status.observed_generation == generation
+            && status.updated_replicas == i32::try_from(updated.len())?
+            && status.ready_replicas == i32::try_from(held.len() + updated.len())?;
+        let on = |o: &i32, revision: &str| {
+            by_name(o).is_some_and(|p| label(p, REVISION_LABEL) == Some(revision))
+        };
+        let done = settled
+            && updated.iter().all(|o| {
+                on(o, &status.update_revision)
+                    && by_name(o).is_some_and(|p| is_running_and_ready(p) && image_of(p) == image)
+            })
+            && held.iter().all(|o| on(o, &status.current_revision))
+            && (held.is_empty() == (status.current_revision == status.update_revision));
+        let mut since = settled_since
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?;
+        *since = if done {
+            Some(since.unwrap_or_else(Instant::now))
+        } else {
+            None
+        };
+        Ok(since
+            .filter(|at| at.elapsed() >= PARTITION_HOLDS)
+            .map(|_| ()))
+    })
+    .await
+}
+
+fn uid_of(pod: &Pod) -> String {
+    pod.metadata.uid.clone().unwrap_or_default()
+}
+
+fn image_of(pod: &Pod) -> &str {
+    (pod.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.as_deref())
+        .unwrap_or_default()
+}
+
+async fn set_partition(ctx: &TestContext, name: &str, partition: i32) -> Result<()> {
+    let patch =
+        json!({ "spec": { "updateStrategy": { "rollingUpdate": { "partition": partition } } } });
+    ctx.api::<StatefulSet>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_partition_keeps_lower_ordinals_on_the_old_revision_and_lowering_it_continues()
+-> Result<()> {
+    run_in_namespace("sts-partition", |ctx| async move {
+        let overrides = json!({ "spec": { "updateStrategy": {
+            "type": "RollingUpdate",
+            "rollingUpdate": { "partition": 2 }
+        }}});
+        create(&ctx, statefulset(&ctx, "part", 4, overrides)).await?;
+        let pods = wait_ordinals(&ctx, "part", &[0, 1, 2, 3]).await?;
+        let before: BTreeMap<String, String> =
+            pods.iter().map(|p| (p.name_any(), uid_of(p))).collect();
+        let v2 = ctx.cluster.image("web:v2");
+        let patch: json_patch::Patch = serde_json::from_value(json!([{
+            "op": "replace", "path": "/spec/template/spec/containers/0/image", "value": v2
+        }]))?;
+        ctx.api::<StatefulSet>()
+            .patch("part", &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await?;
+        wait_partitioned(&ctx, "part", &before, &[0, 1], &[2, 3], &v2).await?;
+
+        set_partition(&ctx, "part", 1).await?;
+        wait_partitioned(&ctx, "part", &before, &[0], &[1, 2, 3], &v2).await?;
+        set_partition(&ctx, "part", 0).await?;
+        wait_partitioned(&ctx, "part", &before, &[], &[0, 1, 2, 3], &v2).await?;
         Ok(())
     })
     .await
