@@ -261,11 +261,26 @@ async fn wait_partitioned(
         let mut since = settled_since
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?;
-        *since = if done {
-            Some(since.unwrap_or_else(Instant::now))
-        } else {
-            None
-        };
+        if !done {
+            // What the timeout reports: the last status and pods seen.
+            *since = None;
+            let seen: Vec<String> = (pods.iter())
+                .map(|p| {
+                    let revision = label(p, REVISION_LABEL).unwrap_or_default();
+                    let ready = is_running_and_ready(p);
+                    format!("{} {revision} {} ready={ready}", p.name_any(), image_of(p))
+                })
+                .collect();
+            anyhow::bail!(
+                "generation {generation}, observed {}, updated {}, ready {}, current {}, update {}; pods {seen:?}",
+                status.observed_generation,
+                status.updated_replicas,
+                status.ready_replicas,
+                status.current_revision,
+                status.update_revision
+            );
+        }
+        *since = Some(since.unwrap_or_else(Instant::now));
         Ok(since
             .filter(|at| at.elapsed() >= PARTITION_HOLDS)
             .map(|_| ()))
