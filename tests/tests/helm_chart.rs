@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, ensure};
 use futures::FutureExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt as _;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::{Value, json};
@@ -454,6 +454,16 @@ async fn uninstall_leaves_only_the_crds(ctx: &TestContext, helm: &Helm) -> Resul
     let get_left = ["get", "--ignore-not-found", "-o", "name", "-f", "-"];
     let left = helm.kubectl(&get_left, Some(&manifest)).await?;
     ensure!(left.trim().is_empty(), "helm uninstall left: {left}");
+    // What the control plane made at run time stays, and only that (README, "Uninstall").
+    let made = runtime_objects(ctx).await?;
+    ensure!(
+        made == [
+            "lease/stevedore-controlplane",
+            "secret/stevedore-agent-ca",
+            "secret/stevedore-webhook-ca"
+        ],
+        "left behind besides the documented Lease and CA Secrets: {made:?}"
+    );
     let stevedore = ListParams::default().labels("app.kubernetes.io/part-of=stevedore");
     let pods = ctx.api::<Pod>().list(&stevedore).await?.items;
     ensure!(
@@ -467,6 +477,22 @@ async fn uninstall_leaves_only_the_crds(ctx: &TestContext, helm: &Helm) -> Resul
         "imagelists.stevedore.dev",
     ];
     helm.kubectl(&crds, None).await.map(|_| ())
+}
+
+/// The Stevedore Leases and Secrets of the test's namespace, as `kind/name`, sorted.
+async fn runtime_objects(ctx: &TestContext) -> Result<Vec<String>> {
+    let leases = ctx.api::<Lease>().list(&ListParams::default()).await?.items;
+    let secrets = ctx
+        .api::<Secret>()
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let mut made: Vec<String> = (leases.iter().map(|l| format!("lease/{}", l.name_any())))
+        .chain(secrets.iter().map(|s| format!("secret/{}", s.name_any())))
+        .filter(|name| name.contains("/stevedore"))
+        .collect();
+    made.sort();
+    Ok(made)
 }
 
 /// Values for the local cluster: the images just built, its containerd socket (a custom
