@@ -344,6 +344,46 @@ async fn pause_resume_undo_history(kind: Kind, test: &str) -> Result<()> {
             "{history:?}"
         );
 
+        // The same history for scripts in YAML as in JSON.
+        let as_json = kubectl_stevedore(
+            &ctx,
+            &["rollout", "history", &target(kind, "web"), "-o", "json"],
+        )
+        .await?;
+        let as_yaml = kubectl_stevedore(
+            &ctx,
+            &["rollout", "history", &target(kind, "web"), "-o", "yaml"],
+        )
+        .await?;
+        let from_json: Value = serde_json::from_str(&as_json.ok()?.stdout)?;
+        let from_yaml: Value = serde_saphyr::from_str(&as_yaml.ok()?.stdout)?;
+        ensure!(
+            from_json == from_yaml,
+            "json {from_json} but yaml {from_yaml}"
+        );
+
+        // Back to a chosen revision: 2 is v2's.
+        let chosen = kubectl_stevedore(
+            &ctx,
+            &[
+                "rollout",
+                "undo",
+                &target(kind, "web"),
+                "--to-revision",
+                "2",
+            ],
+        )
+        .await?;
+        ensure!(
+            chosen.ok()?.stdout.trim() == format!("{object} rolled back to revision 2"),
+            "{chosen:?}"
+        );
+        ensure!(
+            template_image(&ctx, kind, "web").await? == v2,
+            "the template is v2 again"
+        );
+        rolled_out(&ctx, kind, "web").await?;
+
         let missing = kubectl_stevedore(
             &ctx,
             &[

@@ -379,10 +379,15 @@ async fn own_kwok_node(ctx: &TestContext) -> Result<String> {
     Ok(name)
 }
 
-/// Deletes the test's pods at once, waits for them to go, then removes `node` (a pod
+/// Deletes the test's budgets and pods at once, waits for the pods to go, then removes `node` (a pod
 /// whose node is gone would never finish terminating).
 async fn remove_pods_then_node(ctx: &TestContext, node: Option<&str>) {
     use k8s_openapi::api::core::v1::{Node, Pod};
+    // The budgets go first, or they would hold these deletes too.
+    let _ = ctx
+        .api::<PodUnavailableBudget>()
+        .delete_collection(&Default::default(), &Default::default())
+        .await;
     let now = kube::api::DeleteParams {
         grace_period_seconds: Some(0),
         ..Default::default()

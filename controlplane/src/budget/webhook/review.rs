@@ -127,9 +127,14 @@ pub fn screen(request: &AdmissionRequest, exempt: &Exempt) -> Screen {
     {
         return Screen::Pass("the pod is terminating already");
     }
+    // A collection delete names no pod in the request; the pod it carries has one.
+    let pod = match old.as_ref().and_then(|p| p.metadata.name.clone()) {
+        Some(name) if request.name.is_empty() => name,
+        _ => request.name.clone(),
+    };
     Screen::Check(Disruption {
         namespace,
-        pod: request.name.clone(),
+        pod,
         old,
         dry_run: request.dry_run.unwrap_or(false),
         eviction,

@@ -152,3 +152,13 @@ fn a_refusal_says_what_was_refused() {
         "Cannot evict pod web-0: the PodUnavailableBudget web allows no more unavailable pods."
     );
 }
+
+#[test]
+fn a_collection_delete_is_checked_for_the_pod_it_carries() {
+    let mut collection = request("DELETE", None, "shop", "alice");
+    collection.name = String::new();
+    match screen(&collection, &exempt()) {
+        Screen::Check(d) => assert_eq!(d.pod, "web-0"),
+        other => panic!("{other:?}"),
+    }
+}
