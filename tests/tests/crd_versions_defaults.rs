@@ -459,3 +459,43 @@ async fn every_served_version_describes_its_fields() -> Result<()> {
     })
     .await
 }
+
+/// `kubectl get <short name>` works for every kind with OpenKruise's short names
+/// (OpenKruise 1.9: `clone`, `asts`, `daemon` and `ads`, `bcj`, `acj`, `crr`, `pub`).
+#[tokio::test]
+async fn every_kind_answers_to_openkruises_short_names() -> Result<()> {
+    run_in_namespace("crd-short-names", |ctx| async move {
+        let short_names = [
+            ("clone", "clonesets.apps.kruise.io"),
+            ("asts", "statefulsets.apps.kruise.io"),
+            ("daemon", "daemonsets.apps.kruise.io"),
+            ("ads", "daemonsets.apps.kruise.io"),
+            ("bcj", "broadcastjobs.apps.kruise.io"),
+            ("acj", "advancedcronjobs.apps.kruise.io"),
+            ("crr", "containerrecreaterequests.apps.kruise.io"),
+            ("pub", "podunavailablebudgets.policy.kruise.io"),
+        ];
+        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+        for (short, crd) in short_names {
+            let names = crds.get(crd).await?.spec.names;
+            let declared = names.short_names.unwrap_or_default();
+            ensure!(
+                declared.iter().any(|n| n == short),
+                "{crd} declares {declared:?}, not {short}"
+            );
+            let out = std::process::Command::new(&ctx.cluster.kubectl)
+                .arg("--kubeconfig")
+                .arg(&ctx.cluster.kubeconfig)
+                .args(["get", short, "-n", &ctx.namespace])
+                .output()
+                .context("running kubectl")?;
+            ensure!(
+                out.status.success(),
+                "kubectl get {short}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    })
+    .await
+}

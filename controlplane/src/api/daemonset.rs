@@ -41,6 +41,7 @@ const ROLLING_ONLY_WITH_ROLLING: &str =
     namespaced,
     status = "DaemonSetStatus",
     shortname = "daemon",
+    shortname = "ads",
     doc = "DaemonSet (Advanced DaemonSet) runs one pod on every node that fits its template, with the native DaemonSet's semantics plus surging, in-place, canary and partitioned updates (OpenKruise compatible).",
     printcolumn(
         name = "DESIRED",

@@ -173,7 +173,10 @@ fn admission_rules_name_their_field() {
 #[test]
 fn crd_has_status_short_name_and_columns() {
     let crd = DaemonSet::crd();
-    assert_eq!(crd.spec.names.short_names, Some(vec!["daemon".to_owned()]));
+    assert_eq!(
+        crd.spec.names.short_names,
+        Some(vec!["daemon".to_owned(), "ads".to_owned()])
+    );
     let version = &crd.spec.versions[0];
     assert_eq!((version.name.as_str(), version.storage), ("v1alpha1", true));
     let subresources = version.subresources.as_ref().expect("subresources");
