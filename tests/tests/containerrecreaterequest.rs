@@ -22,7 +22,7 @@ use stevedore_controlplane::api::containerrecreaterequest::{
 };
 use stevedore_controlplane::api::{ContainerRecreateRequest, PodUnavailableBudget};
 use stevedore_tests::pods::condition;
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
 const POD_START: Duration = Duration::from_secs(180);
 const RECREATE: Duration = Duration::from_secs(120);
@@ -211,7 +211,23 @@ async fn ordered_recreate_then_a_queued_second_request() -> Result<()> {
             json!({ "podName": "two", "containers": [{ "name": "web" }] }),
         )
         .await?;
-        let first = finished(&ctx, "both").await?;
+        // orderedRecreate: `web` starts only once `side` (listed first) is recreated and
+        // running again, at every status the request shows on its way.
+        let first = poll_until("request both finished", RECREATE, || async {
+            let request = ctx.api::<ContainerRecreateRequest>().get("both").await?;
+            let status = request.status.clone().unwrap_or_default();
+            let of = |name: &str| {
+                (status.container_recreate_states.iter())
+                    .find(|s| s.name == name)
+                    .map(|s| s.phase)
+            };
+            let web_started = matches!(of("web"), Some(Phase::Recreating | Phase::Succeeded));
+            invariant(!web_started || of("side") == Some(Phase::Succeeded), || {
+                format!("web recreated before side was done: {status:?}")
+            })?;
+            Ok(status.phase.is_finished().then_some(request))
+        })
+        .await?;
         ensure!(
             phase(&first) == Some(Phase::Completed),
             "{:?}",
