@@ -140,6 +140,18 @@ pub struct Args {
     )]
     pub registry_config_dir: std::path::PathBuf,
 
+    /// How often the images of the ImageList that have been pulled are checked for
+    /// being still on the node (seconds); one deleted out of band (`crictl rmi`,
+    /// kubelet's image GC) is pulled again.
+    #[arg(
+        long = "image-presence-interval",
+        env = "STEVEDORE_IMAGE_PRESENCE_INTERVAL",
+        default_value = "30",
+        value_name = "SECONDS",
+        value_parser = parse_seconds
+    )]
+    pub image_presence_interval: Duration,
+
     /// containerd snapshotter images are unpacked into; must be the one CRI uses.
     #[arg(long, env = "STEVEDORE_SNAPSHOTTER", default_value = "overlayfs")]
     pub snapshotter: String,
@@ -254,6 +266,7 @@ mod tests {
         assert_eq!(args.max_concurrent_pulls.get(), 3);
         assert_eq!(args.worker_threads.get(), 2);
         assert_eq!(args.pull_timeout, Duration::from_secs(600));
+        assert_eq!(args.image_presence_interval, Duration::from_secs(30));
         assert!(args.insecure_registries.is_empty());
         assert_eq!(
             args.registry_config_dir,

@@ -623,8 +623,8 @@ fn basic(username: &str, password: &str) -> Option<api::Credentials> {
 
 /// Against the registry that demands a password: none or a wrong one is refused with
 /// UNAUTHENTICATED and leaves no image; the right one (sent with the request, as the
-/// control plane does from pull secrets) pulls, also when a caller with a wrong one asks
-/// for the same image at the same moment.
+/// control plane does from pull secrets) pulls. (Callers with different credentials at
+/// the same moment: `a_wrong_password_does_not_ride_on_a_joined_pull_with_the_right_one`.)
 #[tokio::test]
 async fn credentials_are_required_checked_and_used() -> Result<()> {
     let agent = start_agent().await?;
@@ -664,26 +664,6 @@ async fn credentials_are_required_checked_and_used() -> Result<()> {
         agent.status(&image).await?.is_some(),
         "image present after the pull"
     );
-
-    // Two callers at once with different credentials: the wrong password must not ride
-    // on the right one's pull.
-    agent.remove(&image).await?;
-    let (right, wrong) = futures::join!(
-        agent.pull_with(&image, api::PullPolicy::Always, basic(user, password)),
-        agent.pull_with(
-            &image,
-            api::PullPolicy::Always,
-            basic(user, "not-the-password")
-        ),
-    );
-    done(&right?.map_err(|status| anyhow::anyhow!("the right password, joined: {status:?}"))?)?;
-    match wrong? {
-        Ok(_) => bail!("a pull with the wrong password succeeded beside the right one"),
-        Err(status) => ensure!(
-            status.code() == Code::Unauthenticated,
-            "the wrong password beside the right one: {status:?}"
-        ),
-    }
     agent.remove(&image).await
 }
 
@@ -1006,5 +986,481 @@ async fn a_multi_arch_index_pulls_the_nodes_platform() -> Result<()> {
         host_fetched >= 1 && other_fetched == 0,
         "manifests fetched: {this_arch} {host_fetched}, {other_arch} {other_fetched}"
     );
+    agent.remove(&image).await
+}
+
+mod agent_process;
+
+/// The image list's status updates, collected as they stream in.
+type Updates = std::sync::Arc<std::sync::Mutex<Vec<api::ImageListStatusUpdate>>>;
+
+fn collect_updates(mut watch: tonic::Streaming<api::ImageListStatusUpdate>) -> Updates {
+    let updates = Updates::default();
+    let sink = std::sync::Arc::clone(&updates);
+    tokio::spawn(async move {
+        while let Some(Ok(update)) = watch.next().await {
+            sink.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(update);
+        }
+    });
+    updates
+}
+
+fn updates_of(updates: &Updates, image: &str) -> Vec<api::ImageListStatusUpdate> {
+    updates
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter(|u| u.image == image)
+        .cloned()
+        .collect()
+}
+
+/// `ctr -n k8s.io <args>` against the cluster's containerd.
+fn ctr(cluster: &ClusterInfo, args: &[&str]) -> Result<String> {
+    let output = std::process::Command::new("ctr")
+        .arg("--address")
+        .arg(&cluster.containerd_sock)
+        .args(["-n", "k8s.io"])
+        .args(args)
+        .output()
+        .context("running ctr")?;
+    ensure!(
+        output.status.success(),
+        "ctr {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Deletes `image` behind the agent's back as `crictl rmi` does: every containerd record
+/// of the same manifest (tag, repo digest, image ID), then its content.
+fn delete_out_of_band(cluster: &ClusterInfo, image: &str) -> Result<()> {
+    let listing = ctr(cluster, &["images", "ls"])?;
+    let rows: Vec<Vec<&str>> = listing
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let digest = rows
+        .iter()
+        .find(|r| r.first() == Some(&image))
+        .and_then(|r| r.get(2).copied())
+        .with_context(|| format!("no record of {image} in {listing}"))?;
+    let mut rm = vec!["images", "rm", "--sync"];
+    rm.extend(
+        rows.iter()
+            .filter(|r| r.get(2) == Some(&digest))
+            .filter_map(|r| r.first().copied()),
+    );
+    ctr(cluster, &rm)?;
+    let left = ctr(cluster, &["images", "ls", "-q"])?;
+    ensure!(
+        !left.lines().any(|l| l == image),
+        "{image} still listed after ctr images rm"
+    );
+    Ok(())
+}
+
+/// An ImageList image that is Succeeded stays so without a single status update while it
+/// is on the node; deleted out of band (as `crictl rmi` or kubelet's image GC would), the
+/// agent notices on its next presence check, pulls it again and reports it Succeeded.
+#[tokio::test]
+async fn an_image_list_image_deleted_out_of_band_is_pulled_again() -> Result<()> {
+    use stevedore_tests::invariant;
+    let agent = start_agent_with(&["--image-presence-interval", "1"]).await?;
+    let cluster = agent.cluster;
+    let image = cluster.image("web:v1");
+    agent.remove(&image).await?;
+    let mut client = agent.client.clone();
+    let watch = client
+        .watch_image_list(api::WatchImageListRequest {
+            node_name: cluster.node_name.clone(),
+        })
+        .await?
+        .into_inner();
+    let updates = collect_updates(watch);
+    let desired = api::DesiredImage {
+        backoff_limit: 3,
+        ..Default::default()
+    };
+    client
+        .apply_image_list(api::ApplyImageListRequest {
+            node_name: cluster.node_name.clone(),
+            generation: 1,
+            images: HashMap::from([(image.clone(), desired)]),
+            list_uid: "out-of-band-deletion".to_owned(),
+        })
+        .await?;
+    let succeeded = i32::from(api::ImageListPhase::Succeeded);
+    let failed = i32::from(api::ImageListPhase::Failed);
+    let pulling = i32::from(api::ImageListPhase::Pulling);
+    let settle = |what: &'static str, after: usize| {
+        let updates = std::sync::Arc::clone(&updates);
+        let image = image.clone();
+        async move {
+            poll_until(what, Duration::from_secs(60), || {
+                let seen = updates_of(&updates, &image);
+                async move {
+                    let failure = seen.iter().skip(after).find(|u| u.phase == failed);
+                    invariant(failure.is_none(), || {
+                        format!("the pull failed: {failure:?}")
+                    })?;
+                    Ok(seen
+                        .iter()
+                        .skip(after)
+                        .any(|u| u.phase == succeeded)
+                        .then_some(seen.len()))
+                }
+            })
+            .await
+        }
+    };
+    let first = settle("the first pull Succeeded", 0).await?;
+    ensure!(
+        agent.status(&image).await?.is_some(),
+        "no image after the pull"
+    );
+
+    // Present: several presence checks (one a second) come and go without a status
+    // update or a registry request.
+    let manifests = registry_requests("/v2/stevedore/web/manifests/")?;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let quiet = updates_of(&updates, &image);
+    ensure!(
+        quiet.len() == first,
+        "status updates while the image stayed: {:?}",
+        &quiet[first..]
+    );
+    ensure!(
+        registry_requests("/v2/stevedore/web/manifests/")? == manifests,
+        "the registry was asked while the image stayed"
+    );
+
+    delete_out_of_band(cluster, &image)?;
+    let again = settle("the image pulled again and Succeeded", first).await?;
+    let cycle = &updates_of(&updates, &image)[first..again];
+    ensure!(
+        cycle.first().is_some_and(|u| u.phase == pulling),
+        "the repair did not begin with Pulling: {cycle:?}"
+    );
+    ensure!(
+        registry_requests("/v2/stevedore/web/manifests/")? > manifests,
+        "the image came back without a pull"
+    );
+    let check = ctr(cluster, &["images", "check", &format!("name=={image}")])?;
+    ensure!(check.contains("complete"), "image not complete: {check}");
+    ensure!(
+        agent.status(&image).await?.is_some(),
+        "the agent does not see the image again"
+    );
+    Ok(())
+}
+
+/// Standard base64 (with padding), as HTTP Basic authentication encodes `user:password`.
+fn base64(input: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A password no one else uses, made at run time.
+fn distinctive_password() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("wrong-{:x}-{}", nanos, std::process::id())
+}
+
+/// The agent binary, logging at debug level, pulls from the password registry with the
+/// right password and is refused with a wrong one, by PullImage and through the image
+/// list: neither password, nor the `user:password` base64 of the Authorization header,
+/// shows in its log, its `/metrics` or any error it returns.
+#[tokio::test]
+async fn credentials_appear_in_no_log_metric_or_error_of_the_agent() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = stevedore_tests::cluster().await?;
+    let agent = agent_process::AgentProcess::start(cluster, "credentials", &[]).await?;
+    let client = ImageServiceClient::new(agent.channel().await?);
+    let image = format!("{}/stevedore/web:v1", cluster.auth_registry);
+    let user = cluster.auth_registry_user.as_str();
+    let password = std::fs::read_to_string(&cluster.auth_registry_password_file)?;
+    let password = password.trim().to_owned();
+    let wrong = distinctive_password();
+    let secrets = [
+        ("the password", password.clone()),
+        ("the wrong password", wrong.clone()),
+        (
+            "base64 of user:password",
+            base64(format!("{user}:{password}").as_bytes()),
+        ),
+        (
+            "base64 of user:wrong password",
+            base64(format!("{user}:{wrong}").as_bytes()),
+        ),
+    ];
+    let pull = |credentials: Option<api::Credentials>| {
+        let mut client = client.clone();
+        let image = image.clone();
+        async move {
+            let request = api::PullImageRequest {
+                image,
+                pull_policy: api::PullPolicy::Always.into(),
+                credentials,
+                timeout_seconds: 0,
+            };
+            let mut stream = client.pull_image(request).await?.into_inner();
+            let mut last = None;
+            while let Some(message) = stream.next().await {
+                last = Some(message?);
+            }
+            Ok::<_, tonic::Status>(last)
+        }
+    };
+    client
+        .clone()
+        .remove_image(api::RemoveImageRequest {
+            image: image.clone(),
+        })
+        .await?;
+    let mut errors = Vec::new();
+    let refused = pull(basic(user, &wrong))
+        .await
+        .err()
+        .context("pulled with a wrong password")?;
+    ensure!(refused.code() == Code::Unauthenticated, "{refused:?}");
+    errors.push(format!("{refused:?}"));
+    let pulled = pull(basic(user, &password))
+        .await
+        .map_err(|s| anyhow::anyhow!("with the right password: {s:?}"))?;
+    ensure!(
+        pulled.is_some_and(|p| p.phase == i32::from(api::PullPhase::Done)),
+        "the pull with the right password did not finish"
+    );
+
+    // The image list's failure message too.
+    let watch = client
+        .clone()
+        .watch_image_list(api::WatchImageListRequest {
+            node_name: cluster.node_name.clone(),
+        })
+        .await?
+        .into_inner();
+    let updates = collect_updates(watch);
+    let listed = image.clone();
+    let desired = api::DesiredImage {
+        always_pull: true,
+        credentials: basic(user, &wrong),
+        ..Default::default()
+    };
+    client
+        .clone()
+        .apply_image_list(api::ApplyImageListRequest {
+            node_name: cluster.node_name.clone(),
+            generation: 1,
+            images: HashMap::from([(listed.clone(), desired)]),
+            list_uid: "credentials-in-no-log".to_owned(),
+        })
+        .await?;
+    let failed = poll_until(
+        "the listed image Failed",
+        Duration::from_secs(60),
+        || async {
+            Ok(updates_of(&updates, &listed)
+                .into_iter()
+                .find(|u| u.phase == i32::from(api::ImageListPhase::Failed)))
+        },
+    )
+    .await?;
+    ensure!(!failed.message.is_empty(), "{failed:?}");
+    errors.extend(
+        updates_of(&updates, &listed)
+            .iter()
+            .map(|u| format!("{u:?}")),
+    );
+
+    let log = agent.log_text()?;
+    ensure!(
+        log.contains(&image) && log.contains("pull failed"),
+        "the log does not show the pulls: {log}"
+    );
+    let metrics = agent.metrics().await?;
+    ensure!(
+        metrics.contains("unauthenticated"),
+        "the metrics do not count the refused pull: {metrics}"
+    );
+    for (what, secret) in &secrets {
+        ensure!(!log.contains(secret), "{what} is in the agent's log");
+        ensure!(!metrics.contains(secret), "{what} is in /metrics");
+        for error in &errors {
+            ensure!(!error.contains(secret), "{what} is in an error: {error}");
+        }
+    }
+    client
+        .clone()
+        .remove_image(api::RemoveImageRequest { image })
+        .await?;
+    Ok(())
+}
+
+/// Callers pulling the same image at once join one download only when their credentials
+/// are the same: one with a wrong password, arriving while the right password's pull is
+/// under way, is refused instead of riding on it, and a second caller with the right
+/// password shares the download (each blob fetched once).
+#[tokio::test]
+async fn a_wrong_password_does_not_ride_on_a_joined_pull_with_the_right_one() -> Result<()> {
+    use stevedore_tests::proxy::Proxy;
+    let agent = start_agent().await?;
+    let cluster = agent.cluster;
+    // Through a throttled proxy, so the right password's pull is surely under way when
+    // the others arrive.
+    let proxy = Proxy::start(&cluster.auth_registry).await?;
+    proxy.throttle(Some(256 << 10));
+    let image = format!("{}/stevedore/web:v1", proxy.host());
+    let user = cluster.auth_registry_user.as_str();
+    let password = std::fs::read_to_string(&cluster.auth_registry_password_file)?;
+    let password = password.trim();
+    // The same image from the plain registry would lend its blobs.
+    remove_web_v1_everywhere(&agent, &image).await?;
+    let blobs_before = registry_auth_requests(cluster, "/blobs/", "200")?;
+
+    let request = api::PullImageRequest {
+        image: image.clone(),
+        pull_policy: api::PullPolicy::Always.into(),
+        credentials: basic(user, password),
+        timeout_seconds: 0,
+    };
+    let mut first = agent.client.clone().pull_image(request).await?.into_inner();
+    let mut messages = vec![first.next().await.context("no progress")??];
+    ensure!(
+        messages[0].phase != i32::from(api::PullPhase::Done),
+        "the first pull was over before the others came: {messages:?}"
+    );
+    let (wrong, same) = futures::join!(
+        agent.pull_with(
+            &image,
+            api::PullPolicy::Always,
+            basic(user, "not-the-password")
+        ),
+        agent.pull_with(&image, api::PullPolicy::Always, basic(user, password)),
+    );
+    while let Some(message) = first.next().await {
+        messages.push(message?);
+    }
+    done(&messages)?;
+    match wrong? {
+        Ok(messages) => bail!(
+            "the wrong password pulled beside the right one: {:?}",
+            messages.last()
+        ),
+        Err(status) => ensure!(
+            status.code() == Code::Unauthenticated,
+            "the wrong password beside the right one: {status:?}"
+        ),
+    }
+    let same = same?.map_err(|s| anyhow::anyhow!("the second right caller: {s:?}"))?;
+    ensure!(
+        done(&same)?.image_id == done(&messages)?.image_id,
+        "{same:?}"
+    );
+    let fetched = registry_auth_requests(cluster, "/blobs/", "200")? - blobs_before;
+    // The config is among the blobs the progress lists.
+    let blobs = done(&messages)?.layers.len();
+    ensure!(
+        fetched == blobs,
+        "{fetched} blob downloads for {blobs} blobs: the right callers did not share one"
+    );
+    agent.remove(&image).await
+}
+
+/// Removes `image` (`stevedore/web:v1` of the password registry, maybe through a proxy) and
+/// the same image under the other names it is pulled by (from the password registry, from
+/// the plain registry, through the proxy of an earlier run that failed before removing
+/// it), so that no blob of it is left in containerd for a pull to find.
+async fn remove_web_v1_everywhere(agent: &Agent, image: &str) -> Result<()> {
+    let cluster = agent.cluster;
+    let listed = ctr(cluster, &["images", "ls", "-q"])?;
+    let names = listed
+        .lines()
+        .filter(|l| l.ends_with("/stevedore/web:v1"))
+        .map(str::to_owned)
+        .chain([
+            image.to_owned(),
+            format!("{}/stevedore/web:v1", cluster.auth_registry),
+            cluster.image("web:v1"),
+        ]);
+    for name in names {
+        agent.remove(&name).await?;
+        ensure!(agent.status(&name).await?.is_none(), "{name} still present");
+    }
+    Ok(())
+}
+
+/// Access-log lines of the password registry for agents' requests whose path contains
+/// `path_part`, answered with `status`.
+fn registry_auth_requests(cluster: &ClusterInfo, path_part: &str, status: &str) -> Result<usize> {
+    let log = std::fs::read_to_string(cluster.log_dir().join("registry-auth.log"))
+        .context("reading the password registry's log")?;
+    let status = format!(" HTTP/1.1\" {status} ");
+    Ok(log
+        .lines()
+        .filter(|l| l.contains(" /v2/") && l.contains(path_part))
+        .filter(|l| l.contains(&status) && l.contains("stevedore-agent/"))
+        .count())
+}
+
+/// A pull from the password registry (HTTP Basic) answers the registry's challenge once
+/// and then sends the credential with every request: at most one 401 per pull, none on a
+/// later pull by the same agent with the same credential, and every blob fetched at the
+/// first try.
+#[tokio::test]
+async fn a_basic_auth_pull_is_challenged_once_not_per_blob() -> Result<()> {
+    let agent = start_agent().await?;
+    let cluster = agent.cluster;
+    let image = format!("{}/stevedore/web:v1", cluster.auth_registry);
+    let user = cluster.auth_registry_user.as_str();
+    let password = std::fs::read_to_string(&cluster.auth_registry_password_file)?;
+    let password = password.trim();
+    remove_web_v1_everywhere(&agent, &image).await?;
+    for (pull, most_challenges) in [("first", 1), ("second", 0)] {
+        let challenges = registry_auth_requests(cluster, "", "401")?;
+        let blobs = registry_auth_requests(cluster, "/blobs/", "200")?;
+        let messages = agent
+            .pull_with(&image, api::PullPolicy::Always, basic(user, password))
+            .await?
+            .map_err(|s| anyhow::anyhow!("the {pull} pull: {s:?}"))?;
+        let last = done(&messages)?;
+        let challenged = registry_auth_requests(cluster, "", "401")? - challenges;
+        ensure!(
+            challenged <= most_challenges,
+            "the {pull} pull was challenged {challenged} times"
+        );
+        if pull == "first" {
+            let fetched = registry_auth_requests(cluster, "/blobs/", "200")? - blobs;
+            // The config is among the blobs the progress lists.
+            ensure!(
+                fetched == last.layers.len(),
+                "{fetched} blob downloads for {} blobs",
+                last.layers.len()
+            );
+        }
+    }
     agent.remove(&image).await
 }

@@ -1,12 +1,14 @@
 //! E2E: the deployed agent killed (SIGKILL) in the middle of a pull, restarted by kubelet,
 //! pulls the same image again to a complete, usable image. A test binary of its own, as it
-//! takes the node's agent away for a while.
+//! takes the node's agent away for a while. Beside it, an agent process of the test's own
+//! killed mid-layer, whose successor fetches only the rest of the layer.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -187,4 +189,135 @@ async fn agent_killed_mid_pull_pulls_again_to_a_complete_image() -> Result<()> {
         .await
     })
     .await
+}
+
+mod agent_process;
+
+/// Bytes the registry sent agents for blob `digest` in the access-log lines after the
+/// first `skip` lines.
+fn registry_digest_bytes(cluster: &ClusterInfo, digest: &str, skip: usize) -> Result<u64> {
+    let log = std::fs::read_to_string(cluster.log_dir().join("registry.log"))
+        .context("reading the registry log")?;
+    let request = format!("/blobs/{digest} HTTP/1.1\" ");
+    Ok(log
+        .lines()
+        .skip(skip)
+        .filter(|l| l.contains("\"GET /v2/") && l.contains(&request))
+        .filter(|l| l.contains("stevedore-agent/"))
+        // `"GET <path> HTTP/1.1" <status> <bytes> ...`
+        .filter_map(|l| {
+            l.split("HTTP/1.1\" ")
+                .nth(1)?
+                .split(' ')
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum())
+}
+
+fn registry_log_lines(cluster: &ClusterInfo) -> Result<usize> {
+    let log = std::fs::read_to_string(cluster.log_dir().join("registry.log"))
+        .context("reading the registry log")?;
+    Ok(log.lines().count())
+}
+
+/// An agent process of its own killed with SIGKILL in the middle of the layers of
+/// `large:v1` (pulled through a throttled proxy) leaves what it wrote in containerd: the
+/// next agent process completes the image fetching less than each interrupted layer from
+/// the registry, as the registry's access log counts the bytes.
+#[tokio::test]
+async fn an_agent_killed_mid_layer_fetches_only_the_rest_of_the_layer_once_restarted() -> Result<()>
+{
+    use stevedore_proto::stevedore::agent::v1::{
+        self as api, image_service_client::ImageServiceClient,
+    };
+    use stevedore_tests::proxy::Proxy;
+    let cluster = stevedore_tests::cluster().await?;
+    let proxy = Proxy::start(&cluster.registry).await?;
+    proxy.throttle(Some(8 << 20));
+    let image = format!("{}/stevedore/large:v1", proxy.host());
+    let mut agent = agent_process::AgentProcess::start(cluster, "kill-mid-layer", &[]).await?;
+    let mut client = ImageServiceClient::new(agent.channel().await?);
+    // No record may keep the layers: not the image straight from the registry, nor one
+    // through the proxy of an earlier run (another port) that failed before removing it.
+    let listed = ctr(cluster, &["images", "ls", "-q"])?;
+    let records = listed
+        .lines()
+        .filter(|l| l.contains("/stevedore/large:") || l.contains("/stevedore/large@"))
+        .map(str::to_owned)
+        .chain([cluster.image("large:v1")]);
+    for name in records {
+        client
+            .remove_image(api::RemoveImageRequest { image: name })
+            .await?;
+    }
+    let pull = api::PullImageRequest {
+        image: image.clone(),
+        pull_policy: api::PullPolicy::Always.into(),
+        credentials: None,
+        timeout_seconds: 0,
+    };
+    let mut stream = client.pull_image(pull.clone()).await?.into_inner();
+    let mut interrupted = Vec::new();
+    let mut seen = Vec::new();
+    while let Some(message) = stream.next().await {
+        let layers: Vec<api::LayerProgress> = message?
+            .layers
+            .into_iter()
+            .filter(|l| l.bytes_total > 8 << 20)
+            .collect();
+        seen.clone_from(&layers);
+        // Kill once a large layer is well under way and no large layer is complete.
+        if layers.iter().any(|l| l.bytes_done >= 4 << 20)
+            && layers
+                .iter()
+                .all(|l| l.bytes_done + (4 << 20) < l.bytes_total)
+        {
+            interrupted = layers;
+            break;
+        }
+    }
+    ensure!(
+        !interrupted.is_empty(),
+        "the layer downloads never got going; last seen: {seen:?}"
+    );
+    let pid = agent.pid();
+    agent.kill()?;
+    drop(stream);
+    drop(agent);
+    // The registry logs a cut request when it notices; let it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    proxy.throttle(None);
+    let before = registry_log_lines(cluster)?;
+    let agent = agent_process::AgentProcess::start(cluster, "kill-mid-layer-again", &[]).await?;
+    let mut client = ImageServiceClient::new(agent.channel().await?);
+    let mut stream = client.pull_image(pull).await?.into_inner();
+    let mut last = None;
+    while let Some(message) = stream.next().await {
+        last = Some(message?);
+    }
+    let last = last.context("no progress from the second pull")?;
+    ensure!(
+        last.phase == i32::from(api::PullPhase::Done) && last.bytes_done == last.bytes_total,
+        "{last:?}"
+    );
+    let check = ctr(cluster, &["images", "check", &format!("name=={image}")])?;
+    ensure!(check.contains("complete"), "image not complete: {check}");
+    for layer in interrupted.iter().filter(|l| l.bytes_done > 0) {
+        let fetched = registry_digest_bytes(cluster, &layer.digest, before)?;
+        ensure!(
+            fetched < layer.bytes_total,
+            "after agent {pid} was killed with {} of {} bytes of {} written, the next agent \
+             fetched {fetched} bytes of it",
+            layer.bytes_done,
+            layer.bytes_total,
+            layer.digest
+        );
+    }
+    client
+        .remove_image(api::RemoveImageRequest { image })
+        .await?;
+    Ok(())
 }

@@ -30,7 +30,7 @@ use crate::reference::Reference;
 const UPDATE_BUFFER: usize = 1024;
 /// Least time between two progress updates of one image.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
-/// How often Succeeded images are checked for being still on the node.
+/// How often Succeeded images are checked for being still on the node, by default.
 pub const PRESENCE_EVERY: Duration = Duration::from_secs(30);
 
 /// The node's image list, running; cheap to clone.
@@ -51,6 +51,15 @@ impl ImageListController {
         manager: PullManager<R, S>,
         shutdown: CancellationToken,
     ) -> Self {
+        Self::spawn_with(manager, PRESENCE_EVERY, shutdown)
+    }
+
+    /// [`Self::spawn`], checking presence every `presence_every`.
+    pub fn spawn_with<R: Registry, S: ImageStore>(
+        manager: PullManager<R, S>,
+        presence_every: Duration,
+        shutdown: CancellationToken,
+    ) -> Self {
         let shared = Arc::new(Shared {
             list: Mutex::new(ImageList::default()),
             updates: broadcast::channel(UPDATE_BUFFER).0,
@@ -59,6 +68,7 @@ impl ImageListController {
         tokio::spawn(check_presence(
             Arc::clone(&shared),
             manager.clone(),
+            presence_every,
             shutdown.clone(),
         ));
         tokio::spawn(drive(Arc::clone(&shared), manager, shutdown));
@@ -143,17 +153,18 @@ async fn drive<R: Registry, S: ImageStore>(
     }
 }
 
-/// Every [`PRESENCE_EVERY`], asks containerd whether each Succeeded image is still
+/// Every `every` ([`PRESENCE_EVERY`] by default), asks containerd whether each Succeeded image is still
 /// there, and has the ones deleted out of band pulled again. Writes nothing while all
 /// are present; a containerd that cannot answer is asked again next time.
 async fn check_presence<R: Registry, S: ImageStore>(
     shared: Arc<Shared>,
     manager: PullManager<R, S>,
+    every: Duration,
     shutdown: CancellationToken,
 ) {
     loop {
         tokio::select! {
-            () = tokio::time::sleep(PRESENCE_EVERY) => {}
+            () = tokio::time::sleep(every) => {}
             () = shutdown.cancelled() => return,
         }
         let succeeded = lock(&shared).succeeded();

@@ -17,7 +17,7 @@ use super::{
     containerd::ContainerdStore,
     image_list::{DesiredSpec, Epoch, ImageStatus, ListPhase},
     inventory::{self, ImageInfo, InventoryError},
-    list_runner::ImageListController,
+    list_runner::{ImageListController, PRESENCE_EVERY},
     manager::{Policy, PullManager, PullRequest, PullState, RetryPolicy},
     progress::Phase,
     registry::{Auth, HttpRegistry, Registry},
@@ -65,13 +65,29 @@ impl AgentImageService {
             RetryPolicy::default(),
             shutdown.clone(),
         );
-        Ok(Self::new(args.node_name.clone(), manager, shutdown))
+        Ok(Self::with_presence_interval(
+            args.node_name.clone(),
+            manager,
+            args.image_presence_interval,
+            shutdown,
+        ))
     }
 }
 
 impl<R: Registry, S: ImageStore> ImageServiceImpl<R, S> {
     pub fn new(node_name: String, manager: PullManager<R, S>, shutdown: CancellationToken) -> Self {
-        let list = ImageListController::spawn(manager.clone(), shutdown);
+        Self::with_presence_interval(node_name, manager, PRESENCE_EVERY, shutdown)
+    }
+
+    /// [`Self::new`], checking every `presence_every` that the ImageList's pulled images
+    /// are still on the node.
+    pub fn with_presence_interval(
+        node_name: String,
+        manager: PullManager<R, S>,
+        presence_every: Duration,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let list = ImageListController::spawn_with(manager.clone(), presence_every, shutdown);
         Self {
             node_name,
             manager,
