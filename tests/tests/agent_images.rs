@@ -21,7 +21,7 @@ use stevedore_agent::{
 use stevedore_proto::stevedore::agent::v1::{
     self as api, image_service_client::ImageServiceClient, image_service_server::ImageServiceServer,
 };
-use stevedore_tests::{ClusterInfo, poll_until, run_in_namespace};
+use stevedore_tests::{ClusterInfo, poll_until, registry_log, run_in_namespace};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, transport::Channel};
@@ -667,34 +667,6 @@ async fn credentials_are_required_checked_and_used() -> Result<()> {
     agent.remove(&image).await
 }
 
-/// Bytes the registry sent to agents for blobs of `repository` in the access-log lines
-/// after the first `skip` lines.
-fn registry_blob_bytes(repository: &str, skip: usize) -> Result<u64> {
-    let log = std::fs::read_to_string("/var/lib/stevedore-local/logs/registry.log")
-        .context("reading the registry log")?;
-    let request = format!("\"GET /v2/{repository}/blobs/");
-    Ok(log
-        .lines()
-        .skip(skip)
-        .filter(|l| l.contains(&request) && l.contains("stevedore-agent/"))
-        // `"GET <path> HTTP/1.1" <status> <bytes> ...`
-        .filter_map(|l| {
-            l.split("HTTP/1.1\" ")
-                .nth(1)?
-                .split(' ')
-                .nth(1)?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum())
-}
-
-fn registry_log_lines() -> Result<usize> {
-    let log = std::fs::read_to_string("/var/lib/stevedore-local/logs/registry.log")
-        .context("reading the registry log")?;
-    Ok(log.lines().count())
-}
-
 #[tokio::test]
 async fn an_interrupted_layer_download_resumes_from_the_bytes_in_containerd() -> Result<()> {
     use stevedore_tests::{proxy::Proxy, slow_image};
@@ -731,7 +703,7 @@ async fn an_interrupted_layer_download_resumes_from_the_bytes_in_containerd() ->
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     proxy.throttle(None);
-    let before = registry_log_lines()?;
+    let before = registry_log::line_count(cluster)?;
     let agent = start_agent().await?;
     let messages = agent
         .pull(&image, api::PullPolicy::Always)
@@ -746,7 +718,8 @@ async fn an_interrupted_layer_download_resumes_from_the_bytes_in_containerd() ->
         .map(|l| l.bytes_done)
         .find(|done| *done > 0)
         .unwrap_or_default();
-    let fetched = registry_blob_bytes(slow_image::REPOSITORY, before)?;
+    let blobs = format!("/v2/{}/blobs/", slow_image::REPOSITORY);
+    let fetched = registry_log::agent_blob_bytes(cluster, &blobs, before)?;
     agent.remove(&image).await?;
     ensure!(
         fetched > 0 && fetched < slow_image::LAYER_BYTES as u64 - (2 << 20),

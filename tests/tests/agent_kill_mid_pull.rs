@@ -14,7 +14,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use stevedore_tests::pods::is_ready;
-use stevedore_tests::{ClusterInfo, TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{ClusterInfo, TestContext, poll_until, registry_log, run_in_namespace};
 
 const SOCKET: &str = "unix:///run/stevedore/agent.sock";
 
@@ -193,35 +193,6 @@ async fn agent_killed_mid_pull_pulls_again_to_a_complete_image() -> Result<()> {
 
 mod agent_process;
 
-/// Bytes the registry sent agents for blob `digest` in the access-log lines after the
-/// first `skip` lines.
-fn registry_digest_bytes(cluster: &ClusterInfo, digest: &str, skip: usize) -> Result<u64> {
-    let log = std::fs::read_to_string(cluster.log_dir().join("registry.log"))
-        .context("reading the registry log")?;
-    let request = format!("/blobs/{digest} HTTP/1.1\" ");
-    Ok(log
-        .lines()
-        .skip(skip)
-        .filter(|l| l.contains("\"GET /v2/") && l.contains(&request))
-        .filter(|l| l.contains("stevedore-agent/"))
-        // `"GET <path> HTTP/1.1" <status> <bytes> ...`
-        .filter_map(|l| {
-            l.split("HTTP/1.1\" ")
-                .nth(1)?
-                .split(' ')
-                .nth(1)?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum())
-}
-
-fn registry_log_lines(cluster: &ClusterInfo) -> Result<usize> {
-    let log = std::fs::read_to_string(cluster.log_dir().join("registry.log"))
-        .context("reading the registry log")?;
-    Ok(log.lines().count())
-}
-
 /// An agent process of its own killed with SIGKILL in the middle of the layers of
 /// `large:v1` (pulled through a throttled proxy) leaves what it wrote in containerd: the
 /// next agent process completes the image fetching less than each interrupted layer from
@@ -290,7 +261,7 @@ async fn an_agent_killed_mid_layer_fetches_only_the_rest_of_the_layer_once_resta
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     proxy.throttle(None);
-    let before = registry_log_lines(cluster)?;
+    let before = registry_log::line_count(cluster)?;
     let agent = agent_process::AgentProcess::start(cluster, "kill-mid-layer-again", &[]).await?;
     let mut client = ImageServiceClient::new(agent.channel().await?);
     let mut stream = client.pull_image(pull).await?.into_inner();
@@ -306,7 +277,8 @@ async fn an_agent_killed_mid_layer_fetches_only_the_rest_of_the_layer_once_resta
     let check = ctr(cluster, &["images", "check", &format!("name=={image}")])?;
     ensure!(check.contains("complete"), "image not complete: {check}");
     for layer in interrupted.iter().filter(|l| l.bytes_done > 0) {
-        let fetched = registry_digest_bytes(cluster, &layer.digest, before)?;
+        let request = format!("/blobs/{} HTTP/1.1\" ", layer.digest);
+        let fetched = registry_log::agent_blob_bytes(cluster, &request, before)?;
         ensure!(
             fetched < layer.bytes_total,
             "after agent {pid} was killed with {} of {} bytes of {} written, the next agent \

@@ -29,7 +29,7 @@ use stevedore_tests::pods::condition;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 const POD_START: Duration = Duration::from_secs(180);
 
@@ -96,17 +96,7 @@ async fn start_agent(ctx: &TestContext) -> Result<Agent> {
 impl Agent {
     /// A channel over the root-only Unix socket (no token needed).
     async fn unix_channel(&self) -> Result<Channel> {
-        let path = self.unix.clone();
-        Ok(Endpoint::from_static("http://agent.invalid")
-            .connect_with_connector(tower::service_fn(move |_| {
-                let path = path.clone();
-                async move {
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                        tokio::net::UnixStream::connect(path).await?,
-                    ))
-                }
-            }))
-            .await?)
+        stevedore_tests::grpc::unix_channel(self.unix.clone()).await
     }
 
     /// A channel over TCP + TLS, trusting the agent's self-signed certificate.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use stevedore_tests::{ClusterInfo, poll_until};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// Builds the agent binary (cargo's lock serialises concurrent builds) into the target
 /// directory this test binary was built in, and returns its path.
@@ -122,17 +122,7 @@ impl AgentProcess {
 
     /// A gRPC channel over the agent's Unix socket.
     pub async fn channel(&self) -> Result<Channel> {
-        let path = self.unix.clone();
-        Ok(Endpoint::from_static("http://agent.invalid")
-            .connect_with_connector(tower::service_fn(move |_| {
-                let path = path.clone();
-                async move {
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                        tokio::net::UnixStream::connect(path).await?,
-                    ))
-                }
-            }))
-            .await?)
+        stevedore_tests::grpc::unix_channel(self.unix.clone()).await
     }
 
     /// What the agent wrote to stdout and stderr so far.
