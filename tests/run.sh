@@ -7,6 +7,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Cargo's registry and build output live in the home directory, never in the clone.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/cargo-target}
 export CARGO_TERM_COLOR=never
+# Incremental caches only pay off when editing; here they doubled the debug tree's size.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+# shellcheck source=tests/lib/target-hygiene.sh
+source tests/lib/target-hygiene.sh
+ensure_target_space "$CARGO_TARGET_DIR" "${STEVEDORE_MIN_FREE_GB:-20}"
 # The cluster's images and simulated agents are debug builds here (faster to build; tests
 # assert behaviour, not speed). `deploy/local/run.sh` on its own builds release images.
 export STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-dev}
@@ -67,4 +72,8 @@ step "tests"
 # The kubectl_plugin suite runs the plugin binary as kubectl finds it on PATH; a test
 # build of the workspace does not refresh a binary of another package, so build it first.
 cargo build -p kubectl-stevedore --locked
+test_artifacts=$(mktemp)
+cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >"$test_artifacts"
+prune_stale_test_executables "$CARGO_TARGET_DIR" "$test_artifacts"
+rm -f "$test_artifacts"
 cargo test --workspace --locked --no-fail-fast
