@@ -28,6 +28,26 @@ impl TestContext {
     {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
+
+    /// Runs kubectl in the test's namespace as a user would; its stdout, or an error
+    /// quoting its stderr.
+    pub async fn kubectl(&self, args: &[&str]) -> Result<String> {
+        let output = tokio::process::Command::new(&self.cluster.kubectl)
+            .env("KUBECONFIG", &self.cluster.kubeconfig)
+            .arg("-n")
+            .arg(&self.namespace)
+            .args(args)
+            .output()
+            .await
+            .map_err(|err| anyhow!("running kubectl {args:?}: {err}"))?;
+        if !output.status.success() {
+            return Err(anyhow!(
+                "kubectl {args:?} failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
 }
 
 /// A namespace name from the test name: lowercase, DNS-1123, unique per run.

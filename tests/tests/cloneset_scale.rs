@@ -62,20 +62,7 @@ fn check_pod_identity(name: &str, converged: &Converged) -> Result<()> {
 }
 
 async fn kubectl(ctx: &TestContext, args: &[&str]) -> Result<String> {
-    let output = tokio::process::Command::new(&ctx.cluster.kubectl)
-        .env("KUBECONFIG", &ctx.cluster.kubeconfig)
-        .arg("-n")
-        .arg(&ctx.namespace)
-        .args(args)
-        .output()
-        .await
-        .context("running kubectl")?;
-    ensure!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    ctx.kubectl(args).await
 }
 
 #[tokio::test]

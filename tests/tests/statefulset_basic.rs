@@ -337,3 +337,97 @@ async fn a_partition_keeps_lower_ordinals_on_the_old_revision_and_lowering_it_co
     })
     .await
 }
+
+/// The set's UpdateHeld condition as (reason, message), once its status is current.
+async fn update_held(ctx: &TestContext, name: &str) -> Result<Option<(String, String)>> {
+    let set = ctx.api::<StatefulSet>().get(name).await?;
+    let status = set.status.unwrap_or_default();
+    ensure!(
+        status.observed_generation == set.metadata.generation.unwrap_or(0),
+        "status of generation {} not yet observed",
+        set.metadata.generation.unwrap_or(0)
+    );
+    Ok((status.conditions.iter())
+        .find(|c| c.type_ == "UpdateHeld" && c.status == "True")
+        .map(|c| (c.reason.clone(), c.message.clone())))
+}
+
+/// Waits until UpdateHeld has `reason` and a message naming every pod in `pods`, and
+/// `kubectl describe` shows the same.
+async fn wait_held(ctx: &TestContext, name: &str, reason: &str, pods: &[&str]) -> Result<()> {
+    let what = format!("{name} UpdateHeld {reason} naming {pods:?}");
+    poll_until(&what, CONVERGE, || async {
+        Ok(update_held(ctx, name).await?.and_then(|(seen, message)| {
+            (seen == reason && pods.iter().all(|p| message.contains(p))).then_some(())
+        }))
+    })
+    .await?;
+    let described = ctx.kubectl(&["describe", "asts", name]).await?;
+    let shown = ["UpdateHeld", reason]
+        .iter()
+        .chain(pods)
+        .all(|s| described.contains(s));
+    ensure!(
+        shown,
+        "kubectl describe does not show UpdateHeld {reason} naming {pods:?}: {described}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_held_parallel_rollout_says_which_rule_and_which_pods_in_describe() -> Result<()> {
+    run_in_namespace("sts-held", |ctx| async move {
+        let overrides = json!({ "spec": {
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": { "partition": 1, "maxUnavailable": 1 }
+            }
+        }});
+        create(&ctx, statefulset(&ctx, "held", 3, overrides)).await?;
+        wait_ordinals(&ctx, "held", &[0, 1, 2]).await?;
+        ensure!(
+            update_held(&ctx, "held").await?.is_none(),
+            "a set with nothing to update says it is held"
+        );
+
+        // A revision whose pods no node takes: the first one recreated stays Pending and
+        // uses up maxUnavailable.
+        let unschedulable = json!({ "spec": { "template": { "spec": {
+            "nodeSelector": { "stevedore.dev/no-such-node": "true" }
+        }}}});
+        ctx.api::<StatefulSet>()
+            .patch(
+                "held",
+                &PatchParams::default(),
+                &Patch::Merge(unschedulable),
+            )
+            .await?;
+        wait_held(&ctx, "held", "MaxUnavailable", &["held-2"]).await?;
+
+        // A schedulable revision: held-2 and held-1 move, the partition keeps held-0.
+        let v2 = ctx.cluster.image("web:v2");
+        let fixed = json!({ "spec": { "template": { "spec": {
+            "nodeSelector": { "stevedore.dev/no-such-node": null },
+            "containers": [{ "name": "web", "image": v2 }]
+        }}}});
+        ctx.api::<StatefulSet>()
+            .patch("held", &PatchParams::default(), &Patch::Merge(fixed))
+            .await?;
+        wait_held(&ctx, "held", "Partition", &["held-0"]).await?;
+
+        set_partition(&ctx, "held", 0).await?;
+        poll_until(
+            "UpdateHeld gone once every pod is updated",
+            CONVERGE,
+            || async {
+                let set = ctx.api::<StatefulSet>().get("held").await?;
+                let status = set.status.unwrap_or_default();
+                let done = status.updated_ready_replicas == 3;
+                Ok((done && update_held(&ctx, "held").await?.is_none()).then_some(()))
+            },
+        )
+        .await
+    })
+    .await
+}

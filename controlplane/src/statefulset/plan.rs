@@ -34,6 +34,10 @@ use crate::workload::rollout::{
 #[path = "plan_tests.rs"]
 mod tests;
 
+#[cfg(test)]
+#[path = "update_hold_tests.rs"]
+mod update_hold_tests;
+
 /// What the sync sees.
 pub struct Snapshot<'a> {
     pub set: &'a StatefulSet,

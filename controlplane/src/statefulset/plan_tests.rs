@@ -29,8 +29,8 @@ use crate::workload::adapter::PodSetWorkload;
 /// (case, pods, ordinals created, halt)
 type CreateCase = (&'static str, Vec<Pod>, Vec<&'static str>, Option<Halt>);
 
-const V1: &str = "web-aaa111";
-const V2: &str = "web-bbb222";
+pub(super) const V1: &str = "web-aaa111";
+pub(super) const V2: &str = "web-bbb222";
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).expect("a valid time")
@@ -64,7 +64,7 @@ fn claim_template(name: &str) -> PersistentVolumeClaim {
 }
 
 /// The `web` StatefulSet: `replicas` pods, a `www` claim per pod, Service `nginx`.
-fn web(replicas: i32, policy: PodManagementPolicy) -> StatefulSet {
+pub(super) fn web(replicas: i32, policy: PodManagementPolicy) -> StatefulSet {
     let mut set = StatefulSet::new(
         "web",
         StatefulSetSpec {
@@ -85,7 +85,7 @@ fn web(replicas: i32, policy: PodManagementPolicy) -> StatefulSet {
     set
 }
 
-fn rolling(set: &mut StatefulSet, rolling: RollingUpdateStatefulSetStrategy) {
+pub(super) fn rolling(set: &mut StatefulSet, rolling: RollingUpdateStatefulSetStrategy) {
     set.spec.update_strategy = Some(StatefulSetUpdateStrategy {
         type_: Some(StatefulSetUpdateStrategyType::RollingUpdate),
         rolling_update: Some(rolling),
@@ -100,7 +100,7 @@ fn revisions() -> BTreeMap<String, PodTemplateSpec> {
 }
 
 /// The pod of `ordinal` at `revision`, Running and Ready since `ts(0)` with its gates True.
-fn running(set: &StatefulSet, ordinal: i32, revision: &str) -> Pod {
+pub(super) fn running(set: &StatefulSet, ordinal: i32, revision: &str) -> Pod {
     let create = Create {
         instance_id: ordinal.to_string(),
         revision: revision.to_owned(),
@@ -146,7 +146,7 @@ fn running(set: &StatefulSet, ordinal: i32, revision: &str) -> Pod {
 }
 
 /// The pod of `ordinal`, created but not ready.
-fn pending(set: &StatefulSet, ordinal: i32) -> Pod {
+pub(super) fn pending(set: &StatefulSet, ordinal: i32) -> Pod {
     let mut pod = running(set, ordinal, V1);
     pod.status = Some(PodStatus {
         phase: Some("Pending".to_owned()),
@@ -170,7 +170,7 @@ fn claim(name: &str) -> PersistentVolumeClaim {
 }
 
 /// One sync of `set` over `pods` with `claims`, updating to `update`.
-fn sync_with(
+pub(super) fn sync_with(
     set: &StatefulSet,
     pods: &[Pod],
     claims: &[PersistentVolumeClaim],

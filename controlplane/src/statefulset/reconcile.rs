@@ -151,6 +151,7 @@ async fn sync(
     let mut planned = plan::plan(&snapshot)?;
     let mut problems = SyncProblems {
         halted: planned.halted.clone(),
+        update_hold: planned.plan.update_hold.clone(),
         ..SyncProblems::default()
     };
     problems.update = hold_refused_update(ctl, key, set, &owned, &mut planned.plan).await;

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::workload::inplace::PodPatch;
 use crate::workload::lifecycle::{KRUISE_POD_READY, ReadinessChange};
+use crate::workload::update_hold::UpdateHoldSeen;
 
 /// One pod condition to set through the pod's agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +98,8 @@ pub struct Plan {
     /// InPlaceOnly refused the template change: the message for the FailedUpdate
     /// condition.
     pub refusal: Option<String>,
+    /// Why pods stay on an older revision, when the update step ran.
+    pub update_hold: UpdateHoldSeen,
     /// Look again after this long (grace periods, minReadySeconds).
     pub requeue_after: Option<Duration>,
 }

@@ -30,3 +30,4 @@ pub mod template_check;
 pub mod template_defaults;
 pub mod triggers;
 pub mod update_guard;
+pub mod update_hold;

@@ -22,6 +22,19 @@ use crate::workload::ordering;
 use crate::workload::pod_view::pod_labels;
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::rollout::RolloutDiffs;
+use crate::workload::update_hold::{UpdateHold, UpdateHoldSeen};
+
+/// Where the update step stopped, and the pods it started moving.
+enum UpdateStop {
+    /// OnDelete, paused, or no pod to move (the partition reached).
+    NotRun,
+    /// maxUnavailable is used up.
+    Budget { started: BTreeSet<String> },
+    /// InPlaceOnly refused the change (a condition of its own says so).
+    Refused,
+    /// Every pod the counts allow was started.
+    Done { started: BTreeSet<String> },
+}
 
 /// Pod annotation naming the revision whose claim templates made the pod's claims, set
 /// when the pod is first relabelled to another revision without a restart.
@@ -32,10 +45,71 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
     /// within maxUnavailable; none under OnDelete, where only pods deleted from outside
     /// move (their replacements are created at the update revision by the scale step).
     pub(super) fn update(&self, diffs: &RolloutDiffs, plan: &mut Plan) -> Result<(), PlanError> {
+        let stop = self.start_updates(diffs, plan)?;
+        plan.update_hold = match self.hold(diffs, &stop) {
+            Some(hold) => UpdateHoldSeen::Held(hold),
+            None => UpdateHoldSeen::Clear,
+        };
+        Ok(())
+    }
+
+    /// Why the pods not on the update revision (and not started now) stay where they are.
+    fn hold(&self, diffs: &RolloutDiffs, stop: &UpdateStop) -> Option<UpdateHold> {
+        let workload = self.snap.workload;
+        let old = || {
+            self.views
+                .iter()
+                .filter(|v| !v.updated && !v.preparing_delete() && !v.specified_delete)
+        };
+        let started = match stop {
+            UpdateStop::NotRun => 0,
+            UpdateStop::Refused => return None,
+            UpdateStop::Budget { started } | UpdateStop::Done { started } => started.len(),
+        };
+        let waiting = old().count().saturating_sub(started);
+        if waiting == 0 {
+            return None;
+        }
+        if workload.update_strategy_type() == UpdateStrategyType::OnDelete {
+            return Some(UpdateHold::OnDelete { waiting });
+        }
+        if self.params.paused {
+            return Some(UpdateHold::Paused { waiting });
+        }
+        match stop {
+            UpdateStop::Budget { started } => Some(UpdateHold::MaxUnavailable {
+                limit: diffs.update_max_unavailable,
+                unavailable: self
+                    .views
+                    .iter()
+                    .filter(|v| !v.serving() || v.preparing_delete() || started.contains(&v.name))
+                    .map(|v| v.name.clone())
+                    .collect(),
+                waiting,
+            }),
+            UpdateStop::Done { started } => Some(UpdateHold::Partition {
+                kept: old()
+                    .filter(|v| !started.contains(&v.name))
+                    .map(|v| v.name.clone())
+                    .collect(),
+            }),
+            UpdateStop::NotRun => Some(UpdateHold::Partition {
+                kept: old().map(|v| v.name.clone()).collect(),
+            }),
+            UpdateStop::Refused => None,
+        }
+    }
+
+    /// Starts the updates this sync may start, and says why it stopped there.
+    fn start_updates(
+        &self,
+        diffs: &RolloutDiffs,
+        plan: &mut Plan,
+    ) -> Result<UpdateStop, PlanError> {
         let workload = self.snap.workload;
         let on_delete = workload.update_strategy_type() == UpdateStrategyType::OnDelete;
         if on_delete || self.params.paused || diffs.update <= 0 {
-            return Ok(());
+            return Ok(UpdateStop::NotRun);
         }
         let views = &self.views;
         let waiting: Vec<usize> = (0..views.len())
@@ -62,30 +136,34 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
         let updated_unavailable = views.iter().filter(|v| v.updated && !v.serving()).count();
         let max_unavailable = usize::try_from(diffs.update_max_unavailable).unwrap_or(0);
         let mut started = 0;
+        // The pods started now and those refreshed earlier in this sync (their next sync
+        // plans from the new object): all of them are moving, none is held.
+        let mut moving = BTreeSet::new();
         let touched: BTreeSet<String> = plan.pod_changes.iter().map(|c| c.pod.clone()).collect();
         for i in order {
             if started >= diffs.update {
                 break;
             }
             if touched.contains(&views[i].name) {
-                // Refreshed in this sync already; its next sync plans from the new object.
+                moving.insert(views[i].name.clone());
                 continue;
             }
             if updated_unavailable + usize::try_from(started).unwrap_or(0) >= max_unavailable {
-                break;
+                return Ok(UpdateStop::Budget { started: moving });
             }
             if views[i].serving() {
                 if budget <= 0 {
-                    break;
+                    return Ok(UpdateStop::Budget { started: moving });
                 }
                 budget -= 1;
             }
             started += 1;
+            moving.insert(views[i].name.clone());
             if !self.update_pod(i, plan)? {
-                break;
+                return Ok(UpdateStop::Refused);
             }
         }
-        Ok(())
+        Ok(UpdateStop::Done { started: moving })
     }
 
     /// Starts moving the pod at `i` to the update revision; `false` stops the update loop
