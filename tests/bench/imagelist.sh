@@ -16,7 +16,9 @@
 #      the apiserver's writes (apiserver_request_total: POST/PUT/PATCH/APPLY/DELETE, by
 #      resource), as totals and per second. The apiserver counts every client: other work
 #      on the cluster during the run shows up there too.
-#   3. RSS of the leader control plane and of the agents.
+#   3. the apiserver floor of such a job: its entry writes alone from a minimal client
+#      (api-floor imagelist-entries: apply on every list, then release), 16 and 64 in flight.
+#   4. RSS of the leader control plane and of the agents.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 NODES=${NODES:-100}
@@ -132,8 +134,9 @@ agents_rss() {
       n, a / 1024, (n ? a / n / 1024 : 0), m / 1024, (n ? r / n / 1024 : 0), f / 1024 }'
 }
 
-cargo build -q --release --locked -p stevedore-tests --bin imagelist_bench
+cargo build -q --release --locked -p stevedore-tests --bin imagelist_bench --bin api_floor
 BENCH=$CARGO_TARGET_DIR/release/imagelist_bench
+FLOOR=$CARGO_TARGET_DIR/release/api_floor
 # The fan-out measures distribution, not a pull: the image is in containerd beforehand
 # (kubelet's image GC may have removed it).
 "${CTR[@]}" images ls -q | grep -x "$FANOUT_IMAGE" >/dev/null ||
@@ -244,6 +247,16 @@ $(print_writes "$WORK/job-writes" "$released_s")"
   kubectl -n "$NS" delete imagepulljob "$job" --wait=true --timeout=120s >/dev/null
 done
 
+# The apiserver floor of a job at parallelism 100%: its entry writes alone (apply on every
+# list, then release), from a minimal client, as many in flight as the job keeps (16,
+# imagepulljob/entries.rs CONCURRENT_WRITES) and with 64.
+echo "== apiserver floor: api-floor imagelist-entries over $NODES lists" >&2
+api_writes >"$WORK/floor-api-before"
+floor16=$("$FLOOR" --concurrency 16 imagelist-entries --node-label "$LABEL" --image "$FANOUT_IMAGE")
+floor64=$("$FLOOR" --concurrency 64 imagelist-entries --node-label "$LABEL" --image "$FANOUT_IMAGE")
+api_writes >"$WORK/floor-api-after"
+writes_between "$WORK/floor-api-before" "$WORK/floor-api-after" >"$WORK/floor-writes"
+
 leader=$(leader_pod)
 pid=$(leader_pid "$leader")
 cat <<EOF2
@@ -257,6 +270,10 @@ $(print_writes "$WORK/fanout-writes" "$fanout_s")
 one ImageList alone, $PREFIX-000:
 $(sed 's/^/  /' "$WORK/single")
 $job_report
+apiserver floor, the entry writes of one job at 100% ($NODES applies, then $NODES releases):
+  16 in flight: ${floor16}s   64 in flight: ${floor64}s
+  API writes of both runs (VERB:CODE refused):
+$(print_writes "$WORK/floor-writes" "$(awk -v a="$floor16" -v b="$floor64" 'BEGIN { print a + b }')")
 
 leader control plane ($leader) RSS:  $(rss "$pid")
 agents RSS after the fan-out:        $agents_rss_idle

@@ -20,8 +20,15 @@
 //!       replaces those pods N at a time (delete, create with IMAGE, wait Ready) — the
 //!       writes of a DaemonSet's recreate rollout with maxUnavailable N.
 //!
+//!   api-floor imagelist-entries --node-label K=V --image IMAGE
+//!       server-side applies an entry for IMAGE to the ImageList of every node with that
+//!       label (a field manager of its own, the UID as a precondition, as an ImagePullJob
+//!       writes its entries), then releases them the same way: the writes of one
+//!       ImagePullJob at parallelism 100%, without waiting for any pull.
+//!
 //! Prints the elapsed seconds on stdout.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +39,7 @@ use futures::{StreamExt as _, stream};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -74,6 +82,13 @@ enum Command {
     Daemon {
         #[arg(long)]
         namespace: String,
+        /// The simulated nodes' label, `key=value`.
+        #[arg(long)]
+        node_label: String,
+        #[arg(long)]
+        image: String,
+    },
+    ImagelistEntries {
         /// The simulated nodes' label, `key=value`.
         #[arg(long)]
         node_label: String,
@@ -265,6 +280,40 @@ async fn main() -> Result<()> {
                 .await?;
             }
         }
+        Command::ImagelistEntries { node_label, image } => {
+            let nodes = labelled_nodes(client.clone(), &node_label).await?;
+            let gvk = GroupVersionKind::gvk("stevedore.dev", "v1alpha1", "ImageList");
+            let resource = ApiResource::from_gvk_with_plural(&gvk, "imagelists");
+            let api = Arc::new(Api::<DynamicObject>::all_with(client, &resource));
+            let uids: BTreeMap<String, String> = (api.list(&ListParams::default()).await?.items)
+                .into_iter()
+                .filter(|l| nodes.contains(&l.name_any()))
+                .map(|l| (l.name_any(), l.metadata.uid.unwrap_or_default()))
+                .collect();
+            let names: Vec<String> = uids.keys().cloned().collect();
+            for apply in [true, false] {
+                let uids = &uids;
+                let image = &image;
+                for_each(&api, &names, args.concurrency, |api, name| async move {
+                    // The shape of an ImagePullJob's apply body (imagepulljob/entries.rs):
+                    // the UID refuses a recreated list; no spec releases the entry. The
+                    // entry names an image the nodes have, so no pull follows.
+                    let mut body = json!({
+                        "apiVersion": "stevedore.dev/v1alpha1",
+                        "kind": "ImageList",
+                        "metadata": { "name": name, "uid": uids[&name] },
+                    });
+                    if apply {
+                        body["spec"] =
+                            json!({ "images": { image.as_str(): {} } });
+                    }
+                    let params = PatchParams::apply("api-floor").force();
+                    api.patch(&name, &params, &Patch::Apply(body)).await?;
+                    Ok(())
+                })
+                .await?;
+            }
+        }
     }
     // The one line of output the benchmark script reads.
     let mut out = std::io::stdout().lock();
@@ -339,14 +388,14 @@ async fn set_condition(api: &Api<Pod>, name: &str, status: &str) -> Result<()> {
     Ok(())
 }
 
-async fn for_each<F, Fut>(
-    api: &Arc<Api<Pod>>,
+async fn for_each<K, F, Fut>(
+    api: &Arc<Api<K>>,
     names: &[String],
     concurrency: usize,
     f: F,
 ) -> Result<()>
 where
-    F: Fn(Arc<Api<Pod>>, String) -> Fut,
+    F: Fn(Arc<Api<K>>, String) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
     let results: Vec<Result<()>> = stream::iter(names.iter().cloned())
