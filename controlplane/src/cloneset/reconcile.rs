@@ -116,7 +116,10 @@ async fn sync(
         now,
     };
     let mut planned = plan::plan(&snapshot)?;
-    let mut problems = SyncProblems::default();
+    let mut problems = SyncProblems {
+        update_hold: planned.update_hold.clone(),
+        ..SyncProblems::default()
+    };
     hold_refused_update(ctl, key, cloneset, &owned, &mut planned, &mut problems).await;
     let new_pods = CloneSetPods {
         cloneset,

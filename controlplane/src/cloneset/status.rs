@@ -16,6 +16,7 @@ use crate::controller::conditions::{set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::partition_replicas;
 use crate::workload::selector::format_selector;
+use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 pub const FAILED_SCALE: &str = "FailedScale";
 pub const FAILED_UPDATE: &str = "FailedUpdate";
@@ -30,7 +31,17 @@ pub struct SyncProblems {
     pub scale: Option<String>,
     /// Updating pods failed or was refused (InPlaceOnly, an unreachable agent).
     pub update: Option<String>,
+    /// Why pods stay on an older revision (partition, maxUnavailable, paused).
+    pub update_hold: UpdateHoldSeen,
 }
+
+/// The fields a CloneSet's update holds name.
+const STRATEGY_FIELDS: StrategyFields = StrategyFields {
+    paused: "spec.updateStrategy.paused",
+    partition: "spec.updateStrategy.partition",
+    partition_hint: "lower it to update them",
+    max_unavailable: "spec.updateStrategy.maxUnavailable",
+};
 
 /// The new status and when to look again (a pod turning available after minReadySeconds,
 /// the progress deadline).
@@ -82,6 +93,12 @@ pub fn compute_status(
         &mut conditions,
         FAILED_UPDATE,
         problems.update.as_deref(),
+        now,
+    );
+    set_update_hold(
+        &mut conditions,
+        &problems.update_hold,
+        &STRATEGY_FIELDS,
         now,
     );
 

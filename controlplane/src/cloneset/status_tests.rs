@@ -337,6 +337,7 @@ fn failed_scale_and_failed_update_follow_the_sync_problems() {
     let problems = SyncProblems {
         scale: Some("pods \"web-x\" is forbidden: exceeded quota".to_owned()),
         update: Some("updateStrategy.type is InPlaceOnly but ...".to_owned()),
+        ..SyncProblems::default()
     };
     let (status, _) = status_with(&cloneset(1), &[], &problems, ts(10));
     for (type_, message) in [
@@ -358,6 +359,7 @@ fn failed_scale_and_failed_update_follow_the_sync_problems() {
     let later = SyncProblems {
         scale: Some("pods \"web-y\" is forbidden: exceeded quota".to_owned()),
         update: None,
+        ..SyncProblems::default()
     };
     let cs = with_status(cloneset(1), status);
     let (status, _) = status_with(&cs, &[], &later, ts(50));
@@ -739,4 +741,38 @@ fn when_the_deadline_clock_starts() {
         );
         assert_eq!(requeue, want_requeue.map(Duration::from_secs), "{name}");
     }
+}
+
+#[test]
+fn update_held_names_the_clonesets_own_fields_and_follows_only_evaluated_syncs() {
+    use crate::workload::update_hold::{UPDATE_HELD, UpdateHold, UpdateHoldSeen};
+    let held = SyncProblems {
+        update_hold: UpdateHoldSeen::Held(UpdateHold::Partition {
+            kept: vec!["web-a".to_owned()],
+        }),
+        ..SyncProblems::default()
+    };
+    let (status, _) = status_with(&cloneset(1), &[], &held, ts(10));
+    let c = condition(&status, UPDATE_HELD).expect("UpdateHeld");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "Partition")
+    );
+    assert!(
+        c.message
+            .starts_with("spec.updateStrategy.partition keeps 1 pod on their revision (web-a)"),
+        "{}",
+        c.message
+    );
+
+    // A sync whose update step did not run keeps it; one that found nothing held drops it.
+    let cs = with_status(cloneset(1), status);
+    let (kept, _) = status_with(&cs, &[], &SyncProblems::default(), ts(20));
+    assert!(condition(&kept, UPDATE_HELD).is_some());
+    let clear = SyncProblems {
+        update_hold: UpdateHoldSeen::Clear,
+        ..SyncProblems::default()
+    };
+    let (cleared, _) = status_with(&cs, &[], &clear, ts(30));
+    assert!(condition(&cleared, UPDATE_HELD).is_none());
 }

@@ -33,6 +33,7 @@ use crate::workload::plan::{PlanError, PodSet, PodSetSnapshot, plan_delete};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::rollout::{self, IntOrPercentError, MAX_SURGE_FIELD};
 use crate::workload::selector::selector_matches;
+use crate::workload::update_hold::UpdateHoldSeen;
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
@@ -140,10 +141,14 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<DaemonSetPlan, DaemonSetPlanError> {
     };
     step.run(&by_node, &mut out)?;
     let acted = !out.plan.creates.is_empty() || !out.plan.deletes.is_empty();
-    if acted || ds.spec.update_type() == DaemonSetUpdateStrategyType::OnDelete {
+    if acted {
         return Ok(out);
     }
-    if surge > 0 {
+    // Under OnDelete the shared update step starts nothing; it only says what waits.
+    let on_delete = ds.spec.update_type() == DaemonSetUpdateStrategyType::OnDelete;
+    if surge > 0 && !on_delete {
+        // Surging has its own planner; it reports no hold, so none stays from before.
+        out.plan.update_hold = UpdateHoldSeen::Clear;
         let rolling = ds.spec.rolling_update();
         if !rolling.is_paused() {
             let wanted = surge::SurgeInput {

@@ -481,16 +481,18 @@ fn partition_paused_and_on_delete_hold_pods_back() {
         max_unavailable: Some(IntOrString::Int(3)),
         ..RollingUpdateDaemonSet::default()
     };
+    // (case, strategy, pods deleted for the update, the hold's reason)
     let cases = [
-        ("partition 0", rolling(0, false), 3),
-        ("partition 2", rolling(2, false), 1),
-        ("partition 3", rolling(3, false), 0),
-        ("paused", rolling(0, true), 0),
+        ("partition 0", rolling(0, false), 3, None),
+        ("partition 2", rolling(2, false), 1, Some("Partition")),
+        ("partition 3", rolling(3, false), 0, Some("Partition")),
+        ("paused", rolling(0, true), 0, Some("Paused")),
     ];
-    for (case, rolling, want) in cases {
+    for (case, rolling, want, reason) in cases {
         let ds = daemonset(rolling);
         let out = sync(&ds, &three_nodes(), &old_pods(&ds));
         assert_eq!(out.plan.deletes.len(), want, "{case}");
+        assert_eq!(hold_reason(&out), reason, "{case}");
     }
     let mut on_delete = standard();
     on_delete.spec.update_strategy = Some(DaemonSetUpdateStrategy {
@@ -502,6 +504,17 @@ fn partition_paused_and_on_delete_hold_pods_back() {
         out.plan.deletes.is_empty() && out.plan.creates.is_empty(),
         "OnDelete"
     );
+    assert_eq!(hold_reason(&out), Some("OnDelete"));
+}
+
+/// The reason of the update step's hold; `None` when it found nothing held.
+fn hold_reason(out: &DaemonSetPlan) -> Option<&'static str> {
+    use crate::workload::update_hold::UpdateHoldSeen;
+    match &out.plan.update_hold {
+        UpdateHoldSeen::Held(hold) => Some(hold.reason()),
+        UpdateHoldSeen::Clear => None,
+        UpdateHoldSeen::NotEvaluated => Some("not evaluated"),
+    }
 }
 
 #[test]

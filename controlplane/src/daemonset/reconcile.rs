@@ -195,6 +195,7 @@ async fn sync(
     }
     let mut problems = SyncProblems {
         failed_waiting_on: planned.failed_waiting_on.clone(),
+        update_hold: planned.plan.update_hold.clone(),
         ..SyncProblems::default()
     };
     problems.update = hold_refused_update(ctl, key, ds, &owned, &mut planned.plan).await;

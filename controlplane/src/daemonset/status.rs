@@ -16,6 +16,7 @@ use crate::controller::conditions::{StatusCondition, set_problem};
 use crate::workload::node_eval::NodeFit;
 use crate::workload::pod_view::{PodView, ViewContext};
 use crate::workload::revision_adapter::short_hash;
+use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 /// Condition: creating pods failed (the apiserver's message).
 pub const FAILED_CREATE: &str = "FailedCreate";
@@ -31,7 +32,17 @@ pub struct SyncProblems {
     pub update: Option<String>,
     /// Nodes whose failed pods wait for the backoff.
     pub failed_waiting_on: Vec<String>,
+    /// Why pods stay on an older revision (partition, maxUnavailable, paused, OnDelete).
+    pub update_hold: UpdateHoldSeen,
 }
+
+/// The fields an Advanced DaemonSet's update holds name.
+const STRATEGY_FIELDS: StrategyFields = StrategyFields {
+    paused: "spec.updateStrategy.rollingUpdate.paused",
+    partition: "spec.updateStrategy.rollingUpdate.partition or its selector",
+    partition_hint: "lower the partition or widen the selector to update them",
+    max_unavailable: "spec.updateStrategy.rollingUpdate.maxUnavailable",
+};
 
 /// The revisions the status names.
 pub struct Revisions<'a> {
@@ -115,6 +126,12 @@ pub fn compute_status(
         &mut status.conditions,
         FAILED_POD_BACKOFF,
         backoff.as_deref(),
+        now,
+    );
+    set_update_hold(
+        &mut status.conditions,
+        &problems.update_hold,
+        &STRATEGY_FIELDS,
         now,
     );
     status

@@ -122,6 +122,7 @@ fn problems_become_conditions_and_go_when_solved() {
         create: Some("pods \"agent-x\" is forbidden: exceeded quota".to_owned()),
         update: None,
         failed_waiting_on: vec!["n1".to_owned()],
+        ..SyncProblems::default()
     };
     let empty = BTreeMap::new();
     let status = compute_status(&ds, &empty, &BTreeMap::new(), &revisions, &problems, ts(0));

@@ -9,14 +9,13 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::plan::Halt;
-use crate::api::statefulset::StatefulSetCondition;
 use crate::api::statefulset::StatefulSetUpdateStrategyType;
 use crate::api::{StatefulSet, StatefulSetStatus};
 use crate::controller::conditions::{set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::selector::format_selector;
-use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen};
+use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 #[cfg(test)]
 #[path = "status_tests.rs"]
@@ -28,13 +27,12 @@ pub const FAILED_CREATE_POD: &str = "FailedCreatePod";
 pub const FAILED_UPDATE_POD: &str = "FailedUpdatePod";
 /// OrderedReady waits on a pod that is not Running and Ready, or still terminating.
 pub const WAITING_FOR_POD: &str = "WaitingForPod";
-/// Pods stay on an older revision: the reason names the rule, the message the pods.
-pub const UPDATE_HELD: &str = "UpdateHeld";
 
 /// The fields an Advanced StatefulSet's update holds name.
 const STRATEGY_FIELDS: StrategyFields = StrategyFields {
     paused: "spec.updateStrategy.rollingUpdate.paused",
     partition: "spec.updateStrategy.rollingUpdate.partition",
+    partition_hint: "lower it to update them",
     max_unavailable: "spec.updateStrategy.rollingUpdate.maxUnavailable",
 };
 
@@ -138,30 +136,14 @@ pub fn compute_status(
         ),
         None => conditions.retain(|c| c.type_ != WAITING_FOR_POD),
     }
-    set_update_hold(&mut conditions, &problems.update_hold, now);
+    set_update_hold(
+        &mut conditions,
+        &problems.update_hold,
+        &STRATEGY_FIELDS,
+        now,
+    );
     status.conditions = conditions;
     (status, requeue)
-}
-
-/// The UpdateHeld condition follows the update step's finding; a sync whose update step
-/// did not run leaves it as it was.
-fn set_update_hold(
-    conditions: &mut Vec<StatefulSetCondition>,
-    seen: &UpdateHoldSeen,
-    now: Timestamp,
-) {
-    match seen {
-        UpdateHoldSeen::NotEvaluated => {}
-        UpdateHoldSeen::Clear => conditions.retain(|c| c.type_ != UPDATE_HELD),
-        UpdateHoldSeen::Held(hold) => set_condition(
-            conditions,
-            UPDATE_HELD,
-            true,
-            hold.reason(),
-            hold.message(&STRATEGY_FIELDS),
-            now,
-        ),
-    }
 }
 
 /// How long a pod may stay not Running and Ready before an OrderedReady halt on it is

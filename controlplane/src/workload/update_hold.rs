@@ -2,6 +2,14 @@
 //! them and the pods it names. Workloads turn it into a condition, so `kubectl describe`
 //! answers "why is my rollout not moving?" without reading the controller's logs.
 
+use k8s_openapi::jiff::Timestamp;
+
+use crate::controller::conditions::{StatusCondition, set_condition};
+
+/// The condition every pod-set kind writes while pods stay on an older revision: its
+/// reason names the rule, its message the field and the pods.
+pub const UPDATE_HELD: &str = "UpdateHeld";
+
 /// The rule that keeps pods on an older revision for now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdateHold {
@@ -37,7 +45,31 @@ pub enum UpdateHoldSeen {
 pub struct StrategyFields {
     pub paused: &'static str,
     pub partition: &'static str,
+    /// What lets the pods the partition keeps update.
+    pub partition_hint: &'static str,
     pub max_unavailable: &'static str,
+}
+
+/// Sets or removes UpdateHeld after what the update step found; a sync whose update step
+/// did not run leaves it as it was.
+pub fn set_update_hold<C: StatusCondition>(
+    conditions: &mut Vec<C>,
+    seen: &UpdateHoldSeen,
+    fields: &StrategyFields,
+    now: Timestamp,
+) {
+    match seen {
+        UpdateHoldSeen::NotEvaluated => {}
+        UpdateHoldSeen::Clear => conditions.retain(|c| c.condition_type() != UPDATE_HELD),
+        UpdateHoldSeen::Held(hold) => set_condition(
+            conditions,
+            UPDATE_HELD,
+            true,
+            hold.reason(),
+            hold.message(fields),
+            now,
+        ),
+    }
 }
 
 /// Pod names quoted in a message before "and N more".
@@ -67,10 +99,11 @@ impl UpdateHold {
                 pods(*waiting)
             ),
             Self::Partition { kept } => format!(
-                "{} keeps {} on their revision ({}); lower it to update them",
+                "{} keeps {} on their revision ({}); {}",
                 fields.partition,
                 pods(kept.len()),
-                names(kept)
+                names(kept),
+                fields.partition_hint
             ),
             Self::MaxUnavailable {
                 limit,
@@ -118,6 +151,7 @@ mod tests {
     const FIELDS: StrategyFields = StrategyFields {
         paused: "spec.updateStrategy.rollingUpdate.paused",
         partition: "spec.updateStrategy.rollingUpdate.partition",
+        partition_hint: "lower it to update them",
         max_unavailable: "spec.updateStrategy.rollingUpdate.maxUnavailable",
     };
 
