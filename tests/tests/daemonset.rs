@@ -141,6 +141,7 @@ async fn native_manifest_rolls_out_within_max_unavailable_partition_and_pause() 
                 on_v2(&pods_by_node(&ctx, "logs").await?) == 2,
                 "the partition holds"
             );
+            wait_update_held(&ctx, "logs", Some("Partition")).await?;
 
             // paused: lowering the partition moves nothing until it is unpaused.
             patch_spec(
@@ -156,6 +157,7 @@ async fn native_manifest_rolls_out_within_max_unavailable_partition_and_pause() 
                 on_v2(&pods_by_node(&ctx, "logs").await?) == 2,
                 "paused holds the update"
             );
+            wait_update_held(&ctx, "logs", Some("Paused")).await?;
             patch_spec(
                 &ctx,
                 "logs",
@@ -175,9 +177,23 @@ async fn native_manifest_rolls_out_within_max_unavailable_partition_and_pause() 
                 Ok((s.updated_number_scheduled == 3 && s.number_available == 3).then_some(()))
             })
             .await?;
+            wait_update_held(&ctx, "logs", None).await?;
             Ok(())
         })
         .await
+    })
+    .await
+}
+
+/// Waits until the UpdateHeld condition has `reason` (`None`: is gone).
+async fn wait_update_held(ctx: &TestContext, name: &str, reason: Option<&str>) -> Result<()> {
+    poll_until(&format!("{name} UpdateHeld {reason:?}"), WAIT, || async {
+        let ds = ctx.api::<DaemonSet>().get(name).await?;
+        let status = ds.status.unwrap_or_default();
+        let held = (status.conditions.iter())
+            .find(|c| c.type_ == "UpdateHeld" && c.status == "True")
+            .map(|c| c.reason.as_str());
+        Ok((held == reason).then_some(()))
     })
     .await
 }
