@@ -145,20 +145,12 @@ async fn admission_refuses_what_the_controller_could_not_act_on() -> Result<()> 
     .await
 }
 
-/// Serialises the tests of this suite that relax the shared CRD (another process running
-/// this suite takes the same lock).
-const CRD_LOCK: &str = "/tmp/stevedore-crd-relax.lock";
-
 /// Creates `object` with the CRD's selector rules taken out, and puts them back before
 /// returning, whatever happened. The window is as short as the apiserver allows: until
-/// the relaxed schema admits the object.
+/// the relaxed schema admits the object. The CRD lock, held exclusively, keeps every
+/// other test process's CRD install out of that window.
 async fn create_bypassing_selector_rules(ctx: &TestContext, object: &Value) -> Result<()> {
-    let lock = std::fs::File::create(CRD_LOCK)?;
-    let lock = tokio::task::spawn_blocking(move || {
-        lock_exclusive(&lock)?;
-        Ok::<_, anyhow::Error>(lock)
-    })
-    .await??;
+    let lock = stevedore_tests::crds::lock(true).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let outcome = AssertUnwindSafe(async {
         let mut crd = serde_json::to_value(crds.get(CRD_NAME).await?)?;
@@ -191,16 +183,11 @@ async fn create_bypassing_selector_rules(ctx: &TestContext, object: &Value) -> R
     })
     .catch_unwind()
     .await;
-    let restored = stevedore_tests::crds::install(&ctx.client, &[CRD_YAML]).await;
+    let restored = stevedore_tests::crds::install_holding_lock(&ctx.client, &[CRD_YAML]).await;
     drop(lock);
     let created = outcome.map_err(|_| anyhow!("relaxing the CRD panicked"))?;
     restored.context("restoring the CloneSet CRD")?;
     created
-}
-
-/// An exclusive advisory lock on `file`, held until it is closed.
-fn lock_exclusive(file: &std::fs::File) -> Result<()> {
-    file.lock().context("locking the CRD relax lock")
 }
 
 fn failed_scale(cs: &CloneSet) -> Option<CloneSetCondition> {

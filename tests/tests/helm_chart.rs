@@ -293,9 +293,15 @@ async fn chart_workloads_keep_every_setting_of_the_kustomize_manifests() -> Resu
     Ok(())
 }
 
+/// Held by the tests that write the chart's cluster-scoped objects (ClusterRoleBindings,
+/// the webhook configuration): a dry-run apply while the release test uninstalls them
+/// finds them half deleted.
+static CLUSTER_OBJECTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn rendered_chart_is_accepted_by_the_apiserver() -> Result<()> {
     run_in_namespace("helm-dry-run", |ctx| async move {
+        let _cluster_objects = CLUSTER_OBJECTS.lock().await;
         let helm = Helm::new(ctx.cluster)?;
         let pull = format!("controlplane.pullSecretNamespaces={{{}}}", ctx.namespace);
         let rendered = helm
@@ -318,6 +324,7 @@ async fn rendered_chart_is_accepted_by_the_apiserver() -> Result<()> {
 #[tokio::test]
 async fn install_upgrade_and_uninstall_replace_the_kustomize_deployment() -> Result<()> {
     run_in_namespace("helm-release", |ctx| async move {
+        let _cluster_objects = CLUSTER_OBJECTS.lock().await;
         let helm = Helm::new(ctx.cluster)?;
         let mut kustomize = KustomizeSwap::take_down(ctx.cluster)?;
         let (agent, controlplane) = kustomize.images()?;
