@@ -14,6 +14,10 @@ use serde_json::json;
 
 use crate::controller::api_error::{ApiError, api_error, status_code};
 
+/// Who owns the conversion webhook's `caBundle` and service in the CRD's managed fields,
+/// so a server-side apply of the CRD sees whose they are.
+const FIELD_MANAGER: &str = "stevedore-controlplane";
+
 /// The Service the apiserver calls, in the control plane's namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceRef<'a> {
@@ -92,7 +96,11 @@ pub async fn trust_in_conversion(
         "caBundle": bundle,
         "service": { "name": service.name, "namespace": service.namespace },
     } } } } });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch(name, &params, &Patch::Merge(&patch))
         .await
         .map_err(api_error(format!(
             "Setting the conversion webhook's caBundle and service of the CustomResourceDefinition {name}"
