@@ -7,15 +7,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::CustomResourceExt as _;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::advancedcronjob::AdvancedCronJobController;
 use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
+use crate::api::PodUnavailableBudget;
 use crate::broadcastjob::BroadcastJobController;
 use crate::budget::BudgetController;
 use crate::budget::webhook::review::Exempt;
-use crate::budget::webhook::{WebhookConfig, WebhookError};
+use crate::budget::webhook::{Prepared, WebhookConfig, WebhookError};
 use crate::caches::Stores;
 use crate::certs::{Authority, CaSecretError, CsrSigner};
 use crate::cloneset::CloneSetController;
@@ -47,7 +49,9 @@ pub enum AppError {
     Agents(#[source] AgentError),
     #[error("the agent serving CA: {0}")]
     Ca(#[source] CaSecretError),
-    #[error("the PodUnavailableBudget admission webhook cannot start: {0}")]
+    #[error(
+        "the webhook server (CRD conversion, PodUnavailableBudget admission) cannot start: {0}"
+    )]
     Webhook(#[source] WebhookError),
     #[error("the {component} cannot start: {source}")]
     UnknownStore {
@@ -80,7 +84,11 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let mut pool_config = AgentPoolConfig::from_args(&args, client.clone());
     pool_config.signer_ca = Some(authority.cert_pem().to_owned());
     let agent_username = args.agent_username.clone();
-    let webhook = webhook_config(&args);
+    // Trusted and listening before the runtime reports ready: `v1beta1` budgets are read
+    // through this server's conversion as soon as the Service sends traffic here.
+    let webhook = crate::budget::webhook::prepare(&client, webhook_config(&args))
+        .await
+        .map_err(AppError::Webhook)?;
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
     let switches = args.controllers.clone();
@@ -132,10 +140,10 @@ struct Workloads {
     authority: Arc<Authority>,
     agent_username: String,
     switches: ControllerSwitches,
-    webhook: WebhookConfig,
+    webhook: Prepared,
 }
 
-/// The admission webhook's settings from the command line.
+/// The webhook server's settings from the command line.
 fn webhook_config(args: &Args) -> WebhookConfig {
     WebhookConfig {
         addr: args.webhook_addr,
@@ -143,6 +151,8 @@ fn webhook_config(args: &Args) -> WebhookConfig {
         service: args.webhook_service.clone(),
         ca_secret: args.webhook_ca_secret.clone(),
         configuration: args.webhook_configuration.clone(),
+        conversion_crd: PodUnavailableBudget::crd_name().to_owned(),
+        review_disruptions: args.controllers.enabled("podunavailablebudget-webhook"),
         exempt: Exempt {
             control_plane: format!(
                 "system:serviceaccount:{}:{}",
@@ -174,18 +184,14 @@ async fn start_workloads(
     );
     let switches = workloads.switches;
     // Every replica serves the webhook (the Service spreads reviews over both), leader
-    // or not: the budgets' check-and-decrement is safe from any number of writers.
-    if switches.enabled("podunavailablebudget-webhook") {
-        let server = crate::budget::webhook::start(
-            client.clone(),
-            stores.clone(),
-            workloads.webhook,
-            shutdown.clone(),
-        )
-        .await
-        .map_err(AppError::Webhook)?;
-        running.spawn(server);
-    }
+    // or not: the budgets' check-and-decrement is safe from any number of writers, and
+    // conversion is pure. Always served: `podunavailablebudget-webhook` off only leaves
+    // out the admission route (budget/webhook/server.rs).
+    running.spawn(
+        workloads
+            .webhook
+            .serve(client.clone(), stores.clone(), shutdown.clone()),
+    );
     if switches.enabled("csr-signer") {
         start_signer(
             running,

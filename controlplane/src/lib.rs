@@ -13,6 +13,7 @@ pub mod cloneset;
 pub mod config;
 pub mod containerrecreate;
 pub mod controller;
+pub mod conversion;
 pub mod daemonset;
 pub mod imagelist;
 pub mod imagelistpulljob;

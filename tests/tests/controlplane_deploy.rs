@@ -24,6 +24,8 @@ const SERVICE_ACCOUNT: &str = "system:serviceaccount:kube-system:stevedore-contr
 /// The prefix of the per-node audiences of the agents' tokens.
 const AGENT_AUDIENCE: &str = "stevedore-agent";
 const READY: Duration = Duration::from_secs(180);
+/// The one CRD the control plane may read and patch (its conversion webhook).
+const PUB_CRD: &str = "podunavailablebudgets.policy.kruise.io";
 
 /// The two Ready, non-terminating replicas of the Deployment, once it has rolled out.
 async fn replicas(client: &kube::Client) -> Result<Vec<Pod>> {
@@ -230,6 +232,21 @@ async fn rbac_grants_the_reconcilers_needs_and_no_more() -> Result<()> {
                 Some(NAMESPACE),
                 Some("stevedore-controlplane"),
             ),
+            // The webhook CA and its namespace in the PodUnavailableBudget CRD's conversion.
+            attrs(
+                "get",
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                None,
+                Some(PUB_CRD),
+            ),
+            attrs(
+                "patch",
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                None,
+                Some(PUB_CRD),
+            ),
             // Its own Lease.
             attrs(
                 "create",
@@ -269,6 +286,28 @@ async fn rbac_grants_the_reconcilers_needs_and_no_more() -> Result<()> {
             attrs("patch", "", "nodes/status", None, node),
             attrs("create", "apps.kruise.io", "clonesets", ns, None),
             attrs("delete", "apps.kruise.io", "clonesets", ns, Some("c")),
+            // No CRD but the PodUnavailableBudget one, and that one only patched.
+            attrs(
+                "patch",
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                None,
+                Some("clonesets.apps.kruise.io"),
+            ),
+            attrs(
+                "list",
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                None,
+                None,
+            ),
+            attrs(
+                "delete",
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                None,
+                Some(PUB_CRD),
+            ),
             // Nothing outside the design's kinds.
             attrs("create", "apps", "deployments", ns, None),
             attrs("create", "", "pods/exec", ns, Some("p")),

@@ -12,8 +12,9 @@ use anyhow::{Context, Result, anyhow, ensure};
 use futures::FutureExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt as _;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
 use stevedore_tests::helm::{Helm, chart_dir, container_env, find, objects};
 use stevedore_tests::kustomize_swap::KustomizeSwap;
@@ -375,9 +376,39 @@ async fn release_lifecycle(
         .await;
     let _ = std::fs::remove_file(&values);
     installed?;
+    budgets_convert_through_the_release(ctx, helm).await?;
     let uids = smoke(ctx).await?;
     upgrade_keeps_the_workload(ctx, helm, &chart, &uids).await?;
     uninstall_leaves_only_the_crds(ctx, helm).await
+}
+
+/// The release's control plane points the PodUnavailableBudget CRD's conversion webhook
+/// at its own namespace (the CRD ships with kube-system), so `v1beta1` reads work.
+async fn budgets_convert_through_the_release(ctx: &TestContext, helm: &Helm) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let crd = crds.get("podunavailablebudgets.policy.kruise.io").await?;
+    let client_config = crd
+        .spec
+        .conversion
+        .and_then(|c| c.webhook)
+        .and_then(|w| w.client_config)
+        .context("the PodUnavailableBudget CRD has no conversion webhook")?;
+    let namespace = client_config.service.map(|s| s.namespace);
+    ensure!(
+        namespace.as_deref() == Some(ctx.namespace.as_str()),
+        "the conversion webhook calls the namespace {namespace:?}, not the release's"
+    );
+    ensure!(
+        client_config.ca_bundle.is_some(),
+        "the conversion webhook has no caBundle"
+    );
+    let get = [
+        "get",
+        "podunavailablebudgets.v1beta1.policy.kruise.io",
+        "-n",
+        &ctx.namespace,
+    ];
+    helm.kubectl(&get, None).await.map(|_| ())
 }
 
 /// A CloneSet on the kubelet node rolls out, and an image change is done in place through

@@ -4,7 +4,8 @@
 //! is 3 to one unavailable pod at a time; two workloads disrupting the same protected pods
 //! at once (a CloneSet in-place rollout and ContainerRecreateRequests for every pod) stay
 //! within the budget together; deletes and evictions from outside (`kubectl delete pod`,
-//! `kubectl drain`, two deletes at once) go through the admission webhook's same check.
+//! `kubectl drain`, two deletes at once) go through the admission webhook's same check;
+//! `policy.kruise.io/v1beta1` reads and writes go through its conversion webhook.
 //! Needs this branch's control plane with `--controllers
 //! cloneset,podunavailablebudget,containerrecreaterequest` (see dev-cp.sh).
 
@@ -13,7 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::containerrecreaterequest::ContainerRecreateRequestPhase as Phase;
 use stevedore_controlplane::api::{ContainerRecreateRequest, PodUnavailableBudget};
@@ -530,6 +533,73 @@ async fn two_outside_deletes_at_once_never_both_pass_a_budget_of_one() -> Result
         .await;
         remove_pods_then_node(&ctx, None).await;
         outcome
+    })
+    .await
+}
+
+const PROTECT_OPERATIONS: &str = "kruise.io/pub-protect-operations";
+const PROTECT_TOTAL_REPLICAS: &str = "pub.kruise.io/protect-total-replicas";
+
+/// The budgets of the test's namespace as `policy.kruise.io/<version>`.
+fn budgets_in(ctx: &TestContext, version: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("policy.kruise.io", version, "PodUnavailableBudget");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "podunavailablebudgets");
+    Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
+}
+
+/// `policy.kruise.io/v1beta1` is served through the control plane's conversion webhook
+/// (v1alpha1 stays stored): a v1alpha1 budget's two annotations read back as v1beta1's
+/// `spec.protectOperations` and `spec.protectTotalReplicas`, a v1beta1 budget's fields as
+/// v1alpha1's annotations, and `kubectl get pub` reads the preferred version, v1beta1.
+#[tokio::test]
+async fn budgets_read_in_either_version_with_the_annotations_as_fields() -> Result<()> {
+    run_in_namespace("pub-versions", |ctx| async move {
+        let selector = json!({ "matchLabels": { "app": "web" } });
+        let mut alpha = budget(&ctx, "alpha-pub", json!({ "selector": selector, "maxUnavailable": 1 }));
+        alpha["metadata"]["annotations"] = json!({
+            PROTECT_OPERATIONS: "DELETE,EVICT",
+            PROTECT_TOTAL_REPLICAS: "5",
+        });
+        create_budget(&ctx, &alpha, false).await?;
+        let as_beta = budgets_in(&ctx, "v1beta1").get("alpha-pub").await?;
+        let spec = &as_beta.data["spec"];
+        ensure!(
+            spec["protectOperations"] == json!(["DELETE", "EVICT"]) && spec["protectTotalReplicas"] == 5,
+            "the v1alpha1 budget read as v1beta1 has spec {spec}"
+        );
+
+        let beta: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "policy.kruise.io/v1beta1",
+            "kind": "PodUnavailableBudget",
+            "metadata": { "name": "beta-pub", "namespace": ctx.namespace },
+            "spec": {
+                "targetRef": { "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web" },
+                "minAvailable": 2,
+                "protectOperations": ["UPDATE"],
+                "protectTotalReplicas": 3,
+            },
+        }))?;
+        budgets_in(&ctx, "v1beta1")
+            .create(&PostParams::default(), &beta)
+            .await
+            .context("creating a v1beta1 budget")?;
+        let as_alpha = ctx.api::<PodUnavailableBudget>().get("beta-pub").await?;
+        let annotations = as_alpha.metadata.annotations.unwrap_or_default();
+        ensure!(
+            annotations.get(PROTECT_OPERATIONS).map(String::as_str) == Some("UPDATE")
+                && annotations.get(PROTECT_TOTAL_REPLICAS).map(String::as_str) == Some("3"),
+            "the v1beta1 budget read as v1alpha1 has annotations {annotations:?}"
+        );
+
+        let (ok, out) = kubectl(&ctx, &["get", "podunavailablebudgets.v1beta1.policy.kruise.io"])?;
+        ensure!(ok && out.contains("alpha-pub") && out.contains("beta-pub"), "kubectl get (v1beta1): {out}");
+        let versions = ["get", "pub", "-o", "jsonpath={.items[*].apiVersion}"];
+        let (ok, out) = kubectl(&ctx, &versions)?;
+        ensure!(
+            ok && out.split_whitespace().all(|v| v == "policy.kruise.io/v1beta1"),
+            "kubectl get pub reads {out}, not the preferred policy.kruise.io/v1beta1"
+        );
+        Ok(())
     })
     .await
 }

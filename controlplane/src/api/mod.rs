@@ -16,6 +16,7 @@ pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod pod_schema;
 pub mod podunavailablebudget;
+pub mod podunavailablebudget_v1beta1;
 mod schema;
 pub mod statefulset;
 #[cfg(test)]
@@ -59,7 +60,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         versions::also_served(BroadcastJob::crd(), &["v1beta1"]),
         versions::also_served(AdvancedCronJob::crd(), &["v1beta1"]),
         versions::also_served(StatefulSet::crd(), &["v1alpha1"]),
-        PodUnavailableBudget::crd(),
+        podunavailablebudget_v1beta1::served_with_conversion(PodUnavailableBudget::crd()),
         versions::also_served(DaemonSet::crd(), &["v1beta1"]),
         ContainerRecreateRequest::crd(),
         versions::also_served(ImageListPullJob::crd(), &["v1beta1"]),

@@ -8,7 +8,9 @@
 //! for that release wrongly). ImagePullJob's two versions have the same schema, so the
 //! extra version is the storage version's schema under another name, with `conversion:
 //! None`: the apiserver converts by rewriting `apiVersion`, no webhook needed. The storage
-//! version stays `v1alpha1`, the one existing objects are stored in.
+//! version stays `v1alpha1`, the one existing objects are stored in. PodUnavailableBudget's
+//! `v1beta1` differs from its `v1alpha1` and converts through a webhook
+//! (`podunavailablebudget_v1beta1.rs`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition,
@@ -77,7 +79,7 @@ mod tests {
             ),
             (
                 "podunavailablebudgets.policy.kruise.io",
-                &[("v1alpha1", true)],
+                &[("v1alpha1", true), ("v1beta1", false)],
             ),
             (
                 "daemonsets.apps.kruise.io",

@@ -12,10 +12,13 @@
 //!
 //! - [`review`]: which requests are checked and the response (pure);
 //! - [`server`]: the HTTPS endpoint every replica serves, with a certificate from the
-//!   control plane's own webhook CA, whose certificate it puts into the
-//!   ValidatingWebhookConfiguration's `caBundle`.
+//!   control plane's own webhook CA; it also answers the PodUnavailableBudget CRD's
+//!   conversion reviews (`crate::conversion`), whatever `podunavailablebudget-webhook` says;
+//! - [`trust`]: the CA put into the ValidatingWebhookConfiguration's `caBundle` and the
+//!   CRD's conversion webhook, before the control plane reports ready.
 
 pub mod review;
 pub mod server;
+pub mod trust;
 
-pub use server::{WebhookConfig, WebhookError, start};
+pub use server::{Prepared, WebhookConfig, WebhookError, prepare};

@@ -1,6 +1,13 @@
-//! The webhook's HTTPS endpoint: a serving certificate from the webhook CA (a Secret
-//! the first replica creates), the CA put into the ValidatingWebhookConfiguration, and
-//! `POST /validate-pod-disruption` answered from the shared caches and budgets.
+//! The webhook server's HTTPS endpoint: a serving certificate from the webhook CA (a
+//! Secret the first replica creates), the CA put where the apiserver looks for it
+//! (`trust`), and two routes: `POST /validate-pod-disruption` answered from the shared
+//! caches and budgets, and `POST /convert` (CRD conversion, `crate::conversion`).
+//!
+//! `/convert` is always served: the PodUnavailableBudget CRD converts through it whenever
+//! its `conversion.strategy` is `Webhook`, so turning the admission webhook off
+//! (`--controllers *,-podunavailablebudget-webhook`) must not stop `v1beta1` reads. The
+//! switch leaves out the admission route (and the ValidatingWebhookConfiguration's
+//! `caBundle`) only; the configuration's `failurePolicy: Ignore` then lets deletes through.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -13,18 +20,20 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
+use kube::core::conversion::ConversionReview;
 use kube::runtime::reflector::ObjectRef;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::review::{AdmissionReview, Disruption, Exempt, Screen, Verdict, refusal, respond};
+use super::trust::{ServiceRef, trust_in_conversion, trust_in_validating_configuration};
 use crate::budget::admission::{KubeBudgets, Recording};
 use crate::caches::Stores;
 use crate::certs::{AuthorityError, CaSecretError};
-use crate::controller::api_error::{ApiError, api_error, status_code};
+use crate::controller::api_error::ApiError;
+use crate::conversion::CONVERSION_PATH;
 use crate::runtime::tls_listener::{TlsError, TlsListener, server_config};
 use crate::workload::budget::{Admission, DisruptionKind};
 
@@ -43,6 +52,10 @@ pub struct WebhookConfig {
     pub ca_secret: String,
     /// The ValidatingWebhookConfiguration whose `caBundle` is set to the CA.
     pub configuration: String,
+    /// The CRD whose conversion webhook is pointed at the Service and trusts the CA.
+    pub conversion_crd: String,
+    /// Whether pod deletes and evictions are reviewed (`podunavailablebudget-webhook`).
+    pub review_disruptions: bool,
     pub exempt: Exempt,
 }
 
@@ -65,27 +78,39 @@ pub enum WebhookError {
     },
 }
 
-/// Makes the serving certificate, trusts its CA in the webhook configuration, and
-/// returns the server, which runs until `shutdown`.
-pub async fn start(
-    client: kube::Client,
-    stores: Stores,
+/// A webhook server that is trusted and listening, not yet answering.
+pub struct Prepared {
+    listener: TlsListener,
     config: WebhookConfig,
-    shutdown: CancellationToken,
-) -> Result<impl Future<Output = ()> + Send + 'static, WebhookError> {
+}
+
+/// Makes the serving certificate, trusts its CA where the apiserver calls the server,
+/// and listens. Done before the control plane reports ready, so the apiserver can
+/// convert as soon as the Service sends it here; calls wait in the listen queue until
+/// [`Prepared::serve`].
+pub async fn prepare(
+    client: &kube::Client,
+    config: WebhookConfig,
+) -> Result<Prepared, WebhookError> {
     let secrets = Api::namespaced(client.clone(), &config.namespace);
     let authority = crate::certs::load_or_create(&secrets, &config.ca_secret).await?;
     let names = service_names(&config.service, &config.namespace);
     let identity = authority.issue_server(&names, SystemTime::now())?;
-    trust_ca(&client, &config.configuration, authority.cert_pem()).await?;
-    let handler = Arc::new(Handler {
+    if config.review_disruptions {
+        trust_in_validating_configuration(client, &config.configuration, authority.cert_pem())
+            .await?;
+    }
+    let service = ServiceRef {
+        name: &config.service,
+        namespace: &config.namespace,
+    };
+    trust_in_conversion(
         client,
-        stores,
-        exempt: config.exempt,
-    });
-    let router = Router::new()
-        .route(REVIEW_PATH, post(review))
-        .with_state(handler);
+        &config.conversion_crd,
+        service,
+        authority.cert_pem(),
+    )
+    .await?;
     let tls = server_config(&identity.cert_pem, &identity.key_pem)?;
     let addr = config.addr;
     let tcp = TcpListener::bind(addr)
@@ -93,15 +118,42 @@ pub async fn start(
         .map_err(|source| WebhookError::Serve { addr, source })?;
     let listener =
         TlsListener::new(tcp, tls).map_err(|source| WebhookError::Serve { addr, source })?;
-    tracing::info!(%addr, "serving the PodUnavailableBudget admission webhook");
-    Ok(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-        if let Err(err) = served {
-            tracing::error!(%addr, error = %err, "the admission webhook stopped serving");
+    Ok(Prepared { listener, config })
+}
+
+impl Prepared {
+    /// The server, answering until `shutdown`.
+    pub fn serve(
+        self,
+        client: kube::Client,
+        stores: Stores,
+        shutdown: CancellationToken,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let Prepared { listener, config } = self;
+        let addr = config.addr;
+        let mut router = Router::new().route(CONVERSION_PATH, post(convert));
+        if config.review_disruptions {
+            let handler = Arc::new(Handler {
+                client,
+                stores,
+                exempt: config.exempt,
+            });
+            router = router.route(REVIEW_PATH, post(review).with_state(handler));
         }
-    })
+        tracing::info!(
+            %addr,
+            review_disruptions = config.review_disruptions,
+            "serving the webhook (CRD conversion, PodUnavailableBudget admission)"
+        );
+        async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown.cancelled_owned())
+                .await;
+            if let Err(err) = served {
+                tracing::error!(%addr, error = %err, "the webhook stopped serving");
+            }
+        }
+    }
 }
 
 /// The DNS names the apiserver may use for the Service.
@@ -112,40 +164,25 @@ fn service_names(service: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
-/// Sets every webhook's `caBundle` in `name` to `ca_pem` (left alone when it is so
-/// already). A configuration that is not installed is a warning, not an error: the
-/// webhook then simply is not called.
-async fn trust_ca(client: &kube::Client, name: &str, ca_pem: &str) -> Result<(), ApiError> {
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let reading = || format!("Reading the ValidatingWebhookConfiguration {name}");
-    let Some(mut configuration) = api.get_opt(name).await.map_err(api_error(reading()))? else {
-        tracing::warn!(
-            configuration = name,
-            "the ValidatingWebhookConfiguration is not installed: deletes and evictions from outside are not checked against PodUnavailableBudgets"
-        );
-        return Ok(());
+/// A ConversionReview answered (`crate::conversion`); a body that is none is a 400.
+async fn convert(body: Bytes) -> Response {
+    let review: ConversionReview = match serde_json::from_slice(&body) {
+        Ok(review) => review,
+        Err(err) => {
+            let message = format!("The request is not a ConversionReview: {err}.");
+            return (StatusCode::BAD_REQUEST, message).into_response();
+        }
     };
-    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
-    let webhooks = configuration.webhooks.get_or_insert_with(Vec::new);
-    if webhooks
-        .iter()
-        .all(|w| w.client_config.ca_bundle.as_ref() == Some(&bundle))
-    {
-        return Ok(());
+    let answer = crate::conversion::answer(review);
+    if let Some(failure) = answer.response.as_ref().filter(|r| r.result.is_failure()) {
+        tracing::warn!(message = %failure.result.message, "refused a conversion");
     }
-    for webhook in webhooks.iter_mut() {
-        webhook.client_config.ca_bundle = Some(bundle.clone());
-    }
-    match api
-        .replace(name, &PostParams::default(), &configuration)
-        .await
-    {
-        Ok(_) => Ok(()),
-        // Another replica wrote it meanwhile; the CA is the same (one Secret).
-        Err(err) if status_code(&err) == Some(409) => Ok(()),
-        Err(err) => Err(api_error(format!(
-            "Setting the caBundle of the ValidatingWebhookConfiguration {name}"
-        ))(err)),
+    match serde_json::to_vec(&answer) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(err) => {
+            let message = format!("The ConversionReview answer could not be written: {err}.");
+            (StatusCode::INTERNAL_SERVER_ERROR, message).into_response()
+        }
     }
 }
 
@@ -227,5 +264,45 @@ impl Handler {
         }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &disruption.namespace);
         api.get_opt(&disruption.pod).await.ok().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    async fn post_convert(body: &str) -> (StatusCode, String) {
+        let response = convert(Bytes::from(body.to_owned())).await;
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_conversion_review_is_answered_as_json() {
+        let review = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "ConversionReview",
+            "request": { "uid": "u1", "desiredAPIVersion": "policy.kruise.io/v1beta1", "objects": [] },
+        });
+        let (status, body) = post_convert(&review.to_string()).await;
+        assert_eq!(status, StatusCode::OK);
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(answer["response"]["uid"], "u1");
+        assert_eq!(answer["response"]["result"]["status"], "Success");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_no_conversion_review_is_a_bad_request() {
+        let (status, body) = post_convert("{").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            body.starts_with("The request is not a ConversionReview"),
+            "{body}"
+        );
     }
 }
