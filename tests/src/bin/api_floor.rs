@@ -304,8 +304,7 @@ async fn main() -> Result<()> {
                         "metadata": { "name": name, "uid": uids[&name] },
                     });
                     if apply {
-                        body["spec"] =
-                            json!({ "images": { image.as_str(): {} } });
+                        body["spec"] = json!({ "images": { image.as_str(): {} } });
                     }
                     let params = PatchParams::apply("api-floor").force();
                     api.patch(&name, &params, &Patch::Apply(body)).await?;
