@@ -17,9 +17,13 @@ pub mod metrics;
 pub mod namespace;
 pub mod pods;
 pub mod proxy;
+pub mod random_image;
 pub mod registry_log;
+pub mod registry_process;
 pub mod sim;
 pub mod slow_image;
+pub mod token_server;
+pub mod token_signer;
 pub mod wait;
 
 pub use cluster::{ClusterInfo, cluster};

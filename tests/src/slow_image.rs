@@ -164,7 +164,7 @@ fn noise(len: usize) -> Vec<u8> {
 }
 
 /// A ustar archive holding one regular file at the root.
-fn tar_of_one_file(name: &str, data: &[u8]) -> Vec<u8> {
+pub(crate) fn tar_of_one_file(name: &str, data: &[u8]) -> Vec<u8> {
     let mut header = [0u8; 512];
     header[..name.len()].copy_from_slice(name.as_bytes());
     octal(&mut header[100..108], 0o644);

@@ -407,7 +407,16 @@ impl HttpRegistry {
             .send()
             .await
             .map_err(|err| request_error(&realm, &err))?;
-        let response = check_status(response, "token")?;
+        let response = match check_status(response, "token") {
+            // A refusal at the token endpoint is the registry's refusal: name the registry
+            // (the endpoint alone may be a host the caller never heard of).
+            Err(RegistryError::Unauthorized { .. }) => {
+                return Err(RegistryError::Unauthorized {
+                    url: format!("{} via its token endpoint {realm}", image.repository()),
+                });
+            }
+            other => other?,
+        };
         #[derive(serde::Deserialize)]
         struct TokenResponse {
             token: Option<String>,

@@ -408,6 +408,8 @@ async fn a_token_is_asked_for_once_per_credential_not_per_request() {
         "{err}"
     );
     assert!(!err.to_string().contains("pw"), "{err}");
+    // Refused at the token endpoint, the error still names the registry and repository.
+    assert!(err.to_string().contains(&reference.repository()), "{err}");
 }
 
 /// Everything the agent logs, at every level, while the guard lives (this thread only:
