@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::CustomResourceExt as _;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
@@ -77,8 +78,11 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let identity = args.identity();
     // Every replica reads (or, the first, creates) the CA before it serves: the pool
     // trusts it whether or not this replica leads and signs.
+    let owner =
+        crate::runtime::owner::own_deployment(&client, &args.namespace, args.identity.as_deref())
+            .await;
     let secrets = kube::Api::namespaced(client.clone(), &args.namespace);
-    let authority = crate::certs::load_or_create(&secrets, &args.agent_ca_secret)
+    let authority = crate::certs::load_or_create(&secrets, &args.agent_ca_secret, owner.as_ref())
         .await
         .map_err(AppError::Ca)?;
     let mut pool_config = AgentPoolConfig::from_args(&args, client.clone());
@@ -86,7 +90,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let agent_username = args.agent_username.clone();
     // Trusted and listening before the runtime reports ready: `v1beta1` budgets are read
     // through this server's conversion as soon as the Service sends traffic here.
-    let webhook = crate::budget::webhook::prepare(&client, webhook_config(&args))
+    let webhook = crate::budget::webhook::prepare(&client, webhook_config(&args, owner.clone()))
         .await
         .map_err(AppError::Webhook)?;
     let workers_per_kind = args.concurrency_per_kind.get();
@@ -100,6 +104,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             identity: identity.clone(),
             admin_addr: args.health_addr,
             timings: Timings::default(),
+            owner,
         },
         shutdown.clone(),
     )
@@ -144,12 +149,13 @@ struct Workloads {
 }
 
 /// The webhook server's settings from the command line.
-fn webhook_config(args: &Args) -> WebhookConfig {
+fn webhook_config(args: &Args, ca_owner: Option<OwnerReference>) -> WebhookConfig {
     WebhookConfig {
         addr: args.webhook_addr,
         namespace: args.namespace.clone(),
         service: args.webhook_service.clone(),
         ca_secret: args.webhook_ca_secret.clone(),
+        ca_owner,
         configuration: args.webhook_configuration.clone(),
         conversion_crd: PodUnavailableBudget::crd_name().to_owned(),
         review_disruptions: args.controllers.enabled("podunavailablebudget-webhook"),

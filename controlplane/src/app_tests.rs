@@ -67,6 +67,7 @@ async fn runtime<S: StoreSet>(shutdown: &CancellationToken) -> Runtime<S> {
         identity: "replica-a".to_owned(),
         admin_addr: "127.0.0.1:0".parse().expect("address"),
         timings: Timings::default(),
+        owner: None,
     };
     Runtime::start(client, config, shutdown.clone())
         .await

@@ -101,13 +101,11 @@ pub struct DescribeNodeArgs {
     /// `ca.crt` of the Secret --ca-secret plus the kubeconfig's cluster CA.
     #[arg(long, env = "STEVEDORE_AGENT_CA_FILE")]
     pub ca_file: Option<PathBuf>,
-    /// `<namespace>/<name>` of the Secret holding the agents' CA (`ca.crt`).
-    #[arg(
-        long,
-        default_value = "kube-system/stevedore-agent-ca",
-        env = "STEVEDORE_AGENT_CA_SECRET"
-    )]
-    pub ca_secret: String,
+    /// `<namespace>/<name>` of the Secret holding the agents' CA (`ca.crt`). Default:
+    /// `stevedore-agent-ca` in the namespace the node's agent pod runs in (where the
+    /// control plane of the same install keeps it), else in kube-system.
+    #[arg(long, env = "STEVEDORE_AGENT_CA_SECRET")]
+    pub ca_secret: Option<String>,
     /// The agents' port (a node's `agent.stevedore.dev/port` annotation wins).
     #[arg(long, default_value_t = 10350, env = "STEVEDORE_AGENT_PORT")]
     pub agent_port: u16,

@@ -6,8 +6,8 @@
 
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Node, Secret, ServiceAccount};
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde::Serialize;
 use stevedore_controlplane::agents::node_agent_address;
@@ -17,6 +17,13 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use crate::cli::{DescribeNodeArgs, Output};
 use crate::output;
+
+/// The Secret the control plane keeps the agents' CA in (its `--agent-ca-secret`).
+const AGENT_CA_SECRET: &str = "stevedore-agent-ca";
+/// Where the manifests install Stevedore when no other namespace is chosen.
+const DEFAULT_NAMESPACE: &str = "kube-system";
+/// The label every agent pod carries, in the manifests and the chart alike.
+const AGENT_POD_LABEL: &str = "app.kubernetes.io/name=stevedore-agent";
 
 /// How long a minted token lives: one call needs seconds.
 const TOKEN_SECONDS: i64 = 600;
@@ -79,7 +86,11 @@ async fn ca_bundle(client: &Client, args: &DescribeNodeArgs) -> Result<String> {
         return std::fs::read_to_string(path)
             .with_context(|| format!("reading --ca-file {}", path.display()));
     }
-    let (namespace, name) = split_ref(&args.ca_secret, "--ca-secret")?;
+    let ca_secret = match &args.ca_secret {
+        Some(explicit) => explicit.clone(),
+        None => default_ca_secret(agent_namespace(client, &args.node).await?.as_deref()),
+    };
+    let (namespace, name) = split_ref(&ca_secret, "--ca-secret")?;
     let secret = Api::<Secret>::namespaced(client.clone(), namespace)
         .get(name)
         .await
@@ -101,6 +112,30 @@ async fn ca_bundle(client: &Client, args: &DescribeNodeArgs) -> Result<String> {
         bundle.push_str(&pem_of(der));
     }
     Ok(bundle)
+}
+
+/// The agents' CA Secret when --ca-secret is not given: the control plane keeps it in its
+/// own namespace, which is the one its agents run in (one install, one namespace).
+fn default_ca_secret(agent_namespace: Option<&str>) -> String {
+    format!(
+        "{}/{AGENT_CA_SECRET}",
+        agent_namespace.unwrap_or(DEFAULT_NAMESPACE)
+    )
+}
+
+/// The namespace of the Stevedore agent pod on `node`, if one runs there.
+async fn agent_namespace(client: &Client, node: &str) -> Result<Option<String>> {
+    let agents = ListParams::default()
+        .labels(AGENT_POD_LABEL)
+        .fields(&format!("spec.nodeName={node}"));
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&agents)
+        .await
+        .with_context(|| format!("finding the Stevedore agent pod on node {node}"))?;
+    Ok(pods
+        .items
+        .into_iter()
+        .find_map(|pod| pod.metadata.namespace))
 }
 
 fn pem_of(der: &[u8]) -> String {
@@ -181,4 +216,40 @@ pub async fn run(client: &Client, args: DescribeNodeArgs, out: Output) -> Result
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ca_secret_is_looked_for_where_the_agents_run() {
+        let cases = [
+            (
+                Some("stevedore-system"),
+                "stevedore-system/stevedore-agent-ca",
+            ),
+            (Some("kube-system"), "kube-system/stevedore-agent-ca"),
+            (None, "kube-system/stevedore-agent-ca"),
+        ];
+        for (namespace, expected) in cases {
+            assert_eq!(
+                default_ca_secret(namespace),
+                expected,
+                "agents in {namespace:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reference_without_namespace_or_name_is_refused_by_flag() {
+        for text in ["", "name", "/name", "ns/"] {
+            let err = split_ref(text, "--ca-secret").expect_err(text).to_string();
+            assert!(
+                err.contains("--ca-secret") && err.contains("<namespace>/<name>"),
+                "{err}"
+            );
+        }
+        assert_eq!(split_ref("a/b", "--ca-secret").ok(), Some(("a", "b")));
+    }
 }

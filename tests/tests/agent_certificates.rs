@@ -22,11 +22,13 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser as _;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::Api;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, ResourceExt as _};
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject as _};
@@ -268,8 +270,8 @@ fn check_issued(
 /// Reads (or creates) the CA, runs the signer as a leader would, returns the CA's PEM.
 async fn start_signer(ctx: &TestContext, shutdown: &CancellationToken) -> Result<String> {
     let secrets = Api::<Secret>::namespaced(ctx.client.clone(), "kube-system");
-    let authority = load_or_create(&secrets, CA_SECRET).await?;
-    let again = load_or_create(&secrets, CA_SECRET).await?;
+    let authority = load_or_create(&secrets, CA_SECRET, None).await?;
+    let again = load_or_create(&secrets, CA_SECRET, None).await?;
     ensure!(
         again.cert_pem() == authority.cert_pem(),
         "a second replica reads the same CA"
@@ -379,4 +381,87 @@ async fn agent_pod_on(ctx: &TestContext, node: &str) -> Result<Pod> {
     Ok(Api::<Pod>::namespaced(ctx.client.clone(), "kube-system")
         .create(&PostParams::default(), &pod)
         .await?)
+}
+
+/// The CA Secret goes with the control plane's Deployment: made with it as owner, or given
+/// it when an older control plane made it without one, and then deleted by the garbage
+/// collector with the Deployment (so `helm uninstall` leaves no CA behind). The CA an
+/// adopted Secret holds is the one it held.
+#[tokio::test]
+async fn a_ca_secret_is_owned_by_the_deployment_and_goes_with_it() -> Result<()> {
+    run_in_namespace("ca-owner", |ctx| async move {
+        let deployments = Api::<Deployment>::namespaced(ctx.client.clone(), &ctx.namespace);
+        let deployment = deployments
+            .create(&PostParams::default(), &idle_deployment("controlplane")?)
+            .await?;
+        let owner = OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            name: deployment.name_any(),
+            uid: deployment.uid().context("the Deployment has no UID")?,
+            ..OwnerReference::default()
+        };
+        let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &ctx.namespace);
+        load_or_create(&secrets, "made-owned", Some(&owner)).await?;
+        let older = load_or_create(&secrets, "made-ownerless", None).await?;
+        ensure!(
+            owner_uids(&secrets.get("made-ownerless").await?).is_empty(),
+            "made without an owner, yet owned"
+        );
+        let adopted = load_or_create(&secrets, "made-ownerless", Some(&owner)).await?;
+        ensure!(
+            adopted.cert_pem() == older.cert_pem(),
+            "giving the Secret its owner changed its CA"
+        );
+        for name in ["made-owned", "made-ownerless"] {
+            let owners = owner_uids(&secrets.get(name).await?);
+            ensure!(
+                owners == [owner.uid.clone()],
+                "{name} is owned by {owners:?}"
+            );
+        }
+        deployments
+            .delete(&owner.name, &DeleteParams::background())
+            .await?;
+        poll_until(
+            "the CA Secrets deleted with the Deployment",
+            Duration::from_secs(60),
+            || async {
+                let left = [
+                    secrets.get_opt("made-owned").await?,
+                    secrets.get_opt("made-ownerless").await?,
+                ];
+                Ok(left.iter().all(Option::is_none).then_some(()))
+            },
+        )
+        .await
+    })
+    .await
+}
+
+fn owner_uids(secret: &Secret) -> Vec<String> {
+    secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| o.uid.clone())
+        .collect()
+}
+
+/// A Deployment of no pods: an owner, nothing more.
+fn idle_deployment(name: &str) -> Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "c", "image": "pause" }] }
+            }
+        }
+    }))?)
 }

@@ -202,6 +202,7 @@ async fn readyz_turns_ok_once_the_caches_sync() -> Result<()> {
             identity: "replica-readyz".to_owned(),
             admin_addr: "127.0.0.1:0".parse()?,
             timings: fast(),
+            owner: None,
         };
         let mut runtime =
             Runtime::<Stores>::start(ctx.client.clone(), config, shutdown.clone()).await?;

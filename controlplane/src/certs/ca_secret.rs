@@ -7,11 +7,13 @@ use std::time::SystemTime;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
 use super::authority::{Authority, AuthorityError};
 use crate::controller::api_error::{ApiError, api_error, status_code};
+use crate::runtime::owner::add_owner;
 
 /// The Secret key holding the CA certificate (PEM).
 pub const CA_CERT_KEY: &str = "ca.crt";
@@ -36,17 +38,28 @@ pub enum CaSecretError {
 }
 
 /// The CA from Secret `name` of `secrets`' namespace, created there first if absent.
-pub async fn load_or_create(secrets: &Api<Secret>, name: &str) -> Result<Authority, CaSecretError> {
+/// The Secret is made owned by `owner` (the control plane's Deployment), and one made
+/// before without it is given it, so it is deleted with the Deployment.
+pub async fn load_or_create(
+    secrets: &Api<Secret>,
+    name: &str,
+    owner: Option<&OwnerReference>,
+) -> Result<Authority, CaSecretError> {
     let reading = || format!("Reading the CA Secret {name}");
     if let Some(secret) = secrets.get_opt(name).await.map_err(api_error(reading()))? {
-        return from_secret(&secret, name);
+        let authority = from_secret(&secret, name)?;
+        if let Some(owner) = owner {
+            adopt(secrets, secret, owner).await;
+        }
+        return Ok(authority);
     }
     let authority =
         Authority::generate_named(name, SystemTime::now()).map_err(CaSecretError::Generate)?;
-    match secrets
-        .create(&PostParams::default(), &to_secret(name, &authority))
-        .await
-    {
+    let mut secret = to_secret(name, &authority);
+    if let Some(owner) = owner {
+        add_owner(&mut secret.metadata, owner);
+    }
+    match secrets.create(&PostParams::default(), &secret).await {
         Ok(_) => {
             tracing::info!(secret = name, "created the CA and kept it in its Secret");
             Ok(authority)
@@ -56,6 +69,31 @@ pub async fn load_or_create(secrets: &Api<Secret>, name: &str) -> Result<Authori
             from_secret(&secret, name)
         }
         Err(err) => Err(api_error(format!("Creating the CA Secret {name}"))(err).into()),
+    }
+}
+
+/// Gives an ownerless CA Secret (made by an older control plane) its owner. The write
+/// carries the read `resourceVersion`, so it changes nothing another replica changed in
+/// between; a failure only means the Secret outlives the Deployment, so it is logged.
+async fn adopt(secrets: &Api<Secret>, mut secret: Secret, owner: &OwnerReference) {
+    if !add_owner(&mut secret.metadata, owner) {
+        return;
+    }
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    match secrets
+        .replace(&name, &PostParams::default(), &secret)
+        .await
+    {
+        Ok(_) => tracing::info!(
+            secret = name,
+            owner = owner.name,
+            "the CA Secret is now owned by the Deployment"
+        ),
+        Err(err) => tracing::warn!(
+            secret = name,
+            error = %api_error(format!("Giving the CA Secret {name} its owner"))(err),
+            "the CA Secret keeps no owner and will outlive the Deployment"
+        ),
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
@@ -56,6 +57,8 @@ pub struct Elector {
     terms: watch::Sender<u64>,
     rounds: watch::Sender<u64>,
     post_params: PostParams,
+    /// Owner the Lease is made with (and given, if it lacks it) so it goes with it.
+    owner: Option<OwnerReference>,
 }
 
 /// What the loop remembers between attempts while it leads.
@@ -100,7 +103,15 @@ impl Elector {
             terms: watch::Sender::new(0),
             rounds: watch::Sender::new(0),
             post_params: PostParams::default(),
+            owner: None,
         }
+    }
+
+    /// Makes (or keeps) the Lease owned by `owner`, the control plane's Deployment.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Option<OwnerReference>) -> Self {
+        self.owner = owner;
+        self
     }
 
     /// Times every decision on `clock` instead of the machine's.
@@ -247,21 +258,30 @@ impl Elector {
     ) -> Result<Lease, ElectorError> {
         match read {
             None => {
-                let lease = Lease {
+                let mut lease = Lease {
                     metadata: ObjectMeta {
                         name: Some(self.name.clone()),
                         ..ObjectMeta::default()
                     },
                     spec: Some(spec),
                 };
+                self.own(&mut lease);
                 let create = self.api.create(&self.post_params, &lease);
                 self.call("creating", timeout, create).await
             }
             Some(mut lease) => {
                 lease.spec = Some(spec);
+                // A Lease made by an older control plane is adopted on its next write.
+                self.own(&mut lease);
                 let replace = self.api.replace(&self.name, &self.post_params, &lease);
                 self.call("updating", timeout, replace).await
             }
+        }
+    }
+
+    fn own(&self, lease: &mut Lease) {
+        if let Some(owner) = &self.owner {
+            super::owner::add_owner(&mut lease.metadata, owner);
         }
     }
 

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod elector;
 pub mod leader;
 pub mod metrics;
+pub mod owner;
 pub mod stores;
 pub mod tls_listener;
 
@@ -50,6 +51,8 @@ pub struct RuntimeConfig {
     /// [`Runtime::serve_metrics`].
     pub admin_addr: SocketAddr,
     pub timings: Timings,
+    /// Owner of the Lease (the control plane's Deployment), so it goes with it.
+    pub owner: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
 }
 
 /// The started runtime pieces.
@@ -77,7 +80,8 @@ impl<S: StoreSet> Runtime<S> {
             &config.lease_name,
             &config.identity,
             config.timings,
-        );
+        )
+        .with_owner(config.owner.clone());
         // Each term this replica starts makes every store list again before controllers
         // may act on it.
         let stores = S::start(StoreRegistry::new(

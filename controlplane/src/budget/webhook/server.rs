@@ -50,6 +50,8 @@ pub struct WebhookConfig {
     pub service: String,
     /// The Secret keeping the webhook CA.
     pub ca_secret: String,
+    /// Owner the CA Secret is made with (the control plane's Deployment).
+    pub ca_owner: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
     /// The ValidatingWebhookConfiguration whose `caBundle` is set to the CA.
     pub configuration: String,
     /// The CRD whose conversion webhook is pointed at the Service and trusts the CA.
@@ -93,7 +95,8 @@ pub async fn prepare(
     config: WebhookConfig,
 ) -> Result<Prepared, WebhookError> {
     let secrets = Api::namespaced(client.clone(), &config.namespace);
-    let authority = crate::certs::load_or_create(&secrets, &config.ca_secret).await?;
+    let authority =
+        crate::certs::load_or_create(&secrets, &config.ca_secret, config.ca_owner.as_ref()).await?;
     let names = service_names(&config.service, &config.namespace);
     let identity = authority.issue_server(&names, SystemTime::now())?;
     if config.review_disruptions {
