@@ -43,7 +43,7 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
         named_for_deletion: &named,
         now: snap.now,
     };
-    let set = PodSet::new(&pod_set);
+    let mut set = PodSet::new(&pod_set);
     let mut plan = Plan {
         taken_ids: taken_ids(snap),
         ..Plan::default()

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::cloneset::{CloneSetSpec, SCALING_EXCLUDE_PREPARING_DELETE_LABEL};
 use crate::api::common::{InPlaceUpdateStrategy, Lifecycle, LifecycleHook, PodUpdatePolicy};
-use crate::workload::actions::{Delete, DeleteReason, PodChange};
+use crate::workload::actions::{ChangeReason, Delete, DeleteReason, PodChange};
 use crate::workload::deletion::{self, REVISION_LABEL, SPECIFIED_DELETE_LABEL};
 use crate::workload::inplace::{
     GRACE_ANNOTATION, GraceSpec, INPLACE_UPDATE_READY, InPlaceUpdateContainerStatus,
@@ -1557,6 +1557,42 @@ fn in_place_updates_are_limited_the_same_way() {
     let plan = Case::new(cs).pods(names(10, OLD)).plan();
     assert_eq!(plan.pod_changes.len(), 3, "{plan:#?}");
     assert!(plan.deletes.is_empty());
+}
+
+/// The sync that finishes a pod's in-place update may start the next pod's: the finished
+/// pod is Ready with InPlaceUpdateReady True, and only its state annotation (which the
+/// same sync removes) said it was updating. A pod whose InPlaceUpdateReady this sync has
+/// yet to set is not available until the kubelet reads it, so it still holds the budget.
+#[test]
+fn the_sync_that_finishes_an_in_place_update_starts_the_next_within_max_unavailable() {
+    let finished = |gate: &str| {
+        pod("web-a", NEW)
+            .gate(INPLACE_UPDATE_READY)
+            .condition(INPLACE_UPDATE_READY, gate)
+            .annotation(STATE_ANNOTATION, &in_place_state(ts(900), "sha-old"))
+            .running(NEW_IMAGE, "sha-new", ts(910), true)
+    };
+    for (gate, next_starts) in [("True", true), ("False", false)] {
+        let cs = with(
+            policy(cloneset(2), PodUpdatePolicy::InPlaceIfPossible),
+            |s| s.update_strategy.max_unavailable = Some(IntOrString::Int(1)),
+        );
+        let old = pod("web-b", OLD)
+            .gate(INPLACE_UPDATE_READY)
+            .condition(INPLACE_UPDATE_READY, "True");
+        let pods = vec![finished(gate), old];
+        let plan = Case::settled(cs).pods(pods).plan();
+        let reasons: Vec<(&str, ChangeReason)> = plan
+            .pod_changes
+            .iter()
+            .map(|c| (c.pod.as_str(), c.reason))
+            .collect();
+        let mut want = vec![("web-a", ChangeReason::InPlaceDone)];
+        if next_starts {
+            want.push(("web-b", ChangeReason::InPlaceStart));
+        }
+        assert_eq!(reasons, want, "InPlaceUpdateReady {gate}: {plan:#?}");
+    }
 }
 
 #[test]

@@ -126,7 +126,7 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<DaemonSetPlan, DaemonSetPlanError> {
         named_for_deletion: &named,
         now: snap.now,
     };
-    let set = PodSet::new(&pod_set);
+    let mut set = PodSet::new(&pod_set);
     let mut out = DaemonSetPlan {
         held_back: workload.held_back.clone(),
         ..DaemonSetPlan::default()

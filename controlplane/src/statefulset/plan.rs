@@ -122,7 +122,7 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<StatefulSetPlan, StatefulSetPlanError
         named_for_deletion: &named,
         now: snap.now,
     };
-    let set = PodSet::new(&pod_set);
+    let mut set = PodSet::new(&pod_set);
     let mut out = StatefulSetPlan {
         claim_owners: claim_owner_changes(snap.set, &snap.pods, &snap.claims, &wanted),
         ..StatefulSetPlan::default()

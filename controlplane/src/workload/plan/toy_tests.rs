@@ -218,7 +218,7 @@ pub(super) fn sync(toy: &Toy, pods: &[Pod], revisions: &BTreeMap<String, PodTemp
         named_for_deletion: &named,
         now: ts(100),
     };
-    let set = PodSet::new(&snap);
+    let mut set = PodSet::new(&snap);
     let mut plan = Plan::default();
     set.refresh(&mut plan).expect("refresh");
     set.scale_and_update(&mut plan, |scale, plan| {

@@ -61,12 +61,13 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
                 .iter()
                 .filter(|v| !v.updated && !v.preparing_delete() && !v.specified_delete)
         };
+        let none_started = BTreeSet::new();
         let started = match stop {
-            UpdateStop::NotRun => 0,
             UpdateStop::Refused => return None,
-            UpdateStop::Budget { started } | UpdateStop::Done { started } => started.len(),
+            UpdateStop::NotRun => &none_started,
+            UpdateStop::Budget { started } | UpdateStop::Done { started } => started,
         };
-        let waiting = old().count().saturating_sub(started);
+        let waiting = old().count().saturating_sub(started.len());
         if waiting == 0 {
             return None;
         }
@@ -76,8 +77,8 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
         if self.params.paused {
             return Some(UpdateHold::Paused { waiting });
         }
-        match stop {
-            UpdateStop::Budget { started } => Some(UpdateHold::MaxUnavailable {
+        if matches!(stop, UpdateStop::Budget { .. }) {
+            return Some(UpdateHold::MaxUnavailable {
                 limit: diffs.update_max_unavailable,
                 unavailable: self
                     .views
@@ -86,18 +87,15 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
                     .map(|v| v.name.clone())
                     .collect(),
                 waiting,
-            }),
-            UpdateStop::Done { started } => Some(UpdateHold::Partition {
-                kept: old()
-                    .filter(|v| !started.contains(&v.name))
-                    .map(|v| v.name.clone())
-                    .collect(),
-            }),
-            UpdateStop::NotRun => Some(UpdateHold::Partition {
-                kept: old().map(|v| v.name.clone()).collect(),
-            }),
-            UpdateStop::Refused => None,
+            });
         }
+        // Every pod the counts allow was started (or none could be): the rest are kept.
+        Some(UpdateHold::Partition {
+            kept: old()
+                .filter(|v| !started.contains(&v.name))
+                .map(|v| v.name.clone())
+                .collect(),
+        })
     }
 
     /// Starts the updates this sync may start, and says why it stopped there.
