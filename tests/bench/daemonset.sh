@@ -11,6 +11,7 @@
 #      change under InPlaceIfPossible (maxUnavailable 10%) against the native recreate
 #      rollout, and the floor (api-floor daemon / inplace);
 #   each with the control plane's DaemonSet reconciles/s and its RSS.
+# PARTS="kwok" or PARTS="agents" runs one part alone (default: both).
 # To measure a control plane running out of the cluster (the dev-cp script), set DEV_CP_LOG
 # to its log (the metrics address is read from it) and CONTROLPLANE_PROCESS to a pattern
 # of its command line.
@@ -18,6 +19,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 NODES=${NODES:-500}
 AGENT_NODES=${AGENT_NODES:-100}
+# Which parts to run: "kwok agents" (both, the default), or either alone.
+PARTS=${PARTS:-kwok agents}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 PREFIX=ds-bench
 AGENT_PREFIX=ds-bench-agents
 NS=stevedore-bench-ds
@@ -149,49 +153,55 @@ else
   cargo build -q --release --locked -p stevedore-tests --bin api_floor
   FLOOR=$CARGO_TARGET_DIR/release/api_floor
 fi
-TENTH=$(((NODES + 9) / 10))
-echo "== $NODES simulated nodes" >&2
-make_nodes
 kubectl create namespace "$NS" >/dev/null
-KWOK_LABEL="stevedore.dev/bench: $PREFIX"
+if part kwok; then
+  TENTH=$(((NODES + 9) / 10))
+  echo "== $NODES simulated nodes" >&2
+  make_nodes
+  KWOK_LABEL="stevedore.dev/bench: $PREFIX"
 
-echo "== Advanced DaemonSet, Standard rollout (maxUnavailable 10%)" >&2
-read -r ads_create ads_roll ads_create_rec ads_roll_rec < <(run daemonsets.apps.kruise.io apps.kruise.io/v1alpha1 "$KWOK_LABEL" "$NODES" 'rollingUpdateType: Standard, maxUnavailable: 10%')
-ads_rss=$(rss)
-delete daemonsets.apps.kruise.io
-echo "== native apps/v1 DaemonSet (kube-controller-manager)" >&2
-read -r native_create native_roll _ _ < <(run daemonsets.apps apps/v1 "$KWOK_LABEL" "$NODES" 'maxUnavailable: 10%')
-delete daemonsets.apps
-echo "== apiserver floor (api-floor daemon / daemon-roll, 64 requests in flight)" >&2
-floor_create=$("$FLOOR" daemon --namespace "$NS" --node-label "stevedore.dev/bench=$PREFIX" --image "$V1")
-floor_roll=$("$FLOOR" daemon-roll --namespace "$NS" --image "$V2" --batch "$TENTH")
-kubectl -n "$NS" delete pods --all --grace-period=0 --wait=true >/dev/null
-kubectl delete nodes -l "stevedore.dev/bench=$PREFIX" --wait=false >/dev/null
+  echo "== Advanced DaemonSet, Standard rollout (maxUnavailable 10%)" >&2
+  read -r ads_create ads_roll ads_create_rec ads_roll_rec < <(run daemonsets.apps.kruise.io apps.kruise.io/v1alpha1 "$KWOK_LABEL" "$NODES" 'rollingUpdateType: Standard, maxUnavailable: 10%')
+  ads_rss=$(rss)
+  delete daemonsets.apps.kruise.io
+  echo "== native apps/v1 DaemonSet (kube-controller-manager)" >&2
+  read -r native_create native_roll _ _ < <(run daemonsets.apps apps/v1 "$KWOK_LABEL" "$NODES" 'maxUnavailable: 10%')
+  delete daemonsets.apps
+  echo "== apiserver floor (api-floor daemon / daemon-roll, 64 requests in flight)" >&2
+  floor_create=$("$FLOOR" daemon --namespace "$NS" --node-label "stevedore.dev/bench=$PREFIX" --image "$V1")
+  floor_roll=$("$FLOOR" daemon-roll --namespace "$NS" --image "$V2" --batch "$TENTH")
+  kubectl -n "$NS" delete pods --all --grace-period=0 --wait=true >/dev/null
+  kubectl delete nodes -l "stevedore.dev/bench=$PREFIX" --wait=false >/dev/null
+fi
+if part agents; then
+  echo "== $AGENT_NODES simulated nodes with agents" >&2
+  deploy/local/sim-agents.sh up "$AGENT_NODES" "$AGENT_PREFIX"
+  AGENT_LABEL="stevedore.dev/simulated: $AGENT_PREFIX"
+  echo "== Advanced DaemonSet, InPlaceIfPossible (maxUnavailable 10%)" >&2
+  read -r ip_create ip_roll _ ip_roll_rec < <(run daemonsets.apps.kruise.io apps.kruise.io/v1alpha1 "$AGENT_LABEL" "$AGENT_NODES" 'rollingUpdateType: InPlaceIfPossible, maxUnavailable: 10%')
+  in_place=$(kubectl -n "$NS" get pods -l app=ds-bench -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{"\n"}{end}' | grep -c '^1$' || true)
+  ip_rss=$(rss)
+  delete daemonsets.apps.kruise.io
+  echo "== native apps/v1 DaemonSet, recreate rollout (maxUnavailable 10%)" >&2
+  read -r native_ip_create native_recreate _ _ < <(run daemonsets.apps apps/v1 "$AGENT_LABEL" "$AGENT_NODES" 'maxUnavailable: 10%')
+  delete daemonsets.apps
+  echo "== apiserver floor (api-floor daemon / inplace)" >&2
+  floor_agent_create=$("$FLOOR" daemon --namespace "$NS" --node-label "stevedore.dev/simulated=$AGENT_PREFIX" --image "$V1")
+  floor_inplace=$("$FLOOR" inplace --namespace "$NS" --image "$V2")
+fi
 
-echo "== $AGENT_NODES simulated nodes with agents" >&2
-deploy/local/sim-agents.sh up "$AGENT_NODES" "$AGENT_PREFIX"
-AGENT_LABEL="stevedore.dev/simulated: $AGENT_PREFIX"
-echo "== Advanced DaemonSet, InPlaceIfPossible (maxUnavailable 10%)" >&2
-read -r ip_create ip_roll _ ip_roll_rec < <(run daemonsets.apps.kruise.io apps.kruise.io/v1alpha1 "$AGENT_LABEL" "$AGENT_NODES" 'rollingUpdateType: InPlaceIfPossible, maxUnavailable: 10%')
-in_place=$(kubectl -n "$NS" get pods -l app=ds-bench -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{"\n"}{end}' | grep -c '^1$' || true)
-ip_rss=$(rss)
-delete daemonsets.apps.kruise.io
-echo "== native apps/v1 DaemonSet, recreate rollout (maxUnavailable 10%)" >&2
-read -r native_ip_create native_recreate _ _ < <(run daemonsets.apps apps/v1 "$AGENT_LABEL" "$AGENT_NODES" 'maxUnavailable: 10%')
-delete daemonsets.apps
-echo "== apiserver floor (api-floor daemon / inplace)" >&2
-floor_agent_create=$("$FLOOR" daemon --namespace "$NS" --node-label "stevedore.dev/simulated=$AGENT_PREFIX" --image "$V1")
-floor_inplace=$("$FLOOR" inplace --namespace "$NS" --image "$V2")
-
-cat <<EOF2
+part kwok && cat <<EOF2
 kwok nodes:                        $NODES
 create → all scheduled and ready:  ${ads_create}s  (native ${native_create}s: ×native $(ratio "$ads_create" "$native_create"); floor ${floor_create}s: ×floor $(ratio "$ads_create" "$floor_create"))
                                    reconciles $ads_create_rec ($(rate "$ads_create_rec" "$ads_create")/s)
 Standard rollout, 10% unavailable: ${ads_roll}s  (native ${native_roll}s: ×native $(ratio "$ads_roll" "$native_roll"); floor ${floor_roll}s: ×floor $(ratio "$ads_roll" "$floor_roll"))
                                    reconciles $ads_roll_rec ($(rate "$ads_roll_rec" "$ads_roll")/s); RSS now/peak $ads_rss
+EOF2
+part agents && cat <<EOF2
 nodes with agents:                 $AGENT_NODES
 create → all ready:                ${ip_create}s  (native ${native_ip_create}s, floor ${floor_agent_create}s)
 InPlaceIfPossible rollout, 10%:    ${ip_roll}s  (native recreate ${native_recreate}s: $(ratio "$native_recreate" "$ip_roll")× faster; floor ${floor_inplace}s)
                                    reconciles $ip_roll_rec ($(rate "$ip_roll_rec" "$ip_roll")/s); RSS now/peak $ip_rss
 pods restarted in place:           $in_place of $AGENT_NODES (restartCount 1, same pods)
 EOF2
+exit 0
