@@ -14,12 +14,18 @@ use std::time::{Duration, Instant};
 use tonic::Status;
 
 pub use access::{Access, Rule, known_method, rule_for};
-pub use cache::{Decision, DecisionCache, token_digest};
+pub use cache::{Decision, DecisionCache, Ttls, token_digest};
 pub use layer::{AuthLayer, Authenticated};
 pub use review::{AGENT_GROUP, AGENT_RESOURCE, KubeReviewer, ReviewError, Reviewer, User};
 
-/// How long a decision is reused.
-const DECISION_TTL: Duration = Duration::from_secs(30);
+/// How long a decision is reused: kubelet's defaults for its webhook authentication
+/// (`cacheTTL` 2 min) and for a refused authorization (`cacheUnauthorizedTTL` 30 s). With
+/// 30 s for every decision, the control plane's calls to 500 agents cost the apiserver
+/// 1,000 reviews every 30 s.
+const DECISION_TTLS: Ttls = Ttls {
+    allowed: Duration::from_secs(120),
+    refused: Duration::from_secs(30),
+};
 /// Most decisions remembered.
 const DECISION_CAPACITY: usize = 4096;
 
@@ -48,7 +54,7 @@ impl<R: Reviewer> Gate<R> {
     pub fn new(reviewer: R) -> Self {
         Self {
             reviewer,
-            cache: Mutex::new(DecisionCache::new(DECISION_TTL, DECISION_CAPACITY)),
+            cache: Mutex::new(DecisionCache::new(DECISION_TTLS, DECISION_CAPACITY)),
         }
     }
 
