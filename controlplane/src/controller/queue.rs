@@ -12,6 +12,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -42,7 +43,8 @@ impl Backoff {
 }
 
 struct State<K> {
-    ready: VecDeque<K>,
+    /// Keys to hand out, each with when it became ready (for the wait metric).
+    ready: VecDeque<(K, Instant)>,
     queued: HashSet<K>,
     processing: HashSet<K>,
     dirty: HashSet<K>,
@@ -50,6 +52,16 @@ struct State<K> {
     scheduled: HashMap<K, Instant>,
     failures: HashMap<K, u32>,
     closed: bool,
+    /// Set to the number of ready keys on every change, when someone watches it.
+    depth: Option<Gauge>,
+}
+
+impl<K> State<K> {
+    fn show_depth(&self) {
+        if let Some(gauge) = &self.depth {
+            gauge.set(i64::try_from(self.ready.len()).unwrap_or(i64::MAX));
+        }
+    }
 }
 
 /// A cheap-to-clone handle to one queue.
@@ -80,6 +92,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 scheduled: HashMap::new(),
                 failures: HashMap::new(),
                 closed: false,
+                depth: None,
             })),
             notify: Arc::new(Notify::new()),
             backoff,
@@ -102,7 +115,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             return;
         }
         if state.queued.insert(key.clone()) {
-            state.ready.push_back(key);
+            state.ready.push_back((key, Instant::now()));
+            state.show_depth();
             drop(state);
             self.notify.notify_one();
         }
@@ -145,8 +159,21 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         });
     }
 
+    /// Keeps `gauge` at the number of keys waiting (client-go's `workqueue_depth`).
+    pub fn show_depth_in(&self, gauge: Gauge) {
+        let mut state = self.lock();
+        state.depth = Some(gauge);
+        state.show_depth();
+    }
+
     /// Takes the next key to reconcile; `None` once the queue is shut down.
     pub async fn next(&self) -> Option<K> {
+        self.next_waited().await.map(|(key, _)| key)
+    }
+
+    /// The next key and how long it waited since it became ready (client-go's
+    /// `workqueue_queue_duration_seconds`); `None` once the queue is shut down.
+    pub async fn next_waited(&self) -> Option<(K, Duration)> {
         loop {
             let notified = self.notify.notified();
             {
@@ -154,14 +181,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 if state.closed {
                     return None;
                 }
-                if let Some(key) = state.ready.pop_front() {
+                if let Some((key, ready_at)) = state.ready.pop_front() {
+                    state.show_depth();
                     state.queued.remove(&key);
                     state.processing.insert(key.clone());
                     // Other keys may be ready for other workers.
                     if !state.ready.is_empty() {
                         self.notify.notify_one();
                     }
-                    return Some(key);
+                    return Some((key, ready_at.elapsed()));
                 }
             }
             notified.await;
@@ -232,6 +260,28 @@ mod tests {
         assert_eq!(q.next().await, Some("a"));
         assert_eq!(q.next().await, Some("b"));
         assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_depth_gauge_follows_the_ready_keys_and_a_key_says_how_long_it_waited() {
+        let q = queue();
+        q.add("a");
+        let depth = Gauge::default();
+        q.show_depth_in(depth.clone());
+        assert_eq!(depth.get(), 1, "a key queued before the gauge was given");
+        q.add("b");
+        q.add("b");
+        assert_eq!(depth.get(), 2);
+        tokio::time::advance(Duration::from_millis(250)).await;
+        let (key, waited) = q.next_waited().await.expect("key");
+        assert_eq!((key, waited), ("a", Duration::from_millis(250)));
+        assert_eq!(depth.get(), 1);
+        q.add("a"); // being processed: marked dirty, not ready
+        assert_eq!(depth.get(), 1);
+        q.next().await.expect("b");
+        assert_eq!(depth.get(), 0);
+        q.done(&"a");
+        assert_eq!(depth.get(), 1, "the dirty key is ready again");
     }
 
     #[tokio::test]

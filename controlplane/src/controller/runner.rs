@@ -86,6 +86,7 @@ pub async fn run<R: Reconciler>(
     metrics: Metrics,
     shutdown: CancellationToken,
 ) {
+    queue.show_depth_in(metrics.workqueue_depth(R::KIND));
     let mut workers = JoinSet::new();
     for _ in 0..config.workers.max(1) {
         workers.spawn(worker(
@@ -144,9 +145,10 @@ async fn worker<R: Reconciler>(
             () = shutdown.cancelled() => return,
             leading = leadership.wait_for(|leading| *leading) => if leading.is_err() { return },
         }
-        let Some(key) = queue.next().await else {
+        let Some((key, waited)) = queue.next_waited().await else {
             return;
         };
+        metrics.observe_queue_wait(R::KIND, waited);
         if !*leadership.borrow() {
             // Lost the Lease while waiting: a new leader will resync this key.
             queue.done(&key);

@@ -42,6 +42,11 @@ fn reconcile_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
+fn queue_wait_histogram() -> Histogram {
+    // 1 ms to ~33 s: a key waiting longer than that is a controller falling behind.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
 fn agent_rpc_histogram() -> Histogram {
     // 1 ms to ~16 s: past the longest per-call deadline worth configuring.
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
@@ -54,6 +59,8 @@ pub struct Metrics {
     reconciles_total: Family<KindLabel, Counter>,
     reconcile_errors_total: Family<KindLabel, Counter>,
     reconcile_duration_seconds: HistogramFamily,
+    workqueue_depth: Family<KindLabel, Gauge>,
+    workqueue_wait_seconds: HistogramFamily,
     leader: Gauge,
     agent_rpcs_total: Family<AgentRpcLabels, Counter>,
     agent_rpc_duration_seconds: MethodHistogramFamily,
@@ -86,6 +93,20 @@ impl Metrics {
             "Time spent in one reconcile, by workload kind",
             reconcile_duration_seconds.clone(),
         );
+        // The two work-queue figures kube-controller-manager's controllers export
+        // (`workqueue_depth`, `workqueue_queue_duration_seconds`): how far behind a kind is.
+        let workqueue_depth = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "workqueue_depth",
+            "Objects waiting for a worker, by workload kind",
+            workqueue_depth.clone(),
+        );
+        let workqueue_wait_seconds = HistogramFamily::new_with_constructor(queue_wait_histogram);
+        registry.register(
+            "workqueue_wait_seconds",
+            "Time an object waited in the work queue before a worker took it, by workload kind",
+            workqueue_wait_seconds.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -113,6 +134,8 @@ impl Metrics {
             reconciles_total,
             reconcile_errors_total,
             reconcile_duration_seconds,
+            workqueue_depth,
+            workqueue_wait_seconds,
             leader,
             agent_rpcs_total,
             agent_rpc_duration_seconds,
@@ -132,6 +155,24 @@ impl Metrics {
             },
             started: Instant::now(),
         }
+    }
+
+    /// The gauge a work queue of `kind` keeps at its depth.
+    pub fn workqueue_depth(&self, kind: &str) -> Gauge {
+        self.workqueue_depth
+            .get_or_create(&KindLabel {
+                kind: kind.to_owned(),
+            })
+            .clone()
+    }
+
+    /// Records how long a key of `kind` waited for a worker.
+    pub fn observe_queue_wait(&self, kind: &str, waited: std::time::Duration) {
+        self.workqueue_wait_seconds
+            .get_or_create(&KindLabel {
+                kind: kind.to_owned(),
+            })
+            .observe(waited.as_secs_f64());
     }
 
     /// Records one attempt of an agent call: its outcome and how long it took.
@@ -188,8 +229,12 @@ mod tests {
         metrics.reconcile("CloneSet").finish(true);
         metrics.reconcile("CloneSet").finish(false);
         metrics.set_leader(true);
+        metrics.workqueue_depth("CloneSet").set(3);
+        metrics.observe_queue_wait("CloneSet", std::time::Duration::from_millis(5));
         let text = metrics.encode().expect("encodes");
         for line in [
+            "stevedore_controlplane_workqueue_depth{kind=\"CloneSet\"} 3",
+            "stevedore_controlplane_workqueue_wait_seconds_count{kind=\"CloneSet\"} 1",
             "stevedore_controlplane_reconciles_total{kind=\"CloneSet\"} 2",
             "stevedore_controlplane_reconcile_errors_total{kind=\"CloneSet\"} 1",
             "stevedore_controlplane_reconcile_duration_seconds_count{kind=\"CloneSet\"} 2",
