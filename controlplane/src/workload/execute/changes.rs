@@ -4,11 +4,11 @@
 
 use std::hash::Hash;
 
+use futures::StreamExt as _;
 use serde_json::json;
 
-use super::disruption::Disrupted;
 use super::writes::{ConditionWriteError, NewPods, PodWrites, WorkloadEvent};
-use super::{ExecuteError, Executor, Problems, is_not_found};
+use super::{CONCURRENT_POD_WRITES, ExecuteError, Executor, Problems, is_not_found};
 use crate::controller::api_error::api_error;
 use crate::controller::expectations::Expectation;
 use crate::controller::pod_conditions::ConditionRequest;
@@ -22,27 +22,73 @@ where
     N: NewPods,
     B: DisruptionBudgets,
 {
-    /// The budgets admit the start of an in-place update, then conditions, then the
-    /// patch; an unreachable agent leaves the pod as it is and is reported in `problems`,
-    /// not as an error.
-    pub(super) async fn apply_change(
+    /// Applies `changes`: the budgets are asked one change at a time, in plan order (each
+    /// admission records a disruption in its budget, so asking in parallel would race on
+    /// the budget's status); the admitted changes' writes, each to its own pod, then run
+    /// up to [`CONCURRENT_POD_WRITES`] at once, so a wave of in-place updates costs about
+    /// one pod's round trips, not one per pod in turn. Returns whether a budget held a
+    /// change, and the first hard error; `problems` ends as if the writes had run in
+    /// order.
+    pub(super) async fn apply_changes(
+        &self,
+        changes: &[PodChange],
+        problems: &mut Problems,
+    ) -> (bool, Option<ExecuteError>) {
+        let mut held = false;
+        let mut first_error = None;
+        let mut admitted = Vec::with_capacity(changes.len());
+        for change in changes {
+            match self.admit_change(change, problems).await {
+                Ok(true) => admitted.push(change),
+                Ok(false) => held = true,
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        // Futures built in a loop, not a closure: a closure's borrowed future is not
+        // provably `Send` for every lifetime (rust-lang/rust#102211).
+        let mut writes = Vec::with_capacity(admitted.len());
+        for change in admitted {
+            writes.push(async move {
+                let mut own = Problems::default();
+                let result = self.apply_admitted(change, &mut own).await;
+                (result, own)
+            });
+        }
+        let results: Vec<_> = futures::stream::iter(writes)
+            .buffered(CONCURRENT_POD_WRITES)
+            .collect()
+            .await;
+        for (result, own) in results {
+            if own.update.is_some() {
+                problems.update = own.update;
+            }
+            if let Err(err) = result {
+                first_error.get_or_insert(err);
+            }
+        }
+        (held, first_error)
+    }
+
+    /// Whether `change` may go ahead: only the start of an in-place update asks the
+    /// budgets; a held one is reported in `problems`.
+    async fn admit_change(
         &self,
         change: &PodChange,
         problems: &mut Problems,
-    ) -> Result<Disrupted, ExecuteError> {
-        if change.reason == ChangeReason::InPlaceStart
-            && self
-                .admit(&change.pod, DisruptionKind::InPlaceUpdate, problems)
-                .await?
-                .is_none()
-        {
-            return Ok(Disrupted::Held);
+    ) -> Result<bool, ExecuteError> {
+        if change.reason != ChangeReason::InPlaceStart {
+            return Ok(true);
         }
-        self.apply_admitted(change, problems)
-            .await
-            .map(|()| Disrupted::Done)
+        let admission = self
+            .admit(&change.pod, DisruptionKind::InPlaceUpdate, problems)
+            .await?;
+        Ok(admission.is_some())
     }
 
+    /// Conditions, then a resize, then the patch of one admitted change; an unreachable
+    /// agent leaves the pod as it is and is reported in `problems`, not as an error.
     async fn apply_admitted(
         &self,
         change: &PodChange,

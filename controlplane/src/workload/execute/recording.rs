@@ -64,6 +64,8 @@ pub struct RecordingWrites {
     pub nodes: BTreeSet<String>,
     /// Nodes whose agent cannot be reached.
     pub unreachable: BTreeSet<String>,
+    /// How long each pod patch and condition write takes (tests run on paused time).
+    pub latency: std::time::Duration,
     pub written: Mutex<Vec<Write>>,
 }
 
@@ -147,7 +149,9 @@ impl PodWrites for RecordingWrites {
             name: name.to_owned(),
             body,
         };
-        self.record(name, write).map(|()| 42)
+        let recorded = self.record(name, write);
+        tokio::time::sleep(self.latency).await;
+        recorded.map(|()| 42)
     }
 
     async fn resize_pod(&self, name: &str, body: Value) -> Result<u64, kube::Error> {
@@ -177,6 +181,7 @@ impl PodWrites for RecordingWrites {
                 condition: request.condition_type.to_owned(),
                 status: request.status,
             });
+        tokio::time::sleep(self.latency).await;
         if self.unreachable.contains(node) {
             return Err(ConditionWriteError::Agent(ConditionError {
                 unreachable: true,

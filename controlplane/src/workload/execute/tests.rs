@@ -389,6 +389,50 @@ async fn an_in_place_start_sets_its_condition_then_patches_once_with_its_event()
     );
 }
 
+/// A wave of in-place starts is written at once, not pod after pod: the budgets are still
+/// asked one pod at a time in plan order (each admission records a disruption), and each
+/// pod still gets its condition before its patch.
+#[tokio::test(start_paused = true)]
+async fn a_wave_of_in_place_starts_is_written_at_once_after_the_budgets_are_asked_in_order() {
+    let fx = Fixture::new(RecordingWrites {
+        nodes: BTreeSet::from(["n1".to_owned()]),
+        latency: Duration::from_millis(100),
+        ..RecordingWrites::default()
+    });
+    let pods: Vec<String> = (0..10).map(|i| format!("toy-{i}")).collect();
+    let changes = pods.iter().map(|pod| PodChange {
+        pod: pod.clone(),
+        uid: format!("uid-{pod}"),
+        ..in_place_start("n1", true)
+    });
+    let plan = Plan {
+        pod_changes: changes.collect(),
+        ..Plan::default()
+    };
+    let started = tokio::time::Instant::now();
+    let (result, problems) = fx.run(&plan).await;
+    let took = started.elapsed();
+    result.expect("patched");
+    assert_eq!(problems, Problems::default());
+    // Two writes of 100 ms per pod: 0.2 s at once, 2 s one pod after another.
+    assert!(
+        took < Duration::from_millis(400),
+        "10 pods' writes took {took:?}, as if written one after another"
+    );
+    let asked: Vec<String> = fx.budgets.asked().into_iter().map(|(pod, _)| pod).collect();
+    assert_eq!(asked, pods, "the budgets are asked in plan order");
+    let writes = fx.writes.writes();
+    for pod in &pods {
+        let at = |wanted: fn(&Write, &str) -> bool| writes.iter().position(|w| wanted(w, pod));
+        let condition = at(|w, p| matches!(w, Write::SetCondition { pod, .. } if pod == p));
+        let patch = at(|w, p| matches!(w, Write::PatchPod { name, .. } if name == p));
+        assert!(
+            condition.is_some() && condition < patch,
+            "{pod}: condition at {condition:?}, patch at {patch:?}"
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_patch_without_conditions_is_conditional_on_the_planned_resource_version() {
     let fx = Fixture::new(RecordingWrites::default());
