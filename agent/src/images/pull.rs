@@ -1,8 +1,9 @@
 //! One pull, done the way containerd's client does it, so CRI (and kubelet) see the
-//! result as their own: resolve, download blobs into the content store under a lease,
-//! label parents to children for GC, unpack layers into snapshots named by chain ID,
-//! label the config with the top snapshot, label every blob with the registry it came
-//! from, then create the image records CRI expects. The records are created last, and
+//! result as their own: resolve, download blobs into the content store under a lease
+//! and unpack each layer into a snapshot named by its chain ID as soon as it and the
+//! layers below it are in (`pipeline`), label parents to children for GC, label the
+//! config with the top snapshot, label every blob with the registry it came from, then
+//! create the image records CRI expects. The records are created last, and
 //! all or none, so a pull that fails or is cancelled leaves none; the
 //! lease is released however the pull ends. Nothing a registry sends is trusted: every
 //! document is read under a size cap and every body checked against the size and digest
@@ -13,8 +14,9 @@ use std::collections::HashMap;
 use tonic::Code;
 
 use super::{
-    download::{Target, download, hold_existing_blob},
+    download::{Target, hold_existing_blob},
     oci::{self, Descriptor, FormatError, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES},
+    pipeline,
     progress::{BlobProgress, Phase, Report},
     records,
     registry::{Auth, Registry, RegistryError},
@@ -22,7 +24,6 @@ use super::{
     store::{BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError},
 };
 use crate::reference::Reference;
-use futures::{StreamExt as _, TryStreamExt as _};
 
 pub use super::download::PARALLEL_BLOBS;
 
@@ -182,17 +183,9 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
             })
             .collect();
     });
-    // Futures built in a loop, not a closure: a closure's borrowed future is not
-    // provably `Send` for every lifetime (rust-lang/rust#102211).
-    let mut downloads = Vec::with_capacity(blobs.len());
-    for (index, blob) in blobs.iter().enumerate() {
-        let target = Target { image, auth, lease };
-        downloads.push(download(registry, store, target, progress, index, blob));
-    }
-    futures::stream::iter(downloads)
-        .buffer_unordered(PARALLEL_BLOBS)
-        .try_collect::<Vec<()>>()
-        .await?;
+    let target = Target { image, auth, lease };
+    let chain_top =
+        pipeline::download_and_unpack(registry, store, target, progress, &blobs).await?;
 
     // Parents are written after their children and labelled to them, so garbage
     // collection keeps the whole tree from the image record down.
@@ -216,28 +209,10 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
         write_small(store, lease, &index.descriptor, &index.body, labels).await?;
     }
 
-    progress.report(&mut |p| p.phase = Phase::Unpacking);
-    let config = store
-        .read_blob(&manifest.config.digest, MAX_CONFIG_BYTES)
-        .await?;
-    let diff_ids = oci::diff_ids(&config, manifest.layers.len())?;
-    let chain = oci::chain_ids(&diff_ids);
-    for (i, layer) in manifest.layers.iter().enumerate() {
-        if store.has_snapshot(&chain[i]).await? {
-            continue;
-        }
-        let parent = i.checked_sub(1).map(|p| chain[p].as_str());
-        store
-            .unpack_layer(lease, layer, &diff_ids[i], parent, &chain[i])
-            .await?;
-        let labels =
-            HashMap::from([("containerd.io/uncompressed".to_owned(), diff_ids[i].clone())]);
-        store.label_blob(&layer.digest, labels).await?;
-    }
-    if let Some(top) = chain.last() {
+    if let Some(top) = chain_top {
         let key = format!("containerd.io/gc.ref.snapshot.{}", store.snapshotter());
         store
-            .label_blob(&manifest.config.digest, HashMap::from([(key, top.clone())]))
+            .label_blob(&manifest.config.digest, HashMap::from([(key, top)]))
             .await?;
     }
 
