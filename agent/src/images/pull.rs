@@ -24,6 +24,7 @@ use super::{
     store::{BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError},
 };
 use crate::reference::Reference;
+use futures::FutureExt as _;
 
 pub use super::download::PARALLEL_BLOBS;
 
@@ -183,38 +184,16 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
             })
             .collect();
     });
-    let target = Target { image, auth, lease };
-    let chain_top =
-        pipeline::download_and_unpack(registry, store, target, progress, &blobs).await?;
-
-    // Parents are written after their children and labelled to them, so garbage
-    // collection keeps the whole tree from the image record down.
-    let mut manifest_labels = HashMap::from([(
-        "containerd.io/gc.ref.content.config".to_owned(),
-        manifest.config.digest.clone(),
-    )]);
-    for (i, layer) in manifest.layers.iter().enumerate() {
-        manifest_labels.insert(
-            format!("containerd.io/gc.ref.content.l.{i}"),
-            layer.digest.clone(),
-        );
-    }
-    let m = &resolved.manifest;
-    write_small(store, lease, &m.descriptor, &m.body, manifest_labels).await?;
-    if let Some(index) = &resolved.index {
-        let labels = HashMap::from([(
-            "containerd.io/gc.ref.content.m.0".to_owned(),
-            m.descriptor.digest.clone(),
-        )]);
-        write_small(store, lease, &index.descriptor, &index.body, labels).await?;
-    }
-
-    if let Some(top) = chain_top {
-        let key = format!("containerd.io/gc.ref.snapshot.{}", store.snapshotter());
-        store
-            .label_blob(&manifest.config.digest, HashMap::from([(key, top)]))
-            .await?;
-    }
+    // As containerd's pull: every blob names the registry and repository it came from.
+    let labels = source_label::for_new_blob(image);
+    let target = Target {
+        image,
+        auth,
+        lease,
+        labels: &labels,
+    };
+    let parents = write_parents(store, target, resolved, manifest).boxed();
+    pipeline::download_and_unpack(registry, store, target, progress, &blobs, parents).await?;
 
     let pulled = PulledImage {
         image_id: manifest.config.digest.clone(),
@@ -222,17 +201,6 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
         repo_tag: image.repo_tag(),
         target: resolved.target.clone(),
     };
-    // As containerd's pull: every blob names the registry and repository it came from.
-    let mut fetched: Vec<&str> = blobs.iter().map(|b| b.digest.as_str()).collect();
-    fetched.push(&m.descriptor.digest);
-    fetched.extend(
-        resolved
-            .index
-            .as_ref()
-            .map(|i| i.descriptor.digest.as_str()),
-    );
-    source_label::label(store, image, fetched).await?;
-
     let labels = HashMap::from([(CRI_IMAGE_LABEL.0.to_owned(), CRI_IMAGE_LABEL.1.to_owned())]);
     let records = record_names(&pulled)
         .into_iter()
@@ -266,30 +234,63 @@ fn check_size(
     Ok(())
 }
 
-/// Writes a manifest or index with its GC labels, or labels it if already present.
+/// Writes the manifest and the index, if any, each labelled to its children.
+async fn write_parents<S: ImageStore>(
+    store: &S,
+    target: Target<'_>,
+    resolved: &Resolved,
+    manifest: &oci::Manifest,
+) -> Result<(), PullError> {
+    let mut manifest_labels = HashMap::from([(
+        "containerd.io/gc.ref.content.config".to_owned(),
+        manifest.config.digest.clone(),
+    )]);
+    for (i, layer) in manifest.layers.iter().enumerate() {
+        manifest_labels.insert(
+            format!("containerd.io/gc.ref.content.l.{i}"),
+            layer.digest.clone(),
+        );
+    }
+    let m = &resolved.manifest;
+    write_small(store, target, &m.descriptor, &m.body, manifest_labels).await?;
+    if let Some(index) = &resolved.index {
+        let labels = HashMap::from([(
+            "containerd.io/gc.ref.content.m.0".to_owned(),
+            m.descriptor.digest.clone(),
+        )]);
+        write_small(store, target, &index.descriptor, &index.body, labels).await?;
+    }
+    Ok(())
+}
+
+/// Writes a manifest or index with its GC labels and the pull's own, or adds them to
+/// it if already present.
 async fn write_small<S: ImageStore>(
     store: &S,
-    lease: &LeaseId,
+    target: Target<'_>,
     blob: &Descriptor,
     body: &bytes::Bytes,
     labels: HashMap<String, String>,
 ) -> Result<(), StoreError> {
-    if store.has_blob(lease, &blob.digest).await? {
-        return store.label_blob(&blob.digest, labels).await;
-    }
-    let written = async {
-        let mut writer = store.open_writer(lease, blob).await?;
-        writer.write(body.clone()).await?;
-        writer.commit(labels.clone()).await
-    }
-    .await;
-    match written {
-        Err(error) if error.code == Code::AlreadyExists => {
-            hold_existing_blob(store, lease, &blob.digest).await?;
-            store.label_blob(&blob.digest, labels).await
+    let lease = target.lease;
+    if !store.has_blob(lease, &blob.digest).await? {
+        let written = async {
+            let mut writer = store.open_writer(lease, blob).await?;
+            writer.write(body.clone()).await?;
+            let mut all = labels.clone();
+            all.extend(target.labels.clone());
+            writer.commit(all).await
         }
-        other => other,
+        .await;
+        match written {
+            Err(error) if error.code == Code::AlreadyExists => {
+                hold_existing_blob(store, lease, &blob.digest).await?;
+            }
+            other => return other,
+        }
     }
+    store.label_blob(&blob.digest, labels).await?;
+    source_label::label(store, target.image, [blob.digest.as_str()]).await
 }
 
 /// Deletes the lease when the pull ends, including when its future is dropped
