@@ -3,7 +3,7 @@
 //! bytes an earlier, interrupted write left in it, WRITEs continue from there in chunks
 //! of up to 1 MiB (a write at offset 0 makes containerd truncate the ingest), and
 //! COMMIT verifies the expected digest and size of the whole blob and sets its labels.
-//! Up to [`WRITE_WINDOW`] WRITEs are in flight before the agent waits for
+//! Up to [`WRITE_WINDOW`] (2) WRITEs are in flight before the agent waits for
 //! containerd's answers, which come in order: waiting for each before sending the next
 //! kept the registry's bytes waiting on containerd's disk write.
 
@@ -23,8 +23,9 @@ use super::{
 
 /// Bytes per content write message (containerd accepts up to 16 MiB).
 const WRITE_CHUNK: usize = 1 << 20;
-/// WRITE messages sent and not yet answered, at most.
-const WRITE_WINDOW: usize = 4;
+/// WRITE messages sent and not yet answered, at most: 4 pulled the benchmark image ~5 %
+/// faster than 2 but raised the peak RSS of 10 concurrent pulls from 36-40 to 45 MiB.
+const WRITE_WINDOW: usize = 2;
 
 impl ContainerdWriter {
     pub(super) async fn open(
