@@ -8,6 +8,10 @@
 # AGENT=deployed (default) measures the DaemonSet's agent on the kubelet node, through its
 # root-only Unix socket; AGENT=release runs a release build of this checkout as a process
 # of its own (own socket and ports) beside it.
+#   AGENT_BIN=path    with AGENT=release: run that binary instead of building this checkout
+#                     (to alternate two builds' runs when the machine is noisy).
+#   SKIP_MEMORY=1     skip section 2; SKIP_RESTART=1 skip section 3, which starts pods on
+#                     the kubelet node (pull-time runs need neither).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 RUNS=${RUNS:-5}
@@ -41,8 +45,11 @@ case $AGENT in
     ;;
   release)
     SOCK=$WORK/agent.sock
-    cargo build --release --locked -q -p stevedore-agent
-    "$CARGO_TARGET_DIR/release/stevedore-agent" --node-name "$STEVEDORE_NODE_NAME" \
+    if [[ -z ${AGENT_BIN:-} ]]; then
+      cargo build --release --locked -q -p stevedore-agent
+      AGENT_BIN=$CARGO_TARGET_DIR/release/stevedore-agent
+    fi
+    "$AGENT_BIN" --node-name "$STEVEDORE_NODE_NAME" \
       --containerd-socket "$STEVEDORE_CONTAINERD_SOCK" --grpc-addr 127.0.0.1:11350 \
       --health-addr 127.0.0.1:11351 --metrics-addr 127.0.0.1:11352 --unix-socket "$SOCK" \
       --registry-config-dir "$STEVEDORE_STATE_DIR/containerd/certs.d" \
@@ -104,28 +111,32 @@ printf 'mean: agent %.2fs, ctr %.2fs, crictl %.2fs; agent/ctr %.2f, agent/crictl
   "$am" "$cm" "$km" "$(echo "$am / $cm" | bc -l)" "$(echo "$am / $km" | bc -l)" "$SIZE"
 remove_image "$IMAGE"
 
-echo "== agent memory (goal: idle <= 15 MiB, peak <= 40 MiB)"
-sleep 5
-echo "idle RSS: $(rss_kib) KiB"
-# Ten distinct references to the same content (the registry dedups storage): ten pulls in
-# flight at once.
-for i in $(seq 1 10); do
-  skopeo copy --quiet --src-tls-verify=false --dest-tls-verify=false \
-    "docker://$IMAGE" "docker://$STEVEDORE_REGISTRY/bench/large-$i:v1"
-done
-pulls=()
-for i in $(seq 1 10); do agent_pull "$STEVEDORE_REGISTRY/bench/large-$i:v1" & pulls+=($!); done
-any_running() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
-peak=0
-while any_running "${pulls[@]}"; do
-  rss=$(rss_kib); ((rss > peak)) && peak=$rss
-  sleep 0.05
-done
-wait "${pulls[@]}"
-echo "peak RSS during 10 concurrent pulls: $peak KiB; RSS after: $(rss_kib) KiB"
-for i in $(seq 1 10); do remove_image "$STEVEDORE_REGISTRY/bench/large-$i:v1"; done
-sleep 5
-echo "idle RSS after the pulls: $(rss_kib) KiB"
+if [[ -z ${SKIP_MEMORY:-} ]]; then
+  echo "== agent memory (goal: idle <= 15 MiB, peak <= 40 MiB)"
+  sleep 5
+  echo "idle RSS: $(rss_kib) KiB"
+  # Ten distinct references to the same content (the registry dedups storage): ten pulls in
+  # flight at once.
+  for i in $(seq 1 10); do
+    skopeo copy --quiet --src-tls-verify=false --dest-tls-verify=false \
+      "docker://$IMAGE" "docker://$STEVEDORE_REGISTRY/bench/large-$i:v1"
+  done
+  pulls=()
+  for i in $(seq 1 10); do agent_pull "$STEVEDORE_REGISTRY/bench/large-$i:v1" & pulls+=($!); done
+  any_running() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+  peak=0
+  while any_running "${pulls[@]}"; do
+    rss=$(rss_kib); ((rss > peak)) && peak=$rss
+    sleep 0.05
+  done
+  wait "${pulls[@]}"
+  echo "peak RSS during 10 concurrent pulls: $peak KiB; RSS after: $(rss_kib) KiB"
+  for i in $(seq 1 10); do remove_image "$STEVEDORE_REGISTRY/bench/large-$i:v1"; done
+  sleep 5
+  echo "idle RSS after the pulls: $(rss_kib) KiB"
+fi
+
+if [[ -n ${SKIP_RESTART:-} ]]; then exit 0; fi
 
 echo "== RestartContainers latency (a fresh pod per run: kubelet backs off repeated restarts)"
 for run in $(seq 1 "$RUNS"); do

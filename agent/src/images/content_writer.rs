@@ -1,13 +1,15 @@
 //! Writing one blob into containerd's content store over its bidirectional `Write`
 //! stream: a STAT opens the ingest under a ref (one per digest) and answers how many
 //! bytes an earlier, interrupted write left in it, WRITEs continue from there in chunks
-//! of up to 1 MiB, each acknowledged before the next (a write at offset 0 makes
-//! containerd truncate the ingest), and COMMIT verifies the expected digest and size
-//! of the whole blob and sets its labels.
+//! of up to 1 MiB (a write at offset 0 makes containerd truncate the ingest), and
+//! COMMIT verifies the expected digest and size of the whole blob and sets its labels.
+//! Up to [`WRITE_WINDOW`] (2) WRITEs are in flight before the agent waits for
+//! containerd's answers, which come in order: waiting for each before sending the next
+//! kept the registry's bytes waiting on containerd's disk write.
 
 use std::collections::HashMap;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use containerd_client::services::v1::{WriteAction, WriteContentRequest, WriteContentResponse};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -21,6 +23,9 @@ use super::{
 
 /// Bytes per content write message (containerd accepts up to 16 MiB).
 const WRITE_CHUNK: usize = 1 << 20;
+/// WRITE messages sent and not yet answered, at most: 4 pulled the benchmark image ~5 %
+/// faster than 2 but raised the peak RSS of 10 concurrent pulls from 36-40 to 45 MiB.
+const WRITE_WINDOW: usize = 2;
 
 impl ContainerdWriter {
     pub(super) async fn open(
@@ -65,7 +70,8 @@ impl ContainerdWriter {
             responses,
             template: stat,
             offset,
-            buffer: BytesMut::new(),
+            buffer: Vec::new(),
+            unanswered: 0,
             operation,
         })
     }
@@ -86,39 +92,54 @@ async fn next_response(
     }
 }
 
-/// One content write stream; bytes are sent in chunks of up to 1 MiB, each
-/// acknowledged before the next.
+/// One content write stream; bytes are sent in chunks of up to 1 MiB, up to
+/// [`WRITE_WINDOW`] of them unanswered.
 pub struct ContainerdWriter {
     tx: mpsc::Sender<WriteContentRequest>,
     responses: Streaming<WriteContentResponse>,
     template: WriteContentRequest,
+    /// Bytes sent (or in the ingest when opened).
     offset: i64,
-    buffer: BytesMut,
+    /// The next message's data, moved into it when full.
+    buffer: Vec<u8>,
+    /// WRITEs sent whose answers have not been read.
+    unanswered: usize,
     operation: String,
 }
 
 impl ContainerdWriter {
-    async fn send(
-        &mut self,
-        request: WriteContentRequest,
-    ) -> Result<WriteContentResponse, StoreError> {
+    /// Sends `request`; its answer is read later, in order ([`Self::answered`]).
+    async fn send(&mut self, request: WriteContentRequest) -> Result<(), StoreError> {
         if self.tx.send(request).await.is_err() {
-            // The stream ended; its status says why.
-            return next_response(&mut self.responses, &self.operation).await;
+            // The stream ended: its status, after the answers still queued, says why.
+            loop {
+                next_response(&mut self.responses, &self.operation).await?;
+            }
         }
-        next_response(&mut self.responses, &self.operation).await
+        self.unanswered += 1;
+        Ok(())
+    }
+
+    /// Reads answers until at most `left` are outstanding.
+    async fn answered(&mut self, left: usize) -> Result<(), StoreError> {
+        while self.unanswered > left {
+            next_response(&mut self.responses, &self.operation).await?;
+            self.unanswered -= 1;
+        }
+        Ok(())
     }
 
     async fn flush(&mut self) -> Result<(), StoreError> {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let data = self.buffer.split().freeze();
+        self.answered(WRITE_WINDOW - 1).await?;
+        let data = std::mem::take(&mut self.buffer);
         let len = i64::try_from(data.len()).unwrap_or(i64::MAX);
         let request = WriteContentRequest {
             action: WriteAction::Write.into(),
             offset: self.offset,
-            data: data.to_vec(),
+            data,
             ..self.template.clone()
         };
         self.send(request).await?;
@@ -138,6 +159,9 @@ impl BlobWriter for ContainerdWriter {
     }
 
     async fn write(&mut self, chunk: Bytes) -> Result<(), StoreError> {
+        if self.buffer.is_empty() {
+            self.buffer.reserve_exact(WRITE_CHUNK.max(chunk.len()));
+        }
         self.buffer.extend_from_slice(&chunk);
         if self.buffer.len() >= WRITE_CHUNK {
             self.flush().await?;
@@ -155,6 +179,7 @@ impl BlobWriter for ContainerdWriter {
         };
         // AlreadyExists (committed meanwhile by another writer) is the caller's to handle:
         // the content is there but held by another lease.
-        self.send(request).await.map(|_| ())
+        self.send(request).await?;
+        self.answered(0).await
     }
 }

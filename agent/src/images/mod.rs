@@ -11,8 +11,10 @@
 //!   they expire, per endpoint and credential
 //! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`]);
 //!   `containerd_conn`: the namespaced channel the store and its content writer share
-//! - [`pull`]: one pull; [`progress`]: what watchers see of it; `records`: its image
-//!   records, all or none; [`source_label`]: containerd's distribution source labels
+//! - [`pull`]: one pull; `pipeline`: its downloads and unpacking, overlapped;
+//!   `unpack_schedule`: which layer may unpack when (pure); [`progress`]: what
+//!   watchers see of it; `records`: its image records, all or none; [`source_label`]:
+//!   containerd's distribution source labels
 //! - [`manager`]: concurrency cap, shared in-flight pulls, timeout, retries;
 //!   [`failure`]: how failed pulls map to gRPC codes
 //! - [`inventory`]: the images present, as CRI reports them
@@ -34,6 +36,7 @@ pub mod manager;
 pub mod oci;
 pub mod orphan_leases;
 mod partial_downloads;
+mod pipeline;
 pub mod platform;
 pub mod progress;
 pub mod pull;
@@ -43,6 +46,7 @@ pub mod service;
 pub mod source_label;
 pub mod store;
 pub mod token_cache;
+mod unpack_schedule;
 
 pub use service::{AgentImageService, ConnectError, ImageServiceImpl};
 

@@ -21,7 +21,9 @@ pub enum Phase {
     #[default]
     Queued,
     Resolving,
+    /// Bytes are still to come; the layers already in may be unpacking meanwhile.
     Downloading,
+    /// Every blob is in: the layers left are unpacking and the records follow.
     Unpacking,
     Done,
 }

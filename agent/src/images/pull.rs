@@ -1,8 +1,9 @@
 //! One pull, done the way containerd's client does it, so CRI (and kubelet) see the
-//! result as their own: resolve, download blobs into the content store under a lease,
-//! label parents to children for GC, unpack layers into snapshots named by chain ID,
-//! label the config with the top snapshot, label every blob with the registry it came
-//! from, then create the image records CRI expects. The records are created last, and
+//! result as their own: resolve, download blobs into the content store under a lease
+//! and unpack each layer into a snapshot named by its chain ID as soon as it and the
+//! layers below it are in (`pipeline`), label parents to children for GC, label the
+//! config with the top snapshot, label every blob with the registry it came from, then
+//! create the image records CRI expects. The records are created last, and
 //! all or none, so a pull that fails or is cancelled leaves none; the
 //! lease is released however the pull ends. Nothing a registry sends is trusted: every
 //! document is read under a size cap and every body checked against the size and digest
@@ -13,8 +14,9 @@ use std::collections::HashMap;
 use tonic::Code;
 
 use super::{
-    download::{Target, download, hold_existing_blob},
+    download::{Target, hold_existing_blob},
     oci::{self, Descriptor, FormatError, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES},
+    pipeline,
     progress::{BlobProgress, Phase, Report},
     records,
     registry::{Auth, Registry, RegistryError},
@@ -22,7 +24,7 @@ use super::{
     store::{BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError},
 };
 use crate::reference::Reference;
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::FutureExt as _;
 
 pub use super::download::PARALLEL_BLOBS;
 
@@ -182,64 +184,16 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
             })
             .collect();
     });
-    // Futures built in a loop, not a closure: a closure's borrowed future is not
-    // provably `Send` for every lifetime (rust-lang/rust#102211).
-    let mut downloads = Vec::with_capacity(blobs.len());
-    for (index, blob) in blobs.iter().enumerate() {
-        let target = Target { image, auth, lease };
-        downloads.push(download(registry, store, target, progress, index, blob));
-    }
-    futures::stream::iter(downloads)
-        .buffer_unordered(PARALLEL_BLOBS)
-        .try_collect::<Vec<()>>()
-        .await?;
-
-    // Parents are written after their children and labelled to them, so garbage
-    // collection keeps the whole tree from the image record down.
-    let mut manifest_labels = HashMap::from([(
-        "containerd.io/gc.ref.content.config".to_owned(),
-        manifest.config.digest.clone(),
-    )]);
-    for (i, layer) in manifest.layers.iter().enumerate() {
-        manifest_labels.insert(
-            format!("containerd.io/gc.ref.content.l.{i}"),
-            layer.digest.clone(),
-        );
-    }
-    let m = &resolved.manifest;
-    write_small(store, lease, &m.descriptor, &m.body, manifest_labels).await?;
-    if let Some(index) = &resolved.index {
-        let labels = HashMap::from([(
-            "containerd.io/gc.ref.content.m.0".to_owned(),
-            m.descriptor.digest.clone(),
-        )]);
-        write_small(store, lease, &index.descriptor, &index.body, labels).await?;
-    }
-
-    progress.report(&mut |p| p.phase = Phase::Unpacking);
-    let config = store
-        .read_blob(&manifest.config.digest, MAX_CONFIG_BYTES)
-        .await?;
-    let diff_ids = oci::diff_ids(&config, manifest.layers.len())?;
-    let chain = oci::chain_ids(&diff_ids);
-    for (i, layer) in manifest.layers.iter().enumerate() {
-        if store.has_snapshot(&chain[i]).await? {
-            continue;
-        }
-        let parent = i.checked_sub(1).map(|p| chain[p].as_str());
-        store
-            .unpack_layer(lease, layer, &diff_ids[i], parent, &chain[i])
-            .await?;
-        let labels =
-            HashMap::from([("containerd.io/uncompressed".to_owned(), diff_ids[i].clone())]);
-        store.label_blob(&layer.digest, labels).await?;
-    }
-    if let Some(top) = chain.last() {
-        let key = format!("containerd.io/gc.ref.snapshot.{}", store.snapshotter());
-        store
-            .label_blob(&manifest.config.digest, HashMap::from([(key, top.clone())]))
-            .await?;
-    }
+    // As containerd's pull: every blob names the registry and repository it came from.
+    let labels = source_label::for_new_blob(image);
+    let target = Target {
+        image,
+        auth,
+        lease,
+        labels: &labels,
+    };
+    let parents = write_parents(store, target, resolved, manifest).boxed();
+    pipeline::download_and_unpack(registry, store, target, progress, &blobs, parents).await?;
 
     let pulled = PulledImage {
         image_id: manifest.config.digest.clone(),
@@ -247,17 +201,6 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
         repo_tag: image.repo_tag(),
         target: resolved.target.clone(),
     };
-    // As containerd's pull: every blob names the registry and repository it came from.
-    let mut fetched: Vec<&str> = blobs.iter().map(|b| b.digest.as_str()).collect();
-    fetched.push(&m.descriptor.digest);
-    fetched.extend(
-        resolved
-            .index
-            .as_ref()
-            .map(|i| i.descriptor.digest.as_str()),
-    );
-    source_label::label(store, image, fetched).await?;
-
     let labels = HashMap::from([(CRI_IMAGE_LABEL.0.to_owned(), CRI_IMAGE_LABEL.1.to_owned())]);
     let records = record_names(&pulled)
         .into_iter()
@@ -291,30 +234,63 @@ fn check_size(
     Ok(())
 }
 
-/// Writes a manifest or index with its GC labels, or labels it if already present.
+/// Writes the manifest and the index, if any, each labelled to its children.
+async fn write_parents<S: ImageStore>(
+    store: &S,
+    target: Target<'_>,
+    resolved: &Resolved,
+    manifest: &oci::Manifest,
+) -> Result<(), PullError> {
+    let mut manifest_labels = HashMap::from([(
+        "containerd.io/gc.ref.content.config".to_owned(),
+        manifest.config.digest.clone(),
+    )]);
+    for (i, layer) in manifest.layers.iter().enumerate() {
+        manifest_labels.insert(
+            format!("containerd.io/gc.ref.content.l.{i}"),
+            layer.digest.clone(),
+        );
+    }
+    let m = &resolved.manifest;
+    write_small(store, target, &m.descriptor, &m.body, manifest_labels).await?;
+    if let Some(index) = &resolved.index {
+        let labels = HashMap::from([(
+            "containerd.io/gc.ref.content.m.0".to_owned(),
+            m.descriptor.digest.clone(),
+        )]);
+        write_small(store, target, &index.descriptor, &index.body, labels).await?;
+    }
+    Ok(())
+}
+
+/// Writes a manifest or index with its GC labels and the pull's own, or adds them to
+/// it if already present.
 async fn write_small<S: ImageStore>(
     store: &S,
-    lease: &LeaseId,
+    target: Target<'_>,
     blob: &Descriptor,
     body: &bytes::Bytes,
     labels: HashMap<String, String>,
 ) -> Result<(), StoreError> {
-    if store.has_blob(lease, &blob.digest).await? {
-        return store.label_blob(&blob.digest, labels).await;
-    }
-    let written = async {
-        let mut writer = store.open_writer(lease, blob).await?;
-        writer.write(body.clone()).await?;
-        writer.commit(labels.clone()).await
-    }
-    .await;
-    match written {
-        Err(error) if error.code == Code::AlreadyExists => {
-            hold_existing_blob(store, lease, &blob.digest).await?;
-            store.label_blob(&blob.digest, labels).await
+    let lease = target.lease;
+    if !store.has_blob(lease, &blob.digest).await? {
+        let written = async {
+            let mut writer = store.open_writer(lease, blob).await?;
+            writer.write(body.clone()).await?;
+            let mut all = labels.clone();
+            all.extend(target.labels.clone());
+            writer.commit(all).await
         }
-        other => other,
+        .await;
+        match written {
+            Err(error) if error.code == Code::AlreadyExists => {
+                hold_existing_blob(store, lease, &blob.digest).await?;
+            }
+            other => return other,
+        }
     }
+    store.label_blob(&blob.digest, labels).await?;
+    source_label::label(store, target.image, [blob.digest.as_str()]).await
 }
 
 /// Deletes the lease when the pull ends, including when its future is dropped

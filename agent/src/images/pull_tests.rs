@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use crate::images::{
     progress::Progress,
-    testing::{FakeRegistry, FakeStore, TestImage, test_image},
+    testing::{FakeRegistry, FakeStore, StoreEvent, TestImage, test_image},
 };
 
 const REF: &str = "registry.test/team/app:v1";
@@ -73,6 +73,51 @@ async fn a_pull_stores_labels_unpacks_and_names_the_image_as_cri_does() {
     assert_eq!(progress.bytes_done(), progress.bytes_total());
     let layer_bytes: u64 = image.layers.iter().map(|l| l.len() as u64).sum();
     assert!(progress.bytes_total() > layer_bytes);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layer_unpacks_while_the_layers_above_it_still_download() {
+    let (registry, store, image, reference) = setup();
+    let top = oci::sha256_digest(image.layers.last().unwrap());
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    registry.state().held.insert(top.clone(), gate.clone());
+    // The layers are their own uncompressed form, so the bottom one's chain ID is its
+    // digest.
+    let bottom = oci::sha256_digest(&image.layers[0]);
+    let (tx, rx) = watch::channel(Progress::default());
+    let pulling = {
+        let (registry, store, reference) = (registry.clone(), store.clone(), reference.clone());
+        tokio::spawn(
+            async move { pull(&registry, &store, &reference, &Auth::Anonymous, &tx).await },
+        )
+    };
+    // A pull that unpacks only once every blob is in never gets there: the paused clock
+    // runs out the wait at once.
+    let bottom_unpacked = async {
+        while !store.state().snapshots.contains(&bottom) {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    };
+    let early = tokio::time::timeout(std::time::Duration::from_secs(10), bottom_unpacked).await;
+    let phase_meanwhile = rx.borrow().phase;
+    gate.notify_one();
+    pulling.await.unwrap().unwrap();
+
+    assert!(
+        early.is_ok(),
+        "the bottom layer waited for the top one's download"
+    );
+    assert_eq!(
+        phase_meanwhile,
+        Phase::Downloading,
+        "bytes were still to come"
+    );
+    let events = store.state().events.clone();
+    let at = |event: StoreEvent| events.iter().position(|e| *e == event);
+    let unpacked = at(StoreEvent::Unpacked(bottom.clone())).unwrap();
+    let committed = at(StoreEvent::Committed(top.clone())).unwrap();
+    assert!(unpacked < committed, "{events:?}");
+    assert!(store.state().snapshots.contains(&image.chain_top));
 }
 
 #[tokio::test]

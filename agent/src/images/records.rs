@@ -1,8 +1,9 @@
 //! The image records that end a pull, written all or none: CRI creates three per pull
 //! (image ID, repo tag, repo digest), and a pull whose second or third record fails
 //! must not leave the first behind, pointing kubelet at an image the pull reported
-//! as failed. Each record's earlier state is read before it is written, so the undo
-//! of a failed set deletes the records it created and restores the ones it repointed.
+//! as failed. The records' earlier states are read (together, one round trip's wait)
+//! before the first is written, so the undo of a failed set deletes the records it
+//! created and restores the ones it repointed.
 
 use super::store::{ImageRecord, ImageStore, StoreError};
 
@@ -28,22 +29,19 @@ pub async fn put_all<S: ImageStore>(
     store: &S,
     records: Vec<ImageRecord>,
 ) -> Result<(), StoreError> {
+    let mut reads = Vec::with_capacity(records.len());
+    for record in &records {
+        reads.push(store.get_image(&record.name));
+    }
+    let befores = futures::future::try_join_all(reads).await?;
     let mut undo = Vec::with_capacity(records.len());
-    for record in records {
-        let name = record.name.clone();
-        let written = async {
-            let before = store.get_image(&name).await?;
-            store.put_image(record).await?;
-            Ok::<_, StoreError>(Undo::of(&name, before))
+    for (record, before) in records.into_iter().zip(befores) {
+        let step = Undo::of(&record.name, before);
+        if let Err(error) = store.put_image(record).await {
+            roll_back(store, undo).await;
+            return Err(error);
         }
-        .await;
-        match written {
-            Ok(step) => undo.push(step),
-            Err(error) => {
-                roll_back(store, undo).await;
-                return Err(error);
-            }
-        }
+        undo.push(step);
     }
     Ok(())
 }

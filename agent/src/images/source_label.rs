@@ -42,6 +42,15 @@ pub fn merged(key: &str, existing: Option<&str>, repository: &str) -> Option<Str
     (key.len() + value.len() <= MAX_LABEL_BYTES).then_some(value)
 }
 
+/// The source label of a blob `image`'s pull commits: its repository alone (none when
+/// over the limit). Given at the commit, it saves reading and updating the blob after.
+pub fn for_new_blob(image: &Reference) -> HashMap<String, String> {
+    let key = key(image);
+    merged(&key, None, image.path())
+        .map(|value| HashMap::from([(key, value)]))
+        .unwrap_or_default()
+}
+
 /// Adds `image`'s repository to the source label of each blob in `digests`. A label
 /// over the limit is left as it is, as containerd does.
 pub async fn label<S: ImageStore>(
@@ -108,6 +117,14 @@ mod tests {
                 "{existing:?} + {repository}"
             );
         }
+    }
+
+    #[test]
+    fn a_new_blob_is_labelled_with_the_pulls_repository_alone() {
+        let image = Reference::parse_normalized("127.0.0.1:5000/team/web:v1").unwrap();
+        let labels = for_new_blob(&image);
+        assert_eq!(labels.len(), 1);
+        assert_eq!(labels[&format!("{PREFIX}127.0.0.1")], "team/web");
     }
 
     #[test]

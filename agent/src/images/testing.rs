@@ -78,6 +78,8 @@ pub struct RegistryState {
     pub fail_next: VecDeque<RegistryError>,
     /// When set, blob bodies wait for it before their first byte.
     pub gate: Option<Arc<Notify>>,
+    /// Blobs whose bodies wait for their own gate before their first byte.
+    pub held: HashMap<String, Arc<Notify>>,
     /// When set, blob bodies wait this long before each chunk (a slow, steady registry).
     pub chunk_delay: Option<std::time::Duration>,
     /// When set, only this credential may read anything.
@@ -169,7 +171,8 @@ impl Registry for FakeRegistry {
                     what: "blob",
                     url: digest.to_owned(),
                 })?;
-            (body, state.gate.clone(), state.chunk_delay, offset)
+            let gate = state.held.get(digest).or(state.gate.as_ref()).cloned();
+            (body, gate, state.chunk_delay, offset)
         };
         let start = usize::try_from(offset).unwrap().min(body.len());
         let chunks: Vec<Result<Bytes, RegistryError>> = body[start..]
@@ -195,9 +198,19 @@ impl Registry for FakeRegistry {
     }
 }
 
+/// What the store did, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreEvent {
+    /// A blob was committed (by digest).
+    Committed(String),
+    /// A layer was unpacked into the snapshot of this chain ID.
+    Unpacked(String),
+}
+
 #[derive(Default)]
 pub struct StoreState {
     pub blobs: HashMap<String, (Bytes, HashMap<String, String>)>,
+    pub events: Vec<StoreEvent>,
     pub leases: HashSet<String>,
     pub leases_created: usize,
     pub snapshots: HashSet<String>,
@@ -267,9 +280,9 @@ impl BlobWriter for FakeWriter {
         }
         let mut state = self.store.state();
         state.ingests.remove(&self.blob.digest);
-        state
-            .blobs
-            .insert(self.blob.digest, (Bytes::from(self.data), labels));
+        let digest = self.blob.digest;
+        state.events.push(StoreEvent::Committed(digest.clone()));
+        state.blobs.insert(digest, (Bytes::from(self.data), labels));
         Ok(())
     }
 }
@@ -384,6 +397,7 @@ impl ImageStore for FakeStore {
             return Err(store_error("apply", Code::DataLoss));
         }
         state.snapshots.insert(chain_id.to_owned());
+        state.events.push(StoreEvent::Unpacked(chain_id.to_owned()));
         Ok(())
     }
 
