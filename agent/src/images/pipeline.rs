@@ -92,7 +92,13 @@ pub async fn download_and_unpack<'a, R: Registry, S: ImageStore>(
                         .map_ok(Finished::Unpacked)
                         .boxed()
                 }
-                (Step::Unpack(_), None) => unreachable!("layers unpack after the config is read"),
+                // The schedule reads the config before any unpack; were it ever not so,
+                // the pull fails rather than the agent.
+                (Step::Unpack(n), None) => {
+                    let message =
+                        format!("layer {n} was to be unpacked before the image config was read");
+                    futures::future::ready(Err(PullError::Format(message))).boxed()
+                }
             });
         }
         tokio::select! {
@@ -137,7 +143,10 @@ pub async fn download_and_unpack<'a, R: Registry, S: ImageStore>(
             Some(written) = beside.next() => written?,
             // The schedule starts a step whenever the lane is free and may run one, and
             // some step may run once every blob is in, so a branch is always pending.
-            else => unreachable!("a pull with nothing to wait for before it is complete"),
+            else => {
+                let message = "the pull stopped with nothing left to wait for before it was complete";
+                return Err(PullError::Format(message.to_owned()));
+            }
         }
     }
     Ok(())

@@ -11,6 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
 
+use crate::controller::api_error::api_error;
+
 /// The controller among `meta`'s owners, if it is of `kind` in `api_version`.
 pub fn controller_of<'a>(
     meta: &'a ObjectMeta,
@@ -68,6 +70,7 @@ pub async fn own_deployment(
             found
         }
         Err(err) => {
+            let err = api_error(format!("Finding the Deployment of pod {pod_name}"))(err);
             tracing::warn!(
                 pod = pod_name,
                 error = %err,
