@@ -155,9 +155,17 @@ async fn a_surging_rollout_survives_a_leader_kill() -> Result<()> {
                 bail!("pods by node {state:#?}")
             })
             .await?;
-            let ds = ctx.api::<DaemonSet>().get("proxy").await?;
-            let status = ds.status.unwrap_or_default();
-            ensure!(status.updated_number_scheduled == 4, "status {status:?}");
+            // The status follows the pods by one sync: the last pod's readiness reaches
+            // the controller after the test saw it.
+            poll_until("the status counting every node updated", WAIT, || async {
+                let ds = ctx.api::<DaemonSet>().get("proxy").await?;
+                let status = ds.status.unwrap_or_default();
+                if status.updated_number_scheduled == 4 && status.number_available == 4 {
+                    return Ok(Some(()));
+                }
+                bail!("status {status:?}")
+            })
+            .await?;
             let (most_surged, same_revision) = surged_nodes(&pod_log.history(), &v2);
             ensure!(
                 most_surged <= 1,
