@@ -72,6 +72,16 @@ fn next_flush(now: Instant, last_write: Option<Instant>) -> Instant {
     last_write.map_or(gathered, |last| gathered.max(last + FLUSH_EVERY))
 }
 
+/// When to write the acknowledgement of a spec the agent accepted at `now`, given the
+/// flush already `planned`: after [`GATHER`] (the agent's first results for the new spec
+/// follow its acceptance within milliseconds and ride on the same write, one write a node
+/// instead of two), and never held back by [`FLUSH_EVERY`] (spec changes are rare, and
+/// the pull's first result should not wait behind them).
+fn ack_flush(now: Instant, planned: Option<Instant>) -> Instant {
+    let gathered = now + GATHER;
+    planned.map_or(gathered, |at| at.min(gathered))
+}
+
 impl Distributor {
     /// The kinds of the shared caches the distributor reads.
     pub const READS: &'static [&'static str] = &["Node", "ImageList"];
@@ -258,6 +268,9 @@ impl Distributor {
         let mut pending = BTreeMap::new();
         let mut flush_at: Option<Instant> = None;
         let mut last_write: Option<Instant> = None;
+        // Whether `pending` holds updates from the stream (which count against
+        // FLUSH_EVERY), not only an acknowledgement.
+        let mut streamed = false;
         loop {
             let flush = async {
                 match flush_at {
@@ -285,11 +298,9 @@ impl Distributor {
                         // After the reset above: a refused image is Failed, not Waiting.
                         pending.extend(refused);
                         pushed_images = current.spec.images.keys().cloned().collect();
-                        // The acknowledgement of a new spec is written at once and does not
-                        // count against the stream's once a second: spec changes are rare, and
-                        // the pull's first result should not wait behind it.
-                        let pending = std::mem::take(&mut pending);
-                        self.write_status(node, &pending, Some(pushed), true, written).await;
+                        // Every write carries observedGeneration = `pushed`: the flush is
+                        // the acknowledgement.
+                        flush_at = Some(ack_flush(Instant::now(), flush_at));
                     }
                 }
                 message = stream.message() => match message {
@@ -298,6 +309,7 @@ impl Distributor {
                         let status = image_status(&update);
                         self.record_failure(&node_object, &update.image, &status, failures);
                         pending.insert(update.image.clone(), status);
+                        streamed = true;
                         flush_at.get_or_insert_with(|| next_flush(Instant::now(), last_write));
                     }
                     Ok(None) => return Err("the agent closed the status stream".to_owned()),
@@ -307,7 +319,9 @@ impl Distributor {
                     flush_at = None;
                     let pending = std::mem::take(&mut pending);
                     self.write_status(node, &pending, Some(pushed), true, written).await;
-                    last_write = Some(Instant::now());
+                    if std::mem::take(&mut streamed) {
+                        last_write = Some(Instant::now());
+                    }
                 }
             }
         }
@@ -546,6 +560,24 @@ mod tests {
         ];
         for (now, last, want) in cases {
             assert_eq!(next_flush(now, last), want, "update at {:?}", now - t0);
+        }
+    }
+
+    #[test]
+    fn an_acknowledgement_is_gathered_briefly_and_never_throttled() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // (spec accepted, flush already planned, expected flush)
+        let cases = [
+            // Nothing pending: the results that follow within GATHER share the write.
+            (t0, None, t0 + GATHER),
+            // Stream updates held back by FLUSH_EVERY go out with the acknowledgement.
+            (t0, Some(t0 + ms(900)), t0 + GATHER),
+            // A flush due sooner stays: it carries the acknowledgement too.
+            (t0, Some(t0 + ms(10)), t0 + ms(10)),
+        ];
+        for (now, planned, want) in cases {
+            assert_eq!(ack_flush(now, planned), want, "planned {planned:?}");
         }
     }
 }
