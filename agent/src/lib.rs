@@ -2,6 +2,7 @@
 //! restarts containers in place and sets pod conditions, for pods of its own node.
 
 pub mod admin;
+pub mod apiserver;
 pub mod auth;
 pub mod config;
 pub mod containerd_channel;

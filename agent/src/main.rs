@@ -1,6 +1,6 @@
 use anyhow::Context as _;
 use clap::Parser as _;
-use stevedore_agent::{config::Args, server, shutdown, telemetry};
+use stevedore_agent::{apiserver, config::Args, server, shutdown, telemetry};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> anyhow::Result<()> {
@@ -15,9 +15,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     telemetry::init(args.log_format)?;
-    let kube = kube::Client::try_default()
-        .await
-        .context("Kubernetes client")?;
+    let kube = apiserver::client()?;
     let tls = server::tls_material(&args).await?;
     let listeners = server::Listeners::bind(&args).await?;
     let shutdown = CancellationToken::new();

@@ -19,8 +19,11 @@ ADMIN_OFFSET=5000 # health and metrics endpoint (one listener on loopback) = gRP
 # kubectl calls applying Nodes at once (each applies its share in order).
 APPLY_CONCURRENCY=${STEVEDORE_SIM_APPLY_CONCURRENCY:-16}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
-# The agents are release builds unless asked otherwise (tests/run.sh asks for dev).
+# The agents are release builds unless asked otherwise (tests/run.sh asks for dev); a
+# release agent is built with its own size-optimised profile (Cargo.toml, release-agent).
 STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-release}
+AGENT_PROFILE=$STEVEDORE_PROFILE
+[[ $AGENT_PROFILE == release ]] && AGENT_PROFILE=release-agent
 
 die() { printf 'sim-agents: %s\n' "$*" >&2; exit 1; }
 
@@ -68,11 +71,11 @@ up() {
     die "no simulated-agent certificate: run deploy/local/cluster.sh up again"
   kwok_ip=$(kubectl get node kwok-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}' 2>/dev/null) ||
     die "kwok is not running (run deploy/local/run.sh --fake-nodes 1 first)"
-  cargo build -q --locked --profile "$STEVEDORE_PROFILE" -p stevedore-agent
+  cargo build -q --locked --profile "$AGENT_PROFILE" -p stevedore-agent
   mkdir -p "$dir"
   # Replace, not overwrite: the running agents keep their (now unlinked) binary.
   local built=$CARGO_TARGET_DIR/debug/stevedore-agent
-  [[ $STEVEDORE_PROFILE == dev ]] || built=$CARGO_TARGET_DIR/$STEVEDORE_PROFILE/stevedore-agent
+  [[ $AGENT_PROFILE == dev ]] || built=$CARGO_TARGET_DIR/$AGENT_PROFILE/stevedore-agent
   cp "$built" "$dir/stevedore-agent.new"
   mv -f "$dir/stevedore-agent.new" "$dir/stevedore-agent"
   # The Nodes in at most APPLY_CONCURRENCY kubectl calls running at once, each applying

@@ -46,8 +46,8 @@ case $AGENT in
   release)
     SOCK=$WORK/agent.sock
     if [[ -z ${AGENT_BIN:-} ]]; then
-      cargo build --release --locked -q -p stevedore-agent
-      AGENT_BIN=$CARGO_TARGET_DIR/release/stevedore-agent
+      cargo build --profile release-agent --locked -q -p stevedore-agent
+      AGENT_BIN=$CARGO_TARGET_DIR/release-agent/stevedore-agent
     fi
     "$AGENT_BIN" --node-name "$STEVEDORE_NODE_NAME" \
       --containerd-socket "$STEVEDORE_CONTAINERD_SOCK" --grpc-addr 127.0.0.1:11350 \

@@ -26,8 +26,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [[ -z ${AGENT_BIN:-} ]]; then
-  cargo build --release --locked -q -p stevedore-agent
-  AGENT_BIN=$CARGO_TARGET_DIR/release/stevedore-agent
+  cargo build --profile release-agent --locked -q -p stevedore-agent
+  AGENT_BIN=$CARGO_TARGET_DIR/release-agent/stevedore-agent
 fi
 echo "agent: $AGENT_BIN ($(stat -c %s "$AGENT_BIN") bytes); $RUNS runs, ${IDLE}s idle each"
 

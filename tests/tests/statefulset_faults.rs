@@ -298,8 +298,33 @@ async fn an_unreachable_agent_holds_only_its_nodes_in_place_updates() -> Result<
             Ok(live_done.then_some(()))
         })
         .await?;
+        // The event is written by the sync that tried the dead node's pods, which may run
+        // after the live node's pods are done (a sync of its own, retries with backoff), so
+        // wait for it rather than read the events once.
+        let found = poll_until(
+            "an AgentUnreachable event on the StatefulSet",
+            ROLLOUT,
+            || async {
+                let events = ctx.api::<Event>().list(&ListParams::default()).await?.items;
+                let unreachable = events.iter().any(|e| {
+                    e.reason.as_deref() == Some("AgentUnreachable")
+                        && e.involved_object.kind.as_deref() == Some("StatefulSet")
+                });
+                Ok(unreachable.then_some(()))
+            },
+        )
+        .await;
+        if let Err(err) = found {
+            let events = ctx.api::<Event>().list(&ListParams::default()).await?.items;
+            let seen: Vec<_> = events
+                .iter()
+                .map(|e| (e.reason.clone(), e.message.clone()))
+                .collect();
+            let set = ctx.api::<StatefulSet>().get("web").await?;
+            let conditions = set.status.map(|s| s.conditions).unwrap_or_default();
+            bail!("{err:#}; events {seen:?}; conditions {conditions:?}");
+        }
         // The dead agent's pods were never patched (their agent never let them go).
-        tokio::time::sleep(Duration::from_secs(5)).await;
         for pod in live_pods(&ctx, "web").await? {
             if on_dead.contains(&pod.name_any()) {
                 ensure!(
@@ -308,18 +333,6 @@ async fn an_unreachable_agent_holds_only_its_nodes_in_place_updates() -> Result<
                     pod.name_any()
                 );
             }
-        }
-        let events = ctx.api::<Event>().list(&ListParams::default()).await?.items;
-        let unreachable = events.iter().any(|e| {
-            e.reason.as_deref() == Some("AgentUnreachable")
-                && e.involved_object.kind.as_deref() == Some("StatefulSet")
-        });
-        if !unreachable {
-            let seen: Vec<_> = events
-                .iter()
-                .map(|e| (e.reason.clone(), e.message.clone()))
-                .collect();
-            bail!("no AgentUnreachable event on the StatefulSet: {seen:?}");
         }
 
         sim.restart()?;

@@ -57,27 +57,23 @@ subjectAltName=IP:127.0.0.1,IP:$KWOK_NODE_IP"
 }
 
 # write_kubeconfig CERT FILE: a kubeconfig authenticating with the client certificate CERT.
+# Written in JSON (which is YAML too, so every Kubernetes tool reads it): the agent reads
+# kubeconfigs only in JSON form, to keep a YAML parser out of its memory (agent/src/kube_config.rs).
 write_kubeconfig() {
   local cert=$1 file=$2
   cat >"$file" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters:
-- name: stevedore-local
-  cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
-    certificate-authority: $PKI/ca.crt
-users:
-- name: $cert
-  user:
-    client-certificate: $PKI/$cert.crt
-    client-key: $PKI/$cert.key
-contexts:
-- name: stevedore-local
-  context:
-    cluster: stevedore-local
-    user: $cert
-current-context: stevedore-local
+{
+  "apiVersion": "v1",
+  "kind": "Config",
+  "clusters": [{"name": "stevedore-local", "cluster": {
+    "server": "https://127.0.0.1:$APISERVER_PORT",
+    "certificate-authority": "$PKI/ca.crt"}}],
+  "users": [{"name": "$cert", "user": {
+    "client-certificate": "$PKI/$cert.crt",
+    "client-key": "$PKI/$cert.key"}}],
+  "contexts": [{"name": "stevedore-local", "context": {"cluster": "stevedore-local", "user": "$cert"}}],
+  "current-context": "stevedore-local"
+}
 KUBECONFIG
   chmod 600 "$file"
 }

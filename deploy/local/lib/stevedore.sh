@@ -38,22 +38,34 @@ must() {
   ((rc == 0)) || die "$what failed (log: $logfile)"
 }
 
-# compile NAME BIN: builds binary NAME (crate of the same name) with STEVEDORE_PROFILE and
-# copies it, stripped, to BIN. The target directory may be shared by several checkouts and cargo
-# copies each build's binary to the same debug/NAME: a lock held from the build until the
-# copy keeps a deploy from another checkout from swapping it in between.
+# crate_profile NAME: the cargo profile crate NAME is built with: STEVEDORE_PROFILE, but a
+# release agent has its own size-optimised profile (Cargo.toml, release-agent).
+crate_profile() {
+  if [[ $STEVEDORE_PROFILE == release && $1 == stevedore-agent ]]; then
+    echo release-agent
+  else
+    echo "$STEVEDORE_PROFILE"
+  fi
+}
+
+# compile NAME BIN: builds binary NAME (crate of the same name) with its profile
+# (crate_profile) and copies it, stripped, to BIN. The target directory may be shared by
+# several checkouts and cargo copies each build's binary to the same debug/NAME: a lock
+# held from the build until the copy keeps a deploy from another checkout from swapping it
+# in between.
 compile() {
-  local name=$1 bin=$2
+  local name=$1 bin=$2 profile
+  profile=$(crate_profile "$name")
   mkdir -p "$CARGO_TARGET_DIR"
   exec 9>"$CARGO_TARGET_DIR/.stevedore-image-build.lock"
   flock 9
   (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked \
-    --profile "$STEVEDORE_PROFILE" -p "$name" --bin "$name")
+    --profile "$profile" -p "$name" --bin "$name")
   # Release images carry no symbol table either (7 MiB less for the control plane; a
   # panic's backtrace then shows addresses only); debug images keep their symbols.
   local strip=--strip-all
   [[ $STEVEDORE_PROFILE == dev ]] && strip=--strip-debug
-  objcopy "$strip" "$CARGO_TARGET_DIR/$(profile_dir "$STEVEDORE_PROFILE")/$name" "$bin"
+  objcopy "$strip" "$CARGO_TARGET_DIR/$(profile_dir "$profile")/$name" "$bin"
 }
 
 # package BIN USER LAYOUT:TAG REF: an image of the binary BIN at /usr/local/bin (its
