@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
 use tokio::time::Instant;
 
@@ -70,15 +70,7 @@ impl ObjectReconciler for DaemonSetController {
     }
 
     fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        (kind == "Pod")
-            .then(|| {
-                self.parts
-                    .stores
-                    .pods
-                    .get(&ObjectRef::new(name).within(namespace))
-            })
-            .flatten()
-            .map(|p| Seen::of(&p.metadata))
+        self.parts.seen(namespace, kind, name)
     }
 
     fn caches_synced(&self) -> bool {
@@ -88,8 +80,10 @@ impl ObjectReconciler for DaemonSetController {
             .synced(<Self as ObjectReconciler>::READS)
     }
 
+    /// What every pod-set kind keeps per set (create backoff, the template's verdict), then
+    /// the DaemonSet's own per-node state.
     fn forget(&self, key: &ObjectKey) {
-        self.parts.create_backoff.forget(key);
+        self.parts.forget(key);
         self.unplaced.forget(key);
         for node in self.parts.stores.nodes.state() {
             self.failed_pod_backoff

@@ -1,7 +1,7 @@
-//! What every pod-set controller (CloneSet, Advanced StatefulSet) holds and the writes
-//! around its plan that do not depend on the kind: the cache lookup behind expectations,
-//! the parts the shared executor writes through, the status write, and the revision
-//! history's writer and truncation. A kind keeps only what is its own beside these.
+//! What every pod-set controller (CloneSet, Advanced StatefulSet, Advanced DaemonSet) holds
+//! and the writes around its plan that do not depend on the kind: the cache lookup behind
+//! expectations, the parts the shared executor writes through, the status write, and the
+//! revision history's writer and truncation. A kind keeps only what is its own beside these.
 
 use std::fmt::Debug;
 use std::sync::Arc;
