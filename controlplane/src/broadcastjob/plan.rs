@@ -26,6 +26,7 @@ use crate::api::broadcastjob::{
 };
 use crate::api::common::CompletionPolicyType;
 use crate::controller::conditions::{find, set_condition};
+use crate::controller::events::PlannedEvent;
 use crate::workload::node_eval;
 use crate::workload::node_resources::{NodeUsage, pod_requests};
 use crate::workload::rollout::parallelism;
@@ -76,14 +77,6 @@ pub struct PodToDelete {
     pub uid: String,
 }
 
-/// A decision worth an Event on the job.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobEvent {
-    pub warning: bool,
-    pub reason: &'static str,
-    pub note: String,
-}
-
 /// What to do.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
@@ -95,7 +88,7 @@ pub struct Plan {
     /// The TTL after finishing ran out: delete the job (its pods go with it).
     pub delete_job: bool,
     pub status: BroadcastJobStatus,
-    pub events: Vec<JobEvent>,
+    pub events: Vec<PlannedEvent>,
     pub requeue_after: Option<Duration>,
 }
 
@@ -236,7 +229,7 @@ fn failure(
             let known = s.status.failed;
             if !s.spec.paused && to_i32(counts.failed.len()) > known {
                 plan.pause = true;
-                plan.events.push(JobEvent {
+                plan.events.push(PlannedEvent {
                     warning: true,
                     reason: "Paused",
                     note: format!(
@@ -281,7 +274,7 @@ fn fail(plan: &mut Plan, now: Timestamp, reason: FailureReason, running: &[&Pod]
         })
         .collect();
     plan.status.active = 0;
-    plan.events.push(JobEvent {
+    plan.events.push(PlannedEvent {
         warning: true,
         reason: reason.as_str(),
         note: format!("the job failed: {message}"),
@@ -291,7 +284,7 @@ fn fail(plan: &mut Plan, now: Timestamp, reason: FailureReason, running: &[&Pod]
 /// Completes the job: the Complete condition, phase and completion time.
 fn complete(plan: &mut Plan, now: Timestamp) {
     if find(&plan.status.conditions, CONDITION_COMPLETE).is_none() {
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: false,
             reason: "Completed",
             note: format!(
@@ -336,7 +329,7 @@ fn ttl(plan: &mut Plan, spec: &BroadcastJobSpec, finished: Timestamp, now: Times
     };
     if expiry <= now {
         plan.delete_job = true;
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: false,
             reason: "Deleting",
             note: format!("deleting the job and its pods {seconds}s after it finished (ttlSecondsAfterFinished)"),

@@ -19,7 +19,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::plan::{self, JobEvent, Plan, Snapshot};
+use super::plan::{self, Plan, Snapshot};
 use super::pods::new_pod;
 use crate::api::BroadcastJob;
 use crate::api::broadcastjob::BroadcastJobStatus;
@@ -116,7 +116,9 @@ impl ObjectReconciler for BroadcastJobController {
             outcome = outcome.min(Outcome::RequeueAfter(wait));
         }
         self.delete_pods(key, &planned).await?;
-        self.publish(&job, &planned.events).await;
+        self.events
+            .publish_planned(&job.object_ref(&()), ACTION, &planned.events)
+            .await;
         if planned.pause {
             self.pause(key).await?;
         }
@@ -259,22 +261,6 @@ impl BroadcastJobController {
             );
         }
         Ok(())
-    }
-
-    async fn publish(&self, job: &BroadcastJob, events: &[JobEvent]) {
-        let reference = job.object_ref(&());
-        for event in events {
-            let note = event.note.clone();
-            if event.warning {
-                self.events
-                    .warning(&reference, event.reason, ACTION, note)
-                    .await;
-            } else {
-                self.events
-                    .normal(&reference, event.reason, ACTION, note)
-                    .await;
-            }
-        }
     }
 
     /// Sets `spec.paused` (failure policy Pause).

@@ -5,6 +5,14 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
+/// An Event a plan decided on, for the reconcile that carries the plan out to publish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
+}
+
 /// Publishes Events as one reporting controller.
 #[derive(Clone)]
 pub struct EventSink {
@@ -39,6 +47,24 @@ impl EventSink {
     ) {
         self.publish(object, EventType::Warning, reason, action, note)
             .await;
+    }
+
+    /// Each of `events` on `object`, a Warning or a Normal event as it says.
+    pub async fn publish_planned(
+        &self,
+        object: &ObjectReference,
+        action: &str,
+        events: &[PlannedEvent],
+    ) {
+        for event in events {
+            let type_ = if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.publish(object, type_, event.reason, action, event.note.clone())
+                .await;
+        }
     }
 
     async fn publish(

@@ -21,7 +21,7 @@ use crate::api::common::CompletionPolicyType;
 use crate::api::imagelistpulljob::{FailedImageStatus, ImageListPullJobStatus};
 use crate::api::imagepulljob::ImagePullJobSpec;
 use crate::api::{ImageListPullJob, ImagePullJob};
-use crate::imagepulljob::plan::JobEvent;
+use crate::controller::events::PlannedEvent;
 use crate::imagepulljob::progress::{Part, summarize};
 use crate::workload::revision::{fnv32a, safe_encode};
 
@@ -50,7 +50,7 @@ pub struct Plan {
     /// The TTL after finishing ran out.
     pub delete_job: bool,
     pub requeue_after: Option<Duration>,
-    pub events: Vec<JobEvent>,
+    pub events: Vec<PlannedEvent>,
 }
 
 /// The name of the ImagePullJob of `image`: the job's name (cut to fit) and a hash of
@@ -90,7 +90,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     }
     plan.status = aggregate(s, &kept, &old);
     if always && plan.status.completion_time.is_some() {
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: false,
             reason: "Completed",
             note: format!(
@@ -127,7 +127,7 @@ fn sort_children<'a>(s: &Snapshot<'a>, plan: &mut Plan) -> BTreeMap<&'a str, &'a
         } else {
             "no longer listed:"
         };
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: false,
             reason: "SuccessfulDelete",
             note: format!("deleting ImagePullJob {name}, {why} image {image}"),
@@ -141,7 +141,7 @@ fn create(s: &Snapshot<'_>, plan: &mut Plan, image: &str, spec: ImagePullJobSpec
     let job = s.job;
     let name = child_name(job.metadata.name.as_deref().unwrap_or_default(), image);
     if s.taken.contains(name.as_str()) {
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: true,
             reason: "FailedCreate",
             note: format!(
@@ -150,7 +150,7 @@ fn create(s: &Snapshot<'_>, plan: &mut Plan, image: &str, spec: ImagePullJobSpec
         });
         return;
     }
-    plan.events.push(JobEvent {
+    plan.events.push(PlannedEvent {
         warning: false,
         reason: "SuccessfulCreate",
         note: format!("creating ImagePullJob {name} to pull {image}"),
@@ -261,7 +261,7 @@ fn ttl(plan: &mut Plan, job: &ImageListPullJob, completed: Timestamp, now: Times
     };
     if expiry <= now {
         plan.delete_job = true;
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: false,
             reason: "Deleting",
             note: format!(

@@ -129,7 +129,9 @@ impl ObjectReconciler for ImageListPullJobController {
             delete = planned.delete.len(),
             "planned"
         );
-        self.publish(&job, &planned).await;
+        self.events
+            .publish_planned(&job.object_ref(&()), ACTION, &planned.events)
+            .await;
         self.write_children(key, &ours, &planned).await?;
         self.write_status(key, &job, &planned).await?;
         if planned.delete_job {
@@ -210,21 +212,6 @@ impl ImageListPullJobController {
             }
         }
         Ok(())
-    }
-
-    async fn publish(&self, job: &ImageListPullJob, planned: &Plan) {
-        let reference = job.object_ref(&());
-        for event in &planned.events {
-            if event.warning {
-                self.events
-                    .warning(&reference, event.reason, ACTION, event.note.clone())
-                    .await;
-            } else {
-                self.events
-                    .normal(&reference, event.reason, ACTION, event.note.clone())
-                    .await;
-            }
-        }
     }
 
     /// Writes the status when it changed.

@@ -21,6 +21,7 @@ use crate::api::ImagePullJob;
 use crate::api::common::CompletionPolicyType;
 use crate::api::imagelist::{ImageListEntry, ImagePullPhase, ImageStatus, PullSecretReference};
 use crate::api::imagepulljob::{ImagePullJobStatus, ImagePullPolicy};
+use crate::controller::events::PlannedEvent;
 use crate::imagepulljob::progress::{self, Part};
 use crate::workload::node::is_ready;
 pub use crate::workload::rollout::parallelism;
@@ -56,14 +57,6 @@ pub struct Snapshot<'a> {
     pub now: Timestamp,
 }
 
-/// A Kubernetes Event to publish on the job.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobEvent {
-    pub warning: bool,
-    pub reason: &'static str,
-    pub note: String,
-}
-
 /// What to do.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
@@ -75,7 +68,7 @@ pub struct Plan {
     /// The TTL after finishing ran out.
     pub delete_job: bool,
     pub requeue_after: Option<Duration>,
-    pub events: Vec<JobEvent>,
+    pub events: Vec<PlannedEvent>,
 }
 
 /// Where one selected node stands.
@@ -149,7 +142,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         match deadline {
             Ok(deadline) if deadline <= s.now => {
                 let unfinished = nodes.unfinished();
-                plan.events.push(JobEvent {
+                plan.events.push(PlannedEvent {
                     warning: true,
                     reason: "DeadlineExceeded",
                     note: format!(
@@ -222,7 +215,11 @@ impl Nodes<'_> {
 }
 
 /// A Warning for each node that failed since the last status.
-fn new_failure_events(s: &Snapshot<'_>, failed: &[String], reported: &[String]) -> Vec<JobEvent> {
+fn new_failure_events(
+    s: &Snapshot<'_>,
+    failed: &[String],
+    reported: &[String],
+) -> Vec<PlannedEvent> {
     failed
         .iter()
         .filter(|n| !reported.contains(n))
@@ -233,7 +230,7 @@ fn new_failure_events(s: &Snapshot<'_>, failed: &[String], reported: &[String]) 
                 .and_then(|image| image.status.as_ref())
                 .map(|status| status.message.as_str())
                 .unwrap_or_default();
-            JobEvent {
+            PlannedEvent {
                 warning: true,
                 reason: "PullFailed",
                 note: format!(
@@ -269,7 +266,7 @@ fn run_nodes(
     plan.status.failed_nodes = failed_nodes;
     if policy == CompletionPolicyType::Always && active == 0 && pending == 0 && no_list == 0 {
         let failed = plan.status.failed_nodes.clone();
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: false,
             reason: "Completed",
             note: format!(
@@ -302,7 +299,7 @@ fn start_pending(plan: &mut Plan, job: &ImagePullJob, nodes: &Nodes<'_>, limit: 
         plan.apply.push((node.clone(), entry.clone()));
     }
     if !started.is_empty() {
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: false,
             reason: "Pulling",
             note: format!("pulling {} on {}", job.spec.image, started.join(", ")),
@@ -358,7 +355,7 @@ fn ttl(plan: &mut Plan, job: &ImagePullJob, completed: Timestamp, now: Timestamp
     };
     if expiry <= now {
         plan.delete_job = true;
-        plan.events.push(JobEvent {
+        plan.events.push(PlannedEvent {
             warning: false,
             reason: "Deleting",
             note: format!(

@@ -151,7 +151,9 @@ impl ImagePullJobController {
         let outcome = self
             .write_entries(key, job, manager, &by_node, &planned)
             .await?;
-        self.publish_events(job, &planned.events).await;
+        self.events
+            .publish_planned(&job.object_ref(&()), "ImagePull", &planned.events)
+            .await;
         self.write_status(key, job, &planned.status).await?;
         if planned.delete_job {
             self.delete_after_ttl(key, job).await?;
@@ -220,22 +222,6 @@ impl ImagePullJobController {
             outcome = outcome.min(Outcome::RequeueAfter(plan::MISSING_LIST_REQUEUE));
         }
         Ok(outcome)
-    }
-
-    async fn publish_events(&self, job: &ImagePullJob, events: &[plan::JobEvent]) {
-        let reference = job.object_ref(&());
-        for event in events {
-            let action = "ImagePull";
-            if event.warning {
-                self.events
-                    .warning(&reference, event.reason, action, event.note.clone())
-                    .await;
-            } else {
-                self.events
-                    .normal(&reference, event.reason, action, event.note.clone())
-                    .await;
-            }
-        }
     }
 
     /// Writes the status when it changed.
