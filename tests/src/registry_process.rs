@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 
 use crate::poll_until;
+use crate::scratch::free_loopback_addr;
 
 /// How the registry authenticates its clients.
 pub enum RegistryAuth {
@@ -36,10 +37,7 @@ impl RegistryProcess {
     /// Starts a registry keeping its files under `dir` and waits until it answers.
     pub async fn start(dir: &Path, auth: &RegistryAuth) -> Result<Self> {
         std::fs::create_dir_all(dir.join("storage"))?;
-        let addr = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-            listener.local_addr()?.to_string()
-        };
+        let addr = free_loopback_addr()?;
         let auth_yaml = match auth {
             RegistryAuth::None => String::new(),
             RegistryAuth::Token {

@@ -6,18 +6,16 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use serde_json::json;
-use stevedore_agent::images::oci::sha256_digest;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
+
+use crate::oci_image::{MANIFEST_MEDIA_TYPE, OciImage};
 
 /// Repository and tag of the image in the local registry.
 pub const REPOSITORY: &str = "stevedore/faults-slow";
 pub const TAG: &str = "v1";
 /// Size of its one layer's file.
 pub const LAYER_BYTES: usize = 24 << 20;
-
-const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
 /// The image as pushed.
 #[derive(Clone, Debug)]
@@ -31,47 +29,29 @@ pub struct SlowImage {
 /// Makes sure `registry` (`host:port`) holds the image.
 pub async fn ensure(registry: &str) -> Result<SlowImage> {
     let layer = tar_of_one_file("faults-slow.bin", &noise(LAYER_BYTES));
-    let layer_digest = sha256_digest(&layer);
-    let config = json!({
-        "architecture": "amd64",
-        "os": "linux",
-        "config": {},
-        "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
-    })
-    .to_string()
-    .into_bytes();
-    let config_digest = sha256_digest(&config);
-    let manifest = json!({
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "config": {
-            "mediaType": "application/vnd.oci.image.config.v1+json",
-            "digest": config_digest,
-            "size": config.len(),
-        },
-        "layers": [{
-            "mediaType": "application/vnd.oci.image.layer.v1.tar",
-            "digest": layer_digest,
-            "size": layer.len(),
-        }],
-    })
-    .to_string()
-    .into_bytes();
+    let oci = OciImage::of_layers(vec![layer])?;
     let image = SlowImage {
         name: format!("{REPOSITORY}:{TAG}"),
-        image_id: config_digest.clone(),
+        image_id: oci.image_id().to_owned(),
     };
     let manifest_path = format!("/v2/{REPOSITORY}/manifests/{TAG}");
-    let accept = format!("Accept: {OCI_MANIFEST}");
+    let accept = format!("Accept: {MANIFEST_MEDIA_TYPE}");
     let (status, _) = request(registry, "HEAD", &manifest_path, &[&accept], &[]).await?;
     if status == 200 {
         return Ok(image);
     }
-    push_blob(registry, &layer_digest, &layer).await?;
-    push_blob(registry, &config_digest, &config).await?;
-    let content_type = format!("Content-Type: {OCI_MANIFEST}");
-    let (status, head) =
-        request(registry, "PUT", &manifest_path, &[&content_type], &manifest).await?;
+    for blob in oci.layers.iter().chain([&oci.config]) {
+        push_blob(registry, &blob.digest, &blob.body).await?;
+    }
+    let content_type = format!("Content-Type: {MANIFEST_MEDIA_TYPE}");
+    let (status, head) = request(
+        registry,
+        "PUT",
+        &manifest_path,
+        &[&content_type],
+        &oci.manifest.body,
+    )
+    .await?;
     ensure!(status == 201, "pushing the manifest: {head}");
     Ok(image)
 }

@@ -10,7 +10,7 @@
 mod agent_process;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -21,6 +21,7 @@ use stevedore_proto::stevedore::agent::v1::{
 };
 use stevedore_tests::random_image;
 use stevedore_tests::registry_process::{RegistryAuth, RegistryProcess};
+use stevedore_tests::scratch::ScratchDir;
 use stevedore_tests::token_server::{TokenRequest, TokenServer};
 use tonic::{Code, transport::Channel};
 
@@ -31,28 +32,6 @@ const ISSUER: &str = "stevedore-test-token-server";
 const REPOSITORIES: [&str; 2] = ["stevedore/bearer", "stevedore/bearer-other"];
 const LAYERS: usize = 2;
 
-/// A directory of the test's own, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!("stevedore-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        Ok(Self(dir))
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A token-authenticated registry holding an image of random layers under each of
 /// `REPOSITORIES`, the token server it trusts, and an agent process pulling from it.
 struct Setup {
@@ -62,13 +41,13 @@ struct Setup {
     tokens: TokenServer,
     /// Name → password, made at run time.
     users: HashMap<String, String>,
-    _scratch: Scratch,
+    _scratch: ScratchDir,
 }
 
 impl Setup {
     async fn start(name: &str) -> Result<Self> {
         let cluster = stevedore_tests::cluster().await?;
-        let scratch = Scratch::new(name)?;
+        let scratch = ScratchDir::new(name)?;
         let users: HashMap<String, String> = ["alice", "bob"]
             .into_iter()
             .map(|user| Ok((user.to_owned(), password()?)))
@@ -165,24 +144,13 @@ impl Setup {
     }
 
     async fn remove(&self, image: &str) -> Result<()> {
-        self.client
-            .clone()
-            .remove_image(api::RemoveImageRequest {
-                image: image.to_owned(),
-            })
-            .await?;
-        Ok(())
+        stevedore_tests::grpc::remove_image(&self.client, image).await
     }
 
     async fn present(&self, image: &str) -> Result<bool> {
-        let status = self
-            .client
-            .clone()
-            .image_status(api::ImageStatusRequest {
-                image: image.to_owned(),
-            })
-            .await?;
-        Ok(status.into_inner().image.is_some())
+        Ok(stevedore_tests::grpc::image_status(&self.client, image)
+            .await?
+            .is_some())
     }
 }
 

@@ -21,6 +21,8 @@ use stevedore_agent::{
 use stevedore_proto::stevedore::agent::v1::{
     self as api, image_service_client::ImageServiceClient, image_service_server::ImageServiceServer,
 };
+use stevedore_tests::registry_process::{RegistryAuth, RegistryProcess};
+use stevedore_tests::scratch::{ScratchDir, free_loopback_addr};
 use stevedore_tests::{ClusterInfo, poll_until, registry_log, run_in_namespace};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -131,24 +133,11 @@ impl Agent {
     }
 
     async fn remove(&self, image: &str) -> Result<()> {
-        self.client
-            .clone()
-            .remove_image(api::RemoveImageRequest {
-                image: image.to_owned(),
-            })
-            .await?;
-        Ok(())
+        stevedore_tests::grpc::remove_image(&self.client, image).await
     }
 
     async fn status(&self, image: &str) -> Result<Option<api::Image>> {
-        let response = self
-            .client
-            .clone()
-            .image_status(api::ImageStatusRequest {
-                image: image.to_owned(),
-            })
-            .await?;
-        Ok(response.into_inner().image)
+        stevedore_tests::grpc::image_status(&self.client, image).await
     }
 
     async fn store(&self) -> Result<ContainerdStore> {
@@ -360,20 +349,14 @@ async fn concurrent_pulls_of_one_image_share_one_download() -> Result<()> {
 async fn failures_map_to_their_codes_and_leave_no_image() -> Result<()> {
     let agent = start_agent().await?;
     let registry = &agent.cluster.registry;
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.local_addr()?.port()
-    };
+    let closed = free_loopback_addr()?;
     let cases = [
         (agent.cluster.image("web:no-such-tag"), Code::NotFound),
         (
             format!("{registry}/stevedore/no-such-repo:v1"),
             Code::NotFound,
         ),
-        (
-            format!("127.0.0.1:{closed}/stevedore/web:v1"),
-            Code::Unavailable,
-        ),
+        (format!("{closed}/stevedore/web:v1"), Code::Unavailable),
         ("Upper/Case:v1".to_owned(), Code::InvalidArgument),
         (format!("{registry}/web@sha256:123"), Code::InvalidArgument),
         (format!("{registry}/web:-bad"), Code::InvalidArgument),
@@ -733,69 +716,16 @@ async fn an_interrupted_layer_download_resumes_from_the_bytes_in_containerd() ->
     Ok(())
 }
 
-/// A registry of its own on a free loopback port (Debian's `docker-registry`, as the
-/// cluster's), for a mirror; stopped and its storage removed when dropped.
-struct ScratchRegistry {
-    addr: String,
-    dir: std::path::PathBuf,
-    child: std::process::Child,
-}
-
-impl ScratchRegistry {
-    async fn start(name: &str) -> Result<Self> {
-        let addr = free_loopback_addr()?;
-        let dir = std::env::temp_dir().join(format!("stevedore-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("storage"))?;
-        let config = format!(
-            "version: 0.1\nlog: {{ level: warn }}\nstorage:\n  filesystem: {{ rootdirectory: {} }}\nhttp:\n  addr: {addr}\n",
-            dir.join("storage").display()
-        );
-        std::fs::write(dir.join("config.yml"), config)?;
-        let child = std::process::Command::new("docker-registry")
-            .arg("serve")
-            .arg(dir.join("config.yml"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .context("starting docker-registry")?;
-        let registry = Self { addr, dir, child };
-        poll_until(
-            "the scratch registry to listen",
-            Duration::from_secs(20),
-            || async {
-                Ok(tokio::net::TcpStream::connect(&registry.addr)
-                    .await
-                    .ok()
-                    .map(|_| ()))
-            },
-        )
-        .await?;
-        Ok(registry)
-    }
-}
-
-impl Drop for ScratchRegistry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// `127.0.0.1:<port>` of a port free a moment ago.
-fn free_loopback_addr() -> Result<String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.to_string())
-}
-
 #[tokio::test]
 async fn a_mirror_in_hosts_toml_serves_pulls_while_the_registry_is_down() -> Result<()> {
     use stevedore_tests::slow_image;
-    let mirror = ScratchRegistry::start("mirror").await?;
+    let scratch = ScratchDir::new("mirror")?;
+    let mirror =
+        RegistryProcess::start(&scratch.path().join("registry"), &RegistryAuth::None).await?;
     let slow = slow_image::ensure(&mirror.addr).await?;
     // The registry the image is named by: nothing listens there.
     let upstream = free_loopback_addr()?;
-    let config_dir = mirror.dir.join("certs.d");
+    let config_dir = scratch.path().join("certs.d");
     let hosts = config_dir.join(&upstream).join("hosts.toml");
     std::fs::create_dir_all(config_dir.join(&upstream))?;
     let server = format!("server = \"http://{upstream}\"\n");
@@ -1207,12 +1137,7 @@ async fn credentials_appear_in_no_log_metric_or_error_of_the_agent() -> Result<(
             Ok::<_, tonic::Status>(last)
         }
     };
-    client
-        .clone()
-        .remove_image(api::RemoveImageRequest {
-            image: image.clone(),
-        })
-        .await?;
+    stevedore_tests::grpc::remove_image(&client, &image).await?;
     let mut errors = Vec::new();
     let refused = pull(basic(user, &wrong))
         .await
@@ -1286,10 +1211,7 @@ async fn credentials_appear_in_no_log_metric_or_error_of_the_agent() -> Result<(
             ensure!(!error.contains(secret), "{what} is in an error: {error}");
         }
     }
-    client
-        .clone()
-        .remove_image(api::RemoveImageRequest { image })
-        .await?;
+    stevedore_tests::grpc::remove_image(&client, &image).await?;
     Ok(())
 }
 

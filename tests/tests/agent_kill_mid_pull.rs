@@ -219,9 +219,7 @@ async fn an_agent_killed_mid_layer_fetches_only_the_rest_of_the_layer_once_resta
         .map(str::to_owned)
         .chain([cluster.image("large:v1")]);
     for name in records {
-        client
-            .remove_image(api::RemoveImageRequest { image: name })
-            .await?;
+        stevedore_tests::grpc::remove_image(&client, &name).await?;
     }
     let pull = api::PullImageRequest {
         image: image.clone(),
@@ -288,8 +286,6 @@ async fn an_agent_killed_mid_layer_fetches_only_the_rest_of_the_layer_once_resta
             layer.digest
         );
     }
-    client
-        .remove_image(api::RemoveImageRequest { image })
-        .await?;
+    stevedore_tests::grpc::remove_image(&client, &image).await?;
     Ok(())
 }

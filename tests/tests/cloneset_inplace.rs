@@ -6,7 +6,6 @@
 //! scale subresource.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -413,21 +412,6 @@ async fn in_place_only_refuses_what_it_cannot_update_in_place() -> Result<()> {
     .await
 }
 
-fn kubectl(ctx: &TestContext, args: &[&str]) -> Result<String> {
-    let output = Command::new(&ctx.cluster.kubectl)
-        .env("KUBECONFIG", &ctx.cluster.kubeconfig)
-        .arg("-n")
-        .arg(&ctx.namespace)
-        .args(args)
-        .output()?;
-    ensure!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
 async fn wait_replicas(ctx: &TestContext, name: &str, replicas: i32) -> Result<()> {
     poll_until(
         &format!("{name} to run {replicas} pods"),
@@ -460,7 +444,8 @@ async fn kubectl_scale_and_an_hpa_drive_the_scale_subresource() -> Result<()> {
         let name = "web";
         create_ready(&ctx, name, 2, "ReCreate", Nodes::Kwok).await?;
 
-        kubectl(&ctx, &["scale", "cloneset", name, "--replicas=1"])?;
+        ctx.kubectl(&["scale", "cloneset", name, "--replicas=1"])
+            .await?;
         wait_replicas(&ctx, name, 1).await?;
 
         // No metrics-server: below minReplicas the HPA scales up without metrics.

@@ -61,10 +61,6 @@ fn check_pod_identity(name: &str, converged: &Converged) -> Result<()> {
     Ok(())
 }
 
-async fn kubectl(ctx: &TestContext, args: &[&str]) -> Result<String> {
-    ctx.kubectl(args).await
-}
-
 #[tokio::test]
 async fn create_scale_up_scale_down_and_delete() -> Result<()> {
     run_in_namespace("cloneset-scale-basic", |ctx| async move {
@@ -110,11 +106,8 @@ async fn create_scale_up_scale_down_and_delete() -> Result<()> {
         );
 
         // Scale down through the scale subresource, as an operator would.
-        kubectl(
-            &ctx,
-            &["scale", &format!("cloneset/{name}"), "--replicas=2"],
-        )
-        .await?;
+        ctx.kubectl(&["scale", &format!("cloneset/{name}"), "--replicas=2"])
+            .await?;
         let converged = wait_converged(&ctx, name, 2).await?;
         check_pod_identity(name, &converged)?;
         ensure!(

@@ -483,17 +483,7 @@ async fn every_kind_answers_to_openkruises_short_names() -> Result<()> {
                 declared.iter().any(|n| n == short),
                 "{crd} declares {declared:?}, not {short}"
             );
-            let out = std::process::Command::new(&ctx.cluster.kubectl)
-                .arg("--kubeconfig")
-                .arg(&ctx.cluster.kubeconfig)
-                .args(["get", short, "-n", &ctx.namespace])
-                .output()
-                .context("running kubectl")?;
-            ensure!(
-                out.status.success(),
-                "kubectl get {short}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            ctx.kubectl(&["get", short]).await?;
         }
         Ok(())
     })

@@ -411,23 +411,6 @@ async fn remove_pods_then_node(ctx: &TestContext, node: Option<&str>) {
     }
 }
 
-/// `kubectl` against the test cluster: its exit status and what it printed.
-fn kubectl(ctx: &TestContext, args: &[&str]) -> Result<(bool, String)> {
-    let out = std::process::Command::new(&ctx.cluster.kubectl)
-        .arg("--kubeconfig")
-        .arg(&ctx.cluster.kubeconfig)
-        .args(["-n", &ctx.namespace])
-        .args(args)
-        .output()
-        .context("running kubectl")?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
-}
-
 /// Deletes and evictions from outside Stevedore go through the admission webhook: while
 /// the budget allows none, `kubectl delete pod` and an eviction are refused naming it and
 /// nothing is disrupted; once it allows one, `kubectl drain` evicts the pods as the
@@ -444,8 +427,13 @@ async fn outside_deletes_and_drains_of_protected_pods_wait_for_the_budget() -> R
             bare_pods(&ctx, "guarded", &node, 3, &[]).await?;
             wait_numbers(&ctx, "guarded", (0, 3, 3, 3)).await?;
 
-            let (ok, said) = kubectl(&ctx, &["delete", "pod", "guarded-0", "--wait=false"])?;
-            ensure!(!ok, "kubectl delete went through: {said}");
+            let refused = ctx
+                .kubectl(&["delete", "pod", "guarded-0", "--wait=false"])
+                .await;
+            let said = format!(
+                "{:#}",
+                refused.err().context("kubectl delete went through")?
+            );
             ensure!(
                 said.contains("PodUnavailableBudget guarded"),
                 "the refusal names the budget: {said}"
@@ -472,17 +460,15 @@ async fn outside_deletes_and_drains_of_protected_pods_wait_for_the_budget() -> R
                 .patch("guarded", &PatchParams::default(), &Patch::Merge(patch))
                 .await?;
             wait_numbers(&ctx, "guarded", (1, 3, 2, 3)).await?;
-            let (ok, said) = kubectl(
-                &ctx,
-                &[
-                    "drain",
-                    &node,
-                    "--pod-selector=app=guarded",
-                    "--force",
-                    "--timeout=90s",
-                ],
-            )?;
-            ensure!(ok, "kubectl drain did not finish: {said}");
+            ctx.kubectl(&[
+                "drain",
+                &node,
+                "--pod-selector=app=guarded",
+                "--force",
+                "--timeout=90s",
+            ])
+            .await
+            .context("kubectl drain did not finish")?;
             poll_until(
                 "every guarded pod gone",
                 Duration::from_secs(60),
@@ -591,12 +577,17 @@ async fn budgets_read_in_either_version_with_the_annotations_as_fields() -> Resu
             "the v1beta1 budget read as v1alpha1 has annotations {annotations:?}"
         );
 
-        let (ok, out) = kubectl(&ctx, &["get", "podunavailablebudgets.v1beta1.policy.kruise.io"])?;
-        ensure!(ok && out.contains("alpha-pub") && out.contains("beta-pub"), "kubectl get (v1beta1): {out}");
-        let versions = ["get", "pub", "-o", "jsonpath={.items[*].apiVersion}"];
-        let (ok, out) = kubectl(&ctx, &versions)?;
+        let out = ctx
+            .kubectl(&["get", "podunavailablebudgets.v1beta1.policy.kruise.io"])
+            .await?;
         ensure!(
-            ok && out.split_whitespace().all(|v| v == "policy.kruise.io/v1beta1"),
+            out.contains("alpha-pub") && out.contains("beta-pub"),
+            "kubectl get (v1beta1): {out}"
+        );
+        let versions = ["get", "pub", "-o", "jsonpath={.items[*].apiVersion}"];
+        let out = ctx.kubectl(&versions).await?;
+        ensure!(
+            out.split_whitespace().all(|v| v == "policy.kruise.io/v1beta1"),
             "kubectl get pub reads {out}, not the preferred policy.kruise.io/v1beta1"
         );
         Ok(())

@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
+use stevedore_tests::scratch::free_loopback_addr;
 use stevedore_tests::{ClusterInfo, poll_until};
 use tonic::transport::Channel;
 
@@ -37,12 +38,6 @@ fn agent_binary() -> Result<PathBuf> {
     Ok(profile_dir.join("stevedore-agent"))
 }
 
-/// `127.0.0.1:<port>` of a port free a moment ago.
-fn free_port() -> Result<String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.to_string())
-}
-
 /// A running agent process.
 pub struct AgentProcess {
     child: Child,
@@ -65,8 +60,8 @@ impl AgentProcess {
         std::fs::create_dir_all(&dir)?;
         let unix = dir.join("agent.sock");
         let log = dir.join("agent.log");
-        let admin = free_port()?;
-        let grpc = free_port()?;
+        let admin = free_loopback_addr()?;
+        let grpc = free_loopback_addr()?;
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
