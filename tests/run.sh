@@ -16,7 +16,8 @@ ensure_target_space "$CARGO_TARGET_DIR" "${STEVEDORE_MIN_FREE_GB:-20}"
 # assert behaviour, not speed). `deploy/local/run.sh` on its own builds release images.
 export STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-dev}
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it started (UTC), so a slow CI run shows where its time went.
+step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 step "Debian packages the build needs (protoc for the generated gRPC code, ...)"
 # A fresh machine has none of them; the cluster step would install them, but clippy
@@ -76,4 +77,8 @@ test_artifacts=$(mktemp)
 cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >"$test_artifacts"
 prune_stale_test_executables "$CARGO_TARGET_DIR" "$test_artifacts"
 rm -f "$test_artifacts"
-cargo test --workspace --locked --no-fail-fast
+step "tests built; running them"
+status=0
+cargo test --workspace --locked --no-fail-fast || status=$?
+step "done: cargo test exited with $status"
+exit "$status"
