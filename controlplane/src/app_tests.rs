@@ -1,6 +1,7 @@
 //! The wiring refuses, before it starts anything, a controller that reads a kind the
 //! runtime caches no store for; a controller whose kinds are all cached starts; and every
-//! component this binary wires reads only kinds its `Stores` cache.
+//! component this binary wires reads only kinds its `Stores` cache; every pod-set controller
+//! forgets what it kept of a deleted set.
 
 use std::convert::Infallible;
 
@@ -9,9 +10,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
 
 use super::*;
+use tokio::time::Instant;
+
 use crate::controller::ObjectKey;
 use crate::controller::runner::Outcome;
 use crate::runtime::stores::{Cache, StoreRegistry, SyncState, WatchOptions};
+use crate::workload::set_controller::PodSetParts;
+use crate::workload::template_check::Verdict;
 
 /// A binary that caches Pods only (and reads none: only what is cached matters here).
 struct PodsOnly {
@@ -53,14 +58,19 @@ impl<const WIDGETS: bool> Reconciler for Reads<WIDGETS> {
     }
 }
 
-/// A runtime over an apiserver that never answers: nothing here needs it to.
-async fn runtime<S: StoreSet>(shutdown: &CancellationToken) -> Runtime<S> {
-    let client = kube::Client::new(
+/// A client of an apiserver that never answers: nothing here needs it to.
+fn silent_client() -> kube::Client {
+    kube::Client::new(
         tower::service_fn(|_: Request<Body>| async {
             std::future::pending::<Result<Response<Body>, Infallible>>().await
         }),
         "default",
-    );
+    )
+}
+
+/// A runtime over an apiserver that never answers.
+async fn runtime<S: StoreSet>(shutdown: &CancellationToken) -> Runtime<S> {
+    let client = silent_client();
     let config = RuntimeConfig {
         namespace: "default".to_owned(),
         lease_name: "wiring-test".to_owned(),
@@ -156,5 +166,79 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
         ],
         "the kinds /readyz reports, in its order"
     );
+    shutdown.cancel();
+}
+
+/// Never asked: the forget test sets no condition.
+struct NoAgents;
+
+impl PodConditions for NoAgents {
+    fn set_condition<'a>(
+        &'a self,
+        _node: &'a k8s_openapi::api::core::v1::Node,
+        _pod: crate::controller::pod_conditions::PodTarget,
+        _request: crate::controller::pod_conditions::ConditionRequest<'a>,
+    ) -> crate::controller::pod_conditions::ConditionFuture<'a> {
+        Box::pin(async { unreachable!("no condition in this test") })
+    }
+}
+
+/// Whether `parts` still holds something of `key`: its create backoff or its update
+/// revision's verdict.
+fn remembers(parts: &PodSetParts, key: &ObjectKey, now: Instant) -> bool {
+    parts.create_backoff.waiting(key, 1, now).is_some()
+        || parts.template_checks.cached(key, "rev-1", now).is_some()
+}
+
+/// Seeds `parts` with state of a set, has `controller` forget the set, and checks that
+/// nothing of it is left.
+fn forgets_a_deleted_set<R>(kind: &str, controller: &R, parts: &PodSetParts)
+where
+    R: crate::controller::object::ObjectReconciler,
+{
+    let key = ObjectKey::new("ns", "web");
+    let now = Instant::now();
+    parts
+        .create_backoff
+        .failed(&key, 1, "quota".to_owned(), now);
+    parts
+        .template_checks
+        .record(&key, "rev-1", &Verdict::Accepted, now);
+    assert!(remembers(parts, &key, now), "{kind}: nothing was kept");
+
+    controller.forget(&key);
+
+    assert!(
+        !remembers(parts, &key, now),
+        "{kind} kept state of a deleted set"
+    );
+}
+
+/// A set that is gone takes with it what every pod-set controller keeps per set (the
+/// DaemonSet's own `forget` once left the template's verdict behind).
+#[tokio::test]
+async fn every_pod_set_controller_forgets_what_it_kept_of_a_deleted_set() {
+    let shutdown = CancellationToken::new();
+    let running = runtime::<Stores>(&shutdown).await;
+    let client = silent_client();
+    let agents: Arc<dyn PodConditions> = Arc::new(NoAgents);
+    let events = EventSink::new(client.clone(), "wiring-test");
+    let stores = running.stores.clone();
+    let cloneset = CloneSetController::new(
+        client.clone(),
+        stores.clone(),
+        agents.clone(),
+        events.clone(),
+    );
+    let statefulset = StatefulSetController::new(
+        client.clone(),
+        stores.clone(),
+        agents.clone(),
+        events.clone(),
+    );
+    let daemonset = DaemonSetController::new(client, stores, agents, events);
+    forgets_a_deleted_set("CloneSet", &cloneset, cloneset.parts());
+    forgets_a_deleted_set("StatefulSet", &statefulset, statefulset.parts());
+    forgets_a_deleted_set("DaemonSet", &daemonset, daemonset.parts());
     shutdown.cancel();
 }

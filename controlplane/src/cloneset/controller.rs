@@ -30,6 +30,12 @@ pub struct CloneSetController {
 }
 
 impl CloneSetController {
+    /// What every pod-set kind keeps, for the wiring tests to look into.
+    #[cfg(test)]
+    pub(crate) fn parts(&self) -> &PodSetParts {
+        &self.parts
+    }
+
     pub fn new(
         client: kube::Client,
         stores: Stores,

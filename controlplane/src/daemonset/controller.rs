@@ -46,6 +46,12 @@ pub struct DaemonSetController {
 }
 
 impl DaemonSetController {
+    /// What every pod-set kind keeps, for the wiring tests to look into.
+    #[cfg(test)]
+    pub(crate) fn parts(&self) -> &PodSetParts {
+        &self.parts
+    }
+
     pub fn new(
         client: kube::Client,
         stores: Stores,

@@ -28,6 +28,12 @@ pub struct StatefulSetController {
 }
 
 impl StatefulSetController {
+    /// What every pod-set kind keeps, for the wiring tests to look into.
+    #[cfg(test)]
+    pub(crate) fn parts(&self) -> &PodSetParts {
+        &self.parts
+    }
+
     pub fn new(
         client: kube::Client,
         stores: Stores,
