@@ -19,7 +19,9 @@ use crate::api::{
     AdvancedCronJob, BroadcastJob, CloneSet, ContainerRecreateRequest, DaemonSet, ImageList,
     ImageListPullJob, ImagePullJob, PodUnavailableBudget, StatefulSet,
 };
-use crate::runtime::stores::{Cache, StoreRegistry, StoreSet, SyncState, WatchOptions};
+use crate::runtime::stores::{
+    Cache, QUIET_CHANGES, StoreRegistry, StoreSet, SyncState, WatchOptions,
+};
 
 /// The shared caches. Cloning is cheap; every clone reads the same stores.
 #[derive(Clone)]
@@ -68,27 +70,34 @@ pub struct Changes {
 
 impl StoreSet for Stores {
     fn start(mut registry: StoreRegistry<'_>) -> Self {
-        let plain = WatchOptions::default();
+        // Pods and what moves with them keep a long backlog of changes; the objects
+        // people create by the handful keep a short one (`runtime::stores`).
+        let busy = WatchOptions::default();
+        let quiet = WatchOptions {
+            changes_capacity: QUIET_CHANGES,
+            ..busy
+        };
         // `/readyz` lists the kinds in this order.
-        let pods: Cache<Pod> = registry.watch(plain);
-        let nodes: Cache<Node> = registry.watch(plain);
-        let pvcs: Cache<PersistentVolumeClaim> = registry.watch(plain);
-        let revisions: Cache<ControllerRevision> = registry.watch(plain);
-        let clonesets: Cache<CloneSet> = registry.watch(plain);
-        let statefulsets: Cache<StatefulSet> = registry.watch(plain);
-        let daemonsets: Cache<DaemonSet> = registry.watch(plain);
+        let pods: Cache<Pod> = registry.watch(busy);
+        let nodes: Cache<Node> = registry.watch(busy);
+        let pvcs: Cache<PersistentVolumeClaim> = registry.watch(busy);
+        let revisions: Cache<ControllerRevision> = registry.watch(busy);
+        let clonesets: Cache<CloneSet> = registry.watch(quiet);
+        let statefulsets: Cache<StatefulSet> = registry.watch(quiet);
+        let daemonsets: Cache<DaemonSet> = registry.watch(quiet);
         // An ImageList's managedFields say which entries each ImagePullJob holds.
         let imagelists: Cache<ImageList> = registry.watch(WatchOptions {
             keep_managed_fields: true,
+            ..busy
         });
-        let imagepulljobs: Cache<ImagePullJob> = registry.watch(plain);
-        let imagelistpulljobs: Cache<ImageListPullJob> = registry.watch(plain);
-        let broadcastjobs: Cache<BroadcastJob> = registry.watch(plain);
-        let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(plain);
-        let jobs: Cache<Job> = registry.watch(plain);
-        let podunavailablebudgets: Cache<PodUnavailableBudget> = registry.watch(plain);
-        let poddisruptionbudgets: Cache<PodDisruptionBudget> = registry.watch(plain);
-        let containerrecreaterequests: Cache<ContainerRecreateRequest> = registry.watch(plain);
+        let imagepulljobs: Cache<ImagePullJob> = registry.watch(quiet);
+        let imagelistpulljobs: Cache<ImageListPullJob> = registry.watch(quiet);
+        let broadcastjobs: Cache<BroadcastJob> = registry.watch(quiet);
+        let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(quiet);
+        let jobs: Cache<Job> = registry.watch(busy);
+        let podunavailablebudgets: Cache<PodUnavailableBudget> = registry.watch(quiet);
+        let poddisruptionbudgets: Cache<PodDisruptionBudget> = registry.watch(quiet);
+        let containerrecreaterequests: Cache<ContainerRecreateRequest> = registry.watch(quiet);
         Self {
             changes: Changes {
                 pods: pods.changes,

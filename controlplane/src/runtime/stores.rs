@@ -54,15 +54,34 @@ where
 }
 
 /// How one kind is watched.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct WatchOptions {
     /// managedFields are a large part of each object and reconcilers rarely read them;
     /// keep them only for a kind whose field ownership a reconciler reads.
     pub keep_managed_fields: bool,
+    /// How many changes the broadcast keeps for a receiver that has not read them yet;
+    /// one that falls further behind resyncs everything.
+    pub changes_capacity: usize,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        Self {
+            keep_managed_fields: false,
+            changes_capacity: BUSY_CHANGES,
+        }
+    }
 }
 
 /// Enough for a burst of a few thousand pod events between two polls of a controller.
-const CHANGES_CAPACITY: usize = 8192;
+/// The broadcast allocates and writes every slot up front (~40 bytes each), so this costs
+/// ~320 KiB of resident memory per kind.
+pub const BUSY_CHANGES: usize = 8192;
+
+/// For the kinds people create by the handful (workloads, jobs, budgets): their changes
+/// come from their own controller's writes, a few per object, and a relist of more
+/// than this many is met by the resync a lag causes anyway.
+pub const QUIET_CHANGES: usize = 1024;
 
 /// A controller names a store that this binary does not start.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -200,7 +219,7 @@ impl<'a> StoreRegistry<'a> {
     {
         let kind = K::kind(&());
         let (store, writer) = reflector::store();
-        let changes = broadcast::channel(CHANGES_CAPACITY).0;
+        let changes = broadcast::channel(options.changes_capacity).0;
         let listed = Arc::new(AtomicU64::new(0));
         let follower = Follower {
             api: Api::all(self.client.clone()),
