@@ -417,28 +417,20 @@ impl HttpRegistry {
             }
             other => other?,
         };
-        #[derive(serde::Deserialize)]
-        struct TokenResponse {
-            token: Option<String>,
-            access_token: Option<String>,
-            expires_in: Option<u64>,
-        }
-        let body: TokenResponse = response
-            .json()
-            .await
-            .map_err(|err| RegistryError::Protocol {
-                url: realm.clone(),
-                detail: error_chain(&err),
-            })?;
-        let lifetime = token_lifetime(body.expires_in);
-        let token = body
-            .token
-            .or(body.access_token)
-            .ok_or_else(|| RegistryError::Protocol {
-                url: realm,
-                detail: "token response without a token".to_owned(),
-            })?;
-        Ok((format!("Bearer {token}"), Some(lifetime)))
+        let declared = response.content_length();
+        let stream = response
+            .bytes_stream()
+            .map_err(|err| request_error(&realm, &err));
+        let body = body::read_capped(
+            stream,
+            declared,
+            MAX_TOKEN_RESPONSE_BYTES,
+            "token response",
+            &realm,
+        )
+        .await?;
+        let (token, expires_in) = token_from_response(&body, &realm)?;
+        Ok((format!("Bearer {token}"), Some(token_lifetime(expires_in))))
     }
 
     /// Whether basic credentials for `image` may go to the token endpoint `realm`: over
@@ -674,6 +666,45 @@ pub fn challenge_param(params: &str, name: &str) -> Option<String> {
         rest = after.trim_start_matches(',').trim_start();
     }
     None
+}
+
+/// The most of a token endpoint's answer the agent reads: real answers are a few KiB
+/// (a JWT and its lifetime); anything larger is refused before it is buffered, as the
+/// manifest and config reads are.
+pub const MAX_TOKEN_RESPONSE_BYTES: u64 = 256 << 10;
+
+/// The longest token the agent caches and sends on: it travels as a header, and HTTP
+/// servers refuse request headers past 8-16 KiB anyway.
+pub const MAX_TOKEN_BYTES: u64 = 16 << 10;
+
+/// The token (`token`, or OAuth's `access_token`) and its lifetime in seconds from a
+/// token endpoint's answer, refusing a token too long to send as a header.
+fn token_from_response(body: &[u8], realm: &str) -> Result<(String, Option<u64>), RegistryError> {
+    #[derive(serde::Deserialize)]
+    struct TokenResponse {
+        token: Option<String>,
+        access_token: Option<String>,
+        expires_in: Option<u64>,
+    }
+    let protocol = |detail: String| RegistryError::Protocol {
+        url: realm.to_owned(),
+        detail,
+    };
+    let answer: TokenResponse = serde_json::from_slice(body)
+        .map_err(|err| protocol(format!("the token response is not JSON: {err}")))?;
+    let token = answer
+        .token
+        .filter(|t| !t.is_empty())
+        .or(answer.access_token)
+        .ok_or_else(|| protocol("token response without a token".to_owned()))?;
+    if token.len() as u64 > MAX_TOKEN_BYTES {
+        return Err(RegistryError::TooLarge {
+            what: "token",
+            reference: realm.to_owned(),
+            limit: MAX_TOKEN_BYTES,
+        });
+    }
+    Ok((token, answer.expires_in))
 }
 
 /// An error and its sources on one line (reqwest's top-level message alone hides the

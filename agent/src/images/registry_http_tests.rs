@@ -581,3 +581,87 @@ fn redirects_from_https_to_plain_http_are_refused() {
         .collect();
     assert!(redirect_refusal(&many, &url("https://r.example/x")).is_some());
 }
+
+/// A registry whose token endpoint (`/token`, on itself) answers every request with
+/// `token_reply`, and whose repository challenges whatever comes without a token.
+async fn registry_with_token_reply(token_reply: HttpReply) -> HttpDouble {
+    let addr = Arc::new(std::sync::OnceLock::<String>::new());
+    let realm = Arc::clone(&addr);
+    let registry = HttpDouble::start(move |target, _| {
+        if target.starts_with("/token") {
+            return token_reply.clone();
+        }
+        let realm = realm.get().cloned().unwrap_or_default();
+        let challenge = format!("Bearer realm=\"http://{realm}/token\",service=\"fake\"");
+        HttpReply::status(401).header("WWW-Authenticate", &challenge)
+    })
+    .await;
+    addr.set(registry.addr.to_string()).unwrap();
+    registry
+}
+
+#[tokio::test]
+async fn a_chunked_64_mib_token_response_is_refused_at_the_cap_without_reading_it_all() {
+    let endless = HttpReply {
+        body: HttpBody::Chunked {
+            chunk: Bytes::from(vec![b' '; MIB]),
+            count: 64,
+        },
+        ..HttpReply::ok("application/json", "")
+    };
+    let registry = registry_with_token_reply(endless).await;
+    let err = registry_error(pull_from(&registry).await);
+    let message = err.to_string();
+    assert!(matches!(err, RegistryError::TooLarge { .. }), "{message}");
+    assert!(
+        message.starts_with("token response of http://"),
+        "{message}"
+    );
+    assert!(message.contains("limit of 262144 bytes"), "{message}");
+    assert!(
+        registry.sent() < 32 * MIB as u64,
+        "{} bytes were read",
+        registry.sent()
+    );
+}
+
+#[tokio::test]
+async fn a_token_too_long_for_a_header_is_refused_and_never_sent() {
+    let long = "t".repeat(64 << 10);
+    let reply = HttpReply::ok(
+        "application/json",
+        json!({ "token": long, "expires_in": 300 }).to_string(),
+    );
+    let registry = registry_with_token_reply(reply).await;
+    let err = registry_error(pull_from(&registry).await);
+    let message = err.to_string();
+    assert!(matches!(err, RegistryError::TooLarge { .. }), "{message}");
+    assert!(message.starts_with("token of http://"), "{message}");
+    assert!(message.contains("limit of 16384 bytes"), "{message}");
+    // One manifest request, one token request: the token was neither retried nor sent.
+    let requests = registry.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+}
+
+#[test]
+fn token_answers_are_read_as_the_distribution_spec_gives_them() {
+    let ok = |body: &str| token_from_response(body.as_bytes(), "realm");
+    assert_eq!(
+        ok(r#"{"token":"a","expires_in":60}"#).unwrap(),
+        ("a".to_owned(), Some(60))
+    );
+    assert_eq!(
+        ok(r#"{"access_token":"b"}"#).unwrap(),
+        ("b".to_owned(), None)
+    );
+    assert_eq!(
+        ok(r#"{"token":"","access_token":"c"}"#).unwrap(),
+        ("c".to_owned(), None)
+    );
+    for bad in [r#"{}"#, "not json", r#"{"token":7}"#] {
+        assert!(
+            matches!(ok(bad), Err(RegistryError::Protocol { .. })),
+            "{bad}"
+        );
+    }
+}

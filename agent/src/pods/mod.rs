@@ -35,6 +35,29 @@ pub fn check_owned_condition(type_: &str) -> Result<(), PodError> {
     }
 }
 
+/// The longest condition message the agent writes: `metav1.Condition`'s bound (32 KiB),
+/// so a caller cannot grow the pod object (and every watch of pods) by its messages.
+pub const MAX_CONDITION_MESSAGE_BYTES: usize = 32 << 10;
+/// The longest condition reason: `metav1.Condition`'s bound.
+pub const MAX_CONDITION_REASON_BYTES: usize = 1024;
+
+/// Refuses a reason or message longer than a condition may hold.
+pub fn check_condition_text(reason: &str, message: &str) -> Result<(), PodError> {
+    for (field, text, limit) in [
+        ("reason", reason, MAX_CONDITION_REASON_BYTES),
+        ("message", message, MAX_CONDITION_MESSAGE_BYTES),
+    ] {
+        if text.len() > limit {
+            return Err(PodError::TooLong {
+                field,
+                len: text.len(),
+                limit,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Identifies one pod, as `PodRef` in the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodKey {
@@ -75,6 +98,14 @@ pub enum PodError {
         "invalid request: the agent sets only the conditions InPlaceUpdateReady and KruisePodReady, not {type_:?}"
     )]
     NotOwned { type_: String },
+    #[error(
+        "invalid request: {field} is {len} bytes, more than the {limit} a condition's {field} may hold"
+    )]
+    TooLong {
+        field: &'static str,
+        len: usize,
+        limit: usize,
+    },
     #[error("pod {namespace}/{name} not found")]
     NotFound { namespace: String, name: String },
     #[error("pod {namespace}/{name} is bound to node {bound:?}, not to this agent's node {node}")]
@@ -99,7 +130,9 @@ impl From<PodError> for Status {
     fn from(err: PodError) -> Self {
         let message = err.to_string();
         match err {
-            PodError::Invalid(_) | PodError::NotOwned { .. } => Status::invalid_argument(message),
+            PodError::Invalid(_) | PodError::NotOwned { .. } | PodError::TooLong { .. } => {
+                Status::invalid_argument(message)
+            }
             PodError::NotFound { .. } => Status::not_found(message),
             PodError::OtherNode { .. } => Status::permission_denied(message),
             PodError::UidMismatch { .. } => Status::failed_precondition(message),
@@ -173,6 +206,7 @@ impl<P: PodApi> NodePods<P> {
         desired: &DesiredCondition,
     ) -> Result<bool, PodError> {
         check_owned_condition(&desired.type_)?;
+        check_condition_text(&desired.reason, &desired.message)?;
         let pod = self.get(key).await?;
         let current = pod.status.and_then(|s| s.conditions).unwrap_or_default();
         let Some(next) = set_condition(&current, desired, Time(Timestamp::now())) else {

@@ -132,6 +132,39 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn reasons_and_messages_longer_than_a_condition_holds_are_refused() {
+        let cases = [
+            ("1 KiB reason", 1024, 0, true),
+            ("32 KiB message", 0, 32 << 10, true),
+            ("reason over 1 KiB", 1025, 0, false),
+            ("100 KiB message", 0, 100 << 10, false),
+        ];
+        for (name, reason_len, message_len, allowed) in cases {
+            let api = OnePod::default();
+            let service = PodGrpc::new(NodePods::new(api.clone(), "n1"));
+            let mut req = request("KruisePodReady");
+            req.get_mut().reason = "R".repeat(reason_len);
+            req.get_mut().message = "m".repeat(message_len);
+            let result = service.set_pod_condition(req).await;
+            let patches = api.patches.lock().expect("not poisoned").len();
+            if allowed {
+                assert!(result.is_ok(), "{name}: {result:?}");
+                assert_eq!(patches, 1, "{name}");
+            } else {
+                let status = result.expect_err(name);
+                assert_eq!(status.code(), tonic::Code::InvalidArgument, "{name}");
+                let field = if reason_len > 0 { "reason" } else { "message" };
+                assert!(
+                    status.message().contains(&format!("{field} is ")),
+                    "{name}: {}",
+                    status.message()
+                );
+                assert_eq!(patches, 0, "{name}");
+            }
+        }
+    }
+
     #[test]
     fn statuses() {
         assert_eq!(status_name(1).ok(), Some("True"));
