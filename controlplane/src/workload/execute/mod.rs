@@ -24,6 +24,7 @@ mod selector_tests;
 mod tests;
 pub mod writes;
 
+use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -185,6 +186,7 @@ where
     async fn create_slow_start(&self, plan: &Plan) -> Result<(), CreatesStopped> {
         let creates = self.with_instance_ids(plan);
         let selector = self.new_pods.selector();
+        let no_labels = BTreeMap::new();
         let mut batch = 1;
         let mut done = 0;
         let mut created = 0;
@@ -197,8 +199,8 @@ where
             if let Some(unselected) = pods.iter().flatten().find_map(|new| {
                 let meta = &new.pod.metadata;
                 let name = meta.name.as_deref().unwrap_or_default();
-                let labels = meta.labels.clone().unwrap_or_default();
-                selector_selects_created_pod(selector, name, &labels).err()
+                let labels = meta.labels.as_ref().unwrap_or(&no_labels);
+                selector_selects_created_pod(selector, name, labels).err()
             }) {
                 return Err(CreatesStopped::Unselected(if created == 0 {
                     unselected.to_string()
