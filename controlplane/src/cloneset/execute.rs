@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::controller::{CloneSetController, SyncError, reference};
@@ -25,6 +26,10 @@ pub(super) struct CloneSetPods<'a> {
 }
 
 impl NewPods for CloneSetPods<'_> {
+    fn selector(&self) -> &LabelSelector {
+        &self.cloneset.spec.selector
+    }
+
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String {
         fresh_instance_id(taken, &mut random_u64)
     }
@@ -112,3 +117,7 @@ async fn clean_pods_to_delete(
     tracing::debug!("podsToDelete kept changing; the next sync cleans it");
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "execute_tests.rs"]
+mod tests;

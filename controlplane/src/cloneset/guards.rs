@@ -20,8 +20,10 @@ use crate::workload::selector::{SelectorMismatch, selector_selects_template};
 
 /// The reason Kubernetes' Deployment and DaemonSet controllers give an empty selector.
 pub const SELECTING_ALL: &str = "SelectingAll";
-/// The reason for a selector that misses the template's labels.
-pub const SELECTOR_MISMATCH: &str = "SelectorMismatch";
+/// The reason for a selector that misses the template's labels; the shared executor gives
+/// the same reason to a pod it will not create because the selector misses a label the
+/// controller set on it.
+pub use crate::workload::selector::SELECTOR_MISMATCH;
 
 /// The template's labels against the selector, as the shared rule sees them.
 pub fn check_selector(cloneset: &CloneSet) -> Result<(), SelectorMismatch> {

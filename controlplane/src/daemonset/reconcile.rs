@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
@@ -117,6 +117,10 @@ struct DaemonPods<'a> {
 }
 
 impl NewPods for DaemonPods<'_> {
+    fn selector(&self) -> &LabelSelector {
+        &self.workload.ds.spec.selector
+    }
+
     /// Never asked: the plan names the node of every pod it creates.
     fn fresh_instance_id(&self, _: &BTreeSet<String>) -> String {
         String::new()
@@ -481,3 +485,7 @@ async fn execute(
     }
     Ok(executed?)
 }
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

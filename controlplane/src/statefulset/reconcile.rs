@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
@@ -107,6 +107,10 @@ struct StatefulSetPods<'a> {
 }
 
 impl NewPods for StatefulSetPods<'_> {
+    fn selector(&self) -> &LabelSelector {
+        &self.set.spec.selector
+    }
+
     /// Never asked: the plan names every pod it creates by its ordinal.
     fn fresh_instance_id(&self, _: &BTreeSet<String>) -> String {
         String::new()

@@ -1,4 +1,5 @@
-//! The thin layer's pure parts: the executor builds a StatefulSet's pods by ordinal, and a
+//! The thin layer's pure parts: the executor builds a StatefulSet's pods by ordinal (and
+//! creates none a selector naming a label the controller sets would not select), and a
 //! revision records the template alone and reads back.
 
 use std::collections::BTreeMap;
@@ -8,8 +9,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::*;
 use crate::api::{StatefulSetSpec, StatefulSetStatus};
+use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::status_patch::status_merge_patch;
-use crate::workload::revision::REVISION_HASH_LABEL;
+use crate::statefulset::ordinals::{POD_INDEX_LABEL, POD_NAME_LABEL};
+use crate::workload::execute::recording::{
+    RecordingWrites, assert_refused_for_owned_label, created_pods, execute_creates,
+    selector_and_template,
+};
+use crate::workload::lifecycle::STATE_LABEL;
+use crate::workload::revision::{
+    CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL,
+};
 
 fn template(image: &str) -> PodTemplateSpec {
     PodTemplateSpec {
@@ -120,4 +130,55 @@ fn a_status_without_conditions_clears_them() {
     assert_eq!(patch["status"]["conditions"], serde_json::Value::Null);
     let patch = status_merge_patch(None, &with_one);
     assert_eq!(patch["status"]["conditions"][0]["type"], "WaitingForPod");
+}
+
+/// One sync creating ordinals 0, 1 and 2 of a set whose selector and template both say
+/// `app=web` and `owned=abc`.
+async fn create_three(owned: Option<&str>) -> (RecordingWrites, Problems) {
+    let (selector, template) = selector_and_template(owned);
+    let mut set = web();
+    set.spec.selector = selector;
+    set.spec.template = template.clone();
+    let templates = BTreeMap::from([("web-5d8f9c".to_owned(), template)]);
+    let pods = StatefulSetPods {
+        set: &set,
+        templates: &templates,
+    };
+    let creates = ["0", "1", "2"]
+        .map(|ordinal| create(ordinal, "web-5d8f9c"))
+        .into();
+    let writes = RecordingWrites::default();
+    let backoff = CreateBackoff::default();
+    let (result, problems) = execute_creates(&pods, &writes, &backoff, 1, creates).await;
+    result.expect("a refused create is not a sync error");
+    (writes, problems)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_selector_naming_a_label_the_controller_sets_creates_no_pod_or_claim() {
+    let owned = [
+        (POD_NAME_LABEL, "web-0"),
+        (POD_INDEX_LABEL, "0"),
+        (CONTROLLER_REVISION_HASH_LABEL, "web-5d8f9c"),
+        (POD_TEMPLATE_HASH_LABEL, "5d8f9c"),
+        (STATE_LABEL, "PreparingNormal"),
+    ];
+    for (label, value) in owned {
+        let (selector, template) = selector_and_template(Some(label));
+        let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
+        assert_eq!(
+            selector_selects_template(&selector, &labels),
+            Ok(()),
+            "{label}: the template guard alone lets it through"
+        );
+        let (writes, problems) = create_three(Some(label)).await;
+        assert_refused_for_owned_label(&writes, &problems, label, value);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_selector_of_template_labels_creates_every_ordinal() {
+    let (writes, problems) = create_three(None).await;
+    assert_eq!(problems.scale, None);
+    assert_eq!(created_pods(&writes), ["web-0", "web-1", "web-2"]);
 }

@@ -147,6 +147,110 @@ fn requirement_selects(
     })
 }
 
+/// The reason (of the Warning event, and of CloneSet's condition) when a selector does not
+/// select the template's labels or the pods the controller creates.
+pub const SELECTOR_MISMATCH: &str = "SelectorMismatch";
+
+/// Why a workload's selector does not select a pod its controller is about to create,
+/// though it may select the template: the pod carries a label the controller sets (an
+/// instance id, a revision hash, a pod name, a lifecycle state), and the selector names
+/// that label. Such a pod is never created: the controller could not claim it, and would
+/// create another in its place without end.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CreatedPodUnselected {
+    #[error(
+        "{field} requires {requirement}, but the controller sets {key}={value} on the pods it creates (pod {pod}), so it could never claim them; {key} is the controller's own label, and no pods are created while the selector names it"
+    )]
+    LabelSet {
+        field: String,
+        requirement: String,
+        key: String,
+        value: String,
+        pod: String,
+    },
+    #[error(
+        "{field} requires {requirement}, but the pods the controller creates have no {key} (pod {pod}), so it could never claim them; no pods are created while the selector names {key}"
+    )]
+    LabelUnset {
+        field: String,
+        requirement: String,
+        key: String,
+        pod: String,
+    },
+    #[error("{0}; no pods are created until the selector is fixed")]
+    Selector(SelectorMismatch),
+}
+
+/// Whether `selector` selects the pod named `pod` with `labels`, as the controller is about
+/// to create it (after every label it adds): the same rule as for the template, told as
+/// the label the controller set against the selector's requirement.
+pub fn selector_selects_created_pod(
+    selector: &LabelSelector,
+    pod: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<(), CreatedPodUnselected> {
+    let mismatch = match selector_selects_template(selector, labels) {
+        Ok(()) => return Ok(()),
+        Err(mismatch) => mismatch,
+    };
+    let pod = pod.to_owned();
+    let (field, requirement, key) = match mismatch {
+        SelectorMismatch::LabelMissing { key, value } => {
+            let requirement = format!("{key}={value}");
+            ("spec.selector.matchLabels".to_owned(), requirement, key)
+        }
+        SelectorMismatch::LabelDiffers { key, want, got } => {
+            return Err(CreatedPodUnselected::LabelSet {
+                field: "spec.selector.matchLabels".to_owned(),
+                requirement: format!("{key}={want}"),
+                key,
+                value: got,
+                pod,
+            });
+        }
+        SelectorMismatch::RequirementUnmet {
+            index,
+            key,
+            operator,
+            values,
+            ..
+        } => {
+            let field = format!("spec.selector.matchExpressions[{index}]");
+            (field, describe_requirement(&key, &operator, &values), key)
+        }
+        invalid @ (SelectorMismatch::Empty | SelectorMismatch::InvalidRequirement { .. }) => {
+            return Err(CreatedPodUnselected::Selector(invalid));
+        }
+    };
+    Err(match labels.get(&key) {
+        Some(value) => CreatedPodUnselected::LabelSet {
+            field,
+            requirement,
+            value: value.clone(),
+            key,
+            pod,
+        },
+        None => CreatedPodUnselected::LabelUnset {
+            field,
+            requirement,
+            key,
+            pod,
+        },
+    })
+}
+
+/// A requirement in words: `key in (a,b)`, `key notin (a)`, `key to be set`, `key to be
+/// unset`.
+fn describe_requirement(key: &str, operator: &str, values: &str) -> String {
+    match operator {
+        "In" => format!("{key} in ({values})"),
+        "NotIn" => format!("{key} notin ({values})"),
+        "Exists" => format!("{key} to be set"),
+        "DoesNotExist" => format!("{key} to be unset"),
+        other => format!("{key} {other} ({values})"),
+    }
+}
+
 /// `metav1.FormatLabelSelector` for a valid selector: `k=v` and `k in (a,b)` terms joined
 /// by commas, as in `status.labelSelector` (what `kubectl scale` and HPAs read).
 pub fn format_selector(selector: &LabelSelector) -> String {

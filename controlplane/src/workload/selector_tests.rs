@@ -1,11 +1,14 @@
 //! `selector_selects_template`: every operator, valid and invalid requirements, empty
-//! selectors, and messages that name the field.
+//! selectors, and messages that name the field. `selector_selects_created_pod`: a selector
+//! naming a label the controller sets, told as that label against the requirement.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-use super::{SelectorMismatch, selector_selects_template};
+use super::{
+    CreatedPodUnselected, SelectorMismatch, selector_selects_created_pod, selector_selects_template,
+};
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -210,4 +213,180 @@ fn a_template_without_labels_is_selected_by_nothing_positive() {
     ));
     let absent = selector(None, Some(vec![requirement("app", "DoesNotExist", None)]));
     assert_eq!(selector_selects_template(&absent, &none), Ok(()));
+}
+
+/// The labels a pod-set controller puts on `web-x7k2p` / `web-1` after the template's
+/// `app=web`.
+fn created(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut all = labels(&[("app", "web")]);
+    all.extend(labels(pairs));
+    all
+}
+
+#[test]
+fn a_created_pod_is_selected_or_the_label_the_controller_set_is_named() {
+    let clone = created(&[
+        ("apps.kruise.io/cloneset-instance-id", "x7k2p"),
+        ("controller-revision-hash", "web-5d8f9c"),
+        ("pod-template-hash", "5d8f9c"),
+        ("lifecycle.apps.kruise.io/state", "PreparingNormal"),
+    ]);
+    let ordinal = created(&[
+        ("statefulset.kubernetes.io/pod-name", "web-1"),
+        ("apps.kubernetes.io/pod-index", "1"),
+        ("controller-revision-hash", "web-5d8f9c"),
+    ]);
+    let app = ("app", "web");
+    let cases: Vec<(&str, LabelSelector, &BTreeMap<String, String>, Want)> = vec![
+        (
+            "the selector names only template labels",
+            selector(Some(&[app]), None),
+            &clone,
+            None,
+        ),
+        (
+            "a pod name the pod has",
+            selector(
+                Some(&[app]),
+                Some(vec![requirement(
+                    "statefulset.kubernetes.io/pod-name",
+                    "In",
+                    Some(&["web-0", "web-1"]),
+                )]),
+            ),
+            &ordinal,
+            None,
+        ),
+        (
+            "instance id",
+            selector(
+                Some(&[app, ("apps.kruise.io/cloneset-instance-id", "abcde")]),
+                None,
+            ),
+            &clone,
+            Some(&[
+                "spec.selector.matchLabels requires apps.kruise.io/cloneset-instance-id=abcde",
+                "the controller sets apps.kruise.io/cloneset-instance-id=x7k2p",
+                "(pod web-x7k2p)",
+                "no pods are created",
+            ]),
+        ),
+        (
+            "revision hash",
+            selector(Some(&[app, ("controller-revision-hash", "abc")]), None),
+            &clone,
+            Some(&[
+                "requires controller-revision-hash=abc",
+                "sets controller-revision-hash=web-5d8f9c",
+            ]),
+        ),
+        (
+            "template hash in a list",
+            selector(
+                Some(&[app]),
+                Some(vec![requirement(
+                    "pod-template-hash",
+                    "In",
+                    Some(&["b", "a"]),
+                )]),
+            ),
+            &clone,
+            Some(&[
+                "spec.selector.matchExpressions[0] requires pod-template-hash in (b,a)",
+                "sets pod-template-hash=5d8f9c",
+            ]),
+        ),
+        (
+            "lifecycle state",
+            selector(
+                Some(&[app]),
+                Some(vec![requirement(
+                    "lifecycle.apps.kruise.io/state",
+                    "NotIn",
+                    Some(&["PreparingNormal"]),
+                )]),
+            ),
+            &clone,
+            Some(&[
+                "requires lifecycle.apps.kruise.io/state notin (PreparingNormal)",
+                "sets lifecycle.apps.kruise.io/state=PreparingNormal",
+            ]),
+        ),
+        (
+            "pod name must be unset",
+            selector(
+                Some(&[app]),
+                Some(vec![
+                    requirement("app", "Exists", None),
+                    requirement("statefulset.kubernetes.io/pod-name", "DoesNotExist", None),
+                ]),
+            ),
+            &ordinal,
+            Some(&[
+                "spec.selector.matchExpressions[1] requires statefulset.kubernetes.io/pod-name to be unset",
+                "sets statefulset.kubernetes.io/pod-name=web-1",
+            ]),
+        ),
+        (
+            "a label no pod carries, by matchLabels",
+            selector(Some(&[app, ("zone", "a")]), None),
+            &clone,
+            Some(&[
+                "spec.selector.matchLabels requires zone=a",
+                "have no zone (pod web-x7k2p)",
+            ]),
+        ),
+        (
+            "a label no pod carries, by Exists",
+            selector(
+                Some(&[app]),
+                Some(vec![requirement("zone", "Exists", None)]),
+            ),
+            &clone,
+            Some(&["requires zone to be set", "have no zone"]),
+        ),
+        (
+            "empty selector",
+            selector(None, None),
+            &clone,
+            Some(&["spec.selector is empty", "no pods are created"]),
+        ),
+    ];
+    for (name, selector, pod_labels, want) in cases {
+        let result = selector_selects_created_pod(&selector, "web-x7k2p", pod_labels);
+        match (want, result) {
+            (None, Ok(())) => {}
+            (None, Err(err)) => panic!("{name}: refused: {err}"),
+            (Some(_), Ok(())) => panic!("{name}: the pod was selected"),
+            (Some(words), Err(err)) => {
+                let message = err.to_string();
+                for word in words {
+                    assert!(message.contains(word), "{name}: {message:?} lacks {word:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_created_pod_refusal_keeps_its_parts() {
+    let s = selector(Some(&[("controller-revision-hash", "abc")]), None);
+    let pod = labels(&[("controller-revision-hash", "web-5d8f9c")]);
+    assert_eq!(
+        selector_selects_created_pod(&s, "web-0", &pod),
+        Err(CreatedPodUnselected::LabelSet {
+            field: "spec.selector.matchLabels".into(),
+            requirement: "controller-revision-hash=abc".into(),
+            key: "controller-revision-hash".into(),
+            value: "web-5d8f9c".into(),
+            pod: "web-0".into(),
+        })
+    );
+    let invalid = selector(None, Some(vec![requirement("x", "In", None)]));
+    assert!(matches!(
+        selector_selects_created_pod(&invalid, "web-0", &pod),
+        Err(CreatedPodUnselected::Selector(
+            SelectorMismatch::InvalidRequirement { .. }
+        ))
+    ));
 }

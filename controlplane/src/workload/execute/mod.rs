@@ -19,9 +19,12 @@ pub(crate) mod recording;
 #[cfg(test)]
 mod restart_tests;
 #[cfg(test)]
+mod selector_tests;
+#[cfg(test)]
 mod tests;
 pub mod writes;
 
+use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -35,6 +38,17 @@ use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::expectations::{Expectation, Expectations};
 use crate::workload::actions::{Create, Delete, DeleteReason, Plan};
 use crate::workload::budget::{DisruptionBudgets, DisruptionKind};
+use crate::workload::selector::{SELECTOR_MISMATCH, selector_selects_created_pod};
+
+/// Why the creates of one sync stopped: the message for the Warning event and the
+/// workload's create-failure condition.
+enum CreatesStopped {
+    /// A create failed (how many were created and skipped is in the message).
+    Failed(String),
+    /// A pod about to be created is not selected by the workload's selector; nothing of
+    /// its batch was created.
+    Unselected(String),
+}
 
 /// Most pods created in one sync; the rest come with the next (a burst cap per sync).
 pub const MAX_CREATES_PER_SYNC: usize = 500;
@@ -136,7 +150,9 @@ where
 
     /// Creates unless the workload is backing off from failed creates (see
     /// `controller::create_backoff`); a failure is reported once per attempt, with the
-    /// apiserver's message, and not returned as an error so the queue adds no retries.
+    /// apiserver's message, and not returned as an error so the queue adds no retries. A
+    /// pod the selector would not select stops the creates the same way (a new generation
+    /// of the workload, perhaps the fix, checks again at once).
     async fn create_with_backoff(&self, plan: &Plan, problems: &mut Problems) -> Option<Duration> {
         let backoff = self.create_backoff;
         let now = Instant::now();
@@ -145,40 +161,64 @@ where
             problems.scale = Some(waiting.message);
             return Some(waiting.remaining);
         }
-        match self.create_slow_start(plan).await {
+        let (reason, message) = match self.create_slow_start(plan).await {
             Ok(()) => {
                 backoff.succeeded(self.key);
-                None
+                return None;
             }
-            Err(err) => {
-                let message = err.to_string();
-                let wait = backoff.failed(self.key, self.generation, message.clone(), now);
-                let event = WorkloadEvent::warning("FailedCreate", "Create", message.clone());
-                self.writes.publish(event).await;
-                problems.scale = Some(message);
-                Some(wait)
+            Err(CreatesStopped::Failed(message)) => ("FailedCreate", message),
+            Err(CreatesStopped::Unselected(message)) => {
+                tracing::warn!(%message, "a pod to create is not selected; nothing more is created");
+                (SELECTOR_MISMATCH, message)
             }
-        }
+        };
+        let wait = backoff.failed(self.key, self.generation, message.clone(), now);
+        let event = WorkloadEvent::warning(reason, "Create", message.clone());
+        self.writes.publish(event).await;
+        problems.scale = Some(message);
+        Some(wait)
     }
 
     /// Kubernetes' `slowStartBatch`: 1, 2, 4, ... pods at once, stopping at the first
     /// batch with a failure, so a template that cannot be created costs a few calls, not
-    /// hundreds.
-    async fn create_slow_start(&self, plan: &Plan) -> Result<(), ExecuteError> {
+    /// hundreds. Each batch's pods are built and checked against the selector before any of
+    /// them is created: a pod the workload could not claim is never created.
+    async fn create_slow_start(&self, plan: &Plan) -> Result<(), CreatesStopped> {
         let creates = self.with_instance_ids(plan);
+        let selector = self.new_pods.selector();
+        let no_labels = BTreeMap::new();
         let mut batch = 1;
         let mut done = 0;
         let mut created = 0;
         while done < creates.len() {
             let end = (done + batch).min(creates.len());
-            let results = join_all(creates[done..end].iter().map(|c| self.create_one(c))).await;
+            let pods: Vec<Option<NewPod>> = creates[done..end]
+                .iter()
+                .map(|c| self.new_pods.new_pod(c))
+                .collect();
+            if let Some(unselected) = pods.iter().flatten().find_map(|new| {
+                let meta = &new.pod.metadata;
+                let name = meta.name.as_deref().unwrap_or_default();
+                let labels = meta.labels.as_ref().unwrap_or(&no_labels);
+                selector_selects_created_pod(selector, name, labels).err()
+            }) {
+                return Err(CreatesStopped::Unselected(if created == 0 {
+                    unselected.to_string()
+                } else {
+                    format!("{unselected} ({created} created before it)")
+                }));
+            }
+            let batch_creates = creates[done..end].iter().zip(&pods);
+            let results =
+                join_all(batch_creates.map(|(c, p)| self.create_one(c, p.as_ref()))).await;
             let failures: Vec<ExecuteError> = results.into_iter().filter_map(Result::err).collect();
             created += end - done - failures.len();
             if let Some(err) = failures.into_iter().next() {
                 let skipped = creates.len() - end;
-                return Err(ExecuteError::Create(format!(
+                let stopped = ExecuteError::Create(format!(
                     "{err} ({created} created, {skipped} skipped by slow start)"
-                )));
+                ));
+                return Err(CreatesStopped::Failed(stopped.to_string()));
             }
             done = end;
             batch *= 2;
@@ -209,9 +249,10 @@ where
             .collect()
     }
 
-    /// Creates the pod's claims (a claim already in the cache is reused), then the pod.
-    async fn create_one(&self, create: &Create) -> Result<(), ExecuteError> {
-        let Some(new) = self.new_pods.new_pod(create) else {
+    /// Creates the pod's claims (a claim already in the cache is reused), then the pod;
+    /// `new` is what the workload built for `create` (`None`: its revision is not known).
+    async fn create_one(&self, create: &Create, new: Option<&NewPod>) -> Result<(), ExecuteError> {
+        let Some(new) = new else {
             return Err(ExecuteError::Create(format!(
                 "revision {} is not known",
                 create.revision

@@ -1,18 +1,26 @@
 //! A `PodWrites` that records every call in order and answers from a script: which names
 //! fail with which status code, which claims and nodes the cache holds, which agents are
-//! unreachable. Also a `NewPods` for a toy workload whose pods are `<set>-<id>`.
+//! unreachable. Also a `NewPods` for a toy workload whose pods are `<set>-<id>`, and the
+//! one-sync create run and refusal check each pod-set kind's own `NewPods` is tested with.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::core::Status;
 use serde_json::Value;
 
 use super::writes::{ConditionWriteError, NewPod, NewPods, PodWrites, WorkloadEvent};
+use super::{ExecuteError, Executor, Problems};
+use crate::controller::create_backoff::CreateBackoff;
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::pod_conditions::{ConditionError, ConditionRequest};
-use crate::workload::actions::Create;
+use crate::workload::actions::{Create, Plan};
+use crate::workload::budget::NoBudgets;
+use crate::workload::revision_adapter::CONTROLLER_REVISION_HASH_LABEL;
+use crate::workload::selector::SELECTOR_MISMATCH;
 
 /// One call the executor made.
 #[derive(Clone, Debug, PartialEq)]
@@ -227,15 +235,29 @@ impl PodWrites for RecordingWrites {
     }
 }
 
-/// A toy workload `set`: pods `<set>-<id>`, and a claim `data-<set>-<id>` when `claims`;
+/// A toy workload `set`: pods `<set>-<id>` labelled `app=<set>`, `toy-id=<id>` and
+/// `controller-revision-hash=<revision>`, and a claim `data-<set>-<id>` when `claims`;
 /// fresh ids count up from `n0`. Knows only the revisions in `revisions`.
 pub struct ToyPods {
     pub set: &'static str,
     pub revisions: BTreeSet<&'static str>,
     pub claims: bool,
+    pub selector: LabelSelector,
+}
+
+/// The selector `app=<set>`, which selects every pod of the toy `set`.
+pub fn toy_selector(set: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(BTreeMap::from([("app".to_owned(), set.to_owned())])),
+        ..LabelSelector::default()
+    }
 }
 
 impl NewPods for ToyPods {
+    fn selector(&self) -> &LabelSelector {
+        &self.selector
+    }
+
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String {
         (0..)
             .map(|n| format!("n{n}"))
@@ -260,12 +282,126 @@ impl NewPods for ToyPods {
         } else {
             Vec::new()
         };
+        let labels = BTreeMap::from([
+            ("app".to_owned(), self.set.to_owned()),
+            ("toy-id".to_owned(), create.instance_id.clone()),
+            (
+                CONTROLLER_REVISION_HASH_LABEL.to_owned(),
+                create.revision.clone(),
+            ),
+        ]);
         Some(NewPod {
             pod: Pod {
-                metadata: meta(name),
+                metadata: ObjectMeta {
+                    labels: Some(labels),
+                    ..meta(name)
+                },
                 ..Pod::default()
             },
             claims,
         })
     }
+}
+
+/// One sync's creates of any workload through the executor: `creates` built by
+/// `new_pods`, at `generation`, against `writes`, remembering failures in `backoff`.
+pub async fn execute_creates<N: NewPods>(
+    new_pods: &N,
+    writes: &RecordingWrites,
+    backoff: &CreateBackoff<&'static str>,
+    generation: i64,
+    creates: Vec<Create>,
+) -> (Result<Option<Duration>, ExecuteError>, Problems) {
+    let expectations = Expectations::new(EXPECTATION_TIMEOUT);
+    let executor = Executor {
+        key: &"default/set",
+        generation,
+        writes,
+        new_pods,
+        budgets: &NoBudgets,
+        expectations: &expectations,
+        create_backoff: backoff,
+    };
+    let plan = Plan {
+        creates,
+        ..Plan::default()
+    };
+    let mut problems = Problems::default();
+    let result = executor.execute(&plan, &mut problems).await;
+    (result, problems)
+}
+
+/// The sync created nothing (no pod, no claim), and reported a selector that names
+/// `label`, which the controller sets to `value` on its pods, once: one Warning event,
+/// and the same message for the workload's create-failure condition.
+pub fn assert_refused_for_owned_label(
+    writes: &RecordingWrites,
+    problems: &Problems,
+    label: &str,
+    value: &str,
+) {
+    let creates: Vec<Write> = (writes.calls().into_iter())
+        .filter(|w| matches!(w, Write::CreatePod(_) | Write::CreateClaim(_)))
+        .collect();
+    assert_eq!(creates, [], "{label}: nothing is created");
+    let events = writes.events();
+    let [event] = events.as_slice() else {
+        panic!("{label}: one event, got {events:?}");
+    };
+    assert!(event.warning, "{label}: {event:?}");
+    assert_eq!(event.reason, SELECTOR_MISMATCH, "{label}");
+    for words in [
+        format!("requires {label}=abc"),
+        format!("the controller sets {label}={value}"),
+        "no pods are created".to_owned(),
+    ] {
+        assert!(
+            event.note.contains(&words),
+            "{label}: {:?} lacks {words:?}",
+            event.note
+        );
+    }
+    assert_eq!(
+        problems.scale.as_ref(),
+        Some(&event.note),
+        "{label}: the condition"
+    );
+}
+
+/// A selector and a pod template that both say `app=web`, and `owned=abc` when given: what
+/// a person writes who names a label the controller owns in both.
+pub fn selector_and_template(owned: Option<&str>) -> (LabelSelector, PodTemplateSpec) {
+    let mut labels = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
+    if let Some(key) = owned {
+        labels.insert(key.to_owned(), "abc".to_owned());
+    }
+    let selector = LabelSelector {
+        match_labels: Some(labels.clone()),
+        ..LabelSelector::default()
+    };
+    let template = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".to_owned(),
+                image: Some("web:1".to_owned()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+    };
+    (selector, template)
+}
+
+/// The pods the sync created, by name.
+pub fn created_pods(writes: &RecordingWrites) -> Vec<String> {
+    (writes.calls().into_iter())
+        .filter_map(|w| match w {
+            Write::CreatePod(name) => Some(name),
+            _ => None,
+        })
+        .collect()
 }

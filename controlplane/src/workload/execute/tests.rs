@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
-use super::recording::{RecordingWrites, ToyPods, Write};
+use super::recording::{RecordingWrites, ToyPods, Write, toy_selector};
 use super::*;
 use crate::controller::expectations::EXPECTATION_TIMEOUT;
 use crate::workload::actions::{
@@ -32,6 +32,7 @@ impl Fixture {
                 set: "toy",
                 revisions: BTreeSet::from(["toy-1"]),
                 claims: false,
+                selector: toy_selector("toy"),
             },
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
             backoff: CreateBackoff::default(),

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use crate::controller::pod_conditions::{ConditionError, ConditionRequest};
@@ -21,6 +22,10 @@ pub struct NewPod {
 
 /// How a workload builds what the executor creates.
 pub trait NewPods: Send + Sync {
+    /// The selector the workload claims its pods by: a pod it does not select is never
+    /// created (no default, so no kind can leave the check out).
+    fn selector(&self) -> &LabelSelector;
+
     /// An instance id no pod or claim of the workload has (`taken`).
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String;
 

@@ -5,13 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::toy_tests::{Toy, V1, V2, revisions, running_pod, sync, template, toy};
 use crate::api::common::PodUpdatePolicy;
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::workload::actions::{Create, Plan};
-use crate::workload::adapter::new_pod_and_claims;
+use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::budget::NoBudgets;
 use crate::workload::execute::recording::{RecordingWrites, Write};
 use crate::workload::execute::{Executor, NewPod, NewPods, Problems, WorkloadEvent};
@@ -24,6 +25,10 @@ struct ToyPods<'a> {
 }
 
 impl NewPods for ToyPods<'_> {
+    fn selector(&self) -> &LabelSelector {
+        self.toy.selector()
+    }
+
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String {
         (0..)
             .map(|n: u32| n.to_string())

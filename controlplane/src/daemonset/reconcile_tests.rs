@@ -1,0 +1,82 @@
+//! DaemonSet's pods through the shared executor: a selector naming a label the controller
+//! sets on every pod (revision hashes, lifecycle state) creates no pod on any node, though
+//! the template guard lets it through.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::*;
+use crate::api::DaemonSetSpec;
+use crate::controller::create_backoff::CreateBackoff;
+use crate::workload::execute::recording::{
+    RecordingWrites, assert_refused_for_owned_label, created_pods, execute_creates,
+    selector_and_template,
+};
+use crate::workload::lifecycle::STATE_LABEL;
+use crate::workload::revision::{CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL};
+
+const REVISION: &str = "web-5d8f9c";
+
+/// One sync creating the pods of three nodes for a DaemonSet whose selector and template
+/// both say `app=web` and `owned=abc`.
+async fn create_three(owned: Option<&str>) -> (RecordingWrites, Problems) {
+    let (selector, template) = selector_and_template(owned);
+    let mut ds = DaemonSet::new(
+        "web",
+        DaemonSetSpec {
+            selector,
+            template: template.clone(),
+            ..DaemonSetSpec::default()
+        },
+    );
+    ds.metadata.namespace = Some("default".to_owned());
+    ds.metadata.uid = Some("web-uid".to_owned());
+    let workload = DaemonSetWorkload {
+        ds: &ds,
+        desired: 3,
+        held_back: BTreeSet::new(),
+    };
+    let templates = BTreeMap::from([(REVISION.to_owned(), template)]);
+    let pods = DaemonPods {
+        workload: &workload,
+        templates: &templates,
+    };
+    let creates = ["node-0", "node-1", "node-2"]
+        .map(|node| Create {
+            instance_id: node.to_owned(),
+            revision: REVISION.to_owned(),
+        })
+        .into();
+    let writes = RecordingWrites::default();
+    let backoff = CreateBackoff::default();
+    let (result, problems) = execute_creates(&pods, &writes, &backoff, 1, creates).await;
+    result.expect("a refused create is not a sync error");
+    (writes, problems)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_selector_naming_a_label_the_controller_sets_creates_no_pod() {
+    let owned = [
+        // The DaemonSet writes the short form, as OpenKruise's does.
+        (CONTROLLER_REVISION_HASH_LABEL, "5d8f9c"),
+        (POD_TEMPLATE_HASH_LABEL, "5d8f9c"),
+        (STATE_LABEL, "PreparingNormal"),
+    ];
+    for (label, value) in owned {
+        let (selector, template) = selector_and_template(Some(label));
+        let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
+        assert_eq!(
+            selector_selects_template(&selector, &labels),
+            Ok(()),
+            "{label}: the template guard alone lets it through"
+        );
+        let (writes, problems) = create_three(Some(label)).await;
+        assert_refused_for_owned_label(&writes, &problems, label, value);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_selector_of_template_labels_creates_a_pod_per_node() {
+    let (writes, problems) = create_three(None).await;
+    assert_eq!(problems.scale, None);
+    assert_eq!(created_pods(&writes).len(), 3);
+}
