@@ -19,7 +19,7 @@ async fn serving() -> (SocketAddr, Authority) {
     let identity = ca
         .issue_server(&[NAME.to_owned()], SystemTime::now())
         .expect("identity");
-    let config = server_config(&identity.cert_pem, &identity.key_pem).expect("config");
+    let config = server_config(&identity.cert_pem, &identity.key_pem, None).expect("config");
     let tcp = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let listener = TlsListener::new(tcp, config).expect("listener");
     let addr = axum::serve::Listener::local_addr(&listener).expect("address");
@@ -85,7 +85,7 @@ fn a_key_that_is_not_pem_is_refused_with_a_reason() {
     let identity = ca
         .issue_server(&[NAME.to_owned()], SystemTime::now())
         .expect("identity");
-    let err = server_config(&identity.cert_pem, "not a key").expect_err("refused");
+    let err = server_config(&identity.cert_pem, "not a key", None).expect_err("refused");
     assert!(
         err.to_string()
             .starts_with("reading the certificate or key"),
