@@ -92,3 +92,17 @@ fn a_key_that_is_not_pem_is_refused_with_a_reason() {
         "{err}"
     );
 }
+
+#[test]
+fn a_client_ca_bundle_without_a_certificate_is_refused_with_a_reason() {
+    let ca = Authority::generate_named("test-ca", SystemTime::now()).expect("CA");
+    assert!(ClientRoots::from_pem(ca.cert_pem()).is_ok());
+    for bundle in ["", "not a certificate"] {
+        let err = ClientRoots::from_pem(bundle).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "the client CA bundle holds no certificate",
+            "{bundle:?}"
+        );
+    }
+}
