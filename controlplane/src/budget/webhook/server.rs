@@ -132,6 +132,11 @@ pub async fn prepare(
     client: &kube::Client,
     config: WebhookConfig,
 ) -> Result<Prepared, WebhookError> {
+    // A client CA that cannot be read stops the start before anything is written.
+    let roots = match &config.callers {
+        Some(callers) => Some(client_roots(&callers.ca_file).await?),
+        None => None,
+    };
     let secrets = Api::namespaced(client.clone(), &config.namespace);
     let authority =
         crate::certs::load_or_create(&secrets, &config.ca_secret, config.ca_owner.as_ref()).await?;
@@ -152,10 +157,6 @@ pub async fn prepare(
         authority.cert_pem(),
     )
     .await?;
-    let roots = match &config.callers {
-        Some(callers) => Some(client_roots(&callers.ca_file).await?),
-        None => None,
-    };
     let tls = server_config(&identity.cert_pem, &identity.key_pem, roots.as_ref())?;
     let addr = config.addr;
     let tcp = TcpListener::bind(addr)
