@@ -17,8 +17,9 @@ use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
 use crate::api::PodUnavailableBudget;
 use crate::broadcastjob::BroadcastJobController;
 use crate::budget::BudgetController;
+use crate::budget::webhook::caller::CallerPolicy;
 use crate::budget::webhook::review::Exempt;
-use crate::budget::webhook::{Prepared, WebhookConfig, WebhookError};
+use crate::budget::webhook::{Callers, Prepared, WebhookConfig, WebhookError};
 use crate::caches::Stores;
 use crate::certs::{Authority, CaSecretError, CsrSigner};
 use crate::cloneset::CloneSetController;
@@ -165,6 +166,12 @@ fn webhook_config(args: &Args, ca_owner: Option<OwnerReference>) -> WebhookConfi
                 args.namespace, args.service_account
             ),
         },
+        callers: args.webhook_client_ca.clone().map(|ca_file| Callers {
+            ca_file,
+            policy: CallerPolicy {
+                names: args.webhook_client_names.clone(),
+            },
+        }),
     }
 }
 

@@ -160,6 +160,25 @@ pub struct Args {
     )]
     pub webhook_configuration: String,
 
+    /// CA bundle (PEM) of the client certificate the apiserver presents to admission
+    /// webhooks (its `--admission-control-config-file`, docs/security.md). When given, pod
+    /// delete and eviction reviews are answered only for a caller presenting a
+    /// certificate this CA signed; others get 403. Unset: any caller is answered (a review
+    /// is then still recorded only for a pod that exists with the UID it names).
+    #[arg(long, env = "STEVEDORE_WEBHOOK_CLIENT_CA")]
+    pub webhook_client_ca: Option<PathBuf>,
+
+    /// Common names admitted among the certificates `--webhook-client-ca` signed, comma
+    /// separated; empty admits any of them. Set it when that CA signs other clients too
+    /// (a cluster CA signs every kubelet's and administrator's).
+    #[arg(
+        long,
+        env = "STEVEDORE_WEBHOOK_CLIENT_NAMES",
+        value_delimiter = ',',
+        requires = "webhook_client_ca"
+    )]
+    pub webhook_client_names: Vec<String>,
+
     /// Log output format.
     #[arg(long, env = "STEVEDORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -263,6 +282,8 @@ mod tests {
         assert_eq!(args.webhook_service, "stevedore-controlplane-webhook");
         assert_eq!(args.webhook_ca_secret, "stevedore-webhook-ca");
         assert_eq!(args.webhook_configuration, "stevedore-pod-budgets");
+        assert_eq!(args.webhook_client_ca, None);
+        assert!(args.webhook_client_names.is_empty());
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.controllers, Default::default());
         assert!(!args.identity().is_empty());
@@ -280,6 +301,8 @@ mod tests {
             ("POD_UID", "uid-1"),
             ("STEVEDORE_AGENT_CA_FILE", "/tmp/ca.crt"),
             ("STEVEDORE_AGENT_RPC_TIMEOUT", "3"),
+            ("STEVEDORE_WEBHOOK_CLIENT_CA", "/etc/webhook-client/ca.crt"),
+            ("STEVEDORE_WEBHOOK_CLIENT_NAMES", "apiserver-a,apiserver-b"),
         ];
         let args = with_env(&env, || Args::try_parse_from(["controlplane"])).unwrap();
         assert_eq!(args.namespace, "stevedore-system");
@@ -291,6 +314,11 @@ mod tests {
         assert_eq!(args.pod_uid.as_deref(), Some("uid-1"));
         assert_eq!(args.agent_ca_file, PathBuf::from("/tmp/ca.crt"));
         assert_eq!(args.agent_rpc_timeout, 3);
+        assert_eq!(
+            args.webhook_client_ca,
+            Some(PathBuf::from("/etc/webhook-client/ca.crt"))
+        );
+        assert_eq!(args.webhook_client_names, ["apiserver-a", "apiserver-b"]);
     }
 
     #[test]
@@ -310,6 +338,8 @@ mod tests {
             ["controlplane", "--health-addr", "nowhere"],
             ["controlplane", "--metrics-addr", "nowhere"],
             ["controlplane", "--agent-rpc-timeout", "0"],
+            // Names without the CA they are checked against would admit anyone.
+            ["controlplane", "--webhook-client-names", "apiserver"],
         ] {
             let result = with_env(&[], || Args::try_parse_from(argv));
             assert!(result.is_err(), "accepted {argv:?}");

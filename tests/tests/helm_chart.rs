@@ -24,13 +24,56 @@ use cloneset_support::{Nodes, ROLLOUT};
 
 const RELEASE: &str = "stevedore";
 
+/// The values every install must set (the chart refuses to render without them): the
+/// images' registry (an example name) and the apiserver's address for the
+/// NetworkPolicy (a documentation address).
+const REQUIRED: [&str; 2] = [
+    "images.registry=registry.example",
+    "networkPolicy.apiserver[0].ipBlock.cidr=192.0.2.10/32",
+];
+
+/// `helm template` with the required values and then `sets`.
+async fn render(helm: &Helm, namespace: &str, sets: &[&str]) -> Result<String> {
+    let all: Vec<&str> = REQUIRED
+        .iter()
+        .copied()
+        .chain(sets.iter().copied())
+        .collect();
+    helm.template(namespace, &all).await
+}
+
 #[tokio::test]
 async fn chart_lints_clean() -> Result<()> {
     let helm = Helm::new(cluster().await?)?;
-    let out = helm
-        .helm(&["lint", "--strict", &chart_dir().to_string_lossy()])
-        .await?;
+    let mut args = vec!["lint", "--strict"];
+    for set in REQUIRED {
+        args.extend(["--set", set]);
+    }
+    let chart = chart_dir().to_string_lossy().into_owned();
+    args.push(&chart);
+    let out = helm.helm(&args).await?;
     ensure!(out.contains("0 chart(s) failed"), "helm lint said: {out}");
+    Ok(())
+}
+
+/// Without a registry the chart renders nothing (a short image name could resolve on a
+/// public default registry), nor without the apiserver's addresses while the
+/// NetworkPolicy is on; each refusal says what to set.
+#[tokio::test]
+async fn the_chart_refuses_to_render_without_its_required_values() -> Result<()> {
+    let helm = Helm::new(cluster().await?)?;
+    let cases: [(&[&str], &str); 2] = [
+        (&[REQUIRED[1]], "images.registry is required"),
+        (&[REQUIRED[0]], "networkPolicy.apiserver is empty"),
+    ];
+    for (sets, said) in cases {
+        let refused = helm.template("stevedore-system", sets).await;
+        let message = format!("{:#}", refused.err().context("rendered")?);
+        ensure!(message.contains(said), "{sets:?}: {message}");
+    }
+    let without_policy = [REQUIRED[0], "networkPolicy.enabled=false"];
+    let objs = objects(&helm.template("stevedore-system", &without_policy).await?)?;
+    ensure!(!objs.iter().any(|o| o["kind"] == "NetworkPolicy"));
     Ok(())
 }
 
@@ -45,11 +88,29 @@ fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
             let volume = &ds["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"];
             ensure!(volume == "/run/containerd", "socket dir {volume}");
             let image = &ds["spec"]["template"]["spec"]["containers"][0]["image"];
-            ensure!(image == "stevedore/agent:0.1.0", "agent image {image}");
+            ensure!(
+                image == "registry.example/stevedore/agent:0.1.0",
+                "agent image {image}"
+            );
+            ensure!(container_env(ds, "STEVEDORE_METRICS_ADDR") == Some(&json!("127.0.0.1:10353")));
             let cp = find(objs, "Deployment", "stevedore-controlplane")?;
             ensure!(cp["spec"]["replicas"] == 2);
             ensure!(container_env(cp, "STEVEDORE_CONTROLLERS") == Some(&json!("*")));
             ensure!(container_env(cp, "STEVEDORE_METRICS_ADDR") == Some(&json!("127.0.0.1:10354")));
+            ensure!(container_env(cp, "STEVEDORE_WEBHOOK_CLIENT_CA").is_none());
+            // One replica stays through drains; only the apiserver reaches the webhook.
+            let pdb = find(objs, "PodDisruptionBudget", "stevedore-controlplane")?;
+            ensure!(pdb["spec"]["minAvailable"] == 1, "{pdb}");
+            ensure!(
+                pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
+                    == "stevedore-controlplane"
+            );
+            let policy = find(objs, "NetworkPolicy", "stevedore-controlplane")?;
+            let want = json!([{
+                "ports": [{ "port": "webhook", "protocol": "TCP" }],
+                "from": [{ "ipBlock": { "cidr": "192.0.2.10/32" } }],
+            }]);
+            ensure!(policy["spec"]["ingress"] == want, "{policy}");
             ensure!(container_env(ds, "STEVEDORE_LOG_FORMAT") == Some(&json!("json")));
             // No metrics Service by default; the webhook's Service is always there.
             let metrics_service = |o: &Value| {
@@ -150,6 +211,42 @@ fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
             },
         ),
         (
+            "the apiserver's webhook client certificate",
+            &[
+                "controlplane.webhookClient.ca=-----BEGIN CERTIFICATE-----",
+                "controlplane.webhookClient.names={kube-apiserver-webhook}",
+            ],
+            |objs| {
+                let configmap = find(objs, "ConfigMap", "stevedore-webhook-client-ca")?;
+                ensure!(configmap["data"]["ca.crt"] == "-----BEGIN CERTIFICATE-----");
+                let cp = find(objs, "Deployment", "stevedore-controlplane")?;
+                ensure!(
+                    container_env(cp, "STEVEDORE_WEBHOOK_CLIENT_CA")
+                        == Some(&json!("/etc/stevedore/webhook-client-ca/ca.crt"))
+                );
+                ensure!(
+                    container_env(cp, "STEVEDORE_WEBHOOK_CLIENT_NAMES")
+                        == Some(&json!("kube-apiserver-webhook"))
+                );
+                let pod = &cp["spec"]["template"]["spec"];
+                ensure!(
+                    pod["volumes"][0]["configMap"]["name"] == "stevedore-webhook-client-ca",
+                    "{pod}"
+                );
+                ensure!(
+                    pod["containers"][0]["volumeMounts"][0]["mountPath"]
+                        == "/etc/stevedore/webhook-client-ca",
+                    "{pod}"
+                );
+                Ok(())
+            },
+        ),
+        ("one replica", &["controlplane.replicas=1"], |objs| {
+            // minAvailable 1 of one replica would block every drain of its node.
+            ensure!(!objs.iter().any(|o| o["kind"] == "PodDisruptionBudget"));
+            Ok(())
+        }),
+        (
             "pull secrets and metrics",
             &[
                 "controlplane.pullSecretNamespaces={team-a,team-b}",
@@ -174,6 +271,12 @@ fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
                     container_env(cp, "STEVEDORE_METRICS_ADDR") == Some(&json!("0.0.0.0:10354"))
                 );
                 find(objs, "Service", "stevedore-controlplane-metrics")?;
+                let policy = find(objs, "NetworkPolicy", "stevedore-controlplane")?;
+                ensure!(
+                    policy["spec"]["ingress"][1]
+                        == json!({ "ports": [{ "port": "metrics", "protocol": "TCP" }] }),
+                    "/metrics is admitted while metrics.enabled: {policy}"
+                );
                 find(objs, "ServiceMonitor", "stevedore-agent")?;
                 find(objs, "ServiceMonitor", "stevedore-controlplane").map(|_| ())
             },
@@ -186,7 +289,7 @@ fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
 async fn values_render_into_the_objects_they_name() -> Result<()> {
     let helm = Helm::new(cluster().await?)?;
     for (name, sets, check) in value_cases() {
-        let rendered = objects(&helm.template("stevedore-system", sets).await?)?;
+        let rendered = objects(&render(&helm, "stevedore-system", sets).await?)?;
         check(&rendered).map_err(|e| anyhow!("case {name}: {e:#}"))?;
     }
     Ok(())
@@ -205,13 +308,14 @@ fn kustomize_objects(manifest: &str) -> Result<Vec<Value>> {
 #[tokio::test]
 async fn chart_rbac_and_admission_policy_match_the_kustomize_manifests() -> Result<()> {
     let helm = Helm::new(cluster().await?)?;
-    let chart = objects(&helm.template("stevedore-system", &[]).await?)?;
+    let chart = objects(&render(&helm, "stevedore-system", &[]).await?)?;
     let manifests = [
         "agent/rbac.yaml",
         "agent/client-role.yaml",
         "agent/admission-policy.yaml",
         "controlplane/rbac.yaml",
         "controlplane/webhook.yaml",
+        "controlplane/disruption.yaml",
     ];
     for manifest in manifests {
         let kustomize = kustomize_objects(manifest)?;
@@ -272,7 +376,7 @@ fn pod_settings(workload: &Value) -> Vec<String> {
 #[tokio::test]
 async fn chart_workloads_keep_every_setting_of_the_kustomize_manifests() -> Result<()> {
     let helm = Helm::new(cluster().await?)?;
-    let chart = objects(&helm.template("stevedore-system", &[]).await?)?;
+    let chart = objects(&render(&helm, "stevedore-system", &[]).await?)?;
     let workloads = [
         ("agent/daemonset.yaml", "DaemonSet", "stevedore-agent"),
         (
@@ -305,9 +409,7 @@ async fn rendered_chart_is_accepted_by_the_apiserver() -> Result<()> {
         let _cluster_objects = CLUSTER_OBJECTS.lock().await;
         let helm = Helm::new(ctx.cluster)?;
         let pull = format!("controlplane.pullSecretNamespaces={{{}}}", ctx.namespace);
-        let rendered = helm
-            .template(&ctx.namespace, &[&pull, "metrics.enabled=true"])
-            .await?;
+        let rendered = render(&helm, &ctx.namespace, &[&pull, "metrics.enabled=true"]).await?;
         let out = helm
             .kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&rendered))
             .await?;
@@ -537,13 +639,16 @@ async fn runtime_objects(ctx: &TestContext) -> Result<Vec<String>> {
     Ok(made)
 }
 
-/// Values for the local cluster: the images just built, its containerd socket (a custom
-/// path), its plain-HTTP registry, and nothing on the simulated nodes.
+/// Values for the local cluster: the images just built (from its registry), its
+/// containerd socket (a custom path), its plain-HTTP registry, nothing on the simulated
+/// nodes, and the node's address as the apiserver's (the policy is not enforced there).
 fn local_values(ctx: &TestContext, agent: &str, controlplane: &str) -> Result<Value> {
+    let registry = ctx.cluster.registry.as_str();
     let split = |image: &str| -> Result<(String, String)> {
         let (repository, tag) = image
-            .rsplit_once(':')
-            .with_context(|| format!("image {image} has no tag"))?;
+            .strip_prefix(&format!("{registry}/"))
+            .and_then(|path| path.rsplit_once(':'))
+            .with_context(|| format!("image {image} is not a tagged image of {registry}"))?;
         Ok((repository.to_owned(), tag.to_owned()))
     };
     let ((agent_repo, agent_tag), (cp_repo, cp_tag)) = (split(agent)?, split(controlplane)?);
@@ -552,6 +657,7 @@ fn local_values(ctx: &TestContext, agent: &str, controlplane: &str) -> Result<Va
     } } });
     Ok(json!({
         "images": {
+            "registry": registry,
             "agent": { "repository": agent_repo, "tag": agent_tag },
             "controlplane": { "repository": cp_repo, "tag": cp_tag },
         },
@@ -561,6 +667,9 @@ fn local_values(ctx: &TestContext, agent: &str, controlplane: &str) -> Result<Va
             "affinity": not_kwok,
         },
         "controlplane": { "affinity": not_kwok },
+        "networkPolicy": {
+            "apiserver": [{ "ipBlock": { "cidr": format!("{}/32", ctx.cluster.node_ip) } }],
+        },
     }))
 }
 

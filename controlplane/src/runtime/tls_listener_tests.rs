@@ -19,7 +19,7 @@ async fn serving() -> (SocketAddr, Authority) {
     let identity = ca
         .issue_server(&[NAME.to_owned()], SystemTime::now())
         .expect("identity");
-    let config = server_config(&identity.cert_pem, &identity.key_pem).expect("config");
+    let config = server_config(&identity.cert_pem, &identity.key_pem, None).expect("config");
     let tcp = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let listener = TlsListener::new(tcp, config).expect("listener");
     let addr = axum::serve::Listener::local_addr(&listener).expect("address");
@@ -85,10 +85,24 @@ fn a_key_that_is_not_pem_is_refused_with_a_reason() {
     let identity = ca
         .issue_server(&[NAME.to_owned()], SystemTime::now())
         .expect("identity");
-    let err = server_config(&identity.cert_pem, "not a key").expect_err("refused");
+    let err = server_config(&identity.cert_pem, "not a key", None).expect_err("refused");
     assert!(
         err.to_string()
             .starts_with("reading the certificate or key"),
         "{err}"
     );
+}
+
+#[test]
+fn a_client_ca_bundle_without_a_certificate_is_refused_with_a_reason() {
+    let ca = Authority::generate_named("test-ca", SystemTime::now()).expect("CA");
+    assert!(ClientRoots::from_pem(ca.cert_pem()).is_ok());
+    for bundle in ["", "not a certificate"] {
+        let err = ClientRoots::from_pem(bundle).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "the client CA bundle holds no certificate",
+            "{bundle:?}"
+        );
+    }
 }

@@ -3,28 +3,34 @@
 
 PKI=$STATE_DIR/pki
 
-# issue_cert NAME SUBJECT EXT: a key and a CA-signed certificate valid for a year.
-# EXT is an openssl extension section body (extendedKeyUsage, subjectAltName, ...).
+# issue_cert NAME SUBJECT EXT [CA]: a key and a certificate signed by CA (default: the
+# cluster CA, ca) valid for a year. EXT is an openssl extension section body
+# (extendedKeyUsage, subjectAltName, ...).
 issue_cert() {
-  local name=$1 subject=$2 ext=$3
+  local name=$1 subject=$2 ext=$3 ca=${4:-ca}
   [[ -f $PKI/$name.crt ]] && return 0
   openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
   openssl req -new -key "$PKI/$name.key" -subj "$subject" -out "$PKI/$name.csr" 2>/dev/null
   printf '%s\n' "$ext" >"$PKI/$name.ext"
-  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" -CAcreateserial \
     -days 365 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null ||
     die "openssl could not sign the certificate $name"
   rm -f "$PKI/$name.csr" "$PKI/$name.ext"
 }
 
+# new_ca NAME COMMON_NAME: a self-signed CA NAME.crt / NAME.key, unless there is one.
+new_ca() {
+  local name=$1 cn=$2
+  [[ -f $PKI/$name.crt ]] && return 0
+  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
+  openssl req -x509 -new -key "$PKI/$name.key" -subj "/CN=$cn" -days 3650 \
+    -sha256 -out "$PKI/$name.crt" 2>/dev/null || die "openssl could not create the CA $name"
+}
+
 generate_pki() {
   mkdir -p "$PKI"
   chmod 700 "$PKI"
-  if [[ ! -f $PKI/ca.crt ]]; then
-    openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
-    openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=stevedore-local-ca" -days 3650 \
-      -sha256 -out "$PKI/ca.crt" 2>/dev/null || die "openssl could not create the CA"
-  fi
+  new_ca ca stevedore-local-ca
   if [[ ! -f $PKI/sa.key ]]; then
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
@@ -48,6 +54,13 @@ subjectAltName=IP:127.0.0.1,IP:$NODE_IP,DNS:$NODE_NAME,DNS:localhost"
   # Agents for simulated nodes (sim-agents.sh) all answer on the kwok node IP.
   issue_cert simulated-agent-serving "/CN=stevedore-agent-simulated" "extendedKeyUsage=serverAuth
 subjectAltName=IP:127.0.0.1,IP:$KWOK_NODE_IP"
+
+  # The client certificate the apiserver presents to Stevedore's admission webhook, from
+  # a CA of its own: the control plane trusts that CA for its webhook's callers and
+  # nothing else (the cluster CA signs every node's and administrator's certificate).
+  new_ca webhook-client-ca stevedore-webhook-client-ca
+  issue_cert webhook-client "/CN=$WEBHOOK_CLIENT_NAME" "$client" webhook-client-ca
+  write_admission_config
 
   write_kubeconfig admin "$STATE_DIR/kubeconfig"
   local c
@@ -76,4 +89,43 @@ write_kubeconfig() {
 }
 KUBECONFIG
   chmod 600 "$file"
+}
+
+# The common name of the apiserver's webhook client certificate; the control plane admits
+# it by name too (STEVEDORE_WEBHOOK_CLIENT_NAMES, deploy/local/controlplane).
+WEBHOOK_CLIENT_NAME=stevedore-webhook-client
+# What the apiserver presents to which webhook (--admission-control-config-file).
+ADMISSION_CONFIG=$STATE_DIR/admission-config.yaml
+
+# write_admission_config: the apiserver's AdmissionConfiguration, whose webhook plugins
+# present the webhook client certificate to Stevedore's webhook Service (the user named
+# <service>.<namespace>.svc in their kubeconfig; the apiserver looks it up by that name,
+# the port 443 left out) and to no other webhook. docs/security.md, "Admission webhook".
+write_admission_config() {
+  local kubeconfig=$STATE_DIR/webhook-client.kubeconfig
+  cat >"$kubeconfig" <<KUBECONFIG
+{
+  "apiVersion": "v1",
+  "kind": "Config",
+  "users": [{"name": "stevedore-controlplane-webhook.kube-system.svc", "user": {
+    "client-certificate": "$PKI/webhook-client.crt",
+    "client-key": "$PKI/webhook-client.key"}}]
+}
+KUBECONFIG
+  chmod 600 "$kubeconfig"
+  cat >"$ADMISSION_CONFIG" <<ADMISSION
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: ValidatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: $kubeconfig
+  - name: MutatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: $kubeconfig
+ADMISSION
 }

@@ -34,7 +34,20 @@ start_etcd() {
     --cert "$PKI/etcd.crt" --key "$PKI/etcd.key" "https://127.0.0.1:$ETCD_PORT/health"
 }
 
+# apiserver_has_admission_config: true when the running apiserver was started with the
+# admission configuration (the webhook client certificate, certs.sh).
+apiserver_has_admission_config() {
+  grep -qz -- '^--admission-control-config-file=' "/proc/$(cat "$PID_DIR/kube-apiserver.pid")/cmdline"
+}
+
 start_apiserver() {
+  # An apiserver an older checkout of these scripts started presents no client
+  # certificate to the webhook, which the control plane then refuses to answer: restart
+  # it with today's flags (the cluster's state is in etcd; clients reconnect).
+  if pid_alive kube-apiserver && ! apiserver_has_admission_config; then
+    log "restarting kube-apiserver: it runs without $ADMISSION_CONFIG (the webhook client certificate)"
+    stop_daemon kube-apiserver
+  fi
   pid_alive kube-apiserver || require_port kube-apiserver "$APISERVER_PORT"
   # The advertised address becomes the `kubernetes` Service's endpoint, which may not be a
   # loopback address (Endpoints validation refuses 127.0.0.0/8), so in-cluster clients reach
@@ -55,6 +68,7 @@ start_apiserver() {
     --service-account-signing-key-file="$PKI/sa.key" \
     --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction \
+    --admission-control-config-file="$ADMISSION_CONFIG" \
     --allow-privileged=true \
     --profiling=false
   wait_for kube-apiserver 120 "$LOG_DIR/kube-apiserver.log" -- kubectl_admin get --raw /readyz

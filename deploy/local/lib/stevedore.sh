@@ -151,10 +151,23 @@ deploy_crds() {
     die "the CRDs in deploy/crds were not Established within 60s (log: $LOG_DIR/objects.log)"
 }
 
+# deploy_webhook_client_ca: the CA of the apiserver's webhook client certificate
+# (certs.sh) as the ConfigMap kube-system/stevedore-webhook-client-ca, which the control
+# plane trusts for its webhook's callers (deploy/local/controlplane).
+deploy_webhook_client_ca() {
+  apiserver_has_admission_config ||
+    die "the apiserver runs without $ADMISSION_CONFIG, so it presents no client certificate to the webhook, which the control plane would then refuse to answer: run 'deploy/local/cluster.sh up' first (it restarts the apiserver only)"
+  kubectl_admin -n kube-system create configmap stevedore-webhook-client-ca \
+    --from-file=ca.crt="$PKI/webhook-client-ca.crt" --dry-run=client -o yaml |
+    kubectl_admin apply -f - >>"$LOG_DIR/objects.log" 2>&1 ||
+    die "applying the ConfigMap kube-system/stevedore-webhook-client-ca failed (log: $LOG_DIR/objects.log)"
+}
+
 deploy_controlplane() {
   local image holder
   image=$(build_image controlplane 65532:65532)
   deploy_crds
+  deploy_webhook_client_ca
   # A cluster brought up before the kubelet node got its control-plane label gets it here.
   label_control_plane_node
   log "deploying the control plane ($image)"

@@ -10,15 +10,18 @@
 //! Eviction, which carries the pod's name but not its labels, so CEL cannot tell which
 //! budget protects it.
 //!
-//! - [`review`]: which requests are checked and the response (pure);
+//! - [`caller`]: which callers are answered, by their client certificate (pure);
+//! - [`review`]: which requests are checked, whether the pod a review names exists with
+//!   that UID (a forged review is answered, never recorded), and the response (pure);
 //! - [`server`]: the HTTPS endpoint every replica serves, with a certificate from the
 //!   control plane's own webhook CA; it also answers the PodUnavailableBudget CRD's
 //!   conversion reviews (`crate::conversion`), whatever `podunavailablebudget-webhook` says;
 //! - [`trust`]: the CA put into the ValidatingWebhookConfiguration's `caBundle` and the
 //!   CRD's conversion webhook, before the control plane reports ready.
 
+pub mod caller;
 pub mod review;
 pub mod server;
 pub mod trust;
 
-pub use server::{Prepared, WebhookConfig, WebhookError, prepare};
+pub use server::{Callers, Prepared, WebhookConfig, WebhookError, prepare};

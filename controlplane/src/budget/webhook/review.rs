@@ -1,6 +1,7 @@
 //! The admission review of a pod delete or eviction, read and answered (pure): which
-//! requests a PodUnavailableBudget is asked about at all, and the response the apiserver
-//! gets. `admission.k8s.io/v1` `AdmissionReview`, only the fields this webhook reads.
+//! requests a PodUnavailableBudget is asked about at all, whether the pod a review names
+//! exists with the UID it says ([`confirm`]), and the response the apiserver gets.
+//! `admission.k8s.io/v1` `AdmissionReview`, only the fields this webhook reads.
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
@@ -29,6 +30,10 @@ pub struct AdmissionRequest {
     pub operation: String,
     #[serde(default)]
     pub user_info: UserInfo,
+    /// The Eviction of a `pods/eviction` CREATE.
+    #[serde(default)]
+    pub object: Option<Value>,
+    /// The pod of a DELETE, as the apiserver read it before deleting.
     #[serde(default)]
     pub old_object: Option<Value>,
     #[serde(default)]
@@ -88,8 +93,9 @@ pub enum Screen {
 pub struct Disruption {
     pub namespace: String,
     pub pod: String,
-    /// The pod as the delete request carries it; an eviction names the pod only.
-    pub old: Option<Box<Pod>>,
+    /// The pod's UID as the review gives it: a delete's `oldObject`, an eviction's
+    /// `deleteOptions.preconditions.uid` (an eviction names the pod only, mostly).
+    pub uid: Option<String>,
     /// A server-side dry run: decide, record nothing.
     pub dry_run: bool,
     pub eviction: bool,
@@ -118,9 +124,8 @@ pub fn screen(request: &AdmissionRequest, exempt: &Exempt) -> Screen {
     if RECOVERY_USERS.contains(&user) || user.starts_with("system:node:") {
         return Screen::Pass("recovery work is never held");
     }
-    let old: Option<Box<Pod>> = (request.old_object.clone())
-        .and_then(|object| serde_json::from_value(object).ok())
-        .map(Box::new);
+    let old: Option<Pod> =
+        (request.old_object.clone()).and_then(|object| serde_json::from_value(object).ok());
     if old
         .as_ref()
         .is_some_and(|pod| pod.metadata.deletion_timestamp.is_some())
@@ -132,13 +137,70 @@ pub fn screen(request: &AdmissionRequest, exempt: &Exempt) -> Screen {
         Some(name) if request.name.is_empty() => name,
         _ => request.name.clone(),
     };
+    let uid = if eviction {
+        (request.object.as_ref())
+            .and_then(|e| e.pointer("/deleteOptions/preconditions/uid"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    } else {
+        old.and_then(|p| p.metadata.uid)
+    };
     Screen::Check(Disruption {
         namespace,
         pod,
-        old,
+        uid,
         dry_run: request.dry_run.unwrap_or(false),
         eviction,
     })
+}
+
+/// Why a review is answered without asking any budget: the pod it names is not one that
+/// exists with that UID, so nothing is recorded (a forged review can drain no budget).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unconfirmed {
+    #[error("there is no pod {pod} in namespace {namespace}")]
+    NoPod { namespace: String, pod: String },
+    #[error("the pod {pod} has the UID {found}, not {named} as the review says")]
+    OtherUid {
+        pod: String,
+        found: String,
+        named: String,
+    },
+    #[error(
+        "the delete review of pod {pod} carries no oldObject UID (the apiserver always sends one)"
+    )]
+    NoUid { pod: String },
+    #[error("the pod {pod} is terminating already")]
+    Terminating { pod: String },
+}
+
+/// The pod a disruption is decided for: `found`, the pod of that name as the apiserver
+/// has it now, when it exists with the UID the review gives (a delete must give one) and
+/// is not terminating. Its labels, not the review's copy, choose the budgets.
+pub fn confirm(disruption: &Disruption, found: Option<Pod>) -> Result<Pod, Unconfirmed> {
+    let pod = || disruption.pod.clone();
+    let Some(found) = found else {
+        return Err(Unconfirmed::NoPod {
+            namespace: disruption.namespace.clone(),
+            pod: pod(),
+        });
+    };
+    let found_uid = found.metadata.uid.clone().unwrap_or_default();
+    match &disruption.uid {
+        Some(named) if *named != found_uid => {
+            return Err(Unconfirmed::OtherUid {
+                pod: pod(),
+                found: found_uid,
+                named: named.clone(),
+            });
+        }
+        None if !disruption.eviction => return Err(Unconfirmed::NoUid { pod: pod() }),
+        _ => {}
+    }
+    if found.metadata.deletion_timestamp.is_some() {
+        return Err(Unconfirmed::Terminating { pod: pod() });
+    }
+    Ok(found)
 }
 
 /// The budgets' answer, as the apiserver reads it.

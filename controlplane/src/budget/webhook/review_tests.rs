@@ -18,7 +18,12 @@ fn request(operation: &str, sub: Option<&str>, namespace: &str, user: &str) -> A
         "operation": operation,
         "userInfo": { "username": user },
         "oldObject": if operation == "DELETE" {
-            json!({ "metadata": { "name": "web-0", "labels": { "app": "web" } } })
+            json!({ "metadata": { "name": "web-0", "uid": "uid-web-0", "labels": { "app": "web" } } })
+        } else {
+            json!(null)
+        },
+        "object": if operation == "CREATE" && sub == Some("eviction") {
+            json!({ "metadata": { "name": "web-0" } })
         } else {
             json!(null)
         },
@@ -49,7 +54,8 @@ fn deletes_and_evictions_by_people_and_other_controllers_are_checked() {
             Screen::Check(d) => {
                 assert_eq!((d.namespace.as_str(), d.pod.as_str()), ("shop", "web-0"));
                 assert_eq!(d.eviction, eviction, "{operation} {sub:?}");
-                assert_eq!(d.old.is_some(), !eviction, "a delete carries the pod");
+                let uid = (!eviction).then(|| "uid-web-0".to_owned());
+                assert_eq!(d.uid, uid, "a delete carries the pod's UID");
                 assert!(!d.dry_run);
             }
             other => panic!("{operation} {sub:?} by {user}: {other:?}"),
@@ -160,5 +166,100 @@ fn a_collection_delete_is_checked_for_the_pod_it_carries() {
     match screen(&collection, &exempt()) {
         Screen::Check(d) => assert_eq!(d.pod, "web-0"),
         other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_eviction_names_the_uid_of_its_preconditions() {
+    let mut eviction = request("CREATE", Some("eviction"), "shop", "alice");
+    eviction.object = Some(json!({
+        "metadata": { "name": "web-0" },
+        "deleteOptions": { "preconditions": { "uid": "uid-web-0" } },
+    }));
+    match screen(&eviction, &exempt()) {
+        Screen::Check(d) => assert_eq!(d.uid.as_deref(), Some("uid-web-0")),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The pod `web-0` of namespace `shop` as the apiserver has it.
+fn found(uid: &str, terminating: bool) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": "web-0", "namespace": "shop", "uid": uid,
+            "labels": { "app": "web" },
+            "deletionTimestamp": terminating.then_some("2026-01-01T00:00:00Z"),
+        },
+    }))
+    .expect("a pod")
+}
+
+#[test]
+fn only_a_pod_that_exists_with_the_uid_the_review_names_is_decided() {
+    let disruption = |uid: Option<&str>, eviction: bool| Disruption {
+        namespace: "shop".to_owned(),
+        pod: "web-0".to_owned(),
+        uid: uid.map(str::to_owned),
+        dry_run: false,
+        eviction,
+    };
+    type Case = (
+        &'static str,
+        Disruption,
+        Option<Pod>,
+        Result<&'static str, &'static str>,
+    );
+    let cases: [Case; 7] = [
+        (
+            "a delete of the pod",
+            disruption(Some("u1"), false),
+            Some(found("u1", false)),
+            Ok("u1"),
+        ),
+        (
+            "an eviction by name",
+            disruption(None, true),
+            Some(found("u1", false)),
+            Ok("u1"),
+        ),
+        (
+            "an eviction with the pod's UID",
+            disruption(Some("u1"), true),
+            Some(found("u1", false)),
+            Ok("u1"),
+        ),
+        (
+            "a made-up pod",
+            disruption(Some("u-forged"), false),
+            None,
+            Err("there is no pod web-0 in namespace shop"),
+        ),
+        (
+            "another pod of the same name",
+            disruption(Some("u-old"), false),
+            Some(found("u2", false)),
+            Err("the pod web-0 has the UID u2, not u-old as the review says"),
+        ),
+        (
+            "a delete without a UID",
+            disruption(None, false),
+            Some(found("u1", false)),
+            Err(
+                "the delete review of pod web-0 carries no oldObject UID (the apiserver always sends one)",
+            ),
+        ),
+        (
+            "a terminating pod",
+            disruption(Some("u1"), false),
+            Some(found("u1", true)),
+            Err("the pod web-0 is terminating already"),
+        ),
+    ];
+    for (case, disruption, pod, want) in cases {
+        let got = confirm(&disruption, pod)
+            .map(|p| p.metadata.uid.unwrap_or_default())
+            .map_err(|why| why.to_string());
+        let want = want.map(str::to_owned).map_err(str::to_owned);
+        assert_eq!(got, want, "{case}");
     }
 }

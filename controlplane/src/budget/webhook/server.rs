@@ -3,6 +3,12 @@
 //! (`trust`), and two routes: `POST /validate-pod-disruption` answered from the shared
 //! caches and budgets, and `POST /convert` (CRD conversion, `crate::conversion`).
 //!
+//! With `--webhook-client-ca` the review route answers only a caller whose client
+//! certificate that CA signed (`caller`): the apiserver, given an `AdmissionConfiguration`
+//! that presents one. `/convert` stays open to any caller: the apiserver's CRD conversion
+//! client presents no client certificate whatever its configuration, and a conversion
+//! only translates the objects it is sent, changing nothing.
+//!
 //! `/convert` is always served: the PodUnavailableBudget CRD converts through it whenever
 //! its `conversion.strategy` is `Webhook`, so turning the admission webhook off
 //! (`--controllers *,-podunavailablebudget-webhook`) must not stop `v1beta1` reads. The
@@ -11,30 +17,39 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::connect_info::Connected;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::serve::IncomingStream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::core::conversion::ConversionReview;
-use kube::runtime::reflector::ObjectRef;
+use rustls::pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::review::{AdmissionReview, Disruption, Exempt, Screen, Verdict, refusal, respond};
+use super::caller::{CallerPolicy, admit_caller};
+use super::review::{
+    AdmissionReview, Disruption, Exempt, Screen, Unconfirmed, Verdict, confirm, refusal, respond,
+};
 use super::trust::{ServiceRef, trust_in_conversion, trust_in_validating_configuration};
 use crate::budget::admission::{KubeBudgets, Recording};
 use crate::caches::Stores;
 use crate::certs::{AuthorityError, CaSecretError};
-use crate::controller::api_error::ApiError;
+use crate::controller::api_error::{ApiError, api_error};
 use crate::conversion::CONVERSION_PATH;
-use crate::runtime::tls_listener::{TlsError, TlsListener, server_config};
+use crate::runtime::tls_listener::{
+    ClientRoots, TlsError, TlsListener, server_config, verified_peer,
+};
 use crate::workload::budget::{Admission, DisruptionKind};
 
 /// The path the ValidatingWebhookConfiguration sends reviews to.
@@ -59,6 +74,17 @@ pub struct WebhookConfig {
     /// Whether pod deletes and evictions are reviewed (`podunavailablebudget-webhook`).
     pub review_disruptions: bool,
     pub exempt: Exempt,
+    /// The callers whose reviews are answered; `None` answers any caller.
+    pub callers: Option<Callers>,
+}
+
+/// The apiserver's webhook client, as `--webhook-client-ca` and `--webhook-client-names`
+/// describe it.
+#[derive(Clone, Debug)]
+pub struct Callers {
+    /// PEM bundle of the CA that signs the apiserver's webhook client certificate.
+    pub ca_file: PathBuf,
+    pub policy: CallerPolicy,
 }
 
 /// Why the webhook could not start.
@@ -72,6 +98,18 @@ pub enum WebhookError {
     Api(#[from] ApiError),
     #[error("the webhook's TLS configuration: {0}")]
     Tls(#[from] TlsError),
+    #[error("reading the webhook client CA {path} (--webhook-client-ca): {source}")]
+    ClientCa {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the webhook client CA {path} (--webhook-client-ca): {source}")]
+    ClientRoots {
+        path: PathBuf,
+        #[source]
+        source: TlsError,
+    },
     #[error("listening for the webhook on {addr}: {source}")]
     Serve {
         addr: SocketAddr,
@@ -94,6 +132,11 @@ pub async fn prepare(
     client: &kube::Client,
     config: WebhookConfig,
 ) -> Result<Prepared, WebhookError> {
+    // A client CA that cannot be read stops the start before anything is written.
+    let roots = match &config.callers {
+        Some(callers) => Some(client_roots(&callers.ca_file).await?),
+        None => None,
+    };
     let secrets = Api::namespaced(client.clone(), &config.namespace);
     let authority =
         crate::certs::load_or_create(&secrets, &config.ca_secret, config.ca_owner.as_ref()).await?;
@@ -114,7 +157,7 @@ pub async fn prepare(
         authority.cert_pem(),
     )
     .await?;
-    let tls = server_config(&identity.cert_pem, &identity.key_pem)?;
+    let tls = server_config(&identity.cert_pem, &identity.key_pem, roots.as_ref())?;
     let addr = config.addr;
     let tcp = TcpListener::bind(addr)
         .await
@@ -134,22 +177,25 @@ impl Prepared {
     ) -> impl Future<Output = ()> + Send + 'static {
         let Prepared { listener, config } = self;
         let addr = config.addr;
-        let mut router = Router::new().route(CONVERSION_PATH, post(convert));
-        if config.review_disruptions {
+        let review_route = config.review_disruptions.then(|| {
             let handler = Arc::new(Handler {
                 client,
                 stores,
                 exempt: config.exempt,
             });
-            router = router.route(REVIEW_PATH, post(review).with_state(handler));
-        }
+            Router::new().route(REVIEW_PATH, post(review).with_state(handler))
+        });
+        let authenticated = config.callers.is_some();
+        let router = routes(review_route, config.callers.map(|c| c.policy));
         tracing::info!(
             %addr,
             review_disruptions = config.review_disruptions,
+            callers_authenticated = authenticated,
             "serving the webhook (CRD conversion, PodUnavailableBudget admission)"
         );
         async move {
-            let served = axum::serve(listener, router)
+            let app = router.into_make_service_with_connect_info::<Caller>();
+            let served = axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown.cancelled_owned())
                 .await;
             if let Err(err) = served {
@@ -157,6 +203,67 @@ impl Prepared {
             }
         }
     }
+}
+
+/// The CA bundle of `--webhook-client-ca`. Read once at start: a new CA takes a restart
+/// (`kubectl rollout restart`), as the apiserver's own new client certificate does.
+async fn client_roots(path: &PathBuf) -> Result<ClientRoots, WebhookError> {
+    let pem = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|source| WebhookError::ClientCa {
+            path: path.clone(),
+            source,
+        })?;
+    ClientRoots::from_pem(&pem).map_err(|source| WebhookError::ClientRoots {
+        path: path.clone(),
+        source,
+    })
+}
+
+/// What a connection's TLS handshake established about its client.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub addr: SocketAddr,
+    /// The client certificate it presented, verified against `--webhook-client-ca`.
+    pub certificate: Option<CertificateDer<'static>>,
+}
+
+impl Connected<IncomingStream<'_, TlsListener>> for Caller {
+    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
+        Caller {
+            addr: *stream.remote_addr(),
+            certificate: verified_peer(stream.io()),
+        }
+    }
+}
+
+/// Answers a request only for a caller `policy` admits (`caller::admit_caller`); others
+/// get 403 with the reason.
+async fn require_caller(
+    State(policy): State<Option<Arc<CallerPolicy>>>,
+    ConnectInfo(caller): ConnectInfo<Caller>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let presented = caller.certificate.as_ref().map(|c| c.as_ref());
+    match admit_caller(policy.as_deref(), presented) {
+        Ok(()) => next.run(request).await,
+        Err(message) => {
+            tracing::warn!(peer = %caller.addr, %message, "refused a review from an unknown caller");
+            (StatusCode::FORBIDDEN, message).into_response()
+        }
+    }
+}
+
+/// The routes: `/convert` for anyone, the review route (when given) for the callers
+/// `policy` admits.
+fn routes(review: Option<Router>, policy: Option<CallerPolicy>) -> Router {
+    let mut router = Router::new().route(CONVERSION_PATH, post(convert));
+    if let Some(review) = review {
+        let guard = middleware::from_fn_with_state(policy.map(Arc::new), require_caller);
+        router = router.merge(review.route_layer(guard));
+    }
+    router
 }
 
 /// The DNS names the apiserver may use for the Service.
@@ -227,13 +334,26 @@ async fn review(State(handler): State<Arc<Handler>>, body: Bytes) -> Response {
 
 impl Handler {
     async fn decide(&self, disruption: &Disruption) -> Verdict {
-        let pod = match &disruption.old {
-            Some(pod) => Some((**pod).clone()),
-            None => self.pod(disruption).await,
-        };
-        // A pod that is gone has nothing left to disrupt; the apiserver says so itself.
-        let Some(pod) = pod else {
-            return Verdict::Allow;
+        // The pod as the apiserver has it now (a quorum read), never the review's copy: a
+        // review naming a pod that does not exist with that UID records nothing.
+        let pod = match pod_to_decide(&self.client, disruption).await {
+            Ok(Ok(pod)) => pod,
+            // Refused rather than let through unchecked: the caller tries again.
+            Err(err) => {
+                return Verdict::Deny(refusal(
+                    disruption,
+                    &format!("its PodUnavailableBudgets could not be checked: {err}"),
+                ));
+            }
+            Ok(Err(why)) => {
+                tracing::info!(
+                    namespace = %disruption.namespace,
+                    pod = %disruption.pod,
+                    reason = %why,
+                    "answered a review without asking any budget"
+                );
+                return Verdict::Allow;
+            }
         };
         let budgets = KubeBudgets {
             client: &self.client,
@@ -258,17 +378,25 @@ impl Handler {
             )),
         }
     }
-
-    /// The pod an eviction names: from the cache, or read when the cache lags.
-    async fn pod(&self, disruption: &Disruption) -> Option<Pod> {
-        let key = ObjectRef::new(&disruption.pod).within(&disruption.namespace);
-        if let Some(pod) = self.stores.pods.get(&key) {
-            return Some((*pod).clone());
-        }
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &disruption.namespace);
-        api.get_opt(&disruption.pod).await.ok().flatten()
-    }
 }
+
+/// The pod `disruption` is decided for, read from the apiserver (a quorum read, newer
+/// than the review) and confirmed against the review (`review::confirm`).
+async fn pod_to_decide(
+    client: &kube::Client,
+    disruption: &Disruption,
+) -> Result<Result<Pod, Unconfirmed>, ApiError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &disruption.namespace);
+    let found = api
+        .get_opt(&disruption.pod)
+        .await
+        .map_err(api_error(format!("reading pod {}", disruption.pod)))?;
+    Ok(confirm(disruption, found))
+}
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod server_tests;
 
 #[cfg(test)]
 mod tests {

@@ -11,15 +11,16 @@ namespace. Usage: include "stevedore.fromFile" (list . "files/agent-rbac.yaml")
   | replace "system:serviceaccount:kube-system:" (printf "system:serviceaccount:%s:" $ns) }}
 {{- end }}
 
-{{/* stevedore.image: [registry/]repository:tag of one component (.Values.images.<component>);
-its own tag, else images.tag, else the chart's appVersion. */}}
+{{/* stevedore.image: registry/repository:tag of one component (.Values.images.<component>);
+its own tag, else images.tag, else the chart's appVersion. The registry is required: a
+short name would leave the choice of registry to each node's container runtime, which may
+resolve it on a public default registry, and the agent runs as root with the host's PIDs. */}}
 {{- define "stevedore.image" -}}
 {{- $root := index . 0 -}}
 {{- $image := index $root.Values.images (index . 1) -}}
-{{- $registry := $root.Values.images.registry -}}
-{{- $repository := ternary $image.repository (printf "%s/%s" $registry $image.repository) (empty $registry) -}}
+{{- $registry := required "images.registry is required: set it to the registry (host, and port if not 443) the stevedore/agent and stevedore/controlplane images are pushed to, e.g. --set images.registry=<your registry>. The chart never makes a short image name, which a node could resolve on a public default registry." $root.Values.images.registry -}}
 {{- $tag := $image.tag | default $root.Values.images.tag | default $root.Chart.AppVersion -}}
-{{- printf "%s:%s" $repository $tag -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" $registry) $image.repository $tag -}}
 {{- end }}
 
 {{- define "stevedore.labels" -}}
