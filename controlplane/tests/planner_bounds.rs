@@ -23,7 +23,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
-use stevedore_controlplane::api::broadcastjob::BroadcastJobStatus;
+use stevedore_controlplane::api::broadcastjob::{
+    BroadcastJobStatus, FailurePolicy, FailurePolicyType,
+};
 use stevedore_controlplane::api::cloneset::{
     CloneSetScaleStrategy, CloneSetSpec, CloneSetUpdateStrategy, CloneSetUpdateStrategyType,
 };
@@ -101,9 +103,11 @@ fn check_cost(cost: &Cost, objects: usize, list_entries: usize) -> Result<(), Te
     Ok(())
 }
 
-fn config() -> Config {
+/// Cases per planner: enough that the extremes come up, few enough for about 30 s in a
+/// debug build.
+fn config(cases: u32) -> Config {
     Config {
-        cases: 48,
+        cases,
         max_shrink_iters: 32,
         failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
         ..Config::default()
@@ -385,7 +389,11 @@ fn check_cloneset(case: &CloneSetCase) -> Result<(), TestCaseError> {
     let (planned, cost) = measure(|| cloneset::plan::plan(&snap));
     check_cost(&cost, case.pods, case.pods_to_delete)?;
     if let Ok(planned) = planned {
-        prop_assert!(planned.creates.len() <= MAX_CREATES_PER_SYNC);
+        let creates = planned.creates.len();
+        prop_assert!(
+            creates <= MAX_CREATES_PER_SYNC,
+            "the CloneSet plan has {creates} creates, more than one sync's {MAX_CREATES_PER_SYNC}"
+        );
     }
     Ok(())
 }
@@ -393,7 +401,7 @@ fn check_cloneset(case: &CloneSetCase) -> Result<(), TestCaseError> {
 #[test]
 fn cloneset_planning_is_bounded() {
     let _measuring = measuring();
-    proptest!(config(), |(case in cloneset_case())| check_cloneset(&case)?);
+    proptest!(config(48), |(case in cloneset_case())| check_cloneset(&case)?);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -536,7 +544,11 @@ fn check_statefulset(case: &StatefulSetCase) -> Result<(), TestCaseError> {
     let (planned, cost) = measure(|| statefulset::plan::plan(&snap));
     check_cost(&cost, pods.len(), case.reserve_ordinals)?;
     if let Ok(planned) = planned {
-        prop_assert!(planned.plan.creates.len() <= MAX_CREATES_PER_SYNC);
+        let creates = planned.plan.creates.len();
+        prop_assert!(
+            creates <= MAX_CREATES_PER_SYNC,
+            "the StatefulSet plan has {creates} creates, more than one sync's {MAX_CREATES_PER_SYNC}"
+        );
         if !case.parallel {
             prop_assert!(
                 planned.plan.creates.len() <= 1,
@@ -550,7 +562,7 @@ fn check_statefulset(case: &StatefulSetCase) -> Result<(), TestCaseError> {
 #[test]
 fn statefulset_planning_is_bounded() {
     let _measuring = measuring();
-    proptest!(config(), |(case in statefulset_case())| check_statefulset(&case)?);
+    proptest!(config(48), |(case in statefulset_case())| check_statefulset(&case)?);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -575,7 +587,7 @@ fn daemonset_case() -> impl Strategy<Value = DaemonSetCase> {
         optional(int_or_percent()),
         optional(count()),
         0..3_u8,
-        prop_oneof![Just(0), 1..40_usize, 400..=700_usize],
+        prop_oneof![1 => Just(0), 1 => 1..40_usize, 3 => 400..=1_000_usize],
         any::<u64>(),
     )
         .prop_map(
@@ -628,11 +640,17 @@ fn check_daemonset(case: &DaemonSetCase) -> Result<(), TestCaseError> {
         held_back: BTreeSet::new(),
     };
     let revisions = BTreeMap::from([OLD, NEW].map(|r| (r.to_owned(), template(image(r)))));
-    // Most nodes run a pod, some two, some none.
+    // A share of the nodes (from none to all, low shares more often) runs a pod, some two.
+    let fill = seq.below(101).pow(2) / 100;
     let mut pods = Vec::new();
     for node in &nodes {
         let node = node.metadata.name.clone().unwrap_or_default();
-        for copy in 0..seq.below(3) {
+        let copies = if seq.chance(fill) {
+            1 + seq.below(2)
+        } else {
+            0
+        };
+        for copy in 0..copies {
             let revision = revision_of(&mut seq);
             let create = Create {
                 instance_id: node.clone(),
@@ -657,7 +675,11 @@ fn check_daemonset(case: &DaemonSetCase) -> Result<(), TestCaseError> {
     let (planned, cost) = measure(|| daemonset::plan::plan(&snap));
     check_cost(&cost, nodes.len() + pods.len(), 0)?;
     if let Ok(planned) = planned {
-        prop_assert!(planned.plan.creates.len() <= MAX_CREATES_PER_SYNC);
+        let creates = planned.plan.creates.len();
+        prop_assert!(
+            creates <= MAX_CREATES_PER_SYNC,
+            "the DaemonSet plan has {creates} creates, more than one sync's {MAX_CREATES_PER_SYNC}"
+        );
     }
     Ok(())
 }
@@ -665,7 +687,7 @@ fn check_daemonset(case: &DaemonSetCase) -> Result<(), TestCaseError> {
 #[test]
 fn daemonset_planning_is_bounded() {
     let _measuring = measuring();
-    proptest!(config(), |(case in daemonset_case())| check_daemonset(&case)?);
+    proptest!(config(96), |(case in daemonset_case())| check_daemonset(&case)?);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -675,21 +697,31 @@ fn daemonset_planning_is_bounded() {
 #[derive(Debug, Clone)]
 struct BroadcastJobCase {
     parallelism: Option<IntOrString>,
+    failure_policy: FailurePolicyType,
     nodes: usize,
     seed: u64,
 }
 
 fn broadcastjob_case() -> impl Strategy<Value = BroadcastJobCase> {
+    let failure_policy = prop_oneof![
+        Just(FailurePolicyType::Continue),
+        Just(FailurePolicyType::FailFast),
+        Just(FailurePolicyType::Pause),
+    ];
     (
         optional(int_or_percent()),
-        prop_oneof![Just(0), 1..40_usize, 400..=700_usize],
+        failure_policy,
+        prop_oneof![1 => Just(0), 1 => 1..40_usize, 3 => 400..=1_000_usize],
         any::<u64>(),
     )
-        .prop_map(|(parallelism, nodes, seed)| BroadcastJobCase {
-            parallelism,
-            nodes,
-            seed,
-        })
+        .prop_map(
+            |(parallelism, failure_policy, nodes, seed)| BroadcastJobCase {
+                parallelism,
+                failure_policy,
+                nodes,
+                seed,
+            },
+        )
 }
 
 fn check_broadcastjob(case: &BroadcastJobCase) -> Result<(), TestCaseError> {
@@ -697,16 +729,22 @@ fn check_broadcastjob(case: &BroadcastJobCase) -> Result<(), TestCaseError> {
     let spec = BroadcastJobSpec {
         parallelism: case.parallelism.clone(),
         template: template(image(NEW)),
+        failure_policy: FailurePolicy {
+            type_: Some(case.failure_policy),
+            ..FailurePolicy::default()
+        },
         ..BroadcastJobSpec::default()
     };
     let mut job = BroadcastJob::new("job", spec.clone());
     job.metadata.namespace = Some("default".to_owned());
     job.metadata.uid = Some("job-uid".to_owned());
     let nodes = nodes(case.nodes);
-    // Most nodes already have their pod, in any phase.
+    // A share of the nodes (from none to all, low shares more often) already has its
+    // pod, in any phase.
+    let fill = seq.below(101).pow(2) / 100;
     let mut pods = Vec::new();
     for node in nodes.iter().filter_map(|n| n.metadata.name.as_deref()) {
-        if !seq.chance(60) {
+        if !seq.chance(fill) {
             continue;
         }
         if let Some(pod) = broadcastjob::pods::new_pod(&job, node) {
@@ -724,12 +762,16 @@ fn check_broadcastjob(case: &BroadcastJobCase) -> Result<(), TestCaseError> {
     };
     let (planned, cost) = measure(|| broadcastjob::plan::plan(&snap));
     check_cost(&cost, nodes.len() + pods.len(), 0)?;
-    prop_assert!(planned.create_on.len() <= MAX_CREATES_PER_SYNC);
+    let creates = planned.create_on.len();
+    prop_assert!(
+        creates <= MAX_CREATES_PER_SYNC,
+        "the BroadcastJob plan creates on {creates} nodes, more than one sync's {MAX_CREATES_PER_SYNC}"
+    );
     Ok(())
 }
 
 #[test]
 fn broadcastjob_planning_is_bounded() {
     let _measuring = measuring();
-    proptest!(config(), |(case in broadcastjob_case())| check_broadcastjob(&case)?);
+    proptest!(config(96), |(case in broadcastjob_case())| check_broadcastjob(&case)?);
 }
