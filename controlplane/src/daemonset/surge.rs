@@ -131,10 +131,12 @@ pub fn plan(input: &SurgeInput<'_, '_>, plan: &mut Plan) {
             }
         }
     }
-    // The partition keeps that many nodes on the old pod: only the rest may move.
-    let movable = usize::try_from(old_only.saturating_sub(input.partition)).unwrap_or(0);
+    // The partition keeps that many nodes on the old pod: only the rest may move, and no
+    // more than one sync creates.
+    let movable = usize::try_from(old_only.saturating_sub(input.partition))
+        .unwrap_or(0)
+        .min(MAX_CREATES_PER_SYNC);
     let room = usize::try_from(input.max_surge.saturating_sub(surging)).unwrap_or(0);
-    let movable = movable.min(MAX_CREATES_PER_SYNC);
     let free: Vec<String> = unavailable_old.into_iter().take(movable).collect();
     let surged = candidates.into_iter().take(room.min(movable - free.len()));
     plan.creates

@@ -178,8 +178,8 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
     }
 
     /// The scale and update steps after refresh: `create` adds the pods a scale-up asks
-    /// for, at most [`MAX_CREATES_PER_SYNC`] (the workload names them); otherwise surplus and specified pods are deleted,
-    /// and only a sync that deleted nothing updates pods.
+    /// for, at most [`MAX_CREATES_PER_SYNC`] (the workload names them); otherwise surplus
+    /// and specified pods are deleted, and only a sync that deleted nothing updates pods.
     pub fn scale_and_update(
         &self,
         plan: &mut Plan,
