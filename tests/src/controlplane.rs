@@ -45,7 +45,7 @@ pub async fn new_leader(client: &kube::Client, old: &str) -> Result<String> {
 
 /// The host PID of the control plane's process in pod `uid` (the kubelet node is this
 /// machine): the process whose cgroup names the pod and whose command is the binary.
-fn control_plane_pid(pod_uid: &str) -> Option<u32> {
+pub fn control_plane_pid(pod_uid: &str) -> Option<u32> {
     let systemd_uid = pod_uid.replace('-', "_");
     std::fs::read_dir("/proc")
         .ok()?

@@ -29,6 +29,7 @@ use crate::controller::conditions::{find, set_condition};
 use crate::controller::events::PlannedEvent;
 use crate::workload::node_eval;
 use crate::workload::node_resources::{NodeUsage, pod_requests};
+use crate::workload::plan::MAX_CREATES_PER_SYNC;
 use crate::workload::rollout::parallelism;
 
 use super::pods::{pinned_node, restart_count};
@@ -136,7 +137,10 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
             &s.spec.parallelism_or_default(),
             counts.nodes.len() + fit_without_pod.len(),
         );
-        let room = limit.saturating_sub(counts.active.len());
+        // One sync creates no more than the pod-set executor would; the rest come next.
+        let room = limit
+            .saturating_sub(counts.active.len())
+            .min(MAX_CREATES_PER_SYNC);
         plan.create_on = fit_without_pod
             .into_iter()
             .filter(|node| !s.backing_off.contains(node))

@@ -564,3 +564,35 @@ fn a_node_whose_create_backs_off_gets_no_pod_and_keeps_the_job_open() {
     assert_eq!(plan.status.desired, 2);
     assert_eq!(plan.status.phase, BroadcastJobPhase::Running);
 }
+
+#[test]
+fn one_sync_creates_no_more_than_the_pod_set_executor_would() {
+    use crate::workload::plan::MAX_CREATES_PER_SYNC as CAP;
+    let none = BroadcastJobStatus::default();
+    // (case, parallelism, creates)
+    let cases = [
+        ("unset", spec(), CAP),
+        (
+            "int32 max",
+            with_parallelism(IntOrString::Int(i32::MAX)),
+            CAP,
+        ),
+        (
+            "100%",
+            with_parallelism(IntOrString::String("100%".into())),
+            CAP,
+        ),
+        ("below the cap", with_parallelism(IntOrString::Int(40)), 40),
+    ];
+    let many = nodes(700);
+    for (name, spec, want) in cases {
+        let plan = run(&spec, &none, &many, &[]);
+        assert_eq!(plan.create_on.len(), want, "{name}");
+        assert_eq!(plan.status.desired, 700, "{name}");
+        assert_eq!(
+            plan.status.active,
+            i32::try_from(want).unwrap_or(i32::MAX),
+            "{name}"
+        );
+    }
+}

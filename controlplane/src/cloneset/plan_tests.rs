@@ -2445,3 +2445,97 @@ fn a_pod_relabelled_by_a_claim_template_change_is_recreated_by_a_later_image_cha
     assert!(plan.deletes.is_empty(), "{plan:#?}");
     assert!(patch_annotation(change(&plan, "web-a"), STATE_ANNOTATION).is_some());
 }
+
+// ---------------------------------------------------------------------------------------
+// Huge replicas: one sync of creates, never the replicas
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn huge_replicas_plan_one_sync_of_creates_not_the_replicas() {
+    use crate::workload::plan::MAX_CREATES_PER_SYNC as CAP;
+    let max = i32::MAX;
+    let percent = |p: &str| IntOrString::String(p.to_owned());
+    let rollout = |s: &mut CloneSetSpec| {
+        s.update_strategy.partition = Some(IntOrString::String("50%".into()));
+        s.update_strategy.max_unavailable = Some(IntOrString::String("100%".into()));
+        s.update_strategy.max_surge = Some(IntOrString::String("100%".into()));
+    };
+    // (case, set, pods, during a rollout, creates, of them on the current revision)
+    let cases: Vec<(&str, CloneSet, Vec<PodBuilder>, bool, usize, usize)> = vec![
+        ("int32 max from none", cloneset(max), vec![], false, CAP, 0),
+        (
+            "int32 max beside 300 pods",
+            cloneset(max),
+            names(300, NEW),
+            false,
+            CAP,
+            0,
+        ),
+        (
+            "scale maxUnavailable 100% of int32 max",
+            with(cloneset(max), |s| {
+                s.scale_strategy.max_unavailable = Some(percent("100%"));
+            }),
+            vec![],
+            false,
+            CAP,
+            0,
+        ),
+        (
+            "scale maxUnavailable 9",
+            with(cloneset(max), |s| {
+                s.scale_strategy.max_unavailable = Some(IntOrString::Int(9));
+            }),
+            vec![],
+            false,
+            9,
+            0,
+        ),
+        (
+            "partition 50%, surge 100% of int32 max",
+            with(cloneset(max), rollout),
+            names(3, OLD),
+            true,
+            CAP,
+            CAP,
+        ),
+        (
+            "partition int32 max",
+            with(cloneset(max), |s| {
+                s.update_strategy.partition = Some(IntOrString::Int(max));
+            }),
+            vec![],
+            true,
+            CAP,
+            CAP,
+        ),
+        (
+            "just above the cap",
+            cloneset(701),
+            names(200, NEW),
+            false,
+            CAP,
+            0,
+        ),
+        (
+            "below the cap, as before",
+            cloneset(300),
+            names(100, NEW),
+            false,
+            200,
+            0,
+        ),
+    ];
+    for (name, cs, pods, rolling, count, old) in cases {
+        let case = if rolling {
+            Case::new(cs)
+        } else {
+            Case::settled(cs)
+        };
+        let plan = case.pods(pods).plan();
+        assert_eq!(plan.creates.len(), count, "{name}");
+        let on_old = plan.creates.iter().filter(|c| c.revision == OLD).count();
+        assert_eq!(on_old, old, "{name}");
+        assert!(plan.deletes.is_empty(), "{name}");
+    }
+}

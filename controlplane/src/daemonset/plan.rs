@@ -6,7 +6,7 @@
 //!
 //! Per node (`workload::node_eval` on the template with the daemon tolerations):
 //! - should run and has no pod: create one pinned to the node (at most `burstReplicas`
-//!   per sync); a node wanted but without room for the pod (`workload::node_resources`)
+//!   per sync, and never more than the executor creates in one); a node wanted but without room for the pod (`workload::node_resources`)
 //!   gets none until room frees up, and counts as desired;
 //! - may keep running: failed pods are deleted, each node backing off on its own so a
 //!   crash-looping template cannot hot-loop; of several running pods the oldest stays
@@ -29,7 +29,7 @@ use crate::api::daemonset::{DaemonSetUpdateStrategyType, RollingUpdateType};
 use crate::workload::actions::{Create, DeleteReason, Plan};
 use crate::workload::node_eval::{self, NodeFit, with_daemon_tolerations};
 use crate::workload::node_resources::{NodeUsage, pod_requests};
-use crate::workload::plan::{PlanError, PodSet, PodSetSnapshot, plan_delete};
+use crate::workload::plan::{MAX_CREATES_PER_SYNC, PlanError, PodSet, PodSetSnapshot, plan_delete};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::rollout::{self, IntOrPercentError, MAX_SURGE_FIELD};
 use crate::workload::selector::selector_matches;
@@ -250,7 +250,9 @@ impl<'a> NodeStep<'_, 'a> {
             self.workload.desired,
             true,
         )?;
-        let burst = usize::try_from(burst.max(1)).unwrap_or(1);
+        let burst = usize::try_from(burst.max(1))
+            .unwrap_or(1)
+            .min(MAX_CREATES_PER_SYNC);
         out.plan
             .creates
             .extend(creates.into_iter().take(burst).map(|node| Create {

@@ -632,3 +632,23 @@ fn surge_replaces_unavailable_old_pods_at_once_and_keeps_the_partition() {
         "partition 2 of 3 leaves one node to move"
     );
 }
+
+#[test]
+fn burst_replicas_never_plans_more_than_one_sync_of_creates() {
+    use crate::workload::plan::MAX_CREATES_PER_SYNC as CAP;
+    let nodes: Vec<Node> = (0..700).map(|i| node(&format!("n{i:03}"))).collect();
+    // (case, burstReplicas, creates)
+    let cases = [
+        ("100% of 700 nodes", IntOrString::String("100%".into()), CAP),
+        ("int32 max", IntOrString::Int(i32::MAX), CAP),
+        ("the default 250", IntOrString::Int(250), 250),
+        ("0 still creates one", IntOrString::Int(0), 1),
+    ];
+    for (name, burst, want) in cases {
+        let mut ds = standard();
+        ds.spec.burst_replicas = Some(burst);
+        let out = sync(&ds, &nodes, &[]);
+        assert_eq!(created_on(&out).len(), want, "{name}");
+        assert_eq!(created_on(&out).first().copied(), Some("n000"), "{name}");
+    }
+}

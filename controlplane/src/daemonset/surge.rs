@@ -20,7 +20,7 @@ use super::nodes::{NodePods, oldest_first};
 use crate::workload::actions::{Create, DeleteReason, Plan};
 use crate::workload::adapter::PodSetWorkload as _;
 use crate::workload::node_eval::NodeFit;
-use crate::workload::plan::plan_delete;
+use crate::workload::plan::{MAX_CREATES_PER_SYNC, plan_delete};
 use crate::workload::pod_view::{PodView, ViewContext};
 use crate::workload::revision_adapter::RevisionAdapter;
 
@@ -89,7 +89,7 @@ pub fn plan(input: &SurgeInput<'_, '_>, plan: &mut Plan) {
     let mut surging = 0;
     let mut unavailable_old = Vec::new();
     let mut candidates = Vec::new();
-    let mut old_only = 0;
+    let mut old_only: i32 = 0;
     for (node, pods) in input.by_node {
         if !input.fits.get(node).is_some_and(|f| f.should_run) {
             continue;
@@ -131,9 +131,12 @@ pub fn plan(input: &SurgeInput<'_, '_>, plan: &mut Plan) {
             }
         }
     }
-    // The partition keeps that many nodes on the old pod: only the rest may move.
-    let movable = usize::try_from(old_only - input.partition).unwrap_or(0);
-    let room = usize::try_from(input.max_surge - surging).unwrap_or(0);
+    // The partition keeps that many nodes on the old pod: only the rest may move, and no
+    // more than one sync creates.
+    let movable = usize::try_from(old_only.saturating_sub(input.partition))
+        .unwrap_or(0)
+        .min(MAX_CREATES_PER_SYNC);
+    let room = usize::try_from(input.max_surge.saturating_sub(surging)).unwrap_or(0);
     let free: Vec<String> = unavailable_old.into_iter().take(movable).collect();
     let surged = candidates.into_iter().take(room.min(movable - free.len()));
     plan.creates

@@ -4,7 +4,7 @@
 //! `stateful_set_utils.go` keeps the same rules (`getOrdinal`, `identityMatches`,
 //! `getPersistentVolumeClaimName`); OpenKruise adds the reserved ordinals.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -35,10 +35,12 @@ pub enum OrdinalError {
 }
 
 /// The reserved ordinals: inclusive ranges, merged and sorted, so a range as wide as
-/// `"0-999999999"` costs no memory.
+/// `"0-999999999"` costs no memory, and a lookup is a binary search.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReservedOrdinals {
     ranges: Vec<(i32, i32)>,
+    /// `before[i]`: how many ordinals `ranges[..i]` reserve.
+    before: Vec<i64>,
 }
 
 impl ReservedOrdinals {
@@ -56,20 +58,44 @@ impl ReservedOrdinals {
                 _ => merged.push((from, to)),
             }
         }
-        Ok(Self { ranges: merged })
+        let before = merged
+            .iter()
+            .scan(0_i64, |total, (from, to)| {
+                let here = *total;
+                *total += i64::from(*to) - i64::from(*from) + 1;
+                Some(here)
+            })
+            .collect();
+        Ok(Self {
+            ranges: merged,
+            before,
+        })
     }
 
     /// `ordinal` is reserved.
     pub fn contains(&self, ordinal: i32) -> bool {
-        self.range_of(ordinal).is_some()
+        self.range_of(i64::from(ordinal)).is_some()
     }
 
     /// The last ordinal of the reserved range holding `ordinal`, if any.
-    fn range_of(&self, ordinal: i32) -> Option<i32> {
-        self.ranges
-            .iter()
-            .find(|(from, to)| (*from..=*to).contains(&ordinal))
-            .map(|(_, to)| *to)
+    fn range_of(&self, ordinal: i64) -> Option<i64> {
+        let after = self
+            .ranges
+            .partition_point(|(from, _)| i64::from(*from) <= ordinal);
+        let (_, to) = *self.ranges.get(after.checked_sub(1)?)?;
+        (i64::from(to) >= ordinal).then_some(i64::from(to))
+    }
+
+    /// How many reserved ordinals are below `ordinal`.
+    fn count_below(&self, ordinal: i64) -> i64 {
+        let after = self
+            .ranges
+            .partition_point(|(from, _)| i64::from(*from) < ordinal);
+        let Some(last) = after.checked_sub(1) else {
+            return 0;
+        };
+        let (from, to) = self.ranges[last];
+        self.before[last] + i64::from(to).min(ordinal - 1) - i64::from(from) + 1
     }
 }
 
@@ -100,25 +126,74 @@ fn parse_ordinal(s: &str) -> Option<i32> {
     s.parse().ok()
 }
 
-/// The ordinals that should have a pod, ascending: the first `replicas` ordinals from
-/// `start` that are not reserved (OpenKruise: replicas counts pods, reserved ordinals are
-/// skipped, so the last ordinal moves up by the reserved ones in between).
-pub fn wanted_ordinals(replicas: i32, start: i32, reserved: &ReservedOrdinals) -> Vec<i32> {
-    let mut wanted = Vec::with_capacity(usize::try_from(replicas).unwrap_or(0));
-    let mut ordinal = start.max(0);
-    while wanted.len() < wanted.capacity() {
-        match reserved.range_of(ordinal) {
-            Some(last) => ordinal = last.saturating_add(1),
-            None => {
-                wanted.push(ordinal);
-                ordinal = ordinal.saturating_add(1);
-            }
-        }
-        if ordinal == i32::MAX {
-            break;
+/// Ordinals at or above this are never wanted (a pod name's ordinal is an int32).
+const ORDINAL_LIMIT: i64 = i32::MAX as i64;
+
+/// The ordinals that should have a pod: the first `replicas` ordinals from `start` that
+/// are not reserved (OpenKruise: replicas counts pods, reserved ordinals are skipped, so
+/// the last ordinal moves up by the reserved ones in between). Worked out arithmetically
+/// over the reserved ranges, never listed: asking about one ordinal costs a binary search,
+/// walking the first `n` costs O(n + reserved ranges), so a `replicas` of 2^31-1 costs no
+/// more than 3.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WantedOrdinals {
+    replicas: i64,
+    start: i64,
+    reserved: ReservedOrdinals,
+}
+
+impl WantedOrdinals {
+    /// The wanted ordinals of `replicas` pods from `start` around `reserved`.
+    pub fn new(replicas: i32, start: i32, reserved: ReservedOrdinals) -> Self {
+        Self {
+            replicas: i64::from(replicas.max(0)),
+            start: i64::from(start.max(0)),
+            reserved,
         }
     }
-    wanted
+
+    /// `ordinal` should have a pod.
+    pub fn contains(&self, ordinal: i32) -> bool {
+        let ordinal = i64::from(ordinal);
+        (self.start..ORDINAL_LIMIT).contains(&ordinal)
+            && self.reserved.range_of(ordinal).is_none()
+            && self.free_below(ordinal) < self.replicas
+    }
+
+    /// How many wanted ordinals are below `ordinal`.
+    pub fn count_below(&self, ordinal: i32) -> i64 {
+        self.free_below(i64::from(ordinal)).min(self.replicas)
+    }
+
+    /// Ordinals from `start` up to (not including) `ordinal` that are not reserved.
+    fn free_below(&self, ordinal: i64) -> i64 {
+        let end = ordinal.min(ORDINAL_LIMIT);
+        if end <= self.start {
+            return 0;
+        }
+        let reserved = self.reserved.count_below(end) - self.reserved.count_below(self.start);
+        end - self.start - reserved
+    }
+
+    /// The wanted ordinals, ascending, produced one at a time: take only what is needed.
+    pub fn iter(&self) -> impl Iterator<Item = i32> + '_ {
+        let mut ordinal = self.start;
+        let mut left = self.replicas;
+        std::iter::from_fn(move || {
+            while left > 0 && ordinal < ORDINAL_LIMIT {
+                match self.reserved.range_of(ordinal) {
+                    Some(last) => ordinal = last + 1,
+                    None => {
+                        let found = i32::try_from(ordinal).ok()?;
+                        ordinal += 1;
+                        left -= 1;
+                        return Some(found);
+                    }
+                }
+            }
+            None
+        })
+    }
 }
 
 /// The name of the pod with `ordinal`: `<set>-<ordinal>`.
@@ -179,27 +254,29 @@ pub fn identity_matches(pod: &Pod, set: &str, service_name: Option<&str>) -> boo
 /// Where each existing ordinal stands against the wanted ones.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OrdinalLayout {
-    /// Wanted ordinals without a pod, ascending (created lowest first).
+    /// The lowest wanted ordinals without a pod, ascending (created lowest first), as many
+    /// as the sync may create.
     pub missing: Vec<i32>,
     /// Ordinals with a pod that should not have one (beyond the replicas, or reserved),
     /// descending (deleted highest first).
     pub condemned: Vec<i32>,
 }
 
-/// Compares the ordinals of existing pods with the wanted ones.
-pub fn layout(wanted: &[i32], existing: &[i32]) -> OrdinalLayout {
-    let mut missing: Vec<i32> = wanted
+/// Compares the ordinals of existing pods with the wanted ones: at most `max_missing`
+/// missing ordinals, and the condemned ones from the existing pods alone, so the cost is
+/// O(existing + max_missing), whatever the replicas.
+pub fn layout(wanted: &WantedOrdinals, existing: &[i32], max_missing: usize) -> OrdinalLayout {
+    let existing: BTreeSet<i32> = existing.iter().copied().collect();
+    let missing = wanted
         .iter()
-        .copied()
         .filter(|o| !existing.contains(o))
+        .take(max_missing)
         .collect();
-    missing.sort_unstable();
-    let mut condemned: Vec<i32> = existing
+    let condemned = existing
         .iter()
+        .rev()
         .copied()
-        .filter(|o| !wanted.contains(o))
+        .filter(|o| !wanted.contains(*o))
         .collect();
-    condemned.sort_unstable_by(|a, b| b.cmp(a));
-    condemned.dedup();
     OrdinalLayout { missing, condemned }
 }

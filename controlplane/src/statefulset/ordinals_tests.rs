@@ -6,11 +6,23 @@ use super::*;
 
 /// (case, replicas, start, reserveOrdinals, wanted ordinals)
 type WantedCase = (&'static str, i32, i32, Vec<IntOrString>, Vec<i32>);
-/// (case, wanted, existing, missing, condemned)
-type LayoutCase = (&'static str, Vec<i32>, Vec<i32>, Vec<i32>, Vec<i32>);
+/// (case, replicas, reserveOrdinals, existing, most missing, missing, condemned)
+type LayoutCase = (
+    &'static str,
+    i32,
+    Vec<IntOrString>,
+    Vec<i32>,
+    usize,
+    Vec<i32>,
+    Vec<i32>,
+);
 
 fn reserved(entries: &[IntOrString]) -> ReservedOrdinals {
     ReservedOrdinals::parse(entries).expect("valid reserveOrdinals")
+}
+
+fn wanted(replicas: i32, start: i32, entries: &[IntOrString]) -> WantedOrdinals {
+    WantedOrdinals::new(replicas, start, reserved(entries))
 }
 
 fn int(i: i32) -> IntOrString {
@@ -55,8 +67,121 @@ fn wanted_ordinals_follow_replicas_start_and_reserved() {
         ),
     ];
     for (name, replicas, start, entries, want) in cases {
-        let got = wanted_ordinals(replicas, start, &reserved(&entries));
+        let set = wanted(replicas, start, &entries);
+        let got: Vec<i32> = set.iter().collect();
         assert_eq!(got, want, "{name}");
+        // What `contains` and `count_below` work out arithmetically agrees with the walk.
+        let top = want.last().copied().unwrap_or(start).saturating_add(3);
+        for ordinal in 0..=top.min(20) {
+            let listed = want.contains(&ordinal);
+            assert_eq!(set.contains(ordinal), listed, "{name}: contains {ordinal}");
+            let below = want.iter().filter(|&&o| o < ordinal).count();
+            assert_eq!(
+                set.count_below(ordinal),
+                below as i64,
+                "{name}: below {ordinal}"
+            );
+        }
+        for &ordinal in &want {
+            assert!(set.contains(ordinal), "{name}: contains {ordinal}");
+        }
+    }
+}
+
+/// (case, replicas, start, reserveOrdinals, first ordinals, ordinal asked, wanted, below it)
+type HugeCase = (
+    &'static str,
+    i32,
+    i32,
+    Vec<IntOrString>,
+    Vec<i32>,
+    i32,
+    bool,
+    i64,
+);
+
+#[test]
+fn huge_replicas_cost_what_is_asked_not_the_replicas() {
+    let max = i32::MAX;
+    let cases: Vec<HugeCase> = vec![
+        (
+            "int32 max",
+            max,
+            0,
+            vec![],
+            vec![0, 1, 2],
+            max - 1,
+            true,
+            i64::from(max) - 1,
+        ),
+        (
+            "the limit itself is never wanted",
+            max,
+            0,
+            vec![],
+            vec![0, 1, 2],
+            max,
+            false,
+            i64::from(max),
+        ),
+        (
+            "reserved ranges are skipped",
+            max,
+            0,
+            vec![text("1-999999999"), int(1_000_000_001)],
+            vec![0, 1_000_000_000, 1_000_000_002],
+            1_500_000_000,
+            true,
+            500_000_000,
+        ),
+        (
+            "start near the top",
+            max,
+            max - 2,
+            vec![],
+            vec![max - 2, max - 1],
+            max - 1,
+            true,
+            1,
+        ),
+        (
+            "a reserved top",
+            max,
+            max - 3,
+            vec![text("2147483645-2147483646")],
+            vec![max - 3],
+            max - 1,
+            false,
+            1,
+        ),
+        ("zero", 0, 0, vec![], vec![], 0, false, 0),
+        (
+            "negative replicas want none",
+            -5,
+            0,
+            vec![],
+            vec![],
+            0,
+            false,
+            0,
+        ),
+        (
+            "negative start counts from 0",
+            2,
+            -7,
+            vec![],
+            vec![0, 1],
+            1,
+            true,
+            1,
+        ),
+    ];
+    for (name, replicas, start, entries, first, asked, is_wanted, below) in cases {
+        let set = wanted(replicas, start, &entries);
+        let got: Vec<i32> = set.iter().take(3).collect();
+        assert_eq!(got, first, "{name}: first ordinals");
+        assert_eq!(set.contains(asked), is_wanted, "{name}: contains {asked}");
+        assert_eq!(set.count_below(asked), below, "{name}: below {asked}");
     }
 }
 
@@ -138,21 +263,60 @@ fn identity_is_applied_and_checked() {
 
 #[test]
 fn layout_creates_lowest_first_and_deletes_highest_first() {
+    let max = i32::MAX;
     let cases: Vec<LayoutCase> = vec![
-        ("empty", vec![0, 1, 2], vec![], vec![0, 1, 2], vec![]),
-        ("steady", vec![0, 1], vec![1, 0], vec![], vec![]),
-        ("scale down", vec![0], vec![0, 1, 2], vec![], vec![2, 1]),
+        ("empty", 3, vec![], vec![], 10, vec![0, 1, 2], vec![]),
+        ("steady", 2, vec![], vec![1, 0], 10, vec![], vec![]),
+        (
+            "scale down",
+            1,
+            vec![],
+            vec![0, 1, 2],
+            10,
+            vec![],
+            vec![2, 1],
+        ),
         (
             "seed 002: reserve 2 of 0,2,3 makes 4",
-            vec![0, 3, 4],
+            3,
+            vec![text("1-2")],
             vec![0, 2, 3],
+            10,
             vec![4],
             vec![2],
         ),
-        ("a hole", vec![0, 1, 2], vec![0, 2], vec![1], vec![]),
+        ("a hole", 3, vec![], vec![0, 2], 10, vec![1], vec![]),
+        (
+            "only as many missing as asked",
+            5,
+            vec![],
+            vec![1],
+            2,
+            vec![0, 2],
+            vec![],
+        ),
+        ("none asked", 5, vec![], vec![1], 0, vec![], vec![]),
+        (
+            "int32 max: the next batch around the pods",
+            max,
+            vec![int(2)],
+            vec![0, 1, 3, 1_000_000],
+            4,
+            vec![4, 5, 6, 7],
+            vec![],
+        ),
+        (
+            "int32 max: a reserved pod is condemned",
+            max,
+            vec![text("5-9")],
+            vec![0, 7, 2_000_000_000],
+            2,
+            vec![1, 2],
+            vec![7],
+        ),
     ];
-    for (name, wanted, existing, missing, condemned) in cases {
-        let got = layout(&wanted, &existing);
+    for (name, replicas, entries, existing, most, missing, condemned) in cases {
+        let got = layout(&wanted(replicas, 0, &entries), &existing, most);
         assert_eq!(got.missing, missing, "{name}: missing");
         assert_eq!(got.condemned, condemned, "{name}: condemned");
     }

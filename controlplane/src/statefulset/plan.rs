@@ -17,14 +17,14 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 
 use super::ordinals::{
-    OrdinalError, ReservedOrdinals, identity_labels, layout, ordinal_of, wanted_ordinals,
+    OrdinalError, ReservedOrdinals, WantedOrdinals, identity_labels, layout, ordinal_of,
 };
 use super::retention::{ClaimOwners, claim_owner_changes};
 use crate::api::StatefulSet;
 use crate::api::statefulset::{PodManagementPolicy, StatefulSetUpdateStrategyType};
 use crate::workload::actions::{ChangeReason, Create, Delete, DeleteReason, Plan, PodChange};
 use crate::workload::adapter::PodSetWorkload as _;
-use crate::workload::plan::{PlanError, PodSet, PodSetSnapshot, plan_delete};
+use crate::workload::plan::{MAX_CREATES_PER_SYNC, PlanError, PodSet, PodSetSnapshot, plan_delete};
 use crate::workload::pod_view::PodView;
 use crate::workload::rollout::{
     self, IntOrPercentError, MAX_UNAVAILABLE_FIELD, SCALE_MAX_UNAVAILABLE_FIELD,
@@ -110,7 +110,7 @@ enum Scaled {
 pub fn plan(snap: &Snapshot<'_>) -> Result<StatefulSetPlan, StatefulSetPlanError> {
     let spec = &snap.set.spec;
     let reserved = ReservedOrdinals::parse(&spec.reserve_ordinals)?;
-    let wanted = wanted_ordinals(spec.desired_replicas(), spec.start_ordinal(), &reserved);
+    let wanted = WantedOrdinals::new(spec.desired_replicas(), spec.start_ordinal(), reserved);
     let named = BTreeSet::new();
     let pod_set = PodSetSnapshot {
         workload: snap.set,
@@ -148,7 +148,7 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<StatefulSetPlan, StatefulSetPlanError
 /// The scale step by ordinal.
 struct ScaleStep<'s, 'a> {
     snap: &'s Snapshot<'a>,
-    wanted: &'s [i32],
+    wanted: &'s WantedOrdinals,
     /// Views of the active pods by name.
     views: &'s BTreeMap<&'a str, &'s PodView>,
 }
@@ -168,6 +168,16 @@ impl<'a> ScaleStep<'_, 'a> {
             .collect()
     }
 
+    /// The pods on wanted ordinals, by ordinal.
+    fn wanted_pods<'p>(
+        &'p self,
+        pods: &'p BTreeMap<i32, &'a Pod>,
+    ) -> impl DoubleEndedIterator<Item = &'a Pod> + 'p {
+        pods.iter()
+            .filter(|(o, _)| self.wanted.contains(**o))
+            .map(|(_, p)| *p)
+    }
+
     /// Running and available (ready for minReadySeconds), not terminating.
     fn healthy(&self, pod: &Pod) -> bool {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
@@ -176,18 +186,29 @@ impl<'a> ScaleStep<'_, 'a> {
             .is_some_and(|v| v.phase == "Running" && v.available && !v.terminating)
     }
 
+    /// Walks the wanted ordinals that have a pod and the missing ones this sync may create
+    /// (OrderedReady: the lowest; Parallel: the budget's worth), lowest first, so the walk
+    /// costs O(pods + creates), not O(replicas).
     fn run(&self, plan: &mut Plan) -> Result<Scaled, StatefulSetPlanError> {
         let pods = self.by_ordinal();
         let existing: Vec<i32> = pods.keys().copied().collect();
-        let ordinals = layout(self.wanted, &existing);
+        let creatable = if self.ordered() {
+            1
+        } else {
+            self.create_budget(&pods)?.min(MAX_CREATES_PER_SYNC)
+        };
+        let ordinals = layout(self.wanted, &existing, creatable);
+        let mut walk: Vec<i32> = existing
+            .iter()
+            .copied()
+            .filter(|o| self.wanted.contains(*o))
+            .chain(ordinals.missing.iter().copied())
+            .collect();
+        walk.sort_unstable();
         let before = plan.creates.len() + plan.deletes.len() + plan.pod_changes.len();
-        let mut create_budget = self.create_budget(&pods)?;
-        for &ordinal in self.wanted {
+        for ordinal in walk {
             let Some(pod) = pods.get(&ordinal) else {
-                if create_budget > 0 {
-                    create_budget -= 1;
-                    plan.creates.push(self.create(ordinal));
-                }
+                plan.creates.push(self.create(ordinal));
                 if self.ordered() {
                     return Ok(Scaled::Acted);
                 }
@@ -243,12 +264,7 @@ impl<'a> ScaleStep<'_, 'a> {
             spec.desired_replicas(),
             true,
         )?;
-        let unavailable = self
-            .wanted
-            .iter()
-            .filter_map(|o| pods.get(o))
-            .filter(|p| !self.healthy(p))
-            .count();
+        let unavailable = self.wanted_pods(pods).filter(|p| !self.healthy(p)).count();
         Ok(usize::try_from(limit)
             .unwrap_or(0)
             .saturating_sub(unavailable))
@@ -301,12 +317,11 @@ impl<'a> ScaleStep<'_, 'a> {
         let limit = params.max_unavailable.unwrap_or(IntOrString::Int(1));
         let replicas = set.spec.desired_replicas();
         let limit = rollout::scaled_share(MAX_UNAVAILABLE_FIELD, &limit, replicas, false)?.max(1);
-        let wanted = || self.wanted.iter().filter_map(|o| pods.get(o));
-        let unavailable = wanted().filter(|p| !self.healthy(p)).count();
+        let unavailable = self.wanted_pods(pods).filter(|p| !self.healthy(p)).count();
         let mut budget = usize::try_from(limit)
             .unwrap_or(0)
             .saturating_sub(unavailable);
-        let specified = wanted().filter(|p| {
+        let specified = self.wanted_pods(pods).filter(|p| {
             let name = p.metadata.name.as_deref().unwrap_or_default();
             self.views
                 .get(name)

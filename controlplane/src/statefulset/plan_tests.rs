@@ -705,3 +705,169 @@ fn unordered_update_follows_the_priority_not_the_ordinal() {
     let out = sync_with(&set, &pods, &[], V2);
     assert_eq!(deleted(&out), [("web-0", DeleteReason::RecreateUpdate)]);
 }
+
+/// (case, set, pods, update revision, creates: count, first and last ordinal, revision)
+type HugeCase = (
+    &'static str,
+    StatefulSet,
+    Vec<Pod>,
+    &'static str,
+    (usize, &'static str, &'static str),
+    &'static str,
+);
+
+#[test]
+fn huge_replicas_plan_one_sync_of_creates_not_the_replicas() {
+    use crate::workload::plan::MAX_CREATES_PER_SYNC as CAP;
+    let max = i32::MAX;
+    let parallel = web(max, PodManagementPolicy::Parallel);
+    let ordered = web(max, PodManagementPolicy::OrderedReady);
+    let with = |f: &dyn Fn(&mut StatefulSet)| {
+        let mut set = parallel.clone();
+        f(&mut set);
+        set
+    };
+    let reserved = with(&|s| s.spec.reserve_ordinals = vec![IntOrString::String("0-9".into())]);
+    let partitioned = with(&|s| {
+        rolling(
+            s,
+            RollingUpdateStatefulSetStrategy {
+                partition: Some(max),
+                ..RollingUpdateStatefulSetStrategy::default()
+            },
+        );
+    });
+    let scale_max = |value: IntOrString| {
+        with(&|s| {
+            s.spec.scale_strategy = Some(StatefulSetScaleStrategy {
+                max_unavailable: Some(value.clone()),
+            });
+        })
+    };
+    let first_300 = |set: &StatefulSet| (0..300).map(|o| running(set, o, V1)).collect::<Vec<_>>();
+    let mut far = first_300(&parallel);
+    far.push(running(&parallel, 1_000_000, V1));
+    let cases: Vec<HugeCase> = vec![
+        (
+            "parallel from none",
+            parallel.clone(),
+            vec![],
+            V1,
+            (CAP, "0", "499"),
+            V1,
+        ),
+        (
+            "parallel after 300 pods and a far one",
+            parallel.clone(),
+            far,
+            V1,
+            (CAP, "300", "799"),
+            V1,
+        ),
+        (
+            "reserved ordinals skipped",
+            reserved,
+            vec![],
+            V1,
+            (CAP, "10", "509"),
+            V1,
+        ),
+        (
+            "partition int32 max keeps the current revision",
+            partitioned,
+            vec![],
+            V2,
+            (CAP, "0", "499"),
+            V1,
+        ),
+        (
+            "no partition: the update revision",
+            parallel.clone(),
+            vec![],
+            V2,
+            (CAP, "0", "499"),
+            V2,
+        ),
+        (
+            "scale maxUnavailable 100%",
+            scale_max(IntOrString::String("100%".into())),
+            vec![],
+            V1,
+            (CAP, "0", "499"),
+            V1,
+        ),
+        (
+            "scale maxUnavailable 7",
+            scale_max(IntOrString::Int(7)),
+            vec![],
+            V1,
+            (7, "0", "6"),
+            V1,
+        ),
+        (
+            "scale maxUnavailable 0%",
+            scale_max(IntOrString::String("0%".into())),
+            vec![],
+            V1,
+            (0, "", ""),
+            V1,
+        ),
+        (
+            "ordered from none",
+            ordered.clone(),
+            vec![],
+            V1,
+            (1, "0", "0"),
+            V1,
+        ),
+        (
+            "ordered after 300 pods",
+            ordered.clone(),
+            first_300(&ordered),
+            V1,
+            (1, "300", "300"),
+            V1,
+        ),
+    ];
+    for (name, set, pods, update, (count, first, last), revision) in cases {
+        let out = sync_with(&set, &pods, &[], update);
+        let created = created(&out);
+        assert_eq!(created.len(), count, "{name}");
+        assert_eq!(
+            created.first().copied().unwrap_or_default(),
+            first,
+            "{name}"
+        );
+        assert_eq!(created.last().copied().unwrap_or_default(), last, "{name}");
+        let revisions = out.plan.creates.iter().map(|c| c.revision.as_str());
+        assert!(
+            revisions.clone().all(|r| r == revision),
+            "{name}: {revisions:?}",
+            revisions = revisions.collect::<Vec<_>>()
+        );
+        assert!(out.plan.deletes.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn huge_replicas_condemn_only_what_exists_on_a_reserved_ordinal() {
+    let mut set = web(i32::MAX, PodManagementPolicy::Parallel);
+    set.spec.reserve_ordinals = vec![
+        IntOrString::Int(5),
+        IntOrString::String("7-2000000000".into()),
+    ];
+    let pods: Vec<Pod> = (0..10).map(|o| running(&set, o, V1)).collect();
+    let out = sync(&set, &pods);
+    assert_eq!(
+        deleted(&out),
+        [
+            ("web-9", DeleteReason::ScaleDown),
+            ("web-8", DeleteReason::ScaleDown),
+            ("web-7", DeleteReason::ScaleDown),
+            ("web-5", DeleteReason::ScaleDown),
+        ]
+    );
+    let created = created(&out);
+    assert_eq!(created.len(), crate::workload::plan::MAX_CREATES_PER_SYNC);
+    assert_eq!(created[..2], ["2000000001", "2000000002"]);
+}

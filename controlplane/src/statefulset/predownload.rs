@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
-use super::ordinals::{ReservedOrdinals, wanted_ordinals};
+use super::ordinals::{ReservedOrdinals, WantedOrdinals};
 use crate::api::StatefulSet;
 use crate::api::statefulset::StatefulSetUpdateStrategyType;
 use crate::predownload::plan::{CREATED_LABEL, Rollout};
@@ -69,9 +69,8 @@ fn kept_below_partition(set: &StatefulSet) -> i32 {
     let partition = spec.rolling_update().partition_or_default();
     // An unparsable reserveOrdinals is the planner's to report; count it as none.
     let reserved = ReservedOrdinals::parse(&spec.reserve_ordinals).unwrap_or_default();
-    let wanted = wanted_ordinals(spec.desired_replicas(), spec.start_ordinal(), &reserved);
-    let kept = wanted.iter().filter(|&&o| o < partition).count();
-    i32::try_from(kept).unwrap_or(i32::MAX)
+    let wanted = WantedOrdinals::new(spec.desired_replicas(), spec.start_ordinal(), reserved);
+    i32::try_from(wanted.count_below(partition)).unwrap_or(i32::MAX)
 }
 
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();

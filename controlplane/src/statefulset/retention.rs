@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt as _;
 
-use super::ordinals::{claim_name, ordinal_of};
+use super::ordinals::{WantedOrdinals, claim_name, ordinal_of};
 use crate::api::StatefulSet;
 use crate::api::statefulset::PvcRetentionPolicyType::{Delete, Retain};
 use crate::workload::adapter::PodSetWorkload as _;
@@ -42,7 +42,7 @@ pub fn claim_owner_changes(
     set: &StatefulSet,
     pods: &[&Pod],
     claims: &[&PersistentVolumeClaim],
-    wanted: &[i32],
+    wanted: &WantedOrdinals,
 ) -> Vec<ClaimOwners> {
     let name = set.name_any();
     let claims: BTreeMap<&str, &PersistentVolumeClaim> = (claims.iter())
@@ -62,7 +62,7 @@ pub fn claim_owner_changes(
         else {
             continue;
         };
-        let (by_set, by_pod) = wanted_owners(set, !wanted.contains(&ordinal));
+        let (by_set, by_pod) = wanted_owners(set, !wanted.contains(ordinal));
         let pod_ref = pod_reference(pod);
         for template in &set.spec.volume_claim_templates {
             let Some(claim) = claims.get(claim_name(&template.name_any(), &name, ordinal).as_str())

@@ -28,6 +28,11 @@ fn set(when_deleted: PvcRetentionPolicyType, when_scaled: PvcRetentionPolicyType
     set
 }
 
+/// Ordinals 0 to `replicas` - 1.
+fn first(replicas: i32) -> WantedOrdinals {
+    WantedOrdinals::new(replicas, 0, Default::default())
+}
+
 fn pod(ordinal: i32) -> Pod {
     Pod {
         metadata: ObjectMeta {
@@ -133,7 +138,7 @@ fn owner_references_follow_the_native_retention_rules() {
             &set,
             &pods.iter().collect::<Vec<_>>(),
             &claims.iter().collect::<Vec<_>>(),
-            &[0, 1],
+            &first(2),
         );
         assert_eq!(owners_after(&changes), want, "{case}");
         assert!(
@@ -152,7 +157,7 @@ fn a_pod_scaled_back_up_hands_its_claim_back_to_the_set() {
         PvcRetentionPolicyType::Delete,
     );
     let claims = [claim(2, &["pod-uid-2"])];
-    let changes = claim_owner_changes(&set, &[&pod(2)], &[&claims[0]], &[0, 1, 2]);
+    let changes = claim_owner_changes(&set, &[&pod(2)], &[&claims[0]], &first(3));
     let want = vec![("www-web-2".to_owned(), vec!["set-uid".to_owned()])];
     assert_eq!(owners_after(&changes), want);
 }
@@ -166,7 +171,7 @@ fn terminating_pods_and_missing_claims_change_nothing() {
     let mut leaving = pod(2);
     leaving.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
     let claims = [claim(2, &["set-uid"])];
-    let changes = claim_owner_changes(&set, &[&leaving, &pod(1)], &[&claims[0]], &[0, 1]);
+    let changes = claim_owner_changes(&set, &[&leaving, &pod(1)], &[&claims[0]], &first(2));
     assert!(changes.is_empty(), "{changes:?}");
 }
 
@@ -177,7 +182,7 @@ fn the_set_reference_is_not_a_controller_reference() {
         PvcRetentionPolicyType::Retain,
     );
     let claims = [claim(0, &[])];
-    let changes = claim_owner_changes(&set, &[&pod(0)], &[&claims[0]], &[0, 1]);
+    let changes = claim_owner_changes(&set, &[&pod(0)], &[&claims[0]], &first(2));
     let reference = &changes[0].owner_references[0];
     assert_eq!(reference.kind, "StatefulSet");
     assert_eq!(reference.controller, None);

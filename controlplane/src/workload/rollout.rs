@@ -110,7 +110,7 @@ pub fn parallelism(value: &IntOrString, desired: usize) -> usize {
                 .and_then(|p| p.parse().ok())
                 .unwrap_or(100)
                 .min(100);
-            (desired * percent).div_ceil(100)
+            desired.saturating_mul(percent).div_ceil(100)
         }
     }
 }

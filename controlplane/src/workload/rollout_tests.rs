@@ -516,3 +516,36 @@ fn diffs_refuse_bad_fields() {
         assert!(err.starts_with(field), "{params:?}: {err}");
     }
 }
+
+/// int-or-percent against `replicas: 2147483647` (admitted, as OpenKruise and the native
+/// kinds admit it): every share stays in range, and the diffs saturate instead of wrapping.
+#[rustfmt::skip]
+#[test]
+fn int32_max_replicas_never_overflow() {
+    let max = i32::MAX;
+    let field = MAX_UNAVAILABLE_FIELD;
+    let shares: &[(IntOrString, bool, i32)] = &[
+        (pct("100%"), true, max),
+        (pct("100%"), false, max),
+        (pct("50%"), true, 1_073_741_824),
+        (pct("50%"), false, 1_073_741_823),
+        (pct("1%"), true, 21_474_837),
+        (pct("0%"), true, 0),
+        (int(max), true, max),
+    ];
+    for (value, round_up, want) in shares {
+        assert_eq!(scaled_share(field, value, max, *round_up), Ok(*want), "{value:?}");
+    }
+    assert_eq!(scaled_fractional_share(PARTITION_FIELD, &pct("99.9%"), max, true), Ok(2_145_336_164));
+    assert_eq!(partition_replicas(Some(&pct("100%")), max), Ok(max));
+    assert_eq!(partition_replicas(Some(&pct("99%")), max), Ok(2_126_008_811));
+    assert_eq!(partition_replicas(Some(&int(max)), max), Ok(max));
+    assert_eq!(parallelism(&pct("100%"), usize::MAX), usize::MAX.div_ceil(100));
+
+    let all = set(max, pct("0%"), pct("100%"), pct("100%"));
+    let diffs = calculate_diffs(&all, &[]).expect("diffs");
+    assert_eq!((diffs.scale_up, diffs.scale_up_limit), (max, max), "replicas + surge saturates");
+    let few_old = calculate_diffs(&consistent(set(max, int(max), pct("100%"), pct("100%"))), &[O; 3]).expect("diffs");
+    assert_eq!(few_old.scale_up, max - 3);
+    assert_eq!(few_old.scale_up_old_revision, max - 3);
+}

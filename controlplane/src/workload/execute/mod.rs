@@ -50,8 +50,7 @@ enum CreatesStopped {
     Unselected(String),
 }
 
-/// Most pods created in one sync; the rest come with the next (a burst cap per sync).
-pub const MAX_CREATES_PER_SYNC: usize = 500;
+pub use crate::workload::plan::MAX_CREATES_PER_SYNC;
 
 /// The reason of the Warning event when InPlaceOnly refuses a template change.
 pub const IN_PLACE_ONLY_REFUSED: &str = "InPlaceOnlyRefused";

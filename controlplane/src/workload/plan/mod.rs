@@ -89,6 +89,14 @@ fn now_string(now: Timestamp) -> String {
     now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// Most pods created in one sync; the rest come with the next (a burst cap per sync, which
+/// the executor's slow start carries out in batches of 1, 2, 4, ...). Every planner plans
+/// at most this many creates, so planning costs O(what one sync does), never O(replicas).
+pub const MAX_CREATES_PER_SYNC: usize = 500;
+
+/// [`MAX_CREATES_PER_SYNC`] as the pod counts' type.
+const MAX_CREATES: i32 = MAX_CREATES_PER_SYNC as i32;
+
 /// How many pods the scale step may create now, and how many of them on the current
 /// revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,11 +161,12 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
 
     /// The revision of each pod to create, in creation order: the first
     /// `scale.old_revision` on the current revision while it still exists, the rest on
-    /// the update revision.
+    /// the update revision; at most [`MAX_CREATES_PER_SYNC`].
     pub fn new_pod_revisions(&self, scale: ScaleUp) -> Vec<&'a str> {
-        let old = scale.old_revision.clamp(0, scale.count.max(0));
+        let count = scale.count.clamp(0, MAX_CREATES);
+        let old = scale.old_revision.clamp(0, count);
         let current_exists = self.snap.revisions.contains_key(self.snap.current_revision);
-        (0..scale.count.max(0))
+        (0..count)
             .map(|i| {
                 if i < old && current_exists {
                     self.snap.current_revision
@@ -169,8 +178,8 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
     }
 
     /// The scale and update steps after refresh: `create` adds the pods a scale-up asks
-    /// for (the workload names them); otherwise surplus and specified pods are deleted,
-    /// and only a sync that deleted nothing updates pods.
+    /// for, at most [`MAX_CREATES_PER_SYNC`] (the workload names them); otherwise surplus
+    /// and specified pods are deleted, and only a sync that deleted nothing updates pods.
     pub fn scale_and_update(
         &self,
         plan: &mut Plan,
@@ -179,7 +188,7 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
         let diffs = self.scale_diffs()?;
         if diffs.scale_up > 0 && diffs.scale_up_limit > 0 {
             let scale = ScaleUp {
-                count: diffs.scale_up.min(diffs.scale_up_limit),
+                count: diffs.scale_up.min(diffs.scale_up_limit).min(MAX_CREATES),
                 old_revision: diffs.scale_up_old_revision,
             };
             create(scale, plan);
