@@ -233,10 +233,8 @@ async fn clean_up(ctx: &TestContext, name: &str, node: &str) {
         grace_period_seconds: Some(0),
         ..Default::default()
     };
-    let _ = ctx
-        .api::<Pod>()
-        .delete_collection(&now, &Default::default())
-        .await;
+    let pods = ctx.api::<Pod>();
+    let _ = pods.delete_collection(&now, &Default::default()).await;
     let _ = poll_until("the test's pods gone", Duration::from_secs(30), || async {
         Ok(ctx
             .api::<Pod>()
@@ -332,17 +330,31 @@ async fn a_forged_review_leaves_the_budget_and_a_real_delete_is_still_checked() 
                 );
             }
 
-            // Through the apiserver: the first delete takes the one disruption, the
-            // second is refused naming the budget.
-            ctx.kubectl(&["delete", "pod", &format!("{name}-0"), "--wait=false"])
-                .await
-                .context("the first delete of a protected pod was refused")?;
+            // Through the apiserver, once the budget allows nothing, a real delete is
+            // refused naming the budget. (A budget over bare pods counts the pods that
+            // are not terminating, so a first delete would not spend its allowance for
+            // good: the next pod's delete sees one pod fewer and one allowed again.)
+            ctx.api::<PodUnavailableBudget>()
+                .patch(
+                    name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({ "spec": { "maxUnavailable": 0 } })),
+                )
+                .await?;
+            poll_until(
+                "the budget allowing no disruption",
+                Duration::from_secs(30),
+                || async { Ok((allowance(&ctx, name).await?.0 == 0).then_some(())) },
+            )
+            .await?;
             let refused = ctx
                 .kubectl(&["delete", "pod", &format!("{name}-1"), "--wait=false"])
                 .await;
             let said = format!(
                 "{:#}",
-                refused.err().context("the second delete went through")?
+                refused
+                    .err()
+                    .context("a delete the budget does not allow went through")?
             );
             ensure!(
                 said.contains("PodUnavailableBudget guarded"),
