@@ -8,9 +8,10 @@
 //! regular expression cannot see — a range whose start is past its end (`30-10`) — is still
 //! refused by the controller's parser (`advancedcronjob::schedule`) with an event.
 //!
-//! The time-zone rule is Kubernetes' own CronJob validation: each `/`-separated part 1-14
-//! of `A-Za-z.-_0-9+`, and not `Local`. Whether the name is in the IANA database is checked
-//! by the controller.
+//! The time-zone rules are Kubernetes' own CronJob validation (each `/`-separated part 1-14
+//! of `A-Za-z.-_0-9+`, and not `Local`) and the names of the tz database compiled into the
+//! controller ([`time_zone_known_rule`]), so admission and the controller agree on every
+//! name. An `@every` of zero is refused ([`EVERY_NONZERO_RULE`]).
 
 /// A value, range or `*`/`?`, with an optional positive step, over values matching `$v`.
 macro_rules! cron_term {
