@@ -54,6 +54,61 @@ where
     }
 }
 
+/// Server-side apply of `object` as a dry run: `Err` with the apiserver's message when it
+/// refuses it, and nothing stored either way. For objects a rule under test should refuse
+/// whose acceptance would start something on the deployed control plane (huge replicas, a
+/// runaway selector).
+pub async fn dry_run<K>(
+    ctx: &TestContext,
+    object: &Value,
+) -> Result<std::result::Result<(), String>>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let name = object["metadata"]["name"]
+        .as_str()
+        .context("the manifest has a name")?;
+    let mut pp = PatchParams::apply("stevedore-tests").force();
+    pp.dry_run = true;
+    match ctx.api::<K>().patch(name, &pp, &Patch::Apply(object)).await {
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) => Ok(Err(status.message)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`expect_refused`] as a dry run ([`dry_run`]).
+pub async fn expect_refused_dry_run<K>(
+    ctx: &TestContext,
+    object: &Value,
+    words: &[&str],
+) -> Result<()>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    match dry_run::<K>(ctx, object).await? {
+        Ok(()) => bail!(
+            "the apiserver accepted an invalid {}: {object}",
+            K::kind(&())
+        ),
+        Err(message) => {
+            for word in words {
+                ensure!(
+                    message.contains(word),
+                    "refusal {message:?} does not name {word:?}"
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
 /// `object` with the field at JSON `pointer` set to `value` (its parent must exist).
 pub fn with(mut object: Value, pointer: &str, value: Value) -> Result<Value> {
     let (parent, key) = pointer.rsplit_once('/').context("pointer has a parent")?;

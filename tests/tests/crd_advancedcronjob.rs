@@ -1,6 +1,6 @@
 //! The AdvancedCronJob CRD against the real apiserver: a schedule outside robfig/cron's
-//! standard language, or a time zone Kubernetes would not accept for a CronJob, is refused
-//! when applied, naming the field; every form robfig accepts applies.
+//! standard language, a zero `@every`, or a time zone the controller cannot resolve is
+//! refused when applied, naming the field; every form robfig accepts applies.
 
 use anyhow::{Result, bail, ensure};
 use kube::api::{Patch, PatchParams};
@@ -52,6 +52,7 @@ async fn schedules_and_time_zones_are_checked_at_admission() -> Result<()> {
             ("0 12 ? * SUN", Some("UTC")),
             ("@hourly", None),
             ("@every 1h30m", Some("America/Argentina/Buenos_Aires")),
+            ("@every 0.5s", Some("US/Eastern")),
         ];
         for (i, (schedule, zone)) in accepted.into_iter().enumerate() {
             if let Err(e) = apply(&ctx, &cron(&format!("ok-{i}"), schedule, zone)).await {
@@ -74,6 +75,25 @@ async fn schedules_and_time_zones_are_checked_at_admission() -> Result<()> {
                 "0 * * * *",
                 Some("Europe/Berlin Time"),
                 "spec.timeZone must be",
+            ),
+            // Issue 28: a zero @every would start a Job every second, and a zone the
+            // controller cannot resolve would leave the cron never running.
+            ("@every 0s", None, "the @every duration must be above zero"),
+            (
+                "@every 0h0m",
+                None,
+                "the @every duration must be above zero",
+            ),
+            ("@every -1s", None, "spec.schedule must be a cron schedule"),
+            (
+                "0 * * * *",
+                Some("Mars/Olympus"),
+                "spec.timeZone: Mars/Olympus is not a time zone",
+            ),
+            (
+                "0 * * * *",
+                Some("europe/berlin"),
+                "spec.timeZone: europe/berlin is not a time zone",
             ),
         ];
         for (i, (schedule, zone, words)) in refused.into_iter().enumerate() {

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::CloneSet;
+use stevedore_controlplane::api::workload_rules::CONTROLLER_OWNED_POD_LABELS;
 use stevedore_tests::manifests::{self, with};
 use stevedore_tests::{TestContext, run_in_namespace};
 
@@ -129,6 +130,103 @@ async fn bad_specs_are_refused_with_the_field_named() -> Result<()> {
         for (pointer, value, words) in cases {
             let object = with(base.clone(), pointer, value)?;
             expect_refused(&ctx, &object, words)
+                .await
+                .with_context(|| format!("setting {pointer}"))?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Issue 28: what would not decode into the Rust types (one such object blinded the control
+/// plane to every CloneSet), selector keys that are not label keys, and selectors naming a
+/// label the controller writes on its pods (a runaway of unclaimed pods) are refused,
+/// naming the field and the label.
+#[tokio::test]
+async fn unbounded_integers_bad_keys_and_controller_labels_are_refused() -> Result<()> {
+    run_in_namespace("crd-cloneset-issue28", |ctx| async move {
+        setup(&ctx).await?;
+        let base = seed(0)?;
+        let accepted = [
+            ("/spec/replicas", json!(2_147_483_647)),
+            (
+                "/spec/updateStrategy",
+                json!({"maxUnavailable": 2_147_483_647}),
+            ),
+        ];
+        for (pointer, value) in accepted {
+            let object = with(base.clone(), pointer, value.clone())?;
+            manifests::dry_run::<CloneSet>(&ctx, &object)
+                .await?
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("{pointer} = {value} is refused"))?;
+        }
+        let mut cases: Vec<(&str, Value, Vec<String>)> = vec![
+            (
+                "/spec/replicas",
+                json!(2_147_483_648_i64),
+                vec!["spec.replicas".into()],
+            ),
+            (
+                "/spec/minReadySeconds",
+                json!(2_147_483_648_i64),
+                vec!["spec.minReadySeconds".into()],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"maxUnavailable": 2_147_483_648_i64}),
+                vec![
+                    "spec.updateStrategy.maxUnavailable".into(),
+                    "2147483647".into(),
+                ],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"partition": 2_147_483_648_i64}),
+                vec!["spec.updateStrategy.partition".into()],
+            ),
+            (
+                "/spec/updateStrategy",
+                json!({"inPlaceUpdateStrategy": {"gracePeriodSeconds": 2_147_483_648_i64}}),
+                vec!["spec.updateStrategy.inPlaceUpdateStrategy.gracePeriodSeconds".into()],
+            ),
+            (
+                "/spec/selector/matchLabels/bad key!",
+                json!("x"),
+                vec!["spec.selector.matchLabels".into(), "bad key!".into()],
+            ),
+            (
+                "/spec/selector/matchExpressions",
+                json!([{"key": "bad key!", "operator": "DoesNotExist"}]),
+                vec![
+                    "spec.selector.matchExpressions[0].key".into(),
+                    "bad key!".into(),
+                ],
+            ),
+        ];
+        for label in CONTROLLER_OWNED_POD_LABELS {
+            // Selector and template agree, so only the controller-owned rule refuses it.
+            let mut object = base.clone();
+            object["spec"]["selector"]["matchLabels"][label] = json!("x");
+            object["spec"]["template"]["metadata"]["labels"][label] = json!("x");
+            let words = [label, "spec.selector.matchLabels", "writes on its pods"];
+            manifests::expect_refused_dry_run::<CloneSet>(&ctx, &object, &words)
+                .await
+                .with_context(|| format!("matchLabels {label}"))?;
+            cases.push((
+                "/spec/selector/matchExpressions",
+                json!([{"key": label, "operator": "DoesNotExist"}]),
+                vec![
+                    label.into(),
+                    "spec.selector.matchExpressions".into(),
+                    "writes on its pods".into(),
+                ],
+            ));
+        }
+        for (pointer, value, words) in cases {
+            let object = with(base.clone(), pointer, value)?;
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            manifests::expect_refused_dry_run::<CloneSet>(&ctx, &object, &words)
                 .await
                 .with_context(|| format!("setting {pointer}"))?;
         }

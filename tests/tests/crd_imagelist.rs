@@ -90,6 +90,11 @@ where
     }
 }
 
+/// `count` distinct valid names.
+fn many_names(count: usize) -> Value {
+    Value::from((0..count).map(|i| format!("n{i}")).collect::<Vec<_>>())
+}
+
 async fn delete_list(ctx: &TestContext) {
     let _ = image_lists(ctx)
         .delete(&ctx.namespace, &DeleteParams::background())
@@ -382,6 +387,9 @@ async fn bad_imagepulljobs_are_refused_with_the_field_named() -> Result<()> {
             json!({"image": "nginx", "completionPolicy": {"type": "Never"}}),
             json!({"image": "nginx", "completionPolicy": {"activeDeadlineSeconds": 600}}),
             json!({"image": "nginx", "pullPolicy": {"timeoutSeconds": 60}, "completionPolicy": {"activeDeadlineSeconds": 60}}),
+            json!({"image": "nginx", "pullSecrets": ["regcred", "other.cred"]}),
+            json!({"image": "nginx", "selector": {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}}),
+            json!({"image": "nginx", "parallelism": 2147483647}),
         ];
         for spec in accepted {
             let verdict = admitted(&jobs, &job(spec.clone())).await?;
@@ -417,6 +425,20 @@ async fn bad_imagepulljobs_are_refused_with_the_field_named() -> Result<()> {
             (json!({"image": "nginx", "imagePullPolicy": "Never"}), &["spec.imagePullPolicy"]),
             (json!({"image": "nginx", "pullPolicy": {"timeoutSeconds": 0}}), &["spec.pullPolicy.timeoutSeconds"]),
             (json!({"image": "nginx", "pullPolicy": {"backoffLimit": -1}}), &["spec.pullPolicy.backoffLimit"]),
+            // Issue 28: bounds and names.
+            (json!({"image": "nginx", "parallelism": 2_147_483_648_i64}), &["spec.parallelism", "2147483647"]),
+            (json!({"image": "nginx", "pullPolicy": {"backoffLimit": 2_147_483_648_i64}}), &["spec.pullPolicy.backoffLimit"]),
+            (json!({"image": "nginx", "pullSecrets": ["Bad/Secret"]}), &["spec.pullSecrets[0]"]),
+            (json!({"image": "nginx", "pullSecrets": many_names(65)}), &["spec.pullSecrets", "64"]),
+            (json!({"image": "nginx", "selector": {"names": many_names(5001)}}), &["spec.selector.names", "5000"]),
+            (json!({"image": "nginx", "selector": {"names": ["node/1"]}}), &["spec.selector.names[0]"]),
+            (json!({"image": "nginx", "selector": {"matchLabels": {"bad key!": "x"}}}), &["spec.selector.matchLabels", "bad key!"]),
+            (
+                json!({"image": "nginx", "selector": {"matchExpressions": [{"key": "bad key!", "operator": "Exists"}]}}),
+                &["spec.selector.matchExpressions[0].key", "bad key!"],
+            ),
+            (json!({"image": "nginx", "podSelector": {"matchLabels": {"bad key!": "x"}}}), &["spec.podSelector.matchLabels", "bad key!"]),
+            (json!({"image": "nginx", "podSelector": {"matchLabels": {"app": "bad value!"}}}), &["spec.podSelector.matchLabels"]),
         ];
         for (spec, words) in cases {
             expect_refused(&jobs, &job(spec.clone()), words)

@@ -4,8 +4,11 @@
 //! naming the field, and claim templates cannot be added after creation (#2343).
 
 use anyhow::{Context, Result, ensure};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 use stevedore_controlplane::api::StatefulSet;
+use stevedore_controlplane::api::workload_rules::CONTROLLER_OWNED_POD_LABELS;
+use stevedore_controlplane::statefulset::ordinals::ReservedOrdinals;
 use stevedore_tests::manifests::{self, with};
 use stevedore_tests::{TestContext, run_in_namespace};
 
@@ -161,6 +164,90 @@ async fn a_claim_template_added_later_is_refused_with_the_reason() -> Result<()>
         // Other changes still go through.
         apply(&ctx, &with(base, "/spec/replicas", json!(5))?).await?;
         Ok(())
+    })
+    .await
+}
+
+/// Issue 28: admission takes exactly the `reserveOrdinals` entries the controller reads
+/// (`ReservedOrdinals::parse`), and refuses selectors naming a label the controller writes
+/// on its pods, naming the label. Dry runs: nothing reaches the deployed controller.
+#[tokio::test]
+async fn reserve_ordinals_and_controller_labels_agree_with_the_controller() -> Result<()> {
+    run_in_namespace("crd-statefulset-issue28", |ctx| async move {
+        setup(&ctx).await?;
+        let base = manifest(WEB)?;
+        let long_zeros = format!("{}7", "0".repeat(25));
+        let entries = [
+            json!(0),
+            json!(7),
+            json!(2_147_483_647),
+            json!(2_147_483_648_i64),
+            json!(-1),
+            json!("3-5"),
+            json!("5-5"),
+            json!("5-3"),
+            json!("007-010"),
+            json!("2147483647"),
+            json!("2147483648"),
+            json!("0-2147483647"),
+            json!("1-2147483648"),
+            json!("99999999999"),
+            json!(long_zeros),
+            json!("-1"),
+            json!("1-"),
+            json!(" 1"),
+            json!("+1"),
+            json!("1-2-3"),
+            json!("1.5"),
+            json!(""),
+        ];
+        for entry in entries {
+            let object = with(base.clone(), "/spec/reserveOrdinals", json!([entry.clone()]))?;
+            let admitted = manifests::dry_run::<StatefulSet>(&ctx, &object).await?;
+            let parsed = serde_json::from_value::<IntOrString>(entry.clone())
+                .ok()
+                .is_some_and(|e| ReservedOrdinals::parse(&[e]).is_ok());
+            ensure!(
+                admitted.is_ok() == parsed,
+                "reserveOrdinals {entry}: admission says {admitted:?}, the controller parses it: {parsed}"
+            );
+            if let Err(message) = admitted {
+                ensure!(message.contains("spec.reserveOrdinals[0]"), "{message}");
+            }
+        }
+        for label in CONTROLLER_OWNED_POD_LABELS {
+            let mut object = base.clone();
+            object["spec"]["selector"]["matchLabels"][label] = json!("x");
+            object["spec"]["template"]["metadata"]["labels"][label] = json!("x");
+            manifests::expect_refused_dry_run::<StatefulSet>(
+                &ctx,
+                &object,
+                &[label, "spec.selector.matchLabels", "writes on its pods"],
+            )
+            .await
+            .with_context(|| format!("matchLabels {label}"))?;
+            let object = with(
+                base.clone(),
+                "/spec/selector/matchExpressions",
+                json!([{"key": label, "operator": "DoesNotExist"}]),
+            )?;
+            manifests::expect_refused_dry_run::<StatefulSet>(
+                &ctx,
+                &object,
+                &[label, "spec.selector.matchExpressions", "writes on its pods"],
+            )
+            .await
+            .with_context(|| format!("matchExpressions {label}"))?;
+        }
+        let huge = with(base.clone(), "/spec/replicas", json!(2_147_483_648_i64))?;
+        manifests::expect_refused_dry_run::<StatefulSet>(&ctx, &huge, &["spec.replicas"]).await?;
+        let bad_key = with(base, "/spec/selector/matchLabels/bad key!", json!("x"))?;
+        manifests::expect_refused_dry_run::<StatefulSet>(
+            &ctx,
+            &bad_key,
+            &["spec.selector.matchLabels", "bad key!"],
+        )
+        .await
     })
     .await
 }

@@ -65,14 +65,19 @@ pub struct AdvancedCronJobSpec {
     #[schemars(length(min = 1, max = 1024))]
     #[x_kube(
         validation = Rule::new("!self.startsWith('TZ=') && !self.startsWith('CRON_TZ=')").message("spec.schedule must not set a time zone (TZ= or CRON_TZ=): use spec.timeZone"),
-        validation = Rule::new(cron_rules::SCHEDULE_RULE).message(cron_rules::SCHEDULE_MESSAGE)
+        validation = Rule::new(cron_rules::SCHEDULE_RULE).message(cron_rules::SCHEDULE_MESSAGE),
+        validation = Rule::new(cron_rules::EVERY_NONZERO_RULE).message(cron_rules::EVERY_NONZERO_MESSAGE)
     )]
     pub schedule: String,
 
     /// The IANA name of the schedule's time zone. Unset: the control plane's zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
-    #[x_kube(validation = Rule::new(cron_rules::TIME_ZONE_RULE).message(cron_rules::TIME_ZONE_MESSAGE))]
+    #[x_kube(
+        validation = Rule::new(cron_rules::TIME_ZONE_RULE).message(cron_rules::TIME_ZONE_MESSAGE),
+        validation = Rule::new(cron_rules::time_zone_known_rule())
+            .message(kube::core::Message::Expression(cron_rules::TIME_ZONE_KNOWN_MESSAGE.into()))
+    )]
     pub time_zone: Option<String>,
 
     /// Seconds after its scheduled time within which a missed run still starts.

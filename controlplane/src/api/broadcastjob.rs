@@ -65,7 +65,7 @@ pub struct BroadcastJobSpec {
     /// Defaults to 2147483647 (no limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = UNLIMITED_PARALLELISM))]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.parallelism must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.parallelism must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub parallelism: Option<IntOrString>,
 
     /// Template describes the pod run on each node; restartPolicy OnFailure (default)

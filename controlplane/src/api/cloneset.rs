@@ -122,6 +122,8 @@ const IN_PLACE_ONLY_IMAGES: &str = "!has(self.updateStrategy) || !has(self.updat
     validation = workload_rules::selector_not_empty(),
     validation = workload_rules::selector_labels_match(),
     validation = workload_rules::selector_expressions_match(),
+    validation = workload_rules::selector_labels_not_controller_owned(),
+    validation = workload_rules::selector_expressions_not_controller_owned(),
     validation = Rule::new(IN_PLACE_ONLY_IMAGES)
         .message("spec.template: under updateStrategy.type InPlaceOnly only container images and resources (and template metadata) may change")
         .field_path(".template")
@@ -194,7 +196,7 @@ pub struct CloneSetScaleStrategy {
     /// The maximum number of unavailable pods while scaling up (an integer or a
     /// percentage of replicas). Unset: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.scaleStrategy.maxUnavailable must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.scaleStrategy.maxUnavailable must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub max_unavailable: Option<IntOrString>,
 
     /// Do not reuse the PVCs of a pod deleted from outside for its replacement; delete them.
@@ -231,19 +233,19 @@ pub struct CloneSetUpdateStrategy {
     /// Defaults to 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = 0))]
-    #[x_kube(validation = Rule::new(FRACTIONAL_PERCENT_RULE).message("spec.updateStrategy.partition must be an integer >= 0 or a percentage from 0% to 100%, such as 10% or 12.5%"))]
+    #[x_kube(validation = Rule::new(FRACTIONAL_PERCENT_RULE).message("spec.updateStrategy.partition must be an integer from 0 to 2147483647 or a percentage from 0% to 100%, such as 10% or 12.5%"))]
     pub partition: Option<IntOrString>,
 
     /// The maximum number or percentage of unavailable pods during an update. Defaults to 20%.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = DEFAULT_MAX_UNAVAILABLE))]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.maxUnavailable must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.maxUnavailable must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub max_unavailable: Option<IntOrString>,
 
     /// The maximum number or percentage of pods above replicas during an update. Defaults to 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = 0))]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.maxSurge must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.maxSurge must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub max_surge: Option<IntOrString>,
 
     /// Paused stops updates; replicas are still managed.

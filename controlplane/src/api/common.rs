@@ -12,19 +12,36 @@ use serde::{Deserialize, Serialize};
 /// The percentages an int-or-percent field takes: whole numbers from 0% to 100%.
 pub const WHOLE_PERCENT_REGEX: &str = "^(100|[1-9]?[0-9])%$";
 
-/// CEL: an int-or-string field holding an integer >= 0 or a percentage from 0% to 100%
-/// ([`WHOLE_PERCENT_REGEX`]); a fraction such as `"12.5%"` is refused.
-pub const INT_OR_PERCENT_RULE: &str =
-    "type(self) == int ? int(self) >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')";
+/// CEL: an int-or-string field holding an integer from 0 to 2147483647 or a percentage
+/// from 0% to 100% ([`WHOLE_PERCENT_REGEX`]); a fraction such as `"12.5%"` is refused.
+/// The Rust type ([`IntOrString`](k8s_openapi::apimachinery::pkg::util::intstr::IntOrString))
+/// holds an i32: one stored `2147483648` fails every list of the kind. A percentage is at
+/// most 100, and the controllers scale it in i64 or f64 (`workload::rollout`), so no
+/// percentage admitted here overflows.
+pub const INT_OR_PERCENT_RULE: &str = "type(self) == int ? int(self) >= 0 && int(self) <= 2147483647 \
+    : string(self).matches('^(100|[1-9]?[0-9])%$')";
 
 /// The percentages CloneSet `partition` takes (kruise #1124): 0% to 100%, below 100% with
 /// an optional decimal fraction (`"12.5%"`, `"0.01%"`). `"100.0%"` is refused: OpenKruise
 /// tells 100% apart by its spelling.
 pub const FRACTIONAL_PERCENT_REGEX: &str = "^(100|[1-9]?[0-9]([.][0-9]+)?)%$";
 
-/// CEL: an integer >= 0 or a percentage matching [`FRACTIONAL_PERCENT_REGEX`].
-pub const FRACTIONAL_PERCENT_RULE: &str = "type(self) == int ? int(self) >= 0 : \
+/// CEL: an integer from 0 to 2147483647 or a percentage matching
+/// [`FRACTIONAL_PERCENT_REGEX`] (at most 100, scaled in f64).
+pub const FRACTIONAL_PERCENT_RULE: &str = "type(self) == int ? int(self) >= 0 && int(self) <= 2147483647 : \
     string(self).matches('^(100|[1-9]?[0-9]([.][0-9]+)?)%$')";
+
+/// Kubernetes' DNS-1123 subdomain (`IsDNS1123Subdomain`): the names of Secrets, Pods and
+/// Nodes. With `maxLength: 253`.
+pub const DNS_SUBDOMAIN_REGEX: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// The most `pullSecrets` a job names: Kubernetes sets no limit on a pod's
+/// imagePullSecrets, and a pull tries each Secret's credentials, so far above real use (one
+/// per registry) but a bound on the Secrets read for one pull.
+pub const MAX_PULL_SECRETS: usize = 64;
+/// The most node names an ImagePullJob lists: the largest cluster Kubernetes supports
+/// ("Considerations for large clusters": at most 5,000 nodes).
+pub const MAX_NODE_NAMES: usize = 5000;
 
 /// How pods move to a new template revision (CloneSet `updateStrategy.type`, Advanced
 /// StatefulSet `podUpdatePolicy`).
@@ -40,6 +57,11 @@ pub enum PodUpdatePolicy {
     InPlaceOnly,
 }
 
+/// The most weight terms: each holds a label selector whose key rules the apiserver costs
+/// once per term, and an unbounded list of them exceeds its CEL budget. Far above real use
+/// (a handful of terms).
+pub const MAX_WEIGHT_TERMS: usize = 16;
+
 /// Rules that order the pods to update. Only one of orderPriority and weightPriority can be set.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -51,6 +73,7 @@ pub struct UpdatePriorityStrategy {
     pub order_priority: Vec<UpdatePriorityOrderTerm>,
     /// Weight terms: pods are sorted by the sum of the weights of the terms they match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_WEIGHT_TERMS))]
     pub weight_priority: Vec<UpdatePriorityWeightTerm>,
 }
 

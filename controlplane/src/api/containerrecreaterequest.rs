@@ -8,7 +8,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::is_default;
+use super::common::{DNS_SUBDOMAIN_REGEX, is_default};
 
 /// Label with the name of the pod a request restarts containers of.
 pub const POD_NAME_LABEL: &str = "crr.apps.kruise.io/pod-name";
@@ -61,7 +61,7 @@ pub const MAX_CONTAINERS: u32 = 64;
 #[serde(rename_all = "camelCase")]
 pub struct ContainerRecreateRequestSpec {
     /// Name of the pod, in the request's namespace, whose containers are recreated.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_REGEX))]
     pub pod_name: String,
 
     /// The containers to recreate, each named once; they must exist in the pod's

@@ -8,9 +8,10 @@
 //! regular expression cannot see — a range whose start is past its end (`30-10`) — is still
 //! refused by the controller's parser (`advancedcronjob::schedule`) with an event.
 //!
-//! The time-zone rule is Kubernetes' own CronJob validation: each `/`-separated part 1-14
-//! of `A-Za-z.-_0-9+`, and not `Local`. Whether the name is in the IANA database is checked
-//! by the controller.
+//! The time-zone rules are Kubernetes' own CronJob validation (each `/`-separated part 1-14
+//! of `A-Za-z.-_0-9+`, and not `Local`) and the names of the tz database compiled into the
+//! controller ([`time_zone_known_rule`]), so admission and the controller agree on every
+//! name. An `@every` of zero is refused ([`EVERY_NONZERO_RULE`]).
 
 /// A value, range or `*`/`?`, with an optional positive step, over values matching `$v`.
 macro_rules! cron_term {
@@ -68,7 +69,7 @@ macro_rules! schedule_regex {
             "[ \t]+",
             cron_field!(day_of_week!()),
             "|@(yearly|annually|monthly|weekly|daily|midnight|hourly)",
-            "|@every[ \t]+(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|ms|s|m|h))+",
+            "|@every [ \t]*(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|ms|s|m|h))+",
             ")[ \t]*$"
         )
     };
@@ -83,6 +84,27 @@ pub const SCHEDULE_MESSAGE: &str = "spec.schedule must be a cron schedule: five 
 SUN-SAT), each a comma list of *, ?, values and ranges with an optional /step; or one of \
 @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly; or @every <duration>";
 
+/// An `@every` schedule whose duration has a digit other than 0: not `@every 0s`, `@every
+/// 0h0m` or `@every 0.0s`.
+macro_rules! every_nonzero_regex {
+    () => {
+        "^[ \t]*@every [ \t]*[^ \t]*[1-9]"
+    };
+}
+
+/// CEL: an `@every` duration is not zero. The controller (as robfig/cron) runs a duration
+/// below one second every second, so `@every 0s` would start a Job every second; a
+/// negative duration is already refused by [`SCHEDULE_RULE`] (no sign).
+pub const EVERY_NONZERO_RULE: &str = concat!(
+    "!self.matches(r'^[ \t]*@every') || self.matches(r'",
+    every_nonzero_regex!(),
+    "')"
+);
+
+/// What a zero `@every` duration is told.
+pub const EVERY_NONZERO_MESSAGE: &str =
+    "spec.schedule: the @every duration must be above zero, such as @every 5m";
+
 macro_rules! time_zone_regex {
     () => {
         "^[A-Za-z._0-9+-]{1,14}(/[A-Za-z._0-9+-]{1,14})*$"
@@ -95,6 +117,23 @@ pub const TIME_ZONE_RULE: &str = concat!(
     time_zone_regex!(),
     "') && self.lowerAscii() != 'local'"
 );
+
+/// CEL: `spec.timeZone` is a name the controller resolves: one of the names of the tz
+/// database compiled into it (chrono-tz's, the one `advancedcronjob::schedule` reads with
+/// `Tz::from_str`, exact and case-sensitive), generated from that database so admission
+/// and the controller agree on every name. Not an `enum`: the apiserver would list all of
+/// the about 600 names in every refusal.
+pub fn time_zone_known_rule() -> String {
+    let names: Vec<String> = chrono_tz::TZ_VARIANTS
+        .iter()
+        .map(|zone| format!("'{}'", zone.name()))
+        .collect();
+    format!("self in [{}]", names.join(","))
+}
+
+/// What an unknown time zone is told, naming it.
+pub const TIME_ZONE_KNOWN_MESSAGE: &str = "'spec.timeZone: ' + self + ' is not a time zone of the IANA database \
+the control plane reads (names are case-sensitive, such as Europe/Berlin or UTC)'";
 
 /// What a refused time zone is told.
 pub const TIME_ZONE_MESSAGE: &str = "spec.timeZone must be the name of a time zone of the \
@@ -152,6 +191,84 @@ mod tests {
             assert_eq!(regex.is_match(schedule), *valid, "rule on {schedule:?}");
             let parsed = Schedule::parse(schedule, Some("UTC"), Tz::UTC).map(|_| ());
             assert_eq!(parsed.is_ok(), *valid, "parser on {schedule:?}: {parsed:?}");
+        }
+    }
+
+    #[test]
+    fn a_zero_every_is_refused_though_the_controller_would_run_it_every_second() {
+        let nonzero = Regex::new(every_nonzero_regex!()).unwrap();
+        let every = Regex::new(r"^[ \t]*@every").unwrap();
+        let admitted =
+            |s: &str| schedule_regex().is_match(s) && (!every.is_match(s) || nonzero.is_match(s));
+        for (schedule, valid) in [
+            ("@every 0s", false),
+            ("@every 0h0m0s", false),
+            ("@every 0.0s", false),
+            ("@every 00m", false),
+            (" @every   0s ", false),
+            ("@every -1s", false),
+            ("@every 1s", true),
+            ("@every 0.5s", true),
+            ("@every 0h1m", true),
+            ("@every 10s", true),
+            ("@every\t5m", false),
+            ("0 * * * *", true),
+            ("@hourly", true),
+        ] {
+            assert_eq!(admitted(schedule), valid, "{schedule:?}");
+            // What the rules admit, the controller parses.
+            if valid {
+                assert!(
+                    Schedule::parse(schedule, None, Tz::UTC).is_ok(),
+                    "{schedule:?}"
+                );
+            }
+        }
+        // The controller reads a zero duration as one second: only admission refuses it.
+        assert!(Schedule::parse("@every 0s", None, Tz::UTC).is_ok());
+        assert!(Schedule::parse("@every\t5m", None, Tz::UTC).is_err());
+    }
+
+    #[test]
+    fn the_time_zone_list_is_exactly_what_the_controller_resolves() {
+        use std::str::FromStr as _;
+        let rule = super::time_zone_known_rule();
+        let names: Vec<&str> = rule
+            .trim_start_matches("self in [")
+            .trim_end_matches(']')
+            .split(',')
+            .map(|quoted| quoted.trim_matches('\''))
+            .collect();
+        assert!(names.len() > 500, "{} names", names.len());
+        for name in &names {
+            assert!(
+                Tz::from_str(name).is_ok(),
+                "{name} is listed but not resolved"
+            );
+            assert!(!name.contains('\''), "{name} would break the CEL literal");
+        }
+        for resolved in [
+            "UTC",
+            "Europe/Berlin",
+            "US/Eastern",
+            "Etc/GMT+5",
+            "America/Argentina/Buenos_Aires",
+        ] {
+            assert!(Tz::from_str(resolved).is_ok(), "{resolved}");
+            assert!(
+                names.contains(&resolved),
+                "{resolved} is resolved but not listed"
+            );
+        }
+        for refused in [
+            "utc",
+            "europe/berlin",
+            "Mars/Olympus",
+            "Local",
+            "Europe/Berlin ",
+        ] {
+            assert!(Tz::from_str(refused).is_err(), "{refused}");
+            assert!(!names.contains(&refused), "{refused}");
         }
     }
 

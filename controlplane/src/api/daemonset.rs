@@ -98,7 +98,9 @@ const ROLLING_ONLY_WITH_ROLLING: &str =
 #[x_kube(
     validation = workload_rules::selector_not_empty(),
     validation = workload_rules::selector_labels_match(),
-    validation = workload_rules::selector_expressions_match()
+    validation = workload_rules::selector_expressions_match(),
+    validation = workload_rules::selector_labels_not_controller_owned(),
+    validation = workload_rules::selector_expressions_not_controller_owned()
 )]
 pub struct DaemonSetSpec {
     /// Selector is a label query over pods that are managed by the DaemonSet. It must
@@ -126,7 +128,7 @@ pub struct DaemonSetSpec {
     /// integer or a percentage of the nodes that should run the pod. Defaults to 250.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = DEFAULT_BURST_REPLICAS))]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.burstReplicas must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.burstReplicas must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub burst_replicas: Option<IntOrString>,
 
     /// The number of old ControllerRevisions kept for rollback. Defaults to 10.
@@ -198,14 +200,14 @@ pub struct RollingUpdateDaemonSet {
     /// percentage of desiredNumberScheduled (rounded up). Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = DEFAULT_MAX_UNAVAILABLE))]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.rollingUpdate.maxUnavailable must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.rollingUpdate.maxUnavailable must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub max_unavailable: Option<IntOrString>,
 
     /// The most nodes that may run a new pod beside the old one during the update, an
     /// integer or a percentage of desiredNumberScheduled (rounded up). Defaults to 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = 0))]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.rollingUpdate.maxSurge must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.rollingUpdate.maxSurge must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub max_surge: Option<IntOrString>,
 
     /// Only nodes matching this selector are updated (a canary); the others keep their

@@ -9,7 +9,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{CompletionPolicy, INT_OR_PERCENT_RULE, is_default};
+use super::common::{
+    CompletionPolicy, DNS_SUBDOMAIN_REGEX, INT_OR_PERCENT_RULE, MAX_PULL_SECRETS, is_default,
+};
 use super::image_reference as reference;
 use super::imagepulljob::{
     DEADLINE_COVERS_TIMEOUT, ImagePullJobNodeSelector, ImagePullJobSpec, ImagePullPolicy,
@@ -84,8 +86,10 @@ pub struct ImageListPullJobSpec {
     )]
     pub images: Vec<String>,
 
-    /// Names of Secrets in the job's namespace with registry credentials for the pulls.
+    /// Names of Secrets in the job's namespace with registry credentials for the pulls;
+    /// at most 64.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_PULL_SECRETS), inner(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_REGEX)))]
     pub pull_secrets: Vec<String>,
 
     /// Selector is a query over nodes that should pull the images: names, or labels.
@@ -101,7 +105,7 @@ pub struct ImageListPullJobSpec {
     /// The number (or percentage of the matched nodes) pulling each image at the same
     /// time. Defaults to 1; 0 pauses the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.parallelism must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.parallelism must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub parallelism: Option<IntOrString>,
 
     /// Stall timeout and retries of each node's pull (see ImagePullJob). Defaults: 600

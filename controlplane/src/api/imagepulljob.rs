@@ -14,7 +14,10 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{CompletionPolicy, INT_OR_PERCENT_RULE, is_default};
+use super::common::{
+    CompletionPolicy, DNS_SUBDOMAIN_REGEX, INT_OR_PERCENT_RULE, MAX_NODE_NAMES, MAX_PULL_SECRETS,
+    is_default,
+};
 use super::image_reference as reference;
 use super::imagelist::{DEFAULT_BACKOFF_LIMIT, DEFAULT_TIMEOUT_SECONDS};
 
@@ -94,8 +97,10 @@ pub struct ImagePullJobSpec {
     )]
     pub image: String,
 
-    /// Names of Secrets in the job's namespace with registry credentials for the pull.
+    /// Names of Secrets in the job's namespace with registry credentials for the pull; at
+    /// most 64.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_PULL_SECRETS), inner(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_REGEX)))]
     pub pull_secrets: Vec<String>,
 
     /// Selector is a query over nodes that should pull the image: names, or labels.
@@ -111,7 +116,7 @@ pub struct ImagePullJobSpec {
     /// The number (or percentage of the matched nodes) pulling at the same time. Defaults
     /// to 1; 0 pauses the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.parallelism must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.parallelism must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub parallelism: Option<IntOrString>,
 
     /// Stall timeout and retries of each node's pull. Defaults: 600 seconds, 3 retries.
@@ -137,9 +142,11 @@ pub struct ImagePullJobSpec {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.names) || (!has(self.matchLabels) && !has(self.matchExpressions))").message("spec.selector: names cannot be set with matchLabels or matchExpressions"))]
 pub struct ImagePullJobNodeSelector {
-    /// Names of the nodes, each at most once.
+    /// Names of the nodes, each at most once; at most 5000 (the largest cluster Kubernetes
+    /// supports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(merge_strategy = ListMerge::Set)]
+    #[schemars(length(max = MAX_NODE_NAMES), inner(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_REGEX)))]
     pub names: Option<Vec<String>>,
     /// Labels the nodes must carry with these values.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,6 +3,7 @@
 //! from them.
 
 pub mod advancedcronjob;
+pub mod bounds;
 pub mod broadcastjob;
 pub mod cloneset;
 pub mod common;
@@ -21,6 +22,8 @@ mod schema;
 pub mod statefulset;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_bounds;
 #[cfg(test)]
 mod tests_budget;
 #[cfg(test)]
@@ -51,9 +54,10 @@ pub use podunavailablebudget::{
 pub use statefulset::{StatefulSet, StatefulSetSpec, StatefulSetStatus};
 
 /// Every CRD Stevedore serves, in the order they are written to `deploy/crds/`, each in
-/// the versions OpenKruise 1.9 serves it in (`versions`).
+/// the versions OpenKruise 1.9 serves it in (`versions`), with the integer and selector
+/// bounds of [`bounds`] in every schema.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    let crds = vec![
         CloneSet::crd(),
         versions::also_served(ImagePullJob::crd(), &["v1beta1"]),
         ImageList::crd(),
@@ -64,7 +68,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         versions::also_served(DaemonSet::crd(), &["v1beta1"]),
         ContainerRecreateRequest::crd(),
         versions::also_served(ImageListPullJob::crd(), &["v1beta1"]),
-    ]
+    ];
+    crds.into_iter().map(bounds::bound).collect()
 }
 
 /// The file name a CRD is written to: `<group>_<plural>.yaml`, as kubebuilder names them.

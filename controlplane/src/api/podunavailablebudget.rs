@@ -85,13 +85,13 @@ pub struct PodUnavailableBudgetSpec {
     /// The most pods that may be unavailable, as a number or a percentage of the
     /// expected pods. Cannot be set with minAvailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.maxUnavailable must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.maxUnavailable must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub max_unavailable: Option<IntOrString>,
 
     /// The fewest pods that must stay available, as a number or a percentage of the
     /// expected pods. Cannot be set with maxUnavailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.minAvailable must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.minAvailable must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub min_available: Option<IntOrString>,
 }
 

@@ -22,11 +22,24 @@ pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
 /// The default of `revisionHistoryLimit`.
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
 
-/// CEL on `reserveOrdinals`: each entry an integer >= 0 or a range `"<from>-<to>"`.
-pub const RESERVE_ORDINAL_RULE: &str = "self.all(o, type(o) == int ? int(o) >= 0 \
-    : string(o).matches('^[0-9]{1,9}(-[0-9]{1,9})?$'))";
-/// The message of [`RESERVE_ORDINAL_RULE`].
-const RESERVE_ORDINAL_MESSAGE: &str = "spec.reserveOrdinals: each entry must be an integer >= 0 or a range \"<from>-<to>\" such as \"3-5\"";
+/// One ordinal in a `reserveOrdinals` string: digits, any leading zeros, then at most 10
+/// digits, so CEL's `int()` never overflows and the rule can compare it with the i32 limit.
+pub const RESERVE_ORDINAL_REGEX: &str = "^0*[0-9]{1,10}$";
+/// A range `"<from>-<to>"` of two such ordinals.
+pub const RESERVE_RANGE_REGEX: &str = "^0*[0-9]{1,10}-0*[0-9]{1,10}$";
+
+/// CEL on one `reserveOrdinals` entry, exactly what the controller reads
+/// (`statefulset::ordinals::ReservedOrdinals::parse`): an integer from 0 to 2147483647, or
+/// a string of digits (no sign, no blanks) of such an integer, or a range
+/// `"<from>-<to>"` of two with from <= to.
+pub const RESERVE_ORDINAL_RULE: &str = "type(self) == int ? int(self) >= 0 && int(self) <= 2147483647 \
+    : string(self).matches('^0*[0-9]{1,10}$') ? int(string(self)) <= 2147483647 \
+    : string(self).matches('^0*[0-9]{1,10}-0*[0-9]{1,10}$') \
+    && int(string(self).split('-')[0]) <= int(string(self).split('-')[1]) \
+    && int(string(self).split('-')[1]) <= 2147483647";
+/// The message of [`RESERVE_ORDINAL_RULE`]; the apiserver prefixes the entry's path.
+const RESERVE_ORDINAL_MESSAGE: &str = "each spec.reserveOrdinals entry must be an ordinal from 0 to 2147483647 \
+or a range \"<from>-<to>\" of two with from <= to, such as \"3-5\"";
 
 /// `reserveOrdinals`: int-or-string entries, bounded in number and length so the CEL
 /// cost estimate stays in the apiserver's budget.
@@ -35,8 +48,11 @@ fn reserve_ordinals_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schem
         "type": "array",
         "description": "Ordinals to skip: integers and ranges like \"3-5\". A pod on a reserved ordinal is deleted; replicas still counts pods, which take the next free ordinals.",
         "maxItems": 1024,
-        "items": { "x-kubernetes-int-or-string": true, "maxLength": 32 },
-        "x-kubernetes-validations": [{ "rule": RESERVE_ORDINAL_RULE, "message": RESERVE_ORDINAL_MESSAGE }]
+        "items": {
+            "x-kubernetes-int-or-string": true,
+            "maxLength": 32,
+            "x-kubernetes-validations": [{ "rule": RESERVE_ORDINAL_RULE, "message": RESERVE_ORDINAL_MESSAGE }]
+        }
     })
 }
 
@@ -126,6 +142,8 @@ const CLAIM_TEMPLATES_FIXED: &str = "(has(self.volumeClaimTemplates) ? self.volu
     validation = workload_rules::selector_not_empty(),
     validation = workload_rules::selector_labels_match(),
     validation = workload_rules::selector_expressions_match(),
+    validation = workload_rules::selector_labels_not_controller_owned(),
+    validation = workload_rules::selector_expressions_not_controller_owned(),
     validation = Rule::new(UNORDERED_NEEDS_PARALLEL)
         .message("spec.updateStrategy.rollingUpdate.unorderedUpdate works only with podManagementPolicy Parallel")
         .field_path(".updateStrategy.rollingUpdate.unorderedUpdate"),
@@ -263,7 +281,7 @@ pub struct StatefulSetScaleStrategy {
     /// The maximum number of unavailable pods while scaling up (an integer or a
     /// percentage of replicas); Parallel only. Unset: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.scaleStrategy.maxUnavailable must be an integer >= 0 or a percentage from 0% to 100%"))]
+    #[x_kube(validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.scaleStrategy.maxUnavailable must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"))]
     pub max_unavailable: Option<IntOrString>,
 }
 
@@ -308,7 +326,7 @@ pub struct RollingUpdateStatefulSetStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = DEFAULT_MAX_UNAVAILABLE))]
     #[x_kube(
-        validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.rollingUpdate.maxUnavailable must be an integer >= 0 or a percentage from 0% to 100%"),
+        validation = Rule::new(INT_OR_PERCENT_RULE).message("spec.updateStrategy.rollingUpdate.maxUnavailable must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"),
         validation = Rule::new("type(self) == int ? int(self) != 0 : string(self) != '0%'").message("spec.updateStrategy.rollingUpdate.maxUnavailable must not be 0: no pod could ever be updated")
     )]
     pub max_unavailable: Option<IntOrString>,

@@ -188,7 +188,7 @@ fn only_partition_takes_a_fractional_percentage() {
     ] {
         assert!(
             crd.contains(&format!(
-                "{field} must be an integer >= 0 or a percentage from 0% to 100%"
+                "{field} must be an integer from 0 to 2147483647 or a percentage from 0% to 100%"
             )),
             "{field}"
         );

@@ -184,7 +184,7 @@ fn admission_rules_name_their_field() {
         );
     }
     let props = &spec["properties"];
-    assert!(rule_messages(&props["reserveOrdinals"])[0].contains("spec.reserveOrdinals"));
+    assert!(rule_messages(&props["reserveOrdinals"]["items"])[0].contains("spec.reserveOrdinals"));
     assert!(
         rule_messages(&props["updateStrategy"])[0].contains("spec.updateStrategy.rollingUpdate")
     );
@@ -256,4 +256,69 @@ fn every_field_is_described() {
     let mut missing = Vec::new();
     undescribed(&schema, "", &mut missing);
     assert!(missing.is_empty(), "no description for {missing:?}");
+}
+
+/// The admission rule on a `reserveOrdinals` entry, read in Rust (its regexes and the
+/// i32 and from <= to comparisons), admits exactly what the controller parses.
+#[test]
+fn the_reserve_ordinals_rule_admits_exactly_what_the_controller_parses() {
+    use super::statefulset::{RESERVE_ORDINAL_REGEX, RESERVE_ORDINAL_RULE, RESERVE_RANGE_REGEX};
+    use crate::statefulset::ordinals::ReservedOrdinals;
+
+    for regex in [RESERVE_ORDINAL_REGEX, RESERVE_RANGE_REGEX] {
+        assert!(
+            RESERVE_ORDINAL_RULE.contains(&format!("matches('{regex}')")),
+            "{regex}"
+        );
+    }
+    let single = regex::Regex::new(RESERVE_ORDINAL_REGEX).expect("valid");
+    let range = regex::Regex::new(RESERVE_RANGE_REGEX).expect("valid");
+    let max = i64::from(i32::MAX);
+    // What the rule computes, step by step as CEL does.
+    let admitted = |text: &str| {
+        if single.is_match(text) {
+            text.parse::<i64>().is_ok_and(|n| n <= max)
+        } else if range.is_match(text) {
+            let (from, to) = text.split_once('-').expect("a range");
+            let (from, to) = (from.parse::<i64>().unwrap(), to.parse::<i64>().unwrap());
+            from <= to && to <= max
+        } else {
+            false
+        }
+    };
+    let long_zeros = format!("{}7", "0".repeat(25));
+    for text in [
+        "0",
+        "7",
+        "3-5",
+        "5-5",
+        "2147483647",
+        "0-2147483647",
+        "2147483648",
+        "1-2147483648",
+        "9999999999",
+        "99999999999",
+        "5-3",
+        "-1",
+        "1-",
+        "-",
+        "",
+        " 1",
+        "1 ",
+        "+1",
+        "1-2-3",
+        "a",
+        "1.5",
+        "0x1",
+        "007",
+        "007-010",
+        long_zeros.as_str(),
+        "1e3",
+    ] {
+        let controller = ReservedOrdinals::parse(&[IntOrString::String(text.to_owned())]).is_ok();
+        assert_eq!(admitted(text), controller, "{text:?}");
+    }
+    assert!(ReservedOrdinals::parse(&[IntOrString::Int(-1)]).is_err());
+    assert!(ReservedOrdinals::parse(&[IntOrString::Int(i32::MAX)]).is_ok());
+    assert!(RESERVE_ORDINAL_RULE.contains("int(self) >= 0 && int(self) <= 2147483647"));
 }

@@ -111,6 +111,90 @@ pub fn selector_expressions_match() -> Rule {
         .field_path(".selector.matchExpressions")
 }
 
+/// The labels a pod-set controller (CloneSet, Advanced StatefulSet, Advanced DaemonSet)
+/// writes on the pods it creates, over whatever the template says, or changes over a
+/// pod's life: the instance id (`cloneset::pods`), the revision labels
+/// (`workload::revision_adapter`), the ordinal labels (`statefulset::ordinals`) and the
+/// lifecycle state (`workload::lifecycle`). A selector that names one of them either
+/// selects a value the controller then overwrites, or stops selecting the pod when the
+/// label changes: the controller creates a pod it never claims, and another, without end.
+/// So every pod-set kind refuses them in its selector, with any operator (`DoesNotExist`
+/// too: the controller adds the label). One list for the three kinds: each label is a
+/// per-pod or per-revision value no workload selector can sensibly name, so YAML that names
+/// one was already a runaway. OpenKruise's webhooks do not refuse them; the native
+/// StatefulSet's selector must match its template, whose labels cannot carry a pod's name.
+/// The controllers' constants are checked against this list by `tests_bounds`.
+pub const CONTROLLER_OWNED_POD_LABELS: [&str; 6] = [
+    "apps.kruise.io/cloneset-instance-id",
+    "controller-revision-hash",
+    "pod-template-hash",
+    "statefulset.kubernetes.io/pod-name",
+    "apps.kubernetes.io/pod-index",
+    "lifecycle.apps.kruise.io/state",
+];
+
+/// What a selector naming a controller-owned label is told, after the label. Inside a CEL
+/// string literal, so without single quotes.
+pub const CONTROLLER_OWNED_MESSAGE: &str = " is a label the controller writes on its pods, over the value in the \
+template: a selector naming it would stop selecting the pods the controller creates";
+
+/// CEL: `names(label)` for some controller-owned label, ORed over the list.
+fn any_owned(names: fn(&str) -> String) -> String {
+    let terms: Vec<String> = CONTROLLER_OWNED_POD_LABELS
+        .iter()
+        .map(|l| names(l))
+        .collect();
+    terms.join(" || ")
+}
+
+/// CEL: the first controller-owned label `names(label)` holds for. Only evaluated when one
+/// does, so the last label is the fallback. A chain of ternaries, not `filter(...)[0]`: the
+/// apiserver estimates a `filter` over a selector at more than 100 times its budget.
+fn first_owned(names: fn(&str) -> String) -> String {
+    let mut labels = CONTROLLER_OWNED_POD_LABELS.iter().rev();
+    let last = labels.next().copied().unwrap_or_default();
+    labels.fold(format!("'{last}'"), |chain, label| {
+        format!("({} ? '{label}' : {chain})", names(label))
+    })
+}
+
+/// CEL: `label` is a matchLabels key (a map lookup).
+fn in_match_labels(label: &str) -> String {
+    format!("('{label}' in self.selector.matchLabels)")
+}
+
+/// CEL: a matchExpressions requirement names `label`.
+fn in_match_expressions(label: &str) -> String {
+    format!("self.selector.matchExpressions.exists(r, r.key == '{label}')")
+}
+
+/// CEL: no matchLabels key is a controller-owned label; the message names the first.
+pub fn selector_labels_not_controller_owned() -> Rule {
+    Rule::new(format!(
+        "!has(self.selector.matchLabels) || !({})",
+        any_owned(in_match_labels)
+    ))
+    .message(Message::Expression(format!(
+        "'spec.selector.matchLabels: ' + {} + '{CONTROLLER_OWNED_MESSAGE}'",
+        first_owned(in_match_labels)
+    )))
+    .field_path(".selector.matchLabels")
+}
+
+/// CEL: no matchExpressions requirement names a controller-owned label; the message names
+/// the first.
+pub fn selector_expressions_not_controller_owned() -> Rule {
+    Rule::new(format!(
+        "!has(self.selector.matchExpressions) || !({})",
+        any_owned(in_match_expressions)
+    ))
+    .message(Message::Expression(format!(
+        "'spec.selector.matchExpressions: ' + {} + '{CONTROLLER_OWNED_MESSAGE}'",
+        first_owned(in_match_expressions)
+    )))
+    .field_path(".selector.matchExpressions")
+}
+
 /// CEL: an int-or-percent value (`x` is a field path) that is zero: `0` or `"0%"`.
 macro_rules! is_zero {
     ($x:literal) => {

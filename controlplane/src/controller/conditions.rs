@@ -31,8 +31,13 @@ pub fn find<'a, C: StatusCondition>(conditions: &'a [C], type_: &str) -> Option<
     conditions.iter().find(|c| c.condition_type() == type_)
 }
 
+/// The longest condition message written: `metav1.Condition`'s limit (its `message` has
+/// `maxLength: 32768`). A message is built from what the apiserver or an agent said, which
+/// can be any length; one of 100 KiB would make every status write of the object large.
+pub const MESSAGE_MAX_BYTES: usize = 32768;
+
 /// Sets the condition of `type_`, keeping its transition time when the status does not
-/// change.
+/// change. The message is cut to [`MESSAGE_MAX_BYTES`].
 pub fn set_condition<C: StatusCondition>(
     conditions: &mut Vec<C>,
     type_: &str,
@@ -41,6 +46,7 @@ pub fn set_condition<C: StatusCondition>(
     message: String,
     now: Timestamp,
 ) {
+    let message = super::events::truncate(message, MESSAGE_MAX_BYTES);
     let status = bool_status(value);
     match conditions.iter_mut().find(|c| c.condition_type() == type_) {
         Some(existing) => {
@@ -194,6 +200,30 @@ mod tests {
             find(&conditions, "Progressing").map(|c| c.last_transition_time.clone()),
             Some(Some(Time(at(30))))
         );
+    }
+
+    #[test]
+    fn a_long_message_is_cut_to_the_condition_limit() {
+        let mut conditions: Vec<CloneSetCondition> = Vec::new();
+        let long = "é".repeat(60 * 1024);
+        set_problem(&mut conditions, "FailedScale", Some(&long), at(0));
+        set_condition(
+            &mut conditions,
+            "Progressing",
+            true,
+            "R",
+            long.clone(),
+            at(0),
+        );
+        for condition in &conditions {
+            assert_eq!(
+                condition.message.len(),
+                MESSAGE_MAX_BYTES,
+                "{}",
+                condition.type_
+            );
+            assert!(long.starts_with(&condition.message));
+        }
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl EventSink {
         let event = Event {
             type_,
             reason: reason.to_owned(),
-            note: Some(truncate(note, 1024)),
+            note: Some(truncate(note, NOTE_MAX_BYTES)),
             action: action.to_owned(),
             secondary: None,
         };
@@ -88,8 +88,12 @@ impl EventSink {
     }
 }
 
-/// Events cap the note at 1 kB; cut on a character boundary.
-fn truncate(mut note: String, max: usize) -> String {
+/// The apiserver refuses an Event whose `note` is longer (events.k8s.io/v1 validation,
+/// `NoteLengthLimit`), so a long note would lose the whole Event.
+pub const NOTE_MAX_BYTES: usize = 1024;
+
+/// `note` cut to at most `max` bytes, on a character boundary.
+pub(crate) fn truncate(mut note: String, max: usize) -> String {
     if note.len() > max {
         let mut end = max;
         while !note.is_char_boundary(end) {
