@@ -1,7 +1,8 @@
-//! Per-object decoding of a watch: each kind is watched untyped ([`DynamicObject`]) and every
-//! object is turned into the kind's Rust type on its own, so one stored object that does not
-//! fit the type (a field out of its range, a string where a number belongs) costs only that
-//! object, never the list of its whole kind.
+//! Per-object decoding of a watch: each kind is watched as [`Decoded<K>`], whose every item
+//! of a list or watch event is decoded on its own (through a JSON value held only while that
+//! one item decodes), so one stored object that does not fit the kind's Rust type (a field
+//! out of its range, a string where a number belongs) costs only that object, never the
+//! list of its whole kind. A page of a list holds decoded objects, as a typed watch's does.
 //!
 //! [`Decoder::step`] is the pure rule: a watch event in, the event the store applies and at
 //! most one new [`Undecodable`] report out. It holds no client; `stores.rs` carries the
@@ -21,12 +22,14 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use std::borrow::Cow;
+
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{ApiResource, DynamicObject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt as _};
-use serde::de::DeserializeOwned;
+use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 
 /// An object of a watched kind that does not decode into its Rust type: skipped, and
 /// reported on itself.
@@ -92,32 +95,101 @@ pub struct DecodeError {
     pub error: String,
 }
 
-/// Decodes one untyped object into `K`, naming the field where it fails.
-pub fn decode<K: DeserializeOwned>(object: DynamicObject) -> Result<K, DecodeError> {
-    let DynamicObject {
-        types,
-        metadata,
-        data,
-    } = object;
-    // The flattened rest of the object is always a map; anything else decodes as if empty
-    // and is then refused by `K` itself.
-    let mut fields = match data {
-        serde_json::Value::Object(fields) => fields,
-        _ => serde_json::Map::new(),
-    };
-    if let Some(types) = types {
-        fields.insert("apiVersion".to_owned(), types.api_version.into());
-        fields.insert("kind".to_owned(), types.kind.into());
+/// One object of a kind `K` as a list or watch event delivers it: decoded, or not, with
+/// what names it. Deserializing it never fails on what `K` refuses.
+#[derive(Clone, Debug)]
+pub enum Decoded<K> {
+    Object(K),
+    Undecodable {
+        /// The object's namespace, name, uid and resourceVersion only; boxed, as the rare
+        /// case should not make every item of a list larger.
+        metadata: Box<ObjectMeta>,
+        error: DecodeError,
+    },
+}
+
+impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(deserializer).map(decode)
     }
-    let metadata = serde_json::to_value(metadata).map_err(|err| DecodeError {
-        field: "metadata".to_owned(),
-        error: err.to_string(),
-    })?;
-    fields.insert("metadata".to_owned(), metadata);
-    serde_path_to_error::deserialize(serde_json::Value::Object(fields)).map_err(|err| DecodeError {
-        field: err.path().to_string(),
-        error: err.inner().to_string(),
-    })
+}
+
+/// Decodes one object into `K`, naming the field where it fails.
+pub fn decode<K: DeserializeOwned>(object: serde_json::Value) -> Decoded<K> {
+    // What names the object, taken before the value is consumed.
+    let metadata = Box::new(identity(&object));
+    match serde_path_to_error::deserialize(object) {
+        Ok(decoded) => Decoded::Object(decoded),
+        Err(err) => Decoded::Undecodable {
+            metadata,
+            error: DecodeError {
+                field: err.path().to_string(),
+                error: err.inner().to_string(),
+            },
+        },
+    }
+}
+
+/// The namespace, name, uid and resourceVersion of an object, as far as they are strings.
+fn identity(object: &serde_json::Value) -> ObjectMeta {
+    let field = |name: &str| {
+        object
+            .get("metadata")
+            .and_then(|metadata| metadata.get(name))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    ObjectMeta {
+        namespace: field("namespace"),
+        name: field("name"),
+        uid: field("uid"),
+        resource_version: field("resourceVersion"),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The watch asks for `K`'s resource and keys objects by their metadata, either way.
+impl<K: Resource> Resource for Decoded<K> {
+    type DynamicType = K::DynamicType;
+    type Scope = K::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::group(dt)
+    }
+
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::version(dt)
+    }
+
+    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+
+    fn url_path(dt: &Self::DynamicType, namespace: Option<&str>) -> String {
+        K::url_path(dt, namespace)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Self::Object(object) => object.meta(),
+            Self::Undecodable { metadata, .. } => metadata,
+        }
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Self::Object(object) => object.meta_mut(),
+            Self::Undecodable { metadata, .. } => metadata,
+        }
+    }
 }
 
 /// Whether an object comes from a list (`InitApply`) or a change (`Apply`).
@@ -134,7 +206,6 @@ type Key = (Option<String>, String);
 /// decode (and at which resourceVersion each was last reported) so each is reported once
 /// per version, however often it is listed again.
 pub struct Decoder<K> {
-    resource: ApiResource,
     /// Objects that did not decode at their latest version seen, with that version.
     undecodable: HashMap<Key, Option<String>>,
     /// During a list: those known before it began that it has not shown yet. Dropped when
@@ -149,7 +220,6 @@ where
 {
     pub fn new() -> Self {
         Self {
-            resource: ApiResource::erase::<K>(&()),
             undecodable: HashMap::new(),
             unlisted: HashMap::new(),
             kind: PhantomData,
@@ -165,7 +235,7 @@ where
     /// Decodes `event`; `last_good` looks up the copy the store holds now.
     pub fn step(
         &mut self,
-        event: watcher::Event<DynamicObject>,
+        event: watcher::Event<Decoded<K>>,
         last_good: impl Fn(&ObjectRef<K>) -> Option<Arc<K>>,
     ) -> Step<K> {
         match event {
@@ -184,11 +254,12 @@ where
                 let key = key_of(&object);
                 self.undecodable.remove(&key);
                 self.unlisted.remove(&key);
-                let reference = object_ref::<K>(&key);
-                let event = match decode::<K>(object) {
-                    Ok(object) => Some(object),
+                let event = match object {
+                    Decoded::Object(object) => Some(object),
                     // Removed by the copy the store holds, if any: the store keys by name.
-                    Err(_) => last_good(&reference).map(|kept| (*kept).clone()),
+                    Decoded::Undecodable { .. } => {
+                        last_good(&object_ref::<K>(&key)).map(|kept| (*kept).clone())
+                    }
                 };
                 Step {
                     event: event.map(watcher::Event::Delete),
@@ -203,15 +274,13 @@ where
     /// the list's swap would drop it), or left as it is for a change.
     fn applied(
         &mut self,
-        object: DynamicObject,
+        object: Decoded<K>,
         last_good: impl Fn(&ObjectRef<K>) -> Option<Arc<K>>,
         listing: Listing,
     ) -> Step<K> {
         let key = key_of(&object);
-        let version = object.resource_version();
-        let reference = self.reference(&object);
-        match decode::<K>(object) {
-            Ok(decoded) => {
+        match object {
+            Decoded::Object(decoded) => {
                 self.undecodable.remove(&key);
                 self.unlisted.remove(&key);
                 Step::apply(match listing {
@@ -219,14 +288,18 @@ where
                     Listing::No => watcher::Event::Apply(decoded),
                 })
             }
-            Err(DecodeError { field, error }) => {
+            Decoded::Undecodable {
+                metadata,
+                error: DecodeError { field, error },
+            } => {
+                let version = metadata.resource_version.clone();
                 let kept = last_good(&object_ref::<K>(&key));
                 let reported = self
                     .unlisted
                     .remove(&key)
                     .or_else(|| self.undecodable.get(&key).cloned());
                 let report = (reported.as_ref() != Some(&version)).then(|| Undecodable {
-                    object: reference,
+                    object: reference::<K>(*metadata),
                     field,
                     error,
                     last_good_kept: kept.is_some(),
@@ -240,18 +313,6 @@ where
             }
         }
     }
-
-    fn reference(&self, object: &DynamicObject) -> ObjectReference {
-        ObjectReference {
-            api_version: Some(self.resource.api_version.clone()),
-            kind: Some(self.resource.kind.clone()),
-            namespace: object.metadata.namespace.clone(),
-            name: object.metadata.name.clone(),
-            uid: object.metadata.uid.clone(),
-            resource_version: object.metadata.resource_version.clone(),
-            field_path: None,
-        }
-    }
 }
 
 impl<K> Default for Decoder<K>
@@ -263,8 +324,25 @@ where
     }
 }
 
-fn key_of(object: &DynamicObject) -> Key {
-    (object.metadata.namespace.clone(), object.name_any())
+fn key_of<K: Resource>(object: &Decoded<K>) -> Key {
+    let metadata = object.meta();
+    (
+        metadata.namespace.clone(),
+        metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The object an Event about it is put on.
+fn reference<K: Resource<DynamicType = ()>>(metadata: ObjectMeta) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        namespace: metadata.namespace,
+        name: metadata.name,
+        uid: metadata.uid,
+        resource_version: metadata.resource_version,
+        field_path: None,
+    }
 }
 
 fn object_ref<K: Resource<DynamicType = ()>>((namespace, name): &Key) -> ObjectRef<K> {

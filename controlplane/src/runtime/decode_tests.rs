@@ -5,27 +5,28 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt as _;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use serde_json::json;
 
 use super::*;
 
 /// A ConfigMap as the apiserver lists it; `data` may hold what a ConfigMap cannot.
-fn config_map(name: &str, version: &str, data: serde_json::Value) -> DynamicObject {
+fn config_map(name: &str, version: &str, data: serde_json::Value) -> Decoded<ConfigMap> {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
                      "resourceVersion": version},
         "data": data,
     }))
-    .expect("a DynamicObject")
+    .expect("deserializing never fails on what the type refuses")
 }
 
-fn good(name: &str, version: &str) -> DynamicObject {
+fn good(name: &str, version: &str) -> Decoded<ConfigMap> {
     config_map(name, version, json!({"key": version}))
 }
 
 /// `data.key` holds a number where a ConfigMap holds strings.
-fn poison(name: &str, version: &str) -> DynamicObject {
+fn poison(name: &str, version: &str) -> Decoded<ConfigMap> {
     config_map(name, version, json!({"key": 1}))
 }
 
@@ -49,7 +50,10 @@ impl Pipeline {
     }
 
     /// Feeds `event`; returns what the store applied.
-    fn feed(&mut self, event: watcher::Event<DynamicObject>) -> Option<watcher::Event<ConfigMap>> {
+    fn feed(
+        &mut self,
+        event: watcher::Event<Decoded<ConfigMap>>,
+    ) -> Option<watcher::Event<ConfigMap>> {
         let store = self.store.clone();
         let step = self.decoder.step(event, |key| store.get(key));
         if let Some(event) = &step.event {
@@ -59,7 +63,7 @@ impl Pipeline {
         step.event
     }
 
-    fn list(&mut self, objects: Vec<DynamicObject>) {
+    fn list(&mut self, objects: Vec<Decoded<ConfigMap>>) {
         self.feed(watcher::Event::Init);
         for object in objects {
             self.feed(watcher::Event::InitApply(object));
@@ -220,8 +224,8 @@ fn an_undecodable_object_gone_by_the_next_list_is_no_longer_counted() {
 
 #[test]
 fn decode_names_the_field_and_serdes_message() {
-    let deployment = |max_unavailable: serde_json::Value| -> DynamicObject {
-        serde_json::from_value(json!({
+    let deployment = |max_unavailable: serde_json::Value| -> serde_json::Value {
+        json!({
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": {"name": "web", "namespace": "default"},
@@ -231,12 +235,11 @@ fn decode_names_the_field_and_serdes_message() {
                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
                 "strategy": {"rollingUpdate": {"maxUnavailable": max_unavailable}},
             },
-        }))
-        .expect("a DynamicObject")
+        })
     };
     // What decoding gives: nothing to say, or the field and serde's message.
     type Outcome = Result<(), (&'static str, &'static str)>;
-    let cases: [(DynamicObject, Outcome); 5] = [
+    let cases: [(serde_json::Value, Outcome); 5] = [
         (deployment(json!(1)), Ok(())),
         (deployment(json!("25%")), Ok(())),
         (deployment(json!(2_147_483_647_i64)), Ok(())),
@@ -256,16 +259,70 @@ fn decode_names_the_field_and_serdes_message() {
         ),
     ];
     for (object, expected) in cases {
-        let decoded = decode::<Deployment>(object.clone());
-        let got = decoded
-            .as_ref()
-            .map(|_| ())
-            .map_err(|err| (err.field.as_str(), err.error.as_str()));
-        assert_eq!(got, expected, "{object:?}");
-        if let Ok(deployment) = decoded {
-            assert_eq!(deployment.name_any(), "web", "metadata is kept");
-        }
+        let got = match decode::<Deployment>(object.clone()) {
+            Decoded::Object(deployment) => {
+                assert_eq!(deployment.name_any(), "web", "metadata is kept");
+                Ok(())
+            }
+            Decoded::Undecodable { metadata, error } => {
+                assert_eq!(metadata.name.as_deref(), Some("web"), "named: {metadata:?}");
+                assert_eq!(metadata.namespace.as_deref(), Some("default"));
+                Err((error.field, error.error))
+            }
+        };
+        let expected = expected.map_err(|(field, error)| (field.to_owned(), error.to_owned()));
+        assert_eq!(got, expected, "{object}");
     }
+}
+
+/// The list a typed watch failed on whole: with `Decoded` items it reads, each item on its
+/// own.
+#[test]
+fn a_list_decodes_item_by_item() {
+    let list = json!({
+        "kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"},
+        "items": [
+            {"metadata": {"name": "a", "namespace": "default", "resourceVersion": "1"},
+             "data": {"key": "1"}},
+            {"metadata": {"name": "b", "namespace": "default", "resourceVersion": "2",
+                          "uid": "uid-b"},
+             "data": {"key": 2}},
+        ],
+    });
+    let typed = serde_json::from_value::<kube::core::ObjectList<ConfigMap>>(list.clone());
+    assert!(typed.is_err(), "the whole typed list fails: {typed:?}");
+
+    let decoded: kube::core::ObjectList<Decoded<ConfigMap>> =
+        serde_json::from_value(list).expect("the list reads");
+    let items: Vec<_> = decoded
+        .items
+        .iter()
+        .map(|item| match item {
+            Decoded::Object(cm) => (cm.name_any(), None),
+            Decoded::Undecodable { metadata, error } => (
+                metadata.name.clone().unwrap_or_default(),
+                Some((
+                    metadata.uid.clone(),
+                    metadata.resource_version.clone(),
+                    error.field.clone(),
+                )),
+            ),
+        })
+        .collect();
+    assert_eq!(
+        items,
+        [
+            ("a".to_owned(), None),
+            (
+                "b".to_owned(),
+                Some((
+                    Some("uid-b".to_owned()),
+                    Some("2".to_owned()),
+                    "data.key".to_owned()
+                ))
+            ),
+        ]
+    );
 }
 
 #[test]

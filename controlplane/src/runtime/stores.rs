@@ -4,7 +4,7 @@
 //! backoff forever, so a kind whose CRD is not installed yet simply stays not-synced (and
 //! `/readyz` says so) until it appears.
 //!
-//! Each kind is watched untyped and decoded object by object ([`super::decode`]): an object
+//! Each kind is decoded object by object ([`super::decode`]): an object
 //! that does not fit the kind's Rust type is skipped, counted, logged and reported (sent to
 //! the wiring, which puts a Warning Event on it), while every other object of the kind is
 //! served; a store keeps the last copy it could read of an object that stops decoding.
@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt as _;
-use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt as _};
@@ -37,7 +36,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::decode::{Decoder, Undecodable};
+use super::decode::{Decoded, Decoder, Undecodable};
 use super::metrics::Metrics;
 
 /// The set of stores a binary starts, chosen by its wiring and given to
@@ -294,8 +293,8 @@ struct Follower<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
-    /// The kind, watched untyped so that each object is decoded on its own.
-    api: Api<DynamicObject>,
+    /// The kind, each object of a list or event decoded on its own.
+    api: Api<Decoded<K>>,
     keep_managed_fields: bool,
     writer: Writer<K>,
     /// The store `writer` fills, for the last good copy of an object that stops decoding.
@@ -323,7 +322,7 @@ where
         reporter: Reporter,
     ) -> Self {
         Self {
-            api: Api::all_with(client, &ApiResource::erase::<K>(&())),
+            api: Api::all(client),
             keep_managed_fields: options.keep_managed_fields,
             store: writer.as_reader(),
             writer,
@@ -347,7 +346,7 @@ where
             let keep_managed_fields = self.keep_managed_fields;
             let events = watcher(self.api.clone(), watcher::Config::default())
                 .default_backoff()
-                .modify(move |object: &mut DynamicObject| {
+                .modify(move |object: &mut Decoded<K>| {
                     if !keep_managed_fields {
                         object.managed_fields_mut().clear();
                     }
@@ -377,7 +376,7 @@ where
         }
     }
 
-    fn apply(&mut self, term: u64, event: watcher::Event<DynamicObject>) {
+    fn apply(&mut self, term: u64, event: watcher::Event<Decoded<K>>) {
         let store = &self.store;
         let step = self.decoder.step(event, |key| store.get(key));
         let reported = step.report.is_some();
