@@ -34,6 +34,7 @@ use crate::daemonset::DaemonSetController;
 use crate::imagelist::Distributor;
 use crate::imagelistpulljob::ImageListPullJobController;
 use crate::imagepulljob::ImagePullJobController;
+use crate::runtime::decode::Undecodable;
 use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeError, shutdown_on_signal};
@@ -232,6 +233,13 @@ async fn start_workloads(
     }
 
     let events = EventSink::new(client.clone(), &workloads.identity);
+    if let Some(reports) = running.undecodable.take() {
+        running.spawn(report_undecodable(
+            reports,
+            events.clone(),
+            shutdown.clone(),
+        ));
+    }
     let restarts: Arc<dyn ContainerRestarts> = Arc::new(agents.clone());
     let agents: Arc<dyn PodConditions> = Arc::new(agents);
     let controllers = Controllers {
@@ -244,6 +252,26 @@ async fn start_workloads(
     start_pod_sets(running, &controllers, agents, shutdown)?;
     start_container_recreates(running, &controllers, restarts, shutdown)?;
     start_jobs(running, &controllers, shutdown)
+}
+
+/// Puts a Warning Event on each object a cache could not decode (the stores send one report
+/// per object and resourceVersion). Every replica reports what its own caches skip, leader
+/// or not: a replica whose caches are blind to an object says so.
+async fn report_undecodable(
+    mut reports: tokio::sync::mpsc::Receiver<Undecodable>,
+    events: EventSink,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let report = tokio::select! {
+            () = shutdown.cancelled() => return,
+            report = reports.recv() => report,
+        };
+        let Some(report) = report else { return };
+        events
+            .warning(&report.object, "Undecodable", "Decode", report.note())
+            .await;
+    }
 }
 
 /// The ContainerRecreateRequest controller and its triggers, as `--controllers` says.

@@ -1,5 +1,6 @@
 //! The control plane's Prometheus metrics: reconciles per workload kind, whether this
-//! replica leads, and the calls it makes to node agents. Reconcilers (still to come)
+//! replica leads, the calls it makes to node agents, and the objects its caches cannot
+//! decode. Reconcilers (still to come)
 //! record through `ReconcileTimer`; the agent pool through `observe_agent_rpc`.
 
 use std::sync::Arc;
@@ -64,6 +65,8 @@ pub struct Metrics {
     leader: Gauge,
     agent_rpcs_total: Family<AgentRpcLabels, Counter>,
     agent_rpc_duration_seconds: MethodHistogramFamily,
+    cache_undecodable_reports_total: Family<KindLabel, Counter>,
+    cache_undecodable_objects: Family<KindLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -129,6 +132,21 @@ impl Metrics {
             "Time from sending a call to a node agent until its answer or deadline, by method",
             agent_rpc_duration_seconds.clone(),
         );
+        // Per kind, apart from the reconciles: an object the cache skips never reaches a
+        // reconcile to fail in.
+        let cache_undecodable_reports_total = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "cache_undecodable_reports",
+            "Objects the cache skipped because they do not decode, counted once per object \
+             and resourceVersion, by kind",
+            cache_undecodable_reports_total.clone(),
+        );
+        let cache_undecodable_objects = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "cache_undecodable_objects",
+            "Objects whose latest version the cache could not decode, by kind",
+            cache_undecodable_objects.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             reconciles_total,
@@ -139,6 +157,8 @@ impl Metrics {
             leader,
             agent_rpcs_total,
             agent_rpc_duration_seconds,
+            cache_undecodable_reports_total,
+            cache_undecodable_objects,
         }
     }
 
@@ -188,6 +208,22 @@ impl Metrics {
                 method: method.to_owned(),
             })
             .observe(seconds);
+    }
+
+    /// Counts one object of `kind` the cache skipped at a version not counted before, and
+    /// sets how many of the kind do not decode now.
+    pub fn observe_undecodable(&self, kind: &str, reported: bool, undecodable: usize) {
+        let label = KindLabel {
+            kind: kind.to_owned(),
+        };
+        if reported {
+            self.cache_undecodable_reports_total
+                .get_or_create(&label)
+                .inc();
+        }
+        self.cache_undecodable_objects
+            .get_or_create(&label)
+            .set(i64::try_from(undecodable).unwrap_or(i64::MAX));
     }
 
     /// The OpenMetrics text exposition.
@@ -259,6 +295,24 @@ mod tests {
             "stevedore_controlplane_agent_rpcs_total{method=\"SetPodCondition\",code=\"Ok\"} 2",
             "stevedore_controlplane_agent_rpcs_total{method=\"SetPodCondition\",code=\"Unavailable\"} 1",
             "stevedore_controlplane_agent_rpc_duration_seconds_count{method=\"SetPodCondition\"} 3",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in:\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn encodes_undecodable_objects_by_kind() {
+        let metrics = Metrics::new();
+        metrics.observe_undecodable("CloneSet", true, 1);
+        metrics.observe_undecodable("CloneSet", true, 2);
+        metrics.observe_undecodable("CloneSet", false, 1);
+        let text = metrics.encode().expect("encodes");
+        for line in [
+            "stevedore_controlplane_cache_undecodable_reports_total{kind=\"CloneSet\"} 2",
+            "stevedore_controlplane_cache_undecodable_objects{kind=\"CloneSet\"} 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

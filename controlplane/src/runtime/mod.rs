@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod clock;
+pub mod decode;
 pub mod elector;
 pub mod leader;
 pub mod metrics;
@@ -17,13 +18,15 @@ use std::net::SocketAddr;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use decode::Undecodable;
 use elector::Elector;
 use leader::Timings;
 use metrics::Metrics;
-use stores::{StoreRegistry, StoreSet};
+use stores::{Reporter, StoreRegistry, StoreSet};
 
 /// Why the runtime could not start.
 #[derive(Debug, Error)]
@@ -61,6 +64,9 @@ pub struct Runtime<S> {
     pub metrics: Metrics,
     pub admin_addr: SocketAddr,
     pub leadership: tokio::sync::watch::Receiver<bool>,
+    /// Objects the stores could not decode, one report per object and resourceVersion,
+    /// for the wiring to put an Event on (take it once; unread, reports are dropped).
+    pub undecodable: Option<mpsc::Receiver<Undecodable>>,
     tasks: JoinSet<()>,
 }
 
@@ -84,9 +90,14 @@ impl<S: StoreSet> Runtime<S> {
         .with_owner(config.owner.clone());
         // Each term this replica starts makes every store list again before controllers
         // may act on it.
+        let (reports, undecodable) = mpsc::channel(Reporter::BACKLOG);
         let stores = S::start(StoreRegistry::new(
             &client,
             elector.terms(),
+            Reporter {
+                metrics: metrics.clone(),
+                reports,
+            },
             &mut tasks,
             &shutdown,
         ));
@@ -114,6 +125,7 @@ impl<S: StoreSet> Runtime<S> {
             metrics,
             admin_addr,
             leadership,
+            undecodable: Some(undecodable),
             tasks,
         })
     }

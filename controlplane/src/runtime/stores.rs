@@ -4,6 +4,11 @@
 //! backoff forever, so a kind whose CRD is not installed yet simply stays not-synced (and
 //! `/readyz` says so) until it appears.
 //!
+//! Each kind is decoded object by object ([`super::decode`]): an object
+//! that does not fit the kind's Rust type is skipped, counted, logged and reported (sent to
+//! the wiring, which puts a Warning Event on it), while every other object of the kind is
+//! served; a store keeps the last copy it could read of an object that stops decoding.
+//!
 //! Every change a watch sees is also broadcast (see [`Cache::changes`]) so controllers can
 //! map it to the keys they reconcile, without a watch of their own.
 //!
@@ -26,10 +31,13 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 use thiserror::Error;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
+
+use super::decode::{Decoded, Decoder, Undecodable};
+use super::metrics::Metrics;
 
 /// The set of stores a binary starts, chosen by its wiring and given to
 /// [`crate::runtime::Runtime::start`]: each field a [`Cache`] from
@@ -191,6 +199,8 @@ pub struct StoreRegistry<'a> {
     client: &'a kube::Client,
     tasks: &'a mut JoinSet<()>,
     shutdown: &'a CancellationToken,
+    /// Where each store reports an object that does not decode.
+    undecodable: Reporter,
     /// Shared by every store; `kinds` joins it in [`StoreRegistry::finish`].
     sync: SyncState,
     kinds: Vec<KindProgress>,
@@ -200,6 +210,7 @@ impl<'a> StoreRegistry<'a> {
     pub(super) fn new(
         client: &'a kube::Client,
         terms: watch::Receiver<u64>,
+        undecodable: Reporter,
         tasks: &'a mut JoinSet<()>,
         shutdown: &'a CancellationToken,
     ) -> Self {
@@ -207,6 +218,7 @@ impl<'a> StoreRegistry<'a> {
             client,
             tasks,
             shutdown,
+            undecodable,
             sync: SyncState::new(Vec::new(), terms),
             kinds: Vec::new(),
         }
@@ -221,14 +233,15 @@ impl<'a> StoreRegistry<'a> {
         let (store, writer) = reflector::store();
         let changes = broadcast::channel(options.changes_capacity).0;
         let listed = Arc::new(AtomicU64::new(0));
-        let follower = Follower {
-            api: Api::all(self.client.clone()),
-            keep_managed_fields: options.keep_managed_fields,
+        let follower = Follower::new(
+            self.client.clone(),
+            options,
             writer,
-            changes: changes.clone(),
-            sync: self.sync.clone(),
-            listed: listed.clone(),
-        };
+            changes.clone(),
+            self.sync.clone(),
+            listed.clone(),
+            self.undecodable.clone(),
+        );
         let span = tracing::info_span!("store", kind = kind.as_ref());
         self.tasks
             .spawn(follower.run(self.shutdown.clone()).instrument(span));
@@ -243,6 +256,20 @@ impl<'a> StoreRegistry<'a> {
             ..self.sync
         }
     }
+}
+
+/// Where the stores report objects that do not decode: the metric, and a channel the wiring
+/// reads to put an Event on each (the runtime publishes no Events itself).
+#[derive(Clone)]
+pub struct Reporter {
+    pub metrics: Metrics,
+    pub reports: mpsc::Sender<Undecodable>,
+}
+
+impl Reporter {
+    /// How many reports wait for the wiring before more are dropped (each is logged and
+    /// counted either way).
+    pub const BACKLOG: usize = 64;
 }
 
 /// Sends the object of an event to the controllers, if any listen.
@@ -266,9 +293,16 @@ struct Follower<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
-    api: Api<K>,
+    /// The kind, each object of a list or event decoded on its own.
+    api: Api<Decoded<K>>,
     keep_managed_fields: bool,
     writer: Writer<K>,
+    /// The store `writer` fills, for the last good copy of an object that stops decoding.
+    store: Store<K>,
+    decoder: Decoder<K>,
+    /// How many objects of the kind did not decode at the last count exported.
+    undecodable_exported: usize,
+    reporter: Reporter,
     changes: broadcast::Sender<Arc<K>>,
     sync: SyncState,
     listed: Arc<AtomicU64>,
@@ -276,9 +310,31 @@ where
 
 impl<K> Follower<K>
 where
-    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
+    fn new(
+        client: kube::Client,
+        options: WatchOptions,
+        writer: Writer<K>,
+        changes: broadcast::Sender<Arc<K>>,
+        sync: SyncState,
+        listed: Arc<AtomicU64>,
+        reporter: Reporter,
+    ) -> Self {
+        Self {
+            api: Api::all(client),
+            keep_managed_fields: options.keep_managed_fields,
+            store: writer.as_reader(),
+            writer,
+            decoder: Decoder::new(),
+            undecodable_exported: 0,
+            reporter,
+            changes,
+            sync,
+            listed,
+        }
+    }
+
     /// Watches until `shutdown`, starting over with a fresh list at each new term. The
     /// store keeps serving its old contents until the new list is complete, and is then
     /// replaced in one step.
@@ -290,7 +346,7 @@ where
             let keep_managed_fields = self.keep_managed_fields;
             let events = watcher(self.api.clone(), watcher::Config::default())
                 .default_backoff()
-                .modify(move |object: &mut K| {
+                .modify(move |object: &mut Decoded<K>| {
                     if !keep_managed_fields {
                         object.managed_fields_mut().clear();
                     }
@@ -320,7 +376,23 @@ where
         }
     }
 
-    fn apply(&mut self, term: u64, event: watcher::Event<K>) {
+    fn apply(&mut self, term: u64, event: watcher::Event<Decoded<K>>) {
+        let store = &self.store;
+        let step = self.decoder.step(event, |key| store.get(key));
+        let reported = step.report.is_some();
+        if let Some(report) = step.report {
+            self.report(report);
+        }
+        let undecodable = self.decoder.undecodable();
+        if reported || undecodable != self.undecodable_exported {
+            self.reporter
+                .metrics
+                .observe_undecodable(&K::kind(&()), reported, undecodable);
+            self.undecodable_exported = undecodable;
+        }
+        let Some(event) = step.event else {
+            return;
+        };
         self.writer.apply_watcher_event(&event);
         if matches!(event, watcher::Event::InitDone) {
             let first = self.listed.load(Ordering::Acquire) == 0;
@@ -332,6 +404,22 @@ where
             }
         }
         broadcast_change(&self.changes, event);
+    }
+
+    /// Logs an object that does not decode and hands it to the wiring for its Event.
+    fn report(&self, report: Undecodable) {
+        tracing::warn!(
+            namespace = report.object.namespace.as_deref().unwrap_or(""),
+            name = report.object.name.as_deref().unwrap_or(""),
+            resource_version = report.object.resource_version.as_deref().unwrap_or(""),
+            field = %report.field,
+            error = %report.error,
+            last_good_kept = report.last_good_kept,
+            "object does not decode; skipped"
+        );
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.reporter.reports.try_send(report) {
+            tracing::debug!("too many undecodable objects waiting for their Event; dropped one");
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! A store against an in-process fake apiserver that can hold a list back: a new term
 //! makes the store list again, and until that list lands the store does not count as
-//! synced, although it still holds what the previous term listed. And a kind no store was
-//! started for: never synced, and refused by `require`, by name.
+//! synced, although it still holds what the previous term listed. A list and a watch with
+//! objects that do not decode: the others are served, each is reported and counted, and a
+//! good copy turned poison stays. And a kind no store was started for: never synced, and
+//! refused by `require`, by name.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -47,6 +49,16 @@ async fn serve(
     Ok(response)
 }
 
+/// A reporter and the receiving end of its reports.
+fn reporter() -> (Reporter, mpsc::Receiver<Undecodable>) {
+    let (reports, received) = mpsc::channel(Reporter::BACKLOG);
+    let reporter = Reporter {
+        metrics: Metrics::new(),
+        reports,
+    };
+    (reporter, received)
+}
+
 fn names(store: &Store<ConfigMap>) -> Vec<String> {
     let mut names: Vec<String> = store.state().iter().map(|cm| cm.name_any()).collect();
     names.sort();
@@ -71,14 +83,15 @@ async fn a_new_term_is_not_synced_until_a_list_made_in_it_lands() {
     let listed = Arc::new(AtomicU64::new(0));
     let sync = SyncState::new(vec![("ConfigMap".into(), listed.clone())], term);
     let (reader, writer) = reflector::store();
-    let follower = Follower {
-        api: Api::<ConfigMap>::all(client),
-        keep_managed_fields: false,
+    let follower = Follower::new(
+        client,
+        WatchOptions::default(),
         writer,
-        changes: broadcast::channel(16).0,
-        sync: sync.clone(),
+        broadcast::channel(16).0,
+        sync.clone(),
         listed,
-    };
+        reporter().0,
+    );
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(follower.run(shutdown.clone()));
     let guard = Duration::from_secs(60);
@@ -117,6 +130,167 @@ async fn a_new_term_is_not_synced_until_a_list_made_in_it_lands() {
         .expect("the new term's list lands");
     assert_eq!(names(&reader), ["after"]);
     assert_eq!(sync.report(), [("ConfigMap", true)]);
+
+    shutdown.cancel();
+    task.await.expect("the store task ends");
+}
+
+/// A fake apiserver that lists `list` and then sends `watch` as watch events, once.
+async fn serve_list_then_watch(
+    list: Arc<serde_json::Value>,
+    watch: Arc<Vec<serde_json::Value>>,
+    watches: Arc<std::sync::atomic::AtomicUsize>,
+    request: Request<Body>,
+) -> Result<Response<Body>, std::convert::Infallible> {
+    let body = if request.uri().query().unwrap_or("").contains("watch=true") {
+        if watches.fetch_add(1, Ordering::AcqRel) > 0 {
+            std::future::pending::<()>().await;
+        }
+        let lines: Vec<String> = watch.iter().map(|event| event.to_string()).collect();
+        lines.join("\n") + "\n"
+    } else {
+        list.to_string()
+    };
+    Ok(Response::new(Body::from(body.into_bytes())))
+}
+
+fn config_map(name: &str, version: &str, key: serde_json::Value) -> serde_json::Value {
+    json!({"metadata": {"name": name, "namespace": "default", "resourceVersion": version,
+                        "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+           "data": {"key": key}})
+}
+
+#[tokio::test(start_paused = true)]
+async fn objects_that_do_not_decode_are_skipped_reported_and_counted_and_the_rest_served() {
+    let list = json!({"kind": "ConfigMapList", "apiVersion": "v1",
+                      "metadata": {"resourceVersion": "5"},
+                      "items": [config_map("budget", "3", json!("1")),
+                                config_map("poison", "4", json!(1)),
+                                config_map("other", "5", json!("2"))]});
+    // `budget` is changed into one that does not decode; `poison` is fixed.
+    let events = vec![
+        json!({"type": "MODIFIED", "object": config_map("budget", "6", json!(2))}),
+        json!({"type": "MODIFIED", "object": config_map("poison", "7", json!("3"))}),
+        json!({"type": "BOOKMARK", "object": {"kind": "ConfigMap", "apiVersion": "v1",
+                                              "metadata": {"resourceVersion": "8"}}}),
+    ];
+    let (list, events) = (Arc::new(list), Arc::new(events));
+    let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let client = {
+        let watches = watches.clone();
+        kube::Client::new(
+            tower::service_fn(move |request| {
+                serve_list_then_watch(list.clone(), events.clone(), watches.clone(), request)
+            }),
+            "default",
+        )
+    };
+    let listed = Arc::new(AtomicU64::new(0));
+    let sync = SyncState::new(
+        vec![("ConfigMap".into(), listed.clone())],
+        watch::channel(0).1,
+    );
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let (reporter, mut reports) = reporter();
+    let metrics = reporter.metrics.clone();
+    let changes = broadcast::channel(16).0;
+    let mut changed = changes.subscribe();
+    let follower = Follower::new(
+        client,
+        WatchOptions::default(),
+        writer,
+        changes,
+        sync.clone(),
+        listed,
+        reporter,
+    );
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(follower.run(shutdown.clone()));
+    let guard = Duration::from_secs(60);
+
+    let mut received = Vec::new();
+    for _ in 0..2 {
+        let report = tokio::time::timeout(guard, reports.recv())
+            .await
+            .expect("a report in time")
+            .expect("the store is alive");
+        received.push(report);
+    }
+    let summary: Vec<_> = received
+        .iter()
+        .map(|r| {
+            (
+                r.object.name.as_deref().unwrap_or(""),
+                r.object.resource_version.as_deref().unwrap_or(""),
+                r.field.as_str(),
+                r.last_good_kept,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("poison", "4", "data.key", false),
+            ("budget", "6", "data.key", true)
+        ]
+    );
+    assert!(
+        sync.synced(&["ConfigMap"]),
+        "one poison object kept the kind unsynced"
+    );
+    // Each change reached the broadcast: the list's two good objects, then the fixed one
+    // (the budget turned poison changed nothing in the store).
+    let mut broadcast = Vec::new();
+    for _ in 0..3 {
+        let object = tokio::time::timeout(guard, changed.recv())
+            .await
+            .expect("a change in time")
+            .expect("the broadcast is alive");
+        broadcast.push((
+            object.name_any(),
+            object.resource_version().unwrap_or_default(),
+        ));
+    }
+    assert_eq!(
+        broadcast,
+        [
+            ("budget".to_owned(), "3".to_owned()),
+            ("other".to_owned(), "5".to_owned()),
+            ("poison".to_owned(), "7".to_owned()),
+        ]
+    );
+    let mut served: Vec<_> = reader
+        .state()
+        .iter()
+        .map(|cm| (cm.name_any(), cm.resource_version().unwrap_or_default()))
+        .collect();
+    served.sort();
+    assert_eq!(
+        served,
+        [
+            ("budget".to_owned(), "3".to_owned()),
+            ("other".to_owned(), "5".to_owned()),
+            ("poison".to_owned(), "7".to_owned()),
+        ],
+        "the budget's last good copy is served, the fixed object at its new version"
+    );
+    assert!(
+        reader
+            .state()
+            .iter()
+            .all(|cm| cm.managed_fields().is_empty()),
+        "managedFields are dropped unless the kind keeps them"
+    );
+    let text = metrics.encode().expect("encodes");
+    for line in [
+        "stevedore_controlplane_cache_undecodable_reports_total{kind=\"ConfigMap\"} 2",
+        "stevedore_controlplane_cache_undecodable_objects{kind=\"ConfigMap\"} 1",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in:\n{text}"
+        );
+    }
 
     shutdown.cancel();
     task.await.expect("the store task ends");
