@@ -16,8 +16,10 @@ ensure_target_space "$CARGO_TARGET_DIR" "${STEVEDORE_MIN_FREE_GB:-20}"
 # assert behaviour, not speed). `deploy/local/run.sh` on its own builds release images.
 export STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-dev}
 
-# Each step says when it started (UTC), so a slow CI run shows where its time went.
-step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+# Each step says when it started (UTC), and the run ends with a table of how long each
+# step and each test binary took, so a slow CI run shows where its time went.
+# shellcheck source=tests/lib/timings.sh
+source tests/lib/timings.sh
 
 step "Debian packages the build needs (protoc for the generated gRPC code, ...)"
 # A fresh machine has none of them; the cluster step would install them, but clippy
@@ -78,7 +80,12 @@ cargo test --workspace --locked --no-run --message-format=json-render-diagnostic
 prune_stale_test_executables "$CARGO_TARGET_DIR" "$test_artifacts"
 rm -f "$test_artifacts"
 step "tests built; running them"
-status=0
-cargo test --workspace --locked --no-fail-fast || status=$?
+test_log=$(mktemp)
+set +e
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$test_log"
+status=${PIPESTATUS[0]}
+set -e
 step "done: cargo test exited with $status"
+print_timings "$test_log"
+rm -f "$test_log"
 exit "$status"
