@@ -66,6 +66,9 @@ if ! deploy/local/cluster.sh status >/dev/null 2>&1; then
   deploy/local/cluster.sh down
 fi
 time deploy/local/run.sh --fake-nodes 2
+# The tools the suites use beside the cluster (kwok, grpcurl, crictl, helm); `up` builds
+# only what running Stevedore needs.
+deploy/local/cluster.sh tools
 
 step "helm chart lints (deploy/helm/stevedore; its crds/ is deploy/crds, checked above)"
 helm=$(deploy/local/cluster.sh env | sed -n 's/^export STEVEDORE_HELM=//p')
@@ -78,14 +81,17 @@ cargo build -p kubectl-stevedore --locked
 test_artifacts=$(mktemp)
 cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >"$test_artifacts"
 prune_stale_test_executables "$CARGO_TARGET_DIR" "$test_artifacts"
-rm -f "$test_artifacts"
-step "tests built; running them"
-test_log=$(mktemp)
+step "doc tests"
+cargo test --workspace --locked --doc
+
+step "tests built; running them, ${STEVEDORE_TEST_JOBS:-3} binaries at a time"
+# shellcheck source=tests/lib/suites.sh
+source tests/lib/suites.sh
 set +e
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$test_log"
-status=${PIPESTATUS[0]}
+run_test_binaries "$test_artifacts" "${STEVEDORE_TEST_JOBS:-3}"
+status=$?
 set -e
-step "done: cargo test exited with $status"
-print_timings "$test_log"
-rm -f "$test_log"
+rm -f "$test_artifacts"
+step "done: the tests exited with $status"
+print_timings "$suite_durations"
 exit "$status"

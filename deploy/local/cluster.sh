@@ -13,6 +13,8 @@
 #   cluster.sh env                   print shell exports (KUBECONFIG, registry, ...)
 #   cluster.sh packages              install the Debian packages it and the build need
 #                                    (protoc among them), nothing else
+#   cluster.sh tools                 build the tools the tests use (kwok, grpcurl, crictl,
+#                                    helm); `up` builds only what running needs
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,7 +28,8 @@ done
 # Components in start order; `down` stops them in reverse.
 DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry registry-auth containerd kubelet kube-proxy kwok)
 DEBIAN_PACKAGES=(containerd runc containernetworking-plugins docker-registry skopeo umoci
-  busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev ca-certificates binutils util-linux)
+  busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev ca-certificates binutils util-linux
+  jq)
 
 apt_updated=0
 apt_install() {
@@ -48,8 +51,9 @@ install_packages() {
   apt_install "${missing[@]}"
 }
 
+# Through a rename: suites running beside a second `up` read it at any moment.
 write_env_file() {
-  cat >"$STATE_DIR/env" <<ENV
+  cat >"$STATE_DIR/env.tmp" <<ENV
 export KUBECONFIG=$STATE_DIR/kubeconfig
 export STEVEDORE_REGISTRY=$REGISTRY
 export STEVEDORE_AUTH_REGISTRY=$AUTH_REGISTRY
@@ -65,6 +69,7 @@ export STEVEDORE_CRICTL=$CRICTL_BIN/crictl
 export STEVEDORE_HELM=$HELM_BIN/helm
 export PATH=$K8S_BIN:$GRPCURL_BIN:$HELM_BIN:\$PATH
 ENV
+  mv "$STATE_DIR/env.tmp" "$STATE_DIR/env"
 }
 
 cmd_up() {
@@ -80,11 +85,9 @@ cmd_up() {
   [[ $(id -u) == 0 ]] || die "up needs root (it runs containerd and kubelet)"
 
   install_packages
+  # Only what running needs: kwok comes with the first simulated node (ensure_fake_nodes),
+  # the test tools with `cluster.sh tools`.
   build_k8s
-  build_kwok
-  build_grpcurl
-  build_crictl
-  build_helm
   build_images
   mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
   setup_network
@@ -104,6 +107,14 @@ cmd_up() {
   ensure_fake_nodes "$fake_nodes"
   log "cluster is up: export KUBECONFIG=$STATE_DIR/kubeconfig (or: source $STATE_DIR/env)"
   log "logs: $LOG_DIR   registry: $REGISTRY   node: $NODE_NAME ($NODE_IP)"
+}
+
+# The tools the tests use beside the cluster: kwok, grpcurl, crictl and helm.
+cmd_tools() {
+  build_kwok
+  build_grpcurl
+  build_crictl
+  build_helm
 }
 
 cmd_down() {
@@ -163,5 +174,6 @@ case ${1:-} in
     [[ $(id -u) == 0 ]] || die "packages needs root (it runs apt-get)"
     install_packages
     ;;
-  *) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  tools) cmd_tools ;;
+  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -11,28 +11,19 @@ step() {
 }
 
 # Each step's duration (to the next step's start, the last to now), then each test binary's
-# from a cargo test log ("Running ... (path/deps/<name>-<hash>)" then "finished in N.NNs").
+# from a "seconds<TAB>name<TAB>result" file (tests/lib/suites.sh writes one), longest first.
 print_timings() {
-  local test_log=${1:-}
+  local durations=${1:-}
   printf '\n%-10s %s\n' "seconds" "step"
   awk -F'\t' -v now="$(date +%s)" '
     NR > 1 { printf "%-10d %s\n", $1 - start, name }
     { start = $1; name = $2 }
     END { if (NR) printf "%-10d %s\n", now - start, name }
   ' "$timings_steps"
-  [[ -n "$test_log" && -f "$test_log" ]] || return 0
-  local binaries
-  binaries=$(awk '
-    /^ *Running / { path = $NF; gsub(/[()]/, "", path); n = split(path, parts, "/");
-                    bin = parts[n]; sub(/-[0-9a-f]+$/, "", bin) }
-    /^ *Doc-tests / { bin = "doc-tests " $2 }
-    /^test result:/ && bin != "" { secs = $NF; sub(/s$/, "", secs);
-                                   printf "%.1f\t%s\n", secs, bin; bin = "" }
-  ' "$test_log")
-  printf '\n%-10s %s\n' "seconds" "test binary"
-  printf '%s\n' "$binaries" | awk -F'\t' 'NF { printf "%-10s %s\n", $1, $2 }'
-  printf '\nslowest five test binaries:\n'
-  printf '%s\n' "$binaries" | sort -t$'\t' -k1,1 -rn | head -n 5 |
-    awk -F'\t' 'NF { printf "%-10s %s\n", $1, $2 }'
   rm -f "$timings_steps"
+  [[ -n "$durations" && -s "$durations" ]] || return 0
+  printf '\n%-10s %-8s %s\n' "seconds" "result" "test binary"
+  sort -t$'\t' -k1,1 -rn "$durations" | awk -F'\t' '{ printf "%-10s %-8s %s\n", $1, $3, $2 }'
+  printf '\nslowest five test binaries:\n'
+  sort -t$'\t' -k1,1 -rn "$durations" | head -n 5 | awk -F'\t' '{ printf "%-10s %s\n", $1, $2 }'
 }

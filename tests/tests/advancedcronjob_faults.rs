@@ -4,6 +4,9 @@
 //! a minute missed while the control plane was down runs once on its return when
 //! `startingDeadlineSeconds` covers the outage, and is skipped with an event when not.
 //! Runs are named `<name>-<unix minutes>`, so one run per minute is the fastest schedule.
+//!
+//! Runs alone: it kills the control plane's leader and stops both replicas for a while,
+//! which every other suite needs.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

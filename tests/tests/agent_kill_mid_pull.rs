@@ -2,6 +2,8 @@
 //! pulls the same image again to a complete, usable image. A test binary of its own, as it
 //! takes the node's agent away for a while. Beside it, an agent process of the test's own
 //! killed mid-layer, whose successor fetches only the rest of the layer.
+//!
+//! Runs alone: it kills the kubelet node's agent, which the suites on that node need.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};

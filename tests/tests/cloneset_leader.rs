@@ -3,6 +3,8 @@
 //! the Lease over and finishes the rollout without creating or deleting a pod twice, never
 //! runs more than `replicas` pods, and loses no claim except those the design deletes with
 //! their pods (a recreate update deletes the old pod's claims).
+//!
+//! Runs alone: it kills the control plane's leader, which every other suite needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -4,6 +4,8 @@
 //! rollout completes under the new leader); and a node flapping Ready / NotReady, which
 //! must not delete or replace a pod (the DaemonSet's pods tolerate not-ready, as the
 //! native controller's do).
+//!
+//! Runs alone: it kills the control plane's leader, which every other suite needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -2,6 +2,9 @@
 //! shares its RBAC and admission policy with the kustomize manifests, is accepted by the
 //! apiserver, and installs, upgrades and uninstalls Stevedore on the local cluster in
 //! place of the kustomize deployment (which is put back afterwards, even on failure).
+//!
+//! Runs alone: it takes the deployed Stevedore off the cluster while the Helm release
+//! stands in.
 
 mod cloneset_support;
 

@@ -6,6 +6,9 @@
 //!
 //! The leader's memory is read from /proc/<pid>/status, which needs the kubelet's node to
 //! be this machine (the local cluster).
+//!
+//! Runs alone: it compares the leader's memory with its idle figure, which other suites'
+//! load would move.
 
 mod cloneset_component;
 

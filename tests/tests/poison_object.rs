@@ -6,6 +6,8 @@
 //! object carries a Warning Event naming the field, and no delete of a pod a
 //! PodUnavailableBudget protects gets through.
 //! Needs the deployed control plane to decode its caches per object.
+//!
+//! Runs alone: it relaxes the CloneSet CRD and restarts both control plane replicas.
 
 mod cloneset_component;
 

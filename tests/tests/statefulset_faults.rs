@@ -3,6 +3,8 @@
 //! of two rollouts, a recreate one and an in-place one (no ordinal ever has two pods or
 //! goes beyond the replicas, no claim is lost or replaced, both rollouts finish); and an
 //! agent that stops answering holds only its own node's in-place updates until it is back.
+//!
+//! Runs alone: it kills the control plane's leader, which every other suite needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -92,7 +92,7 @@ build_k8s() {
   ((missing)) || return 0
   ensure_go
   local src=$STEVEDORE_CACHE/src/k8s-$K8S_VERSION tmp=$K8S_BIN.tmp buildlog=$STEVEDORE_CACHE/build-k8s-$K8S_VERSION.log
-  log "building Kubernetes $K8S_VERSION components with Go (first run only; log: $buildlog)"
+  log "building Kubernetes $K8S_VERSION and etcd from source with Go, first run only: about 16 min on 2 cores (log: $buildlog)"
   rm -rf "$tmp"
   mkdir -p "$tmp"
   (

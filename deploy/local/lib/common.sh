@@ -7,7 +7,15 @@ STATE_DIR=${STEVEDORE_STATE_DIR:-/var/lib/stevedore-local}
 LOG_DIR=$STATE_DIR/logs
 PID_DIR=$STATE_DIR/pids
 
-log() { printf '[stevedore-local] %s\n' "$*" >&2; }
+# Every line says how long the run has taken so far: run.sh starts the clock for both of
+# its steps (up, deploy); a script run on its own starts its own.
+export STEVEDORE_RUN_STARTED=${STEVEDORE_RUN_STARTED:-$(date +%s)}
+elapsed() {
+  local secs=$(($(date +%s) - STEVEDORE_RUN_STARTED))
+  printf '%dm%02ds' $((secs / 60)) $((secs % 60))
+}
+
+log() { printf '[stevedore-local +%s] %s\n' "$(elapsed)" "$*" >&2; }
 
 # die MESSAGE: stop `up` with a message that names what failed.
 die() {

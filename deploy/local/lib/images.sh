@@ -37,10 +37,15 @@ start_auth_registry() {
     openssl rand -hex 16 >"$dir/password"
     chmod 600 "$dir/password"
   fi
-  # bcrypt, which the registry's htpasswd backend requires.
-  python3 -c 'import crypt, sys; print(sys.argv[1] + ":" + crypt.crypt(sys.argv[2], crypt.mksalt(crypt.METHOD_BLOWFISH)))' \
-    "$AUTH_REGISTRY_USER" "$(cat "$dir/password")" >"$dir/htpasswd" 2>/dev/null ||
-    die "cannot hash the auth registry password (python3's crypt module)"
+  # bcrypt, which the registry's htpasswd backend requires. Written once, and through a
+  # rename: the running registry rereads the file when it changes, and an `up` beside
+  # running tests that truncated it in place had the registry refuse the right password.
+  if [[ ! -s $dir/htpasswd ]]; then
+    python3 -c 'import crypt, sys; print(sys.argv[1] + ":" + crypt.crypt(sys.argv[2], crypt.mksalt(crypt.METHOD_BLOWFISH)))' \
+      "$AUTH_REGISTRY_USER" "$(cat "$dir/password")" >"$dir/htpasswd.tmp" 2>/dev/null ||
+      die "cannot hash the auth registry password (python3's crypt module)"
+    mv "$dir/htpasswd.tmp" "$dir/htpasswd"
+  fi
   cat >"$dir/config.yml" <<YAML
 version: 0.1
 log: { level: info }

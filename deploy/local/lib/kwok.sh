@@ -74,6 +74,7 @@ start_kwok() {
 ensure_fake_nodes() {
   local count=$1 i name
   ((count > 0)) || return 0
+  build_kwok
   start_kwok
   for ((i = 0; i < count; i++)); do
     name=$KWOK_NODE_PREFIX$i

@@ -48,6 +48,18 @@ crate_profile() {
   fi
 }
 
+# cargo_progress: passes cargo's output through (to the build log) and, when fd 3 is open
+# (build_image opens it on the terminal), shows its progress there: a line every 25 crates
+# compiled and cargo's closing line, so a first build that takes minutes is seen moving.
+cargo_progress() {
+  if ! { true >&3; } 2>/dev/null; then
+    cat
+    return
+  fi
+  tee >(awk '/^ *Compiling / { n++; if (n % 25 == 0) { printf "    cargo: %d crates compiled (now %s %s)\n", n, $2, $3; fflush() } }
+             /^ *Finished / { sub(/^ */, "    cargo: "); print; fflush() }' >&3)
+}
+
 # compile NAME BIN: builds binary NAME (crate of the same name) with its profile
 # (crate_profile) and copies it, stripped, to BIN. The target directory may be shared by
 # several checkouts and cargo copies each build's binary to the same debug/NAME: a lock
@@ -60,7 +72,7 @@ compile() {
   exec 9>"$CARGO_TARGET_DIR/.stevedore-image-build.lock"
   flock 9
   (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked \
-    --profile "$profile" -p "$name" --bin "$name")
+    --profile "$profile" -p "$name" --bin "$name") 2>&1 | cargo_progress
   # Release images carry no symbol table either (7 MiB less for the control plane; a
   # panic's backtrace then shows addresses only); debug images keep their symbols.
   local strip=--strip-all
@@ -106,7 +118,8 @@ build_image() {
   work=$(mktemp -d)
   bin=$work/$name
   : >"$buildlog"
-  must "building the $component (cargo build -p $name)" "$buildlog" compile "$name" "$bin"
+  log "building the $component ($STEVEDORE_PROFILE profile; a first release build takes about 6 min on 2 cores; log: $buildlog)"
+  must "building the $component (cargo build -p $name)" "$buildlog" compile "$name" "$bin" 3>&2
   # Everything that goes into the image decides its tag.
   tag=$({ cat "$bin" /etc/ssl/certs/ca-certificates.crt "${BASH_SOURCE[0]}" && echo "$user"; } |
     sha256sum | cut -c1-16)

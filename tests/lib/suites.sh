@@ -1,0 +1,137 @@
+# Runs every test binary of a `cargo test --no-run --message-format=json` build, several at
+# once, for tests/run.sh. Sourced; needs jq.
+#
+# Why not one `cargo test`: it runs the ~60 binaries one after another, and most of them
+# spend their time waiting on the cluster, not on the CPU. Each suite works in namespaces
+# and nodes of its own, so suites can overlap safely, except the ones that take something
+# every other suite relies on away for a while (the control plane's leader, the node's
+# agent, the CRDs, the deployment itself) or that measure the whole cluster. Such a suite
+# says so at the top of its file with a line
+#
+#   //! Runs alone: <why>
+#
+# and runs after the others, by itself. A binary runs exactly as `cargo test` runs it (same
+# working directory and CARGO_MANIFEST_DIR, its tests on threads of one process), so the
+# state its tests share in-process stays shared.
+#
+# Output: each binary's output is printed in one piece when it ends (never interleaved),
+# headed by its name, duration and result; a line per binary goes to $suite_durations
+# ("seconds<TAB>name<TAB>ok|FAILED") for the timings table; the total of passed, failed and
+# ignored tests is printed at the end.
+
+suite_durations=$(mktemp)
+# Last run's durations, so the longest suites start first next time.
+suite_history=${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/test-durations.tsv
+
+# Prints "name<TAB>executable<TAB>package dir<TAB>alone(0|1)" for each test executable in a
+# cargo JSON message stream. Unit tests of a library are named after the crate
+# ("stevedore_agent (lib)"), binaries' and integration tests' by their target name.
+list_test_binaries() {
+  local artifacts=$1 name exe dir src alone
+  jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+    | [.target.name + (if (.target.kind | index("lib")) then " (lib)"
+                       elif (.target.kind | index("bin")) then " (bin)" else "" end),
+       .executable, (.manifest_path | rtrimstr("/Cargo.toml")), .target.src_path] | @tsv' \
+    "$artifacts" | sort -u |
+    while IFS=$'\t' read -r name exe dir src; do
+      alone=0
+      grep -q '^//! Runs alone:' "$src" && alone=1
+      printf '%s\t%s\t%s\t%s\n' "$name" "$exe" "$dir" "$alone"
+    done
+}
+
+# Orders "name<TAB>..." lines longest-first by the last run's durations; suites never
+# timed yet come first (a new suite may be a long one).
+longest_first() {
+  awk -F'\t' -v history="$suite_history" '
+    BEGIN { while ((getline line < history) > 0) { split(line, f, "\t"); secs[f[2]] = f[1] } }
+    { printf "%s\t%s\n", ($1 in secs) ? secs[$1] : 1e9, $0 }
+  ' | sort -t$'\t' -k1,1 -rn | cut -f2-
+}
+
+# Runs one binary in the background; its output goes to $logs/<n>.log, and when it ends
+# "<seconds> <status>" to $logs/<n>.done.
+start_suite() {
+  local n=$1 name=$2 exe=$3 dir=$4 logs=$5
+  (
+    start=$(date +%s)
+    set +e
+    (cd "$dir" && CARGO_MANIFEST_DIR=$dir "$exe") >"$logs/$n.log" 2>&1
+    status=$?
+    echo "$(($(date +%s) - start)) $status" >"$logs/$n.done"
+  ) &
+}
+
+# Prints a finished binary's output and records its duration and result.
+report_suite() {
+  local n=$1 name=$2 logs=$3 secs status result
+  read -r secs status <"$logs/$n.done"
+  result=ok
+  ((status == 0)) || result=FAILED
+  printf '\n---- %s: %s in %s s ----\n' "$name" "$result" "$secs"
+  cat "$logs/$n.log"
+  printf '%s\t%s\t%s\n' "$secs" "$name" "$result" >>"$suite_durations"
+}
+
+# Runs the given "name<TAB>exe<TAB>dir" lines, at most $jobs at once; returns once all ended.
+run_pool() {
+  local jobs=$1 logs=$2 n=0 running=0 name exe dir
+  local -A names=()
+  local -a queue=()
+  mapfile -t queue
+  while ((${#queue[@]} > 0 || running > 0)); do
+    while ((${#queue[@]} > 0 && running < jobs)); do
+      IFS=$'\t' read -r name exe dir _ <<<"${queue[0]}"
+      queue=("${queue[@]:1}")
+      n=$((n + 1))
+      names[$n]=$name
+      start_suite "$n" "$name" "$exe" "$dir" "$logs"
+      running=$((running + 1))
+    done
+    wait -n 2>/dev/null || true
+    local key
+    for key in "${!names[@]}"; do
+      if [[ -f $logs/$key.done ]]; then
+        report_suite "$key" "${names[$key]}" "$logs"
+        unset "names[$key]"
+        running=$((running - 1))
+      fi
+    done
+  done
+}
+
+# The sum of every binary's "test result:" line.
+print_test_totals() {
+  local logs=$1
+  cat "$logs"/*.log | awk '
+    /^test result:/ { for (i = 1; i <= NF; i++) {
+        if ($(i+1) ~ /^passed/) passed += $i
+        if ($(i+1) ~ /^failed/) failed += $i
+        if ($(i+1) ~ /^ignored/) ignored += $i } }
+    END { printf "\n%d tests passed, %d failed, %d ignored\n", passed, failed, ignored }'
+}
+
+# Runs every test binary of the build: those that may overlap $jobs at a time, then those
+# that run alone one by one. Fails when any binary failed, naming them.
+run_test_binaries() {
+  local artifacts=$1 jobs=$2 logs binaries
+  logs=$(mktemp -d)
+  binaries=$(list_test_binaries "$artifacts")
+  local overlapping alone
+  overlapping=$(awk -F'\t' '$4 == 0' <<<"$binaries" | longest_first)
+  alone=$(awk -F'\t' '$4 == 1' <<<"$binaries")
+  echo "$(wc -l <<<"$overlapping") test binaries overlapping ($jobs at a time), then $(grep -c . <<<"$alone") one by one:"
+  awk -F'\t' '{ print "  runs alone: " $1 }' <<<"$alone"
+  run_pool "$jobs" "$logs" <<<"$overlapping"
+  [[ -z $alone ]] || run_pool 1 "$logs" <<<"$alone"
+  print_test_totals "$logs"
+  mkdir -p "$(dirname "$suite_history")"
+  cp "$suite_durations" "$suite_history"
+  rm -rf "$logs"
+  local failed
+  failed=$(awk -F'\t' '$3 == "FAILED" { print "  " $2 }' "$suite_durations")
+  if [[ -n $failed ]]; then
+    printf 'failed test binaries:\n%s\n' "$failed" >&2
+    return 1
+  fi
+}
