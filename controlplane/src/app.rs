@@ -30,6 +30,7 @@ use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
 use crate::controller::runner::{self, Reconciler, RunnerConfig};
+use crate::controller::undecodable_condition::{self, UNDECODABLE};
 use crate::daemonset::DaemonSetController;
 use crate::imagelist::Distributor;
 use crate::imagelistpulljob::ImageListPullJobController;
@@ -240,6 +241,12 @@ async fn start_workloads(
             shutdown.clone(),
         ));
     }
+    running.spawn(undecodable_condition::run(
+        client.clone(),
+        running.undecodable_conditions.clone(),
+        running.leadership.clone(),
+        shutdown.clone(),
+    ));
     let restarts: Arc<dyn ContainerRestarts> = Arc::new(agents.clone());
     let agents: Arc<dyn PodConditions> = Arc::new(agents);
     let controllers = Controllers {
@@ -256,7 +263,9 @@ async fn start_workloads(
 
 /// Puts a Warning Event on each object a cache could not decode (the stores send one report
 /// per object and resourceVersion). Every replica reports what its own caches skip, leader
-/// or not: a replica whose caches are blind to an object says so.
+/// or not: a replica whose caches are blind to an object says so. The `Undecodable`
+/// condition, on the kinds whose status has conditions, only the leader writes
+/// (`controller::undecodable_condition::run`).
 async fn report_undecodable(
     mut reports: tokio::sync::mpsc::Receiver<Undecodable>,
     events: EventSink,
@@ -269,7 +278,7 @@ async fn report_undecodable(
         };
         let Some(report) = report else { return };
         events
-            .warning(&report.object, "Undecodable", "Decode", report.note())
+            .warning(&report.object, UNDECODABLE, "Decode", report.note())
             .await;
     }
 }

@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Resource;
 use kube::runtime::reflector::Store;
 use tokio::sync::broadcast;
 
@@ -68,6 +69,28 @@ pub struct Changes {
     pub containerrecreaterequests: broadcast::Sender<Arc<ContainerRecreateRequest>>,
 }
 
+/// The kinds of this API, by group and kind, whose status has `conditions`: an object of one
+/// that does not decode gets an `Undecodable` condition besides its Event
+/// (`controller::undecodable_condition`). Every other kind (ImagePullJob, ImageListPullJob,
+/// AdvancedCronJob, PodUnavailableBudget, ContainerRecreateRequest, ImageList, and the
+/// native kinds, whose conditions their own controllers own) gets only the Event.
+const STATUS_CONDITIONS: [(&str, &str); 4] = [
+    ("apps.kruise.io", "CloneSet"),
+    ("apps.kruise.io", "StatefulSet"),
+    ("apps.kruise.io", "DaemonSet"),
+    ("apps.kruise.io", "BroadcastJob"),
+];
+
+/// `options` for the kind `K`, reporting undecodable objects on their status when
+/// [`STATUS_CONDITIONS`] lists it.
+fn reporting<K: Resource<DynamicType = ()>>(options: WatchOptions) -> WatchOptions {
+    let kind = (K::group(&()), K::kind(&()));
+    WatchOptions {
+        status_conditions: STATUS_CONDITIONS.contains(&(kind.0.as_ref(), kind.1.as_ref())),
+        ..options
+    }
+}
+
 impl StoreSet for Stores {
     fn start(mut registry: StoreRegistry<'_>) -> Self {
         // Pods and what moves with them keep a long backlog of changes; the objects
@@ -82,22 +105,26 @@ impl StoreSet for Stores {
         let nodes: Cache<Node> = registry.watch(busy);
         let pvcs: Cache<PersistentVolumeClaim> = registry.watch(busy);
         let revisions: Cache<ControllerRevision> = registry.watch(busy);
-        let clonesets: Cache<CloneSet> = registry.watch(quiet);
-        let statefulsets: Cache<StatefulSet> = registry.watch(quiet);
-        let daemonsets: Cache<DaemonSet> = registry.watch(quiet);
+        let clonesets: Cache<CloneSet> = registry.watch(reporting::<CloneSet>(quiet));
+        let statefulsets: Cache<StatefulSet> = registry.watch(reporting::<StatefulSet>(quiet));
+        let daemonsets: Cache<DaemonSet> = registry.watch(reporting::<DaemonSet>(quiet));
         // An ImageList's managedFields say which entries each ImagePullJob holds.
         let imagelists: Cache<ImageList> = registry.watch(WatchOptions {
             keep_managed_fields: true,
             ..busy
         });
-        let imagepulljobs: Cache<ImagePullJob> = registry.watch(quiet);
-        let imagelistpulljobs: Cache<ImageListPullJob> = registry.watch(quiet);
-        let broadcastjobs: Cache<BroadcastJob> = registry.watch(quiet);
-        let advancedcronjobs: Cache<AdvancedCronJob> = registry.watch(quiet);
+        let imagepulljobs: Cache<ImagePullJob> = registry.watch(reporting::<ImagePullJob>(quiet));
+        let imagelistpulljobs: Cache<ImageListPullJob> =
+            registry.watch(reporting::<ImageListPullJob>(quiet));
+        let broadcastjobs: Cache<BroadcastJob> = registry.watch(reporting::<BroadcastJob>(quiet));
+        let advancedcronjobs: Cache<AdvancedCronJob> =
+            registry.watch(reporting::<AdvancedCronJob>(quiet));
         let jobs: Cache<Job> = registry.watch(busy);
-        let podunavailablebudgets: Cache<PodUnavailableBudget> = registry.watch(quiet);
+        let podunavailablebudgets: Cache<PodUnavailableBudget> =
+            registry.watch(reporting::<PodUnavailableBudget>(quiet));
         let poddisruptionbudgets: Cache<PodDisruptionBudget> = registry.watch(quiet);
-        let containerrecreaterequests: Cache<ContainerRecreateRequest> = registry.watch(quiet);
+        let containerrecreaterequests: Cache<ContainerRecreateRequest> =
+            registry.watch(reporting::<ContainerRecreateRequest>(quiet));
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -157,6 +184,35 @@ mod tests {
             Decoded::Object(_) => None,
             Decoded::Undecodable { error, .. } => Some(format!("{}: {}", error.field, error.error)),
         }
+    }
+
+    /// The kinds whose undecodable objects get a condition are exactly those whose CRD
+    /// gives the status conditions, in every version served.
+    #[test]
+    fn the_kinds_reporting_on_their_status_are_those_whose_status_has_conditions() {
+        for crd in crate::api::crds() {
+            let (group, kind) = (crd.spec.group.clone(), crd.spec.names.kind.clone());
+            let listed = STATUS_CONDITIONS.contains(&(group.as_str(), kind.as_str()));
+            for version in &crd.spec.versions {
+                let schema = serde_json::to_value(&version.schema).expect("a schema");
+                let has_conditions = schema
+                    .pointer("/openAPIV3Schema/properties/status/properties/conditions")
+                    .is_some();
+                assert_eq!(
+                    listed, has_conditions,
+                    "{group}/{} {kind}: listed {listed}, status conditions {has_conditions}",
+                    version.name
+                );
+            }
+        }
+        let stored = |options: WatchOptions| options.status_conditions;
+        let quiet = WatchOptions::default();
+        assert!(stored(reporting::<CloneSet>(quiet)));
+        assert!(stored(reporting::<BroadcastJob>(quiet)));
+        assert!(!stored(reporting::<PodUnavailableBudget>(quiet)));
+        assert!(!stored(
+            reporting::<k8s_openapi::api::apps::v1::StatefulSet>(quiet)
+        ));
     }
 
     #[test]

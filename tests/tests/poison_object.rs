@@ -3,9 +3,11 @@
 //! int32, which admission refuses once its bounds are in, so the test gets it in by
 //! relaxing the CRD for a moment. With it stored, both control plane replicas restarted
 //! still become ready, a normal CloneSet in the same namespace converges, the poison
-//! object carries a Warning Event naming the field, and no delete of a pod a
-//! PodUnavailableBudget protects gets through.
-//! Needs the deployed control plane to decode its caches per object.
+//! object carries a Warning Event and an `Undecodable` status condition naming the field,
+//! no delete of a pod a PodUnavailableBudget protects gets through, and once the field is
+//! fixed the condition goes.
+//! Needs the deployed control plane to decode its caches per object and to write the
+//! condition.
 //!
 //! Runs alone: it relaxes the CloneSet CRD and restarts both control plane replicas.
 
@@ -19,7 +21,7 @@ use futures::FutureExt as _;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt as _;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::{CloneSet, PodUnavailableBudget};
 use stevedore_tests::controlplane::{stop_control_plane, wait_control_plane_ready};
@@ -97,11 +99,7 @@ fn drop_rules_naming(schema: &mut Value, word: &str) {
 async fn create_bypassing_bounds(ctx: &TestContext, object: &Value) -> Result<()> {
     let lock = stevedore_tests::crds::lock(true).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let clonesets: Api<DynamicObject> = Api::namespaced_with(
-        ctx.client.clone(),
-        &ctx.namespace,
-        &ApiResource::erase::<CloneSet>(&()),
-    );
+    let clonesets = untyped_clonesets(ctx);
     let untyped: DynamicObject = serde_json::from_value(object.clone())?;
     let outcome = AssertUnwindSafe(async {
         let mut crd = serde_json::to_value(crds.get(CRD_NAME).await?)?;
@@ -142,6 +140,35 @@ async fn warning(ctx: &TestContext, name: &str, reason: &str) -> Result<Option<S
                 && e.involved_object.name.as_deref() == Some(name)
         })
         .map(|e| e.message.unwrap_or_default()))
+}
+
+/// The poison CloneSet, untyped (its Rust type cannot hold it).
+fn untyped_clonesets(ctx: &TestContext) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        ctx.client.clone(),
+        &ctx.namespace,
+        &ApiResource::erase::<CloneSet>(&()),
+    )
+}
+
+/// The `Undecodable` condition of the CloneSet `name` as (status, reason, message), if it
+/// has one.
+async fn undecodable_condition(
+    ctx: &TestContext,
+    name: &str,
+) -> Result<Option<(String, String, String)>> {
+    let object = untyped_clonesets(ctx).get(name).await?;
+    let conditions = object
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let text = |c: &Value, field: &str| c[field].as_str().unwrap_or_default().to_owned();
+    Ok(conditions
+        .iter()
+        .find(|c| c["type"].as_str() == Some("Undecodable"))
+        .map(|c| (text(c, "status"), text(c, "reason"), text(c, "message"))))
 }
 
 /// Waits until the budget `name` counts `total` pods, all available, allowing none to go.
@@ -248,6 +275,26 @@ async fn a_poison_object_blinds_the_control_plane_to_nothing_else() -> Result<()
         }
         println!("the poison CloneSet's warning: {note}");
 
+        // Its status says the same, through the status subresource the control plane
+        // writes without reading the object into its type.
+        let (status, reason, message) = poll_until(
+            "an Undecodable condition on the poison CloneSet",
+            CONVERGE,
+            || async { undecodable_condition(&ctx, "poison").await },
+        )
+        .await?;
+        println!("the poison CloneSet's condition: {status} {reason}: {message}");
+        ensure!(
+            (status.as_str(), reason.as_str()) == ("True", "InvalidValue"),
+            "the condition is {status} {reason}, not True InvalidValue"
+        );
+        for word in [POISON_FIELD, "2147483648"] {
+            ensure!(
+                message.contains(word),
+                "the condition's message {message:?} does not name {word:?}"
+            );
+        }
+
         // The steady set's pods, protected by a budget that allows no disruption.
         let budget: PodUnavailableBudget = serde_json::from_value(json!({
             "apiVersion": "policy.kruise.io/v1alpha1",
@@ -295,7 +342,33 @@ async fn a_poison_object_blinds_the_control_plane_to_nothing_else() -> Result<()
         ctx.api::<PodUnavailableBudget>()
             .delete(steady, &Default::default())
             .await?;
-        outcome
+        outcome?;
+
+        // Fixed (the committed CRD admits a value in range): the object decodes again and
+        // its condition goes, while the CloneSet's own conditions are the controller's.
+        untyped_clonesets(&ctx)
+            .patch(
+                "poison",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "updateStrategy": { "maxUnavailable": 1 } } })),
+            )
+            .await
+            .context("fixing the poison CloneSet's maxUnavailable")?;
+        poll_until(
+            "the Undecodable condition to leave the fixed CloneSet",
+            CONVERGE,
+            || async {
+                match undecodable_condition(&ctx, "poison").await? {
+                    None => Ok(Some(())),
+                    Some(condition) => bail!("still there: {condition:?}"),
+                }
+            },
+        )
+        .await?;
+        wait_converged(&ctx, "poison", 1)
+            .await
+            .context("the fixed CloneSet")?;
+        Ok(())
     })
     .await
 }

@@ -14,6 +14,7 @@ pub mod queue;
 pub mod runner;
 pub mod status_patch;
 pub mod triggers;
+pub mod undecodable_condition;
 
 use std::fmt;
 

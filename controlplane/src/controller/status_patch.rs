@@ -3,19 +3,42 @@
 //! list, a count that went back to none): such a field must be spelled out as `null`, or the
 //! old value stays, the status never matches what the sync computed, and every sync writes
 //! it again.
+//!
+//! The `Undecodable` condition is never part of it: only the decode layer's writer sets
+//! and removes it (`undecodable_condition`). A kind's status is computed from a copy that
+//! decoded, carrying over the conditions that copy had, so it would keep a stale one
+//! forever, or bring back one that writer just removed.
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-/// `{"status": new}`, with `null` for every field `old` has that `new` leaves out.
+use super::undecodable_condition::UNDECODABLE;
+
+/// `{"status": new}`, with `null` for every field `old` has that `new` leaves out, and
+/// without the `Undecodable` condition.
 pub fn status_merge_patch<S: Serialize>(old: Option<&S>, new: &S) -> Value {
     let mut body = json!(new);
+    if let Value::Object(fields) = &mut body {
+        leave_out_undecodable(fields);
+    }
     if let (Some(old), Value::Object(fields)) = (old.map(|o| json!(o)), &mut body)
         && let Value::Object(old_fields) = old
     {
         remove_missing(&old_fields, fields);
     }
     json!({ "status": body })
+}
+
+/// Takes the `Undecodable` condition out of `status.conditions`; a list left empty is
+/// left out, so `remove_missing` spells it out as null when the old status had one.
+fn leave_out_undecodable(status: &mut Map<String, Value>) {
+    let Some(Value::Array(conditions)) = status.get_mut("conditions") else {
+        return;
+    };
+    conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some(UNDECODABLE));
+    if conditions.is_empty() {
+        status.remove("conditions");
+    }
 }
 
 fn remove_missing(old: &Map<String, Value>, new: &mut Map<String, Value>) {
@@ -79,6 +102,52 @@ mod tests {
                     collision_count: None,
                 },
                 json!({ "status": { "replicas": 3 } }),
+            ),
+        ];
+        for (old, new, want) in cases {
+            assert_eq!(status_merge_patch(old.as_ref(), &new), want);
+        }
+    }
+
+    /// Whatever the kind's status carried over, its write never holds `Undecodable`: a
+    /// stale one goes, and a list of only that one is removed.
+    #[test]
+    fn the_undecodable_condition_is_never_written_by_a_kinds_status() {
+        #[derive(Serialize)]
+        struct Condition {
+            #[serde(rename = "type")]
+            type_: &'static str,
+        }
+        #[derive(Serialize)]
+        struct Status {
+            replicas: i32,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            conditions: Vec<Condition>,
+        }
+        let status = |replicas, types: &[&'static str]| Status {
+            replicas,
+            conditions: types.iter().map(|&type_| Condition { type_ }).collect(),
+        };
+        let cases = [
+            (
+                Some(status(1, &[UNDECODABLE])),
+                status(2, &[UNDECODABLE]),
+                json!({ "status": { "replicas": 2, "conditions": null } }),
+            ),
+            (
+                Some(status(1, &["FailedUpdate", UNDECODABLE])),
+                status(1, &[UNDECODABLE, "FailedScale"]),
+                json!({ "status": { "replicas": 1, "conditions": [{ "type": "FailedScale" }] } }),
+            ),
+            (
+                None,
+                status(1, &[UNDECODABLE]),
+                json!({ "status": { "replicas": 1 } }),
+            ),
+            (
+                None,
+                status(1, &["Progressing"]),
+                json!({ "status": { "replicas": 1, "conditions": [{ "type": "Progressing" }] } }),
             ),
         ];
         for (old, new, want) in cases {

@@ -5,7 +5,8 @@
 //! list of its whole kind. A page of a list holds decoded objects, as a typed watch's does.
 //!
 //! [`Decoder::step`] is the pure rule: a watch event in, the event the store applies and at
-//! most one new [`Undecodable`] report out. It holds no client; `stores.rs` carries the
+//! most one new [`Undecodable`] report out, or the news that an object reported before
+//! decodes again (`Step::readable`), which takes its `Undecodable` condition off. It holds no client; `stores.rs` carries the
 //! result out (store, broadcast, metric, log, and the report the wiring turns into an Event).
 //!
 //! What a store holds for an object that stops decoding: **the last copy it could read**,
@@ -47,17 +48,18 @@ pub struct Undecodable {
 }
 
 impl Undecodable {
-    /// The Event's note: what could not be read, where, and what the control plane does
-    /// about it meanwhile.
+    /// The Event's note and the `Undecodable` condition's message: what could not be read,
+    /// where, and what the control plane does about it meanwhile. It names no
+    /// resourceVersion (the Event's object does): the condition outlives versions, its own
+    /// write makes a new one, and a message that changed with each would be written again
+    /// on each.
     pub fn note(&self) -> String {
         let kind = self.object.kind.as_deref().unwrap_or("object");
-        let version = self.object.resource_version.as_deref().unwrap_or("unknown");
         let what = if self.field == "." {
-            format!("The control plane cannot read this {kind} at resourceVersion {version}")
+            format!("The control plane cannot read this {kind}")
         } else {
             format!(
-                "The control plane cannot read the field {} of this {kind} at resourceVersion \
-                 {version}",
+                "The control plane cannot read the field {} of this {kind}",
                 self.field
             )
         };
@@ -77,6 +79,9 @@ pub struct Step<K> {
     pub event: Option<watcher::Event<K>>,
     /// An object seen not to decode at a resourceVersion not reported before.
     pub report: Option<Undecodable>,
+    /// An object that did not decode at its last version seen and decodes now: what was
+    /// reported about it (its `Undecodable` condition) no longer holds.
+    pub readable: Option<ObjectReference>,
 }
 
 impl<K> Step<K> {
@@ -84,6 +89,7 @@ impl<K> Step<K> {
         Self {
             event: Some(event),
             report: None,
+            readable: None,
         }
     }
 }
@@ -264,6 +270,7 @@ where
                 Step {
                     event: event.map(watcher::Event::Delete),
                     report: None,
+                    readable: None,
                 }
             }
         }
@@ -281,12 +288,17 @@ where
         let key = key_of(&object);
         match object {
             Decoded::Object(decoded) => {
-                self.undecodable.remove(&key);
-                self.unlisted.remove(&key);
-                Step::apply(match listing {
+                let was_undecodable =
+                    self.undecodable.remove(&key).is_some() | self.unlisted.remove(&key).is_some();
+                let readable = was_undecodable.then(|| reference::<K>(decoded.meta().clone()));
+                let event = match listing {
                     Listing::Yes => watcher::Event::InitApply(decoded),
                     Listing::No => watcher::Event::Apply(decoded),
-                })
+                };
+                Step {
+                    readable,
+                    ..Step::apply(event)
+                }
             }
             Decoded::Undecodable {
                 metadata,
@@ -309,7 +321,11 @@ where
                     Listing::Yes => kept.map(|kept| watcher::Event::InitApply((*kept).clone())),
                     Listing::No => None,
                 };
-                Step { event, report }
+                Step {
+                    event,
+                    report,
+                    readable: None,
+                }
             }
         }
     }

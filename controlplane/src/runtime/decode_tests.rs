@@ -36,6 +36,8 @@ struct Pipeline {
     writer: Writer<ConfigMap>,
     store: Store<ConfigMap>,
     reports: Vec<Undecodable>,
+    /// The names of the objects announced readable again, in order.
+    readable: Vec<String>,
 }
 
 impl Pipeline {
@@ -46,6 +48,7 @@ impl Pipeline {
             writer,
             store,
             reports: Vec::new(),
+            readable: Vec::new(),
         }
     }
 
@@ -60,6 +63,8 @@ impl Pipeline {
             self.writer.apply_watcher_event(event);
         }
         self.reports.extend(step.report);
+        self.readable
+            .extend(step.readable.and_then(|object| object.name));
         step.event
     }
 
@@ -342,23 +347,103 @@ fn the_note_is_a_sentence_naming_the_field_and_what_happens_meanwhile() {
         (
             undecodable("spec.updateStrategy.maxUnavailable", false),
             "The control plane cannot read the field spec.updateStrategy.maxUnavailable of \
-             this CloneSet at resourceVersion 42: invalid value: integer `2147483648`, \
-             expected a 32-bit integer; it ignores the object until it is fixed.",
+             this CloneSet: invalid value: integer `2147483648`, expected a 32-bit integer; \
+             it ignores the object until it is fixed.",
         ),
         (
             undecodable("spec.replicas", true),
-            "The control plane cannot read the field spec.replicas of this CloneSet at \
-             resourceVersion 42: invalid value: integer `2147483648`, expected a 32-bit integer; it keeps \
-             acting on the last version it could read until the object is fixed.",
+            "The control plane cannot read the field spec.replicas of this CloneSet: invalid \
+             value: integer `2147483648`, expected a 32-bit integer; it keeps acting on the \
+             last version it could read until the object is fixed.",
         ),
         (
             undecodable(".", false),
-            "The control plane cannot read this CloneSet at resourceVersion 42: invalid \
-             value: integer `2147483648`, expected a 32-bit integer; it ignores the object until it is \
-             fixed.",
+            "The control plane cannot read this CloneSet: invalid value: integer \
+             `2147483648`, expected a 32-bit integer; it ignores the object until it is fixed.",
         ),
     ];
     for (undecodable, note) in cases {
         assert_eq!(undecodable.note(), note);
+    }
+}
+
+/// The same problem at another resourceVersion (the condition's own write makes one) reads
+/// the same: the condition written from it is not written again.
+#[test]
+fn the_note_does_not_change_with_the_resource_version() {
+    let at = |version: &str| Undecodable {
+        object: ObjectReference {
+            kind: Some("CloneSet".to_owned()),
+            resource_version: Some(version.to_owned()),
+            ..ObjectReference::default()
+        },
+        field: "spec.replicas".to_owned(),
+        error: "invalid value".to_owned(),
+        last_good_kept: false,
+    };
+    assert_eq!(at("42").note(), at("43").note());
+}
+
+/// An object announced readable again is one the decoder last saw undecodable, once, when
+/// a change or a list shows it decoding; a delete forgets it.
+#[test]
+fn an_object_that_decodes_again_after_a_report_is_announced_readable_once() {
+    use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+    /// (case, the events after the list, the names announced readable)
+    type Case = (
+        &'static str,
+        Vec<watcher::Event<Decoded<ConfigMap>>>,
+        &'static [&'static str],
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "fixed by a change",
+            vec![Apply(poison("b", "2")), Apply(good("b", "3"))],
+            &["b"],
+        ),
+        (
+            "fixed, then changed again",
+            vec![
+                Apply(poison("b", "2")),
+                Apply(poison("b", "3")),
+                Apply(good("b", "4")),
+                Apply(good("b", "5")),
+            ],
+            &["b"],
+        ),
+        (
+            "another object, never undecodable",
+            vec![Apply(good("a", "2")), InitApply(good("a", "3"))],
+            &[],
+        ),
+        (
+            "fixed by the time of the next list",
+            vec![Init, InitApply(good("b", "3")), InitDone],
+            &["b"],
+        ),
+        (
+            "fixed during a list begun again",
+            vec![Init, Init, InitApply(good("b", "3")), InitDone],
+            &["b"],
+        ),
+        (
+            "deleted, then created again good",
+            vec![Delete(poison("b", "2")), Apply(good("b", "3"))],
+            &[],
+        ),
+        (
+            "gone from the next list, then created again good",
+            vec![Init, InitDone, Apply(good("b", "3"))],
+            &[],
+        ),
+    ];
+    for (case, events, readable) in cases {
+        let mut pipeline = Pipeline::new();
+        pipeline.list(vec![good("a", "1"), poison("b", "1")]);
+        assert!(pipeline.readable.is_empty(), "{case}: listed");
+        for event in events {
+            pipeline.feed(event);
+        }
+        assert_eq!(pipeline.readable, readable, "{case}");
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod clock;
+pub mod condition_outbox;
 pub mod decode;
 pub mod elector;
 pub mod leader;
@@ -22,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use condition_outbox::ConditionOutbox;
 use decode::Undecodable;
 use elector::Elector;
 use leader::Timings;
@@ -67,6 +69,9 @@ pub struct Runtime<S> {
     /// Objects the stores could not decode, one report per object and resourceVersion,
     /// for the wiring to put an Event on (take it once; unread, reports are dropped).
     pub undecodable: Option<mpsc::Receiver<Undecodable>>,
+    /// What the status conditions of undecodable objects should say, for the wiring to
+    /// write while this replica leads.
+    pub undecodable_conditions: ConditionOutbox,
     tasks: JoinSet<()>,
 }
 
@@ -91,12 +96,14 @@ impl<S: StoreSet> Runtime<S> {
         // Each term this replica starts makes every store list again before controllers
         // may act on it.
         let (reports, undecodable) = mpsc::channel(Reporter::BACKLOG);
+        let undecodable_conditions = ConditionOutbox::default();
         let stores = S::start(StoreRegistry::new(
             &client,
             elector.terms(),
             Reporter {
                 metrics: metrics.clone(),
                 reports,
+                conditions: undecodable_conditions.clone(),
             },
             &mut tasks,
             &shutdown,
@@ -126,6 +133,7 @@ impl<S: StoreSet> Runtime<S> {
             admin_addr,
             leadership,
             undecodable: Some(undecodable),
+            undecodable_conditions,
             tasks,
         })
     }

@@ -7,7 +7,10 @@
 //! Each kind is decoded object by object ([`super::decode`]): an object
 //! that does not fit the kind's Rust type is skipped, counted, logged and reported (sent to
 //! the wiring, which puts a Warning Event on it), while every other object of the kind is
-//! served; a store keeps the last copy it could read of an object that stops decoding.
+//! served; a store keeps the last copy it could read of an object that stops decoding. For a
+//! kind whose status has conditions ([`WatchOptions::status_conditions`]) it also puts, in
+//! the [`ConditionOutbox`], what the object's `Undecodable` condition should say, and that
+//! it goes once the object decodes again.
 //!
 //! Every change a watch sees is also broadcast (see [`Cache::changes`]) so controllers can
 //! map it to the keys they reconcile, without a watch of their own.
@@ -26,6 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::ApiResource;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt as _};
@@ -36,6 +41,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use super::condition_outbox::{ConditionChange, ConditionOutbox};
 use super::decode::{Decoded, Decoder, Undecodable};
 use super::metrics::Metrics;
 
@@ -70,6 +76,10 @@ pub struct WatchOptions {
     /// How many changes the broadcast keeps for a receiver that has not read them yet;
     /// one that falls further behind resyncs everything.
     pub changes_capacity: usize,
+    /// Whether the kind's status has `conditions`: an object that does not decode then gets
+    /// an `Undecodable` condition (through the [`ConditionOutbox`]) besides its Event. A
+    /// kind without them gets only the Event.
+    pub status_conditions: bool,
 }
 
 impl Default for WatchOptions {
@@ -77,6 +87,7 @@ impl Default for WatchOptions {
         Self {
             keep_managed_fields: false,
             changes_capacity: BUSY_CHANGES,
+            status_conditions: false,
         }
     }
 }
@@ -258,12 +269,14 @@ impl<'a> StoreRegistry<'a> {
     }
 }
 
-/// Where the stores report objects that do not decode: the metric, and a channel the wiring
-/// reads to put an Event on each (the runtime publishes no Events itself).
+/// Where the stores report objects that do not decode: the metric, a channel the wiring
+/// reads to put an Event on each, and the outbox of conditions the wiring writes while
+/// leading (the runtime writes no object itself).
 #[derive(Clone)]
 pub struct Reporter {
     pub metrics: Metrics,
     pub reports: mpsc::Sender<Undecodable>,
+    pub conditions: ConditionOutbox,
 }
 
 impl Reporter {
@@ -303,6 +316,8 @@ where
     /// How many objects of the kind did not decode at the last count exported.
     undecodable_exported: usize,
     reporter: Reporter,
+    /// The kind, when its status has conditions to report on (`WatchOptions`).
+    condition_resource: Option<ApiResource>,
     changes: broadcast::Sender<Arc<K>>,
     sync: SyncState,
     listed: Arc<AtomicU64>,
@@ -329,6 +344,9 @@ where
             decoder: Decoder::new(),
             undecodable_exported: 0,
             reporter,
+            condition_resource: options
+                .status_conditions
+                .then(|| ApiResource::erase::<K>(&())),
             changes,
             sync,
             listed,
@@ -381,7 +399,11 @@ where
         let step = self.decoder.step(event, |key| store.get(key));
         let reported = step.report.is_some();
         if let Some(report) = step.report {
+            self.put_condition(&report.object, Some(&report));
             self.report(report);
+        }
+        if let Some(readable) = &step.readable {
+            self.put_condition(readable, None);
         }
         let undecodable = self.decoder.undecodable();
         if reported || undecodable != self.undecodable_exported {
@@ -404,6 +426,20 @@ where
             }
         }
         broadcast_change(&self.changes, event);
+    }
+
+    /// Hands the wiring what `object`'s condition should say, if its kind has conditions.
+    fn put_condition(&self, object: &ObjectReference, undecodable: Option<&Undecodable>) {
+        let Some(resource) = &self.condition_resource else {
+            return;
+        };
+        self.reporter.conditions.put(ConditionChange {
+            resource: resource.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone().unwrap_or_default(),
+            uid: object.uid.clone(),
+            undecodable: undecodable.cloned(),
+        });
     }
 
     /// Logs an object that does not decode and hands it to the wiring for its Event.

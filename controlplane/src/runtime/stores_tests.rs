@@ -55,6 +55,7 @@ fn reporter() -> (Reporter, mpsc::Receiver<Undecodable>) {
     let reporter = Reporter {
         metrics: Metrics::new(),
         reports,
+        conditions: Default::default(),
     };
     (reporter, received)
 }
@@ -193,11 +194,15 @@ async fn objects_that_do_not_decode_are_skipped_reported_and_counted_and_the_res
     let (reader, writer) = reflector::store::<ConfigMap>();
     let (reporter, mut reports) = reporter();
     let metrics = reporter.metrics.clone();
+    let conditions = reporter.conditions.clone();
     let changes = broadcast::channel(16).0;
     let mut changed = changes.subscribe();
     let follower = Follower::new(
         client,
-        WatchOptions::default(),
+        WatchOptions {
+            status_conditions: true,
+            ..WatchOptions::default()
+        },
         writer,
         changes,
         sync.clone(),
@@ -280,6 +285,25 @@ async fn objects_that_do_not_decode_are_skipped_reported_and_counted_and_the_res
             .iter()
             .all(|cm| cm.managed_fields().is_empty()),
         "managedFields are dropped unless the kind keeps them"
+    );
+    // The conditions the leader is to write: the budget's names its field, the fixed
+    // object's goes.
+    let mut wanted: Vec<_> = conditions
+        .take_all()
+        .into_iter()
+        .map(|c| (c.resource.kind, c.name, c.undecodable.map(|u| u.field)))
+        .collect();
+    wanted.sort();
+    assert_eq!(
+        wanted,
+        [
+            (
+                "ConfigMap".to_owned(),
+                "budget".to_owned(),
+                Some("data.key".to_owned())
+            ),
+            ("ConfigMap".to_owned(), "poison".to_owned(), None),
+        ]
     );
     let text = metrics.encode().expect("encodes");
     for line in [
