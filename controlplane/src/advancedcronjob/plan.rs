@@ -218,3 +218,7 @@ fn history_to_prune(cron: &CronFacts<'_>, children: &[Child]) -> Vec<(String, De
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "plan_clock_tests.rs"]
+mod clock_tests;
