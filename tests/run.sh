@@ -41,24 +41,14 @@ if ! diff -ru deploy/crds "$crd_tmp"; then
   exit 1
 fi
 
-step "fuzz: every cargo-fuzz target for ${FUZZ_SECONDS:-30} s"
+step "fuzz: every cargo-fuzz target for ${FUZZ_SECONDS:-30} s, ${FUZZ_JOBS:-2} at a time"
 # Nightly sanitizer builds have a target dir of their own; each corpus grows in the cache,
 # seeded from fuzz/seeds; a crash's input is kept there and fails the run.
 fuzz_cache=${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/fuzz
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-cargo +nightly fuzz build --fuzz-dir fuzz --target-dir "$fuzz_cache/target"
-for target in $(cargo +nightly fuzz list --fuzz-dir fuzz); do
-  mkdir -p "$fuzz_cache/corpus/$target" "$fuzz_cache/artifacts/$target"
-  if ! cargo +nightly fuzz run --fuzz-dir fuzz --target-dir "$fuzz_cache/target" "$target" \
-    "$fuzz_cache/corpus/$target" "fuzz/seeds/$target" -- \
-    -max_total_time="${FUZZ_SECONDS:-30}" -artifact_prefix="$fuzz_cache/artifacts/$target/" \
-    -print_final_stats=1 >"$fuzz_cache/$target.log" 2>&1; then
-    tail -n 40 "$fuzz_cache/$target.log" >&2
-    echo "fuzz target $target failed; its input is kept in $fuzz_cache/artifacts/$target/" >&2
-    exit 1
-  fi
-  echo "$target: $(grep -E '^stat::number_of_executed_units' "$fuzz_cache/$target.log")"
-done
+# shellcheck source=tests/lib/fuzz.sh
+source tests/lib/fuzz.sh
+fuzz_all "$fuzz_cache" "${FUZZ_SECONDS:-30}" "${FUZZ_JOBS:-2}"
 
 step "local cluster with Stevedore deployed"
 # A cluster left behind by a previous session whose processes are gone is cleaned first.

@@ -11,8 +11,10 @@ pub mod images;
 pub mod metrics;
 pub mod node;
 pub mod pods;
-pub mod reference;
 pub mod server;
 pub mod serving;
 pub mod shutdown;
 pub mod telemetry;
+
+/// Image references, parsed in `stevedore-parsers` (fuzzed there).
+pub use stevedore_parsers::reference;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stevedore_agent::images::registry::challenge_param;
+use stevedore_parsers::auth_challenge::challenge_param;
 
 fuzz_target!(|header: &str| {
     let params = header.strip_prefix("Bearer ").unwrap_or(header);

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
-use stevedore_controlplane::imagelist::desired::{
+use stevedore_parsers::docker_config::{
     credentials_from_secret, normalize_registry_key, registry_of,
 };
 

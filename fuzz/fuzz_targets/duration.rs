@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
 use regex::Regex;
-use stevedore_controlplane::api::duration::{DURATION_REGEX, DurationError, parse_duration};
+use stevedore_parsers::duration::{DURATION_REGEX, DurationError, parse_duration};
 
 static ADMITTED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(DURATION_REGEX).expect("the CRD's regex compiles"));

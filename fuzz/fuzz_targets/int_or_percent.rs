@@ -3,15 +3,14 @@
 //! within `[0, total]` for a non-negative total.
 #![no_main]
 
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use libfuzzer_sys::fuzz_target;
-use stevedore_controlplane::workload::rollout::{scaled_share, scaled_value};
+use stevedore_parsers::int_or_percent::{IntOrPercent, scaled_share, scaled_value};
 
 fuzz_target!(|input: (i32, bool, &str)| {
     let (total, round_up, text) = input;
-    let value = IntOrString::String(text.to_owned());
-    let _ = scaled_value("spec.field", &value, total, round_up);
-    if let Ok(share) = scaled_share("spec.field", &value, total, round_up)
+    let value = IntOrPercent::Str(text);
+    let _ = scaled_value("spec.field", value, total, round_up);
+    if let Ok(share) = scaled_share("spec.field", value, total, round_up)
         && total >= 0
     {
         assert!((0..=total).contains(&share), "{text:?} of {total}: {share}");

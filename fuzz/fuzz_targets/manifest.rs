@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stevedore_agent::images::oci;
-use stevedore_agent::images::platform::Platform;
+use stevedore_parsers::oci;
+use stevedore_parsers::platform::Platform;
 
 fuzz_target!(|body: &[u8]| {
     let _ = oci::sniff_media_type(body);

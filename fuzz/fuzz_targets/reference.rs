@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stevedore_agent::reference::{Reference, is_image_id};
+use stevedore_parsers::reference::{Reference, is_image_id};
 
 fuzz_target!(|input: &str| {
     let _ = is_image_id(input);

@@ -33,11 +33,9 @@ pub mod image_list;
 pub mod inventory;
 pub mod list_runner;
 pub mod manager;
-pub mod oci;
 pub mod orphan_leases;
 mod partial_downloads;
 mod pipeline;
-pub mod platform;
 pub mod progress;
 pub mod pull;
 mod records;
@@ -49,6 +47,8 @@ pub mod token_cache;
 mod unpack_schedule;
 
 pub use service::{AgentImageService, ConnectError, ImageServiceImpl};
+/// The image formats and platforms, parsed in `stevedore-parsers` (fuzzed there).
+pub use stevedore_parsers::{oci, platform};
 
 #[cfg(test)]
 mod testing;

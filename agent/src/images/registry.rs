@@ -30,6 +30,8 @@ use super::{
     token_cache::{CacheKey, TokenCache, token_lifetime},
 };
 use crate::reference::Reference;
+/// Kept at this path for the code that reads challenges beside the client.
+pub use stevedore_parsers::auth_challenge::challenge_param;
 
 /// Credentials for one pull; the agent never stores them.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -647,27 +649,6 @@ fn check_status(
     }
 }
 
-/// A `name="value"` (or unquoted) parameter of a `WWW-Authenticate` challenge.
-pub fn challenge_param(params: &str, name: &str) -> Option<String> {
-    let mut rest = params;
-    while !rest.is_empty() {
-        let (key, after) = rest.split_once('=')?;
-        let key = key.trim().trim_start_matches(',').trim();
-        let (value, after) = if let Some(quoted) = after.strip_prefix('"') {
-            let end = quoted.find('"')?;
-            (&quoted[..end], &quoted[end + 1..])
-        } else {
-            let end = after.find(',').unwrap_or(after.len());
-            (&after[..end], &after[end..])
-        };
-        if key.eq_ignore_ascii_case(name) {
-            return Some(value.to_owned());
-        }
-        rest = after.trim_start_matches(',').trim_start();
-    }
-    None
-}
-
 /// The most of a token endpoint's answer the agent reads: real answers are a few KiB
 /// (a JWT and its lifetime); anything larger is refused before it is buffered, as the
 /// manifest and config reads are.
@@ -727,28 +708,6 @@ mod http_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn challenge_parameters_are_read() {
-        let params = r#"realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull""#;
-        assert_eq!(
-            challenge_param(params, "realm").as_deref(),
-            Some("https://auth.example/token")
-        );
-        assert_eq!(
-            challenge_param(params, "service").as_deref(),
-            Some("registry.example")
-        );
-        assert_eq!(
-            challenge_param(params, "scope").as_deref(),
-            Some("repository:a/b:pull")
-        );
-        assert_eq!(challenge_param(params, "missing"), None);
-        assert_eq!(
-            challenge_param("realm=plain,service=x", "service").as_deref(),
-            Some("x")
-        );
-    }
 
     #[test]
     fn content_ranges_are_read() {

@@ -10,7 +10,8 @@ pub mod common;
 pub mod containerrecreaterequest;
 pub mod cron_rules;
 pub mod daemonset;
-pub mod duration;
+/// Go durations, parsed in `stevedore-parsers` (fuzzed there).
+pub use stevedore_parsers::duration;
 pub mod image_reference;
 pub mod imagelist;
 pub mod imagelistpulljob;

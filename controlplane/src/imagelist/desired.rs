@@ -4,97 +4,36 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
-use serde::Deserialize;
+use stevedore_parsers::docker_config::{self, RegistryCredentials};
+/// The registry of an image and of a pull secret's key, parsed in `stevedore-parsers`.
+pub use stevedore_parsers::docker_config::{normalize_registry_key, registry_of};
 use stevedore_proto::stevedore::agent::v1::{
     ApplyImageListRequest, BasicAuth, Credentials, DesiredImage, credentials,
 };
 
 use crate::api::{ImageList, ImageListSpec};
 
-/// The registry host an image reference pulls from, as Docker decides it: the first path
-/// component when it has a `.` or `:` or is `localhost`, else Docker Hub.
-pub fn registry_of(image: &str) -> &str {
-    match image.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
-        _ => "docker.io",
-    }
-}
-
-/// A `.dockerconfigjson` / `.dockercfg` registry key as a bare host (`https://index.docker.io/v1/`
-/// → `docker.io`), so it can be compared with [`registry_of`].
-pub fn normalize_registry_key(key: &str) -> String {
-    let host = key
-        .trim_start_matches("https://")
-        .trim_start_matches("http://");
-    let host = host.split('/').next().unwrap_or(host);
-    match host {
-        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => {
-            "docker.io".to_owned()
-        }
-        other => other.to_owned(),
-    }
-}
-
-#[derive(Deserialize)]
-struct DockerConfig {
-    #[serde(default)]
-    auths: BTreeMap<String, DockerAuth>,
-}
-
-#[derive(Deserialize, Default)]
-struct DockerAuth {
-    #[serde(default)]
-    username: String,
-    #[serde(default)]
-    password: String,
-    #[serde(default)]
-    auth: String,
-    #[serde(default, rename = "identitytoken")]
-    identity_token: String,
-}
-
-/// Registry host → credentials, read from a pull secret's data (`.dockerconfigjson`, or
-/// the older `.dockercfg` whose top level is the `auths` map). Unreadable data is an error
-/// naming the secret's key, never a panic.
+/// Registry host → credentials as the agent's API carries them, read from a pull secret's
+/// data by [`docker_config::credentials_from_secret`]. Unreadable data is an error naming
+/// the secret's key, never a panic.
 pub fn credentials_from_secret(
     data: &BTreeMap<String, Vec<u8>>,
 ) -> Result<BTreeMap<String, Credentials>, String> {
-    let auths: BTreeMap<String, DockerAuth> = if let Some(bytes) = data.get(".dockerconfigjson") {
-        serde_json::from_slice::<DockerConfig>(bytes)
-            .map_err(|e| format!(".dockerconfigjson is not a docker config: {e}"))?
-            .auths
-    } else if let Some(bytes) = data.get(".dockercfg") {
-        serde_json::from_slice(bytes)
-            .map_err(|e| format!(".dockercfg is not a docker config: {e}"))?
-    } else {
-        return Err("the secret has neither .dockerconfigjson nor .dockercfg".to_owned());
-    };
-    let mut out = BTreeMap::new();
-    for (key, auth) in auths {
-        let (mut username, mut password) = (auth.username, auth.password);
-        if username.is_empty() && !auth.auth.is_empty() {
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(auth.auth.trim())
-                .map_err(|e| format!("auth of {key} is not base64: {e}"))?;
-            let text =
-                String::from_utf8(decoded).map_err(|_| format!("auth of {key} is not UTF-8"))?;
-            let (u, p) = text
-                .split_once(':')
-                .ok_or_else(|| format!("auth of {key} is not user:password"))?;
-            (username, password) = (u.to_owned(), p.to_owned());
-        }
-        let kind = if !auth.identity_token.is_empty() {
-            credentials::Kind::Token(auth.identity_token)
-        } else {
+    let by_registry = docker_config::credentials_from_secret(data)?;
+    Ok(by_registry
+        .into_iter()
+        .map(|(registry, found)| (registry, agent_credentials(found)))
+        .collect())
+}
+
+fn agent_credentials(found: RegistryCredentials) -> Credentials {
+    let kind = match found {
+        RegistryCredentials::Basic { username, password } => {
             credentials::Kind::Basic(BasicAuth { username, password })
-        };
-        out.insert(
-            normalize_registry_key(&key),
-            Credentials { kind: Some(kind) },
-        );
-    }
-    Ok(out)
+        }
+        RegistryCredentials::IdentityToken(token) => credentials::Kind::Token(token),
+    };
+    Credentials { kind: Some(kind) }
 }
 
 /// The request for `node`: every image of `list`'s spec with its pull settings, and the
@@ -149,61 +88,25 @@ mod tests {
     use crate::api::imagelist::{ImageListEntry, PullSecretReference};
 
     #[test]
-    fn registry_is_decided_like_docker() {
-        for (image, registry) in [
-            ("nginx", "docker.io"),
-            ("library/nginx:1.25", "docker.io"),
-            ("127.0.0.1:5000/stevedore/web:v1", "127.0.0.1:5000"),
-            ("registry.example/app@sha256:abc", "registry.example"),
-            ("localhost/app", "localhost"),
-            ("my_org/app", "docker.io"),
-        ] {
-            assert_eq!(registry_of(image), registry, "{image}");
-        }
-        for (key, host) in [
-            ("https://index.docker.io/v1/", "docker.io"),
-            ("127.0.0.1:5001", "127.0.0.1:5001"),
-            ("http://registry.example/v2/", "registry.example"),
-        ] {
-            assert_eq!(normalize_registry_key(key), host, "{key}");
-        }
-    }
-
-    fn data(key: &str, json: &str) -> BTreeMap<String, Vec<u8>> {
-        BTreeMap::from([(key.to_owned(), json.as_bytes().to_vec())])
-    }
-
-    #[test]
-    fn reads_both_secret_formats_and_the_auth_field() {
-        let auth = base64::engine::general_purpose::STANDARD.encode("u:p:w");
-        let config = format!(r#"{{"auths":{{"127.0.0.1:5001":{{"auth":"{auth}"}}}}}}"#);
-        let creds = credentials_from_secret(&data(".dockerconfigjson", &config)).expect("reads");
+    fn secret_credentials_become_the_agents_credentials() {
+        let config = r#"{"auths":{
+            "https://index.docker.io/v1/":{"username":"u","password":"p"},
+            "127.0.0.1:5001":{"identitytoken":"refresh"}}}"#;
+        let data = BTreeMap::from([(".dockerconfigjson".to_owned(), config.as_bytes().to_vec())]);
+        let creds = credentials_from_secret(&data).expect("reads");
         assert_eq!(
-            creds["127.0.0.1:5001"].kind,
+            creds["docker.io"].kind,
             Some(credentials::Kind::Basic(BasicAuth {
                 username: "u".into(),
-                password: "p:w".into()
+                password: "p".into()
             }))
         );
-        let old = r#"{"https://index.docker.io/v1/":{"username":"a","password":"b"}}"#;
-        let creds = credentials_from_secret(&data(".dockercfg", old)).expect("reads");
-        assert!(creds.contains_key("docker.io"));
-        for (key, body, want) in [
-            (
-                ".dockerconfigjson",
-                "not json",
-                ".dockerconfigjson is not a docker config",
-            ),
-            ("other", "{}", "neither"),
-            (
-                ".dockerconfigjson",
-                r#"{"auths":{"r":{"auth":"!!"}}}"#,
-                "auth of r is not base64",
-            ),
-        ] {
-            let err = credentials_from_secret(&data(key, body)).expect_err(body);
-            assert!(err.contains(want), "{err}");
-        }
+        assert_eq!(
+            creds["127.0.0.1:5001"].kind,
+            Some(credentials::Kind::Token("refresh".into()))
+        );
+        let err = credentials_from_secret(&BTreeMap::new()).expect_err("no docker config");
+        assert!(err.contains("neither"), "{err}");
     }
 
     #[test]

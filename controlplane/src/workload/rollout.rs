@@ -8,6 +8,10 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+/// Int-or-percent arithmetic, in `stevedore-parsers` (fuzzed there).
+pub use stevedore_parsers::int_or_percent::IntOrPercentError;
+use stevedore_parsers::int_or_percent::{self, IntOrPercent};
+
 use super::pod_view::PodView;
 use crate::api::cloneset::DEFAULT_MAX_UNAVAILABLE;
 
@@ -23,80 +27,6 @@ pub const MAX_UNAVAILABLE_FIELD: &str = "spec.updateStrategy.maxUnavailable";
 pub const MAX_SURGE_FIELD: &str = "spec.updateStrategy.maxSurge";
 /// Field path of `scaleStrategy.maxUnavailable`.
 pub const SCALE_MAX_UNAVAILABLE_FIELD: &str = "spec.scaleStrategy.maxUnavailable";
-
-/// A bad int-or-percent value, naming the field so the message is actionable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IntOrPercentError {
-    /// A string that does not end in `%` (Kubernetes accepts strings only as percentages).
-    #[error("{field}: {value:?} is not a percentage; use an integer or a string like \"20%\"")]
-    NotAPercentage {
-        /// The field path.
-        field: &'static str,
-        /// The value as written.
-        value: String,
-    },
-    /// A percentage whose number does not parse.
-    #[error("{field}: {value:?} is not a valid percentage")]
-    InvalidNumber {
-        /// The field path.
-        field: &'static str,
-        /// The value as written.
-        value: String,
-    },
-    /// Below zero.
-    #[error("{field}: {value} must not be negative")]
-    Negative {
-        /// The field path.
-        field: &'static str,
-        /// The value as written.
-        value: String,
-    },
-    /// A percentage above 100% where the field is a share of the replicas.
-    #[error("{field}: {value} must be at most 100%")]
-    AboveHundredPercent {
-        /// The field path.
-        field: &'static str,
-        /// The value as written.
-        value: String,
-    },
-    /// The scaled value does not fit in an i32.
-    #[error("{field}: {value} of {total} replicas is out of range")]
-    OutOfRange {
-        /// The field path.
-        field: &'static str,
-        /// The value as written.
-        value: String,
-        /// The total it was scaled against.
-        total: i32,
-    },
-}
-
-/// `intstr.GetScaledValueFromIntOrPercent`: an integer as is; `"N%"` of `total`, rounded up
-/// or down. Like Kubernetes it accepts negative values and percentages above 100%; use
-/// [`scaled_share`] for fields where those are invalid.
-pub fn scaled_value(
-    field: &'static str,
-    value: &IntOrString,
-    total: i32,
-    round_up: bool,
-) -> Result<i32, IntOrPercentError> {
-    let percent = match value {
-        IntOrString::Int(int) => return Ok(*int),
-        IntOrString::String(text) => parse_percent(field, text)?,
-    };
-    let product = i64::from(percent) * i64::from(total);
-    // Integer floor/ceil equal Go's math.Floor/Ceil of product/100 for every i32 input.
-    let scaled = if round_up {
-        -(-product).div_euclid(100)
-    } else {
-        product.div_euclid(100)
-    };
-    i32::try_from(scaled).map_err(|_| IntOrPercentError::OutOfRange {
-        field,
-        value: describe(value),
-        total,
-    })
-}
 
 /// A job's parallelism (ImagePullJob, BroadcastJob): the most tasks active at once, an
 /// integer, or a percentage of the desired tasks rounded up (so any non-zero percentage of
@@ -115,58 +45,35 @@ pub fn parallelism(value: &IntOrString, desired: usize) -> usize {
     }
 }
 
-/// [`scaled_value`] for a share of the replicas (partition, maxUnavailable, maxSurge): also
-/// refuses negative values and percentages above 100%, which admission should have caught.
+/// [`int_or_percent::scaled_value`] of a Kubernetes int-or-string field:
+/// `intstr.GetScaledValueFromIntOrPercent`, negative values and percentages above 100%
+/// accepted; use [`scaled_share`] for fields where those are invalid.
+pub fn scaled_value(
+    field: &'static str,
+    value: &IntOrString,
+    total: i32,
+    round_up: bool,
+) -> Result<i32, IntOrPercentError> {
+    int_or_percent::scaled_value(field, plain(value), total, round_up)
+}
+
+/// [`int_or_percent::scaled_share`] of a Kubernetes int-or-string field: a share of the
+/// replicas (partition, maxUnavailable, maxSurge), refusing negative values and
+/// percentages above 100%, which admission should have caught.
 pub fn scaled_share(
     field: &'static str,
     value: &IntOrString,
     total: i32,
     round_up: bool,
 ) -> Result<i32, IntOrPercentError> {
-    match value {
-        IntOrString::Int(int) if *int < 0 => Err(IntOrPercentError::Negative {
-            field,
-            value: int.to_string(),
-        }),
-        IntOrString::String(text) => {
-            let percent = parse_percent(field, text)?;
-            if percent < 0 {
-                Err(IntOrPercentError::Negative {
-                    field,
-                    value: text.clone(),
-                })
-            } else if percent > 100 {
-                Err(IntOrPercentError::AboveHundredPercent {
-                    field,
-                    value: text.clone(),
-                })
-            } else {
-                scaled_value(field, value, total, round_up)
-            }
-        }
-        IntOrString::Int(_) => scaled_value(field, value, total, round_up),
-    }
+    int_or_percent::scaled_share(field, plain(value), total, round_up)
 }
 
-fn parse_percent(field: &'static str, text: &str) -> Result<i32, IntOrPercentError> {
-    let Some(number) = text.strip_suffix('%') else {
-        return Err(IntOrPercentError::NotAPercentage {
-            field,
-            value: text.to_owned(),
-        });
-    };
-    number
-        .parse::<i32>()
-        .map_err(|_| IntOrPercentError::InvalidNumber {
-            field,
-            value: text.to_owned(),
-        })
-}
-
-fn describe(value: &IntOrString) -> String {
+/// The parsers take a borrowed plain value, so they need no Kubernetes types.
+fn plain(value: &IntOrString) -> IntOrPercent<'_> {
     match value {
-        IntOrString::Int(int) => int.to_string(),
-        IntOrString::String(text) => text.clone(),
+        IntOrString::Int(int) => IntOrPercent::Int(*int),
+        IntOrString::String(text) => IntOrPercent::Str(text),
     }
 }
 

@@ -5,6 +5,10 @@
 
 use std::time::Duration;
 
+#[cfg(test)]
+#[path = "duration_tests.rs"]
+mod tests;
+
 /// RE2: one or more `<number>[.<fraction>]<unit>` terms, units ns, us, ms, s, m, h.
 /// Go also accepts a sign, a bare `0` and `µs`; the CRDs do not.
 pub const DURATION_REGEX: &str = "^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$";

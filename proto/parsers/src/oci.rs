@@ -70,7 +70,7 @@ impl Descriptor {
     }
 }
 
-pub use super::platform::Platform;
+pub use crate::platform::Platform;
 
 /// An image manifest (OCI or Docker schema 2).
 #[derive(Debug, Clone, Deserialize)]
