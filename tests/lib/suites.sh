@@ -74,8 +74,9 @@ report_suite() {
 }
 
 # Runs the given "name<TAB>exe<TAB>dir" lines, at most $jobs at once; returns once all ended.
+# Logs are named <group>-<n> so the groups' logs stay apart for the totals.
 run_pool() {
-  local jobs=$1 logs=$2 n=0 running=0 name exe dir
+  local jobs=$1 logs=$2 group=$3 n=0 running=0 name exe dir
   local -A names=()
   local -a queue=()
   mapfile -t queue
@@ -84,8 +85,8 @@ run_pool() {
       IFS=$'\t' read -r name exe dir _ <<<"${queue[0]}"
       queue=("${queue[@]:1}")
       n=$((n + 1))
-      names[$n]=$name
-      start_suite "$n" "$name" "$exe" "$dir" "$logs"
+      names[$group-$n]=$name
+      start_suite "$group-$n" "$name" "$exe" "$dir" "$logs"
       running=$((running + 1))
     done
     wait -n 2>/dev/null || true
@@ -122,8 +123,8 @@ run_test_binaries() {
   alone=$(awk -F'\t' '$4 == 1' <<<"$binaries")
   echo "$(wc -l <<<"$overlapping") test binaries overlapping ($jobs at a time), then $(grep -c . <<<"$alone") one by one:"
   awk -F'\t' '{ print "  runs alone: " $1 }' <<<"$alone"
-  run_pool "$jobs" "$logs" <<<"$overlapping"
-  [[ -z $alone ]] || run_pool 1 "$logs" <<<"$alone"
+  run_pool "$jobs" "$logs" overlapping <<<"$overlapping"
+  [[ -z $alone ]] || run_pool 1 "$logs" alone <<<"$alone"
   print_test_totals "$logs"
   mkdir -p "$(dirname "$suite_history")"
   cp "$suite_durations" "$suite_history"
