@@ -20,7 +20,7 @@ use super::guards;
 use super::plan::{self, Snapshot};
 use super::pods::{RevisionSpec, new_revision, owner_reference};
 use super::progress::{ProgressEvent, progress_event};
-use super::status::{FAILED_UPDATE, SyncProblems, compute_status};
+use super::status::{FAILED_SCALE, FAILED_UPDATE, SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::expectations::{Expectations, Seen};
@@ -31,6 +31,7 @@ use crate::workload::actions::Plan;
 use crate::workload::claim::claim_objects;
 use crate::workload::history::{History, HistoryStep};
 use crate::workload::ownership::is_controlled_by;
+use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
 use crate::workload::update_guard;
 
 impl ObjectReconciler for CloneSetController {
@@ -98,8 +99,17 @@ async fn sync(
 ) -> Result<Outcome, SyncError> {
     // Before any claim or create: a selector that misses the template would release every
     // pod, and create pods it cannot own without end.
-    if let Err(mismatch) = guards::check_selector(cloneset) {
-        return guards::refuse_mismatched_selector(ctl, key, cloneset, &mismatch).await;
+    let guarded = GuardedSet {
+        selector: &cloneset.spec.selector,
+        template: &cloneset.spec.template,
+        generation: cloneset.metadata.generation,
+        status: cloneset.status.as_ref(),
+        create_condition: FAILED_SCALE,
+    };
+    let object = reference(cloneset);
+    let guard = refuse_unselected_template::<CloneSet, _>(&ctl.parts, key, &object, guarded);
+    if let Some(refused) = guard.await? {
+        return Ok(refused);
     }
     let Some(owned) = read_owned(ctl, key, cloneset).await? else {
         return Ok(Outcome::RequeueAfter(Duration::ZERO));

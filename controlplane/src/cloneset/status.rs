@@ -11,11 +11,13 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::progress::set_progressing;
+use crate::api::cloneset::CloneSetCondition;
 use crate::api::{CloneSet, CloneSetStatus};
-use crate::controller::conditions::{set_condition, set_problem};
+use crate::controller::conditions::set_problem;
 use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::partition_replicas;
 use crate::workload::selector::format_selector;
+use crate::workload::selector_guard::RefusableStatus;
 use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 pub const FAILED_SCALE: &str = "FailedScale";
@@ -146,20 +148,17 @@ fn count_pods(
     requeue
 }
 
-/// The status of a CloneSet the controller refuses to act on (its selector does not select
-/// its template): the counts stay as they were, `type_` is True with `reason` and
-/// `message`, and the generation counts as observed.
-pub fn refused_status(
-    cloneset: &CloneSet,
-    type_: &str,
-    reason: &str,
-    message: String,
-    now: Timestamp,
-) -> CloneSetStatus {
-    let mut status = cloneset.status.clone().unwrap_or_default();
-    status.observed_generation = cloneset.metadata.generation.unwrap_or(0);
-    set_condition(&mut status.conditions, type_, true, reason, message, now);
-    status
+/// What the selector guard (`workload::selector_guard`) writes of a refused set.
+impl RefusableStatus for CloneSetStatus {
+    type Condition = CloneSetCondition;
+
+    fn observed_generation_mut(&mut self) -> &mut i64 {
+        &mut self.observed_generation
+    }
+
+    fn conditions_mut(&mut self) -> &mut Vec<CloneSetCondition> {
+        &mut self.conditions
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use crate::controller::conditions::{StatusCondition, set_problem};
 use crate::workload::node_eval::NodeFit;
 use crate::workload::pod_view::{PodView, ViewContext};
 use crate::workload::revision_adapter::short_hash;
+use crate::workload::selector_guard::RefusableStatus;
 use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 /// Condition: creating pods failed (the apiserver's message).
@@ -191,6 +192,19 @@ impl StatusCondition for DaemonSetCondition {
         status.clone_into(&mut self.status);
         reason.clone_into(&mut self.reason);
         self.message = message;
+    }
+}
+
+/// What the selector guard (`workload::selector_guard`) writes of a refused set.
+impl RefusableStatus for DaemonSetStatus {
+    type Condition = DaemonSetCondition;
+
+    fn observed_generation_mut(&mut self) -> &mut i64 {
+        &mut self.observed_generation
+    }
+
+    fn conditions_mut(&mut self) -> &mut Vec<DaemonSetCondition> {
+        &mut self.conditions
     }
 }
 

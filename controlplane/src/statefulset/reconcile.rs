@@ -26,7 +26,6 @@ use crate::api::StatefulSet;
 use crate::cloneset::pods::RevisionSpec;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
-use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectation, Expectations, Seen, resource_version};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
@@ -37,7 +36,7 @@ use crate::workload::claim::claim_objects;
 use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep, new_revision};
 use crate::workload::ownership::is_controlled_by;
-use crate::workload::selector::selector_selects_template;
+use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
 use crate::workload::update_guard;
 
 impl ObjectReconciler for StatefulSetController {
@@ -132,11 +131,17 @@ async fn sync(
 ) -> Result<Outcome, SyncError> {
     // Before any claim or create: a selector that misses the template would create pods
     // it cannot own, without end. The CRD refuses such a set; an older CRD may not have.
-    let labels = (set.spec.template.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default();
-    if let Err(mismatch) = selector_selects_template(&set.spec.selector, &labels) {
-        return refuse_mismatched_selector(ctl, key, set, &mismatch.to_string()).await;
+    let guarded = GuardedSet {
+        selector: &set.spec.selector,
+        template: &set.spec.template,
+        generation: set.metadata.generation,
+        status: set.status.as_ref(),
+        create_condition: FAILED_CREATE_POD,
+    };
+    let object = reference(set);
+    let guard = refuse_unselected_template::<StatefulSet, _>(&ctl.parts, key, &object, guarded);
+    if let Some(refused) = guard.await? {
+        return Ok(refused);
     }
     let Some(owned) = read_owned(ctl, key, set).await? else {
         return Ok(Outcome::RequeueAfter(Duration::ZERO));
@@ -215,26 +220,6 @@ async fn sync(
         .fold(Outcome::Done, |outcome, after| {
             outcome.min(Outcome::RequeueAfter(after))
         }))
-}
-
-/// Holds the set: no claim, create or delete, a FailedCreatePod condition saying why.
-async fn refuse_mismatched_selector(
-    ctl: &StatefulSetController,
-    key: &ObjectKey,
-    set: &StatefulSet,
-    message: &str,
-) -> Result<Outcome, SyncError> {
-    let mut status = set.status.clone().unwrap_or_default();
-    set_problem(
-        &mut status.conditions,
-        FAILED_CREATE_POD,
-        Some(message),
-        Timestamp::now(),
-    );
-    (ctl.parts)
-        .write_status::<StatefulSet, _>(key, set.status.as_ref(), &status)
-        .await?;
-    Ok(Outcome::Done)
 }
 
 /// Claims the set's pods, reads the claims of its namespace, and makes sure a revision

@@ -9,13 +9,27 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::plan::Halt;
-use crate::api::statefulset::StatefulSetUpdateStrategyType;
+use crate::api::statefulset::{StatefulSetCondition, StatefulSetUpdateStrategyType};
 use crate::api::{StatefulSet, StatefulSetStatus};
 use crate::controller::conditions::{set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::selector::format_selector;
+use crate::workload::selector_guard::RefusableStatus;
 use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
+
+/// What the selector guard (`workload::selector_guard`) writes of a refused set.
+impl RefusableStatus for StatefulSetStatus {
+    type Condition = StatefulSetCondition;
+
+    fn observed_generation_mut(&mut self) -> &mut i64 {
+        &mut self.observed_generation
+    }
+
+    fn conditions_mut(&mut self) -> &mut Vec<StatefulSetCondition> {
+        &mut self.conditions
+    }
+}
 
 #[cfg(test)]
 #[path = "status_tests.rs"]

@@ -25,6 +25,7 @@ pub mod rollout;
 #[cfg(test)]
 pub(crate) mod scripted_api;
 pub mod selector;
+pub mod selector_guard;
 pub mod set_controller;
 pub mod template_check;
 pub mod template_defaults;
