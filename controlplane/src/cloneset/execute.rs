@@ -17,7 +17,7 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::new_pod_and_claims;
-use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::execute::{NewPod, NewPods, Problems};
 
 /// CloneSet's pods and claims for a `Create`, from the revision it names.
 pub(super) struct CloneSetPods<'a> {
@@ -55,23 +55,15 @@ pub(super) async fn execute(
         Some(list) => clean_pods_to_delete(ctl, key, cloneset, list).await,
         None => Ok(()),
     };
-    let reference = reference(cloneset);
-    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
-    let budgets = ctl.parts.budgets(&key.namespace);
-    let executor = Executor {
-        key,
-        generation: cloneset.metadata.generation.unwrap_or(0),
-        writes: &writes,
-        budgets: &budgets,
-        new_pods,
-        expectations: &ctl.parts.expectations,
-        create_backoff: &ctl.parts.create_backoff,
-    };
     let mut shared = Problems {
         scale: problems.scale.take(),
         update: problems.update.take(),
     };
-    let executed = executor.execute(plan, &mut shared).await;
+    let object = reference(cloneset);
+    let generation = cloneset.metadata.generation;
+    let executed = (ctl.parts)
+        .execute(key, &object, generation, new_pods, plan, &mut shared)
+        .await;
     problems.scale = shared.scale;
     problems.update = shared.update;
     cleaned?;

@@ -37,7 +37,7 @@ use crate::predownload::workload as predownload;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
-use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::execute::{NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep};
 use crate::workload::node_eval::NodeFit;
 use crate::workload::node_resources::usage_by_node;
@@ -461,9 +461,6 @@ async fn execute(
     problems: &mut SyncProblems,
 ) -> Result<Option<Duration>, SyncError> {
     let ds = snapshot.ds;
-    let reference = reference(ds);
-    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
-    let budgets = ctl.parts.budgets(&key.namespace);
     let workload = DaemonSetWorkload {
         ds,
         desired: 0,
@@ -473,22 +470,24 @@ async fn execute(
         workload: &workload,
         templates: &owned.templates,
     };
-    let executor = Executor {
-        key,
-        generation: ds.metadata.generation.unwrap_or(0),
-        writes: &writes,
-        budgets: &budgets,
-        new_pods: &new_pods,
-        expectations: &ctl.parts.expectations,
-        create_backoff: &ctl.parts.create_backoff,
+    let mut shared = Problems {
+        scale: problems.create.take(),
+        update: problems.update.take(),
     };
-    let mut shared = Problems::default();
-    let executed = executor.execute(&planned.plan, &mut shared).await;
+    let object = reference(ds);
+    let generation = ds.metadata.generation;
+    let executed = (ctl.parts)
+        .execute(
+            key,
+            &object,
+            generation,
+            &new_pods,
+            &planned.plan,
+            &mut shared,
+        )
+        .await;
     problems.create = shared.scale;
-    // A held update keeps its message unless the executor met a newer problem.
-    if shared.update.is_some() {
-        problems.update = shared.update;
-    }
+    problems.update = shared.update;
     Ok(executed?)
 }
 

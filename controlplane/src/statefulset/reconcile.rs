@@ -33,7 +33,7 @@ use crate::predownload::workload as predownload;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
-use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::execute::{NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep, new_revision};
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
@@ -360,27 +360,19 @@ async fn execute(
     plan: &Plan,
     problems: &mut SyncProblems,
 ) -> Result<Option<Duration>, SyncError> {
-    let reference = reference(set);
-    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
-    let budgets = ctl.parts.budgets(&key.namespace);
     let new_pods = StatefulSetPods {
         set,
         templates: &owned.templates,
-    };
-    let executor = Executor {
-        key,
-        generation: set.metadata.generation.unwrap_or(0),
-        writes: &writes,
-        budgets: &budgets,
-        new_pods: &new_pods,
-        expectations: &ctl.parts.expectations,
-        create_backoff: &ctl.parts.create_backoff,
     };
     let mut shared = Problems {
         scale: problems.create.take(),
         update: problems.update.take(),
     };
-    let executed = executor.execute(plan, &mut shared).await;
+    let object = reference(set);
+    let generation = set.metadata.generation;
+    let executed = (ctl.parts)
+        .execute(key, &object, generation, &new_pods, plan, &mut shared)
+        .await;
     problems.create = shared.scale;
     problems.update = shared.update;
     Ok(executed?)

@@ -5,17 +5,19 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::actions::Plan;
 use super::deletion::REVISION_LABEL;
-use super::execute::{ExecuteError, KubeParts};
+use super::execute::{ExecuteError, Executor, KubeParts, KubePodWrites, NewPods, Problems};
 use super::history::{History, HistoryError, HistoryWriter};
 use super::revision::RevisionError;
 use super::template_check::TemplateChecks;
@@ -116,6 +118,35 @@ impl PodSetParts {
             agents: &self.agents,
             events: &self.events,
         }
+    }
+
+    /// Runs `plan` through the shared executor for the set `key` at `generation` (`object`
+    /// in its events), building pods with `new_pods`. Every kind seeds `problems` with
+    /// what its sync found before (the update guard's refusal), so the executor alone
+    /// decides which message a problem keeps: a held disruption adds to a problem already
+    /// there, a failed write replaces it. `Ok(Some(wait))`: creates failed or are backing
+    /// off, or a budget held a disruption.
+    pub async fn execute<N: NewPods>(
+        &self,
+        key: &ObjectKey,
+        object: &ObjectReference,
+        generation: Option<i64>,
+        new_pods: &N,
+        plan: &Plan,
+        problems: &mut Problems,
+    ) -> Result<Option<Duration>, ExecuteError> {
+        let writes = KubePodWrites::new(self.kube_parts(), &key.namespace, object);
+        let budgets = self.budgets(&key.namespace);
+        let executor = Executor {
+            key,
+            generation: generation.unwrap_or(0),
+            writes: &writes,
+            budgets: &budgets,
+            new_pods,
+            expectations: &self.expectations,
+            create_backoff: &self.create_backoff,
+        };
+        executor.execute(plan, problems).await
     }
 
     /// The writer of the revisions of the set `owner_name` of kind `K` in `namespace`.

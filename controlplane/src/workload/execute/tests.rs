@@ -43,6 +43,15 @@ impl Fixture {
         &self,
         plan: &Plan,
     ) -> (Result<Option<Duration>, ExecuteError>, Problems) {
+        self.run_seeded(plan, Problems::default()).await
+    }
+
+    /// Runs `plan` with `problems` as the sync found them before it.
+    pub(super) async fn run_seeded(
+        &self,
+        plan: &Plan,
+        mut problems: Problems,
+    ) -> (Result<Option<Duration>, ExecuteError>, Problems) {
         let executor = Executor {
             key: &KEY,
             generation: 1,
@@ -52,7 +61,6 @@ impl Fixture {
             expectations: &self.expectations,
             create_backoff: &self.backoff,
         };
-        let mut problems = Problems::default();
         let result = executor.execute(plan, &mut problems).await;
         (result, problems)
     }
