@@ -39,11 +39,11 @@ use stevedore_controlplane::api::statefulset::{
 use stevedore_controlplane::api::{
     BroadcastJob, BroadcastJobSpec, CloneSet, DaemonSet, StatefulSet,
 };
-use stevedore_controlplane::cloneset::pods::RevisionSpec;
 use stevedore_controlplane::daemonset::adapter::DaemonSetWorkload;
 use stevedore_controlplane::workload::actions::Create;
 use stevedore_controlplane::workload::adapter::PodSetWorkload as _;
 use stevedore_controlplane::workload::execute::MAX_CREATES_PER_SYNC;
+use stevedore_controlplane::workload::revision_spec::RevisionSpec;
 use stevedore_controlplane::{broadcastjob, cloneset, daemonset, statefulset};
 
 #[global_allocator]

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 
-use super::pods::{self, RevisionSpec, instance_id};
+use super::pods::{self, instance_id};
 use crate::api::CloneSet;
 use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy, UpdateScatterTerm};
 use crate::workload::actions::Create;
@@ -13,6 +13,7 @@ use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType};
 use crate::workload::inplace::{
     InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method,
 };
+use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::rollout::RolloutParams;
 use crate::workload::template_defaults;
 

@@ -8,9 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::controller::{CloneSetController, SyncError, reference};
-use super::pods::{RevisionSpec, fresh_instance_id};
 use super::pods_to_delete;
-use super::random::random_u64;
 use super::status::SyncProblems;
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
@@ -18,6 +16,8 @@ use crate::controller::api_error::api_error;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::new_pod_and_claims;
 use crate::workload::execute::{NewPod, NewPods, Problems};
+use crate::workload::instance_id::{fresh_instance_id, random_u64};
+use crate::workload::revision_spec::RevisionSpec;
 
 /// CloneSet's pods and claims for a `Create`, from the revision it names.
 pub(super) struct CloneSetPods<'a> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::CloneSetPods;
 use crate::api::{CloneSet, CloneSetSpec};
-use crate::cloneset::pods::{INSTANCE_ID_LABEL, RevisionSpec};
+use crate::cloneset::pods::{INSTANCE_ID_LABEL, revision_spec};
 use crate::controller::create_backoff::CreateBackoff;
 use crate::workload::actions::Create;
 use crate::workload::execute::Problems;
@@ -38,7 +38,7 @@ fn cloneset(owned: Option<&str>) -> CloneSet {
 
 /// One sync creating three pods with fresh instance ids.
 async fn create_three(cloneset: &CloneSet) -> (RecordingWrites, Problems) {
-    let specs = BTreeMap::from([(REVISION.to_owned(), RevisionSpec::of(cloneset))]);
+    let specs = BTreeMap::from([(REVISION.to_owned(), revision_spec(cloneset))]);
     let pods = CloneSetPods {
         cloneset,
         specs: &specs,

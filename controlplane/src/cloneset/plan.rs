@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use super::pods::{RevisionSpec, instance_id};
+use super::pods::instance_id;
 use crate::api::CloneSet;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::plan::{PodSet, PodSetSnapshot, ScaleUp};
+use crate::workload::revision_spec::RevisionSpec;
 
 pub use crate::workload::plan::PlanError;
 

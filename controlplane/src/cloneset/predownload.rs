@@ -75,7 +75,7 @@ mod tests {
     use super::*;
     use crate::api::cloneset::CloneSetSpec;
     use crate::api::common::PodUpdatePolicy;
-    use crate::cloneset::pods::RevisionSpec;
+    use crate::workload::revision_spec::RevisionSpec;
 
     /// CloneSet's pre-download images under `policy` (the shared rule over its adapter).
     fn in_place_images(

@@ -18,7 +18,7 @@ use super::controller::{CloneSetController, SyncError, reference};
 use super::execute::{CloneSetPods, execute};
 use super::guards;
 use super::plan::{self, Snapshot};
-use super::pods::{RevisionSpec, new_revision, owner_reference};
+use super::pods::{new_revision, owner_reference, revision_spec};
 use super::progress::{ProgressEvent, progress_event};
 use super::status::{FAILED_SCALE, FAILED_UPDATE, SyncProblems, compute_status};
 use crate::api::CloneSet;
@@ -31,6 +31,7 @@ use crate::workload::actions::Plan;
 use crate::workload::claim::claim_objects;
 use crate::workload::history::{History, HistoryStep};
 use crate::workload::ownership::is_controlled_by;
+use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
 use crate::workload::update_guard;
 
@@ -215,7 +216,7 @@ async fn read_owned(
         .filter(|r| controlled(&r.metadata))
         .collect();
 
-    let spec = RevisionSpec::of(cloneset);
+    let spec = revision_spec(cloneset);
     let data = spec.to_data()?;
     let status = cloneset.status.clone().unwrap_or_default();
     let name = cloneset.name_any();

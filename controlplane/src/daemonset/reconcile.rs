@@ -26,8 +26,6 @@ use super::status::{
 };
 use super::unplaced::Reasons;
 use crate::api::DaemonSet;
-use crate::cloneset::pods::{RevisionSpec, fresh_instance_id};
-use crate::cloneset::random::random_u64;
 use crate::controller::ObjectKey;
 use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
@@ -39,10 +37,12 @@ use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
 use crate::workload::execute::{NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep};
+use crate::workload::instance_id::{fresh_instance_id, random_u64};
 use crate::workload::node_eval::NodeFit;
 use crate::workload::node_resources::usage_by_node;
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
+use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
 use crate::workload::update_guard;
 
@@ -393,10 +393,7 @@ async fn read_owned(
     let cached: Vec<Arc<ControllerRevision>> = (ctl.parts.stores.revisions.state().into_iter())
         .filter(|r| in_namespace(&r.metadata) && is_controlled_by(&r.metadata, &uid))
         .collect();
-    let spec = RevisionSpec {
-        template: ds.spec.template.clone(),
-        volume_claim_templates: Vec::new(),
-    };
+    let spec = RevisionSpec::template_only(ds.spec.template.clone());
     let data = spec.to_data()?;
     let collisions = ds
         .status

@@ -23,7 +23,6 @@ use super::status::{
     stuck_warning,
 };
 use crate::api::StatefulSet;
-use crate::cloneset::pods::RevisionSpec;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
 use crate::controller::expectations::{Expectation, Expectations, Seen, resource_version};
@@ -36,6 +35,7 @@ use crate::workload::claim::claim_objects;
 use crate::workload::execute::{NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep, new_revision};
 use crate::workload::ownership::is_controlled_by;
+use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
 use crate::workload::update_guard;
 
@@ -246,10 +246,7 @@ async fn read_owned(
     let cached: Vec<Arc<ControllerRevision>> = (ctl.parts.stores.revisions.state().into_iter())
         .filter(|r| in_namespace(&r.metadata) && is_controlled_by(&r.metadata, &uid))
         .collect();
-    let spec = RevisionSpec {
-        template: set.spec.template.clone(),
-        volume_claim_templates: Vec::new(),
-    };
+    let spec = RevisionSpec::template_only(set.spec.template.clone());
     let data = spec.to_data()?;
     let status = set.status.clone().unwrap_or_default();
     let name = set.name_any();

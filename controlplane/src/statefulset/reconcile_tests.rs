@@ -96,10 +96,7 @@ fn the_executor_gets_the_pod_of_an_ordinal_with_its_claims_first() {
 #[test]
 fn a_revision_records_the_template_and_reads_it_back() {
     let set = web();
-    let spec = RevisionSpec {
-        template: set.spec.template.clone(),
-        volume_claim_templates: Vec::new(),
-    };
+    let spec = RevisionSpec::template_only(set.spec.template.clone());
     let data = spec.to_data().expect("serializes");
     let read = RevisionSpec::from_data(&data).expect("reads back");
     assert_eq!(read.template, set.spec.template);

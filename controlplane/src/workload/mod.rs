@@ -9,6 +9,7 @@ pub mod deletion;
 pub mod execute;
 pub mod history;
 pub mod inplace;
+pub mod instance_id;
 pub mod lifecycle;
 pub mod node;
 pub mod node_changes;
@@ -21,6 +22,7 @@ pub mod plan;
 pub mod pod_view;
 pub mod revision;
 pub mod revision_adapter;
+pub mod revision_spec;
 pub mod rollout;
 #[cfg(test)]
 pub(crate) mod scripted_api;
