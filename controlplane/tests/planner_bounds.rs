@@ -389,7 +389,7 @@ fn check_cloneset(case: &CloneSetCase) -> Result<(), TestCaseError> {
     let (planned, cost) = measure(|| cloneset::plan::plan(&snap));
     check_cost(&cost, case.pods, case.pods_to_delete)?;
     if let Ok(planned) = planned {
-        let creates = planned.creates.len();
+        let creates = planned.plan.creates.len();
         prop_assert!(
             creates <= MAX_CREATES_PER_SYNC,
             "the CloneSet plan has {creates} creates, more than one sync's {MAX_CREATES_PER_SYNC}"

@@ -8,12 +8,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::controller::{CloneSetController, SyncError, reference};
+use super::plan::CloneSetPlan;
 use super::pods_to_delete;
 use super::status::SyncProblems;
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
-use crate::workload::actions::{Create, Plan};
+use crate::workload::actions::Create;
 use crate::workload::adapter::new_pod_and_claims;
 use crate::workload::execute::{NewPod, NewPods, Problems};
 use crate::workload::instance_id::{fresh_instance_id, random_u64};
@@ -23,6 +24,8 @@ use crate::workload::revision_spec::RevisionSpec;
 pub(super) struct CloneSetPods<'a> {
     pub cloneset: &'a CloneSet,
     pub specs: &'a BTreeMap<String, RevisionSpec>,
+    /// Instance ids the set's pods and claims hold.
+    pub taken_ids: &'a BTreeSet<String>,
 }
 
 impl NewPods for CloneSetPods<'_> {
@@ -31,7 +34,8 @@ impl NewPods for CloneSetPods<'_> {
     }
 
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String {
-        fresh_instance_id(taken, &mut random_u64)
+        let held = self.taken_ids.union(taken).cloned().collect();
+        fresh_instance_id(&held, &mut random_u64)
     }
 
     fn new_pod(&self, create: &Create) -> Option<NewPod> {
@@ -40,18 +44,19 @@ impl NewPods for CloneSetPods<'_> {
     }
 }
 
-/// Runs the plan; the first hard error is returned after the rest that can still run
-/// has run, and problems for the status conditions are filled in. `Ok(Some(wait))`:
+/// Runs the plan: CloneSet's `podsToDelete` clean-up, the shared executor, then the
+/// claims no pod uses; the first hard error is returned after the rest that can still
+/// run has run, and problems for the status conditions are filled in. `Ok(Some(wait))`:
 /// creates failed or are backing off, come back after `wait`.
 pub(super) async fn execute(
     ctl: &CloneSetController,
     key: &ObjectKey,
     new_pods: &CloneSetPods<'_>,
-    plan: &Plan,
+    planned: &CloneSetPlan,
     problems: &mut SyncProblems,
 ) -> Result<Option<Duration>, SyncError> {
     let cloneset = new_pods.cloneset;
-    let cleaned = match &plan.pods_to_delete {
+    let cleaned = match &planned.pods_to_delete {
         Some(list) => clean_pods_to_delete(ctl, key, cloneset, list).await,
         None => Ok(()),
     };
@@ -60,13 +65,14 @@ pub(super) async fn execute(
         update: problems.update.take(),
     };
     let object = reference(cloneset);
-    let generation = cloneset.metadata.generation;
-    let executed = (ctl.parts)
-        .execute(key, &object, generation, new_pods, plan, &mut shared)
-        .await;
+    let parts = (ctl.parts).executor_parts(key, &object, cloneset.metadata.generation);
+    let executor = parts.executor(new_pods);
+    let executed = executor.execute(&planned.plan, &mut shared).await;
+    let unused_claims = executor.delete_unused_claims(&planned.unused_claims).await;
     problems.scale = shared.scale;
     problems.update = shared.update;
     cleaned?;
+    unused_claims?;
     Ok(executed?)
 }
 

@@ -2,7 +2,7 @@
 //! sets on every pod (instance id, revision hashes, lifecycle state) creates no pod, though
 //! the template guard lets it through.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::CloneSetPods;
 use crate::api::{CloneSet, CloneSetSpec};
@@ -39,9 +39,11 @@ fn cloneset(owned: Option<&str>) -> CloneSet {
 /// One sync creating three pods with fresh instance ids.
 async fn create_three(cloneset: &CloneSet) -> (RecordingWrites, Problems) {
     let specs = BTreeMap::from([(REVISION.to_owned(), revision_spec(cloneset))]);
+    let taken_ids = BTreeSet::new();
     let pods = CloneSetPods {
         cloneset,
         specs: &specs,
+        taken_ids: &taken_ids,
     };
     let creates = (0..3)
         .map(|_| Create {

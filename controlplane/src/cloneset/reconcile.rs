@@ -128,13 +128,14 @@ async fn sync(
     };
     let mut planned = plan::plan(&snapshot)?;
     let mut problems = SyncProblems {
-        update_hold: planned.update_hold.clone(),
+        update_hold: planned.plan.update_hold.clone(),
         ..SyncProblems::default()
     };
-    hold_refused_update(ctl, key, cloneset, &owned, &mut planned, &mut problems).await;
+    hold_refused_update(ctl, key, cloneset, &owned, &mut planned.plan, &mut problems).await;
     let new_pods = CloneSetPods {
         cloneset,
         specs: &owned.specs,
+        taken_ids: &planned.taken_ids,
     };
     let executed = execute(ctl, key, &new_pods, &planned, &mut problems).await;
 
@@ -175,7 +176,7 @@ async fn sync(
     let create_retry = executed?;
     let requeues = [
         create_retry,
-        planned.requeue_after,
+        planned.plan.requeue_after,
         status_requeue,
         problems_requeue(&problems),
     ];

@@ -22,6 +22,8 @@ use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_ho
 
 pub const FAILED_SCALE: &str = "FailedScale";
 pub const FAILED_UPDATE: &str = "FailedUpdate";
+/// Where a CloneSet keeps its partition, named in errors and update holds.
+pub const PARTITION_FIELD: &str = "spec.updateStrategy.partition";
 pub use super::progress::PROGRESSING;
 /// The condition type Stevedore wrote before it followed OpenKruise; removed on sight.
 const LEGACY_AVAILABLE: &str = "Available";
@@ -40,7 +42,7 @@ pub struct SyncProblems {
 /// The fields a CloneSet's update holds name.
 const STRATEGY_FIELDS: StrategyFields = StrategyFields {
     paused: "spec.updateStrategy.paused",
-    partition: "spec.updateStrategy.partition",
+    partition: PARTITION_FIELD,
     partition_hint: "lower it to update them",
     max_unavailable: "spec.updateStrategy.maxUnavailable",
 };
@@ -74,8 +76,12 @@ pub fn compute_status(
     };
     let mut requeue = count_pods(&mut status, pods, &ctx);
     let desired = spec.desired_replicas();
-    let partition =
-        partition_replicas(spec.update_strategy.partition_in_effect(), desired).unwrap_or(0);
+    let partition = partition_replicas(
+        PARTITION_FIELD,
+        spec.update_strategy.partition_in_effect(),
+        desired,
+    )
+    .unwrap_or(0);
     status.expected_updated_replicas = (desired - partition).max(0);
     status.current_revision =
         if status.updated_replicas == status.replicas && status.replicas == desired {

@@ -47,6 +47,33 @@ pub enum PodSetSyncError<P: std::error::Error + 'static> {
     History(#[from] HistoryError),
 }
 
+/// The writes and budgets a shared executor of one set goes through, held while it runs.
+pub struct ExecutorParts<'a> {
+    parts: &'a PodSetParts,
+    key: &'a ObjectKey,
+    generation: i64,
+    writes: KubePodWrites<'a>,
+    budgets: KubeBudgets<'a>,
+}
+
+impl<'a> ExecutorParts<'a> {
+    /// The executor that builds pods with `new_pods`.
+    pub fn executor<'b, N: NewPods>(
+        &'b self,
+        new_pods: &'b N,
+    ) -> Executor<'b, ObjectKey, KubePodWrites<'a>, N, KubeBudgets<'a>> {
+        Executor {
+            key: self.key,
+            generation: self.generation,
+            writes: &self.writes,
+            budgets: &self.budgets,
+            new_pods,
+            expectations: &self.parts.expectations,
+            create_backoff: &self.parts.create_backoff,
+        }
+    }
+}
+
 /// A pod-set controller's state, shared by its workers.
 pub struct PodSetParts {
     pub client: kube::Client,
@@ -120,6 +147,23 @@ impl PodSetParts {
         }
     }
 
+    /// What the shared executor of the set `key` at `generation` writes through
+    /// (`object` in its events).
+    pub fn executor_parts<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+        object: &'a ObjectReference,
+        generation: Option<i64>,
+    ) -> ExecutorParts<'a> {
+        ExecutorParts {
+            parts: self,
+            key,
+            generation: generation.unwrap_or(0),
+            writes: KubePodWrites::new(self.kube_parts(), &key.namespace, object),
+            budgets: self.budgets(&key.namespace),
+        }
+    }
+
     /// Runs `plan` through the shared executor for the set `key` at `generation` (`object`
     /// in its events), building pods with `new_pods`. Every kind seeds `problems` with
     /// what its sync found before (the update guard's refusal), so the executor alone
@@ -135,18 +179,8 @@ impl PodSetParts {
         plan: &Plan,
         problems: &mut Problems,
     ) -> Result<Option<Duration>, ExecuteError> {
-        let writes = KubePodWrites::new(self.kube_parts(), &key.namespace, object);
-        let budgets = self.budgets(&key.namespace);
-        let executor = Executor {
-            key,
-            generation: generation.unwrap_or(0),
-            writes: &writes,
-            budgets: &budgets,
-            new_pods,
-            expectations: &self.expectations,
-            create_backoff: &self.create_backoff,
-        };
-        executor.execute(plan, problems).await
+        let parts = self.executor_parts(key, object, generation);
+        parts.executor(new_pods).execute(plan, problems).await
     }
 
     /// The writer of the revisions of the set `owner_name` of kind `K` in `namespace`.
