@@ -16,12 +16,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::actions::Plan;
+use super::budget::{BudgetSource, NamespaceBudgets};
 use super::deletion::REVISION_LABEL;
 use super::execute::{ExecuteError, Executor, KubeParts, KubePodWrites, NewPods, Problems};
 use super::history::{History, HistoryError, HistoryWriter};
 use super::revision::RevisionError;
 use super::template_check::TemplateChecks;
-use crate::budget::admission::KubeBudgets;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error};
@@ -53,7 +53,7 @@ pub struct ExecutorParts<'a> {
     key: &'a ObjectKey,
     generation: i64,
     writes: KubePodWrites<'a>,
-    budgets: KubeBudgets<'a>,
+    budgets: NamespaceBudgets<'a>,
 }
 
 impl<'a> ExecutorParts<'a> {
@@ -61,7 +61,7 @@ impl<'a> ExecutorParts<'a> {
     pub fn executor<'b, N: NewPods>(
         &'b self,
         new_pods: &'b N,
-    ) -> Executor<'b, ObjectKey, KubePodWrites<'a>, N, KubeBudgets<'a>> {
+    ) -> Executor<'b, ObjectKey, KubePodWrites<'a>, N, NamespaceBudgets<'a>> {
         Executor {
             key: self.key,
             generation: self.generation,
@@ -84,6 +84,8 @@ pub struct PodSetParts {
     pub create_backoff: CreateBackoff<ObjectKey>,
     /// The apiserver's verdict on each set's update revision (`template_check`).
     pub template_checks: TemplateChecks<ObjectKey>,
+    /// The disruption budgets, as the wiring hands them in.
+    pub budgets: Arc<dyn BudgetSource>,
 }
 
 impl PodSetParts {
@@ -92,12 +94,14 @@ impl PodSetParts {
         stores: Stores,
         agents: Arc<dyn PodConditions>,
         events: EventSink,
+        budgets: Arc<dyn BudgetSource>,
     ) -> Self {
         Self {
             client,
             stores,
             agents,
             events,
+            budgets,
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
             create_backoff: CreateBackoff::default(),
             template_checks: TemplateChecks::default(),
@@ -127,16 +131,15 @@ impl PodSetParts {
         self.template_checks.forget(key);
     }
 
-    /// What the shared executor's pod writes go through.
     /// The disruption budgets that admit a disruption of a pod of the set in `namespace`.
-    pub fn budgets<'a>(&'a self, namespace: &'a str) -> KubeBudgets<'a> {
-        KubeBudgets {
-            client: &self.client,
-            stores: &self.stores,
+    pub fn budgets<'a>(&'a self, namespace: &'a str) -> NamespaceBudgets<'a> {
+        NamespaceBudgets {
+            source: self.budgets.as_ref(),
             namespace,
         }
     }
 
+    /// What the shared executor's pod writes go through.
     pub fn kube_parts(&self) -> KubeParts<'_> {
         KubeParts {
             client: &self.client,
