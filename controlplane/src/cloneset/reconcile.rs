@@ -20,7 +20,7 @@ use super::guards;
 use super::plan::{self, Snapshot};
 use super::pods::{new_revision, owner_reference, revision_spec};
 use super::progress::{ProgressEvent, progress_event};
-use super::status::{FAILED_SCALE, FAILED_UPDATE, SyncProblems, compute_status};
+use super::status::{FAILED_UPDATE, SyncProblems, compute_status};
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::expectations::{Expectations, Seen};
@@ -32,7 +32,7 @@ use crate::workload::claim::claim_objects;
 use crate::workload::history::{History, HistoryStep};
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision_spec::RevisionSpec;
-use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
+use crate::workload::selector_guard::refuse_unselected_template;
 use crate::workload::update_guard;
 
 impl ObjectReconciler for CloneSetController {
@@ -100,15 +100,8 @@ async fn sync(
 ) -> Result<Outcome, SyncError> {
     // Before any claim or create: a selector that misses the template would release every
     // pod, and create pods it cannot own without end.
-    let guarded = GuardedSet {
-        selector: &cloneset.spec.selector,
-        template: &cloneset.spec.template,
-        generation: cloneset.metadata.generation,
-        status: cloneset.status.as_ref(),
-        create_condition: FAILED_SCALE,
-    };
     let object = reference(cloneset);
-    let guard = refuse_unselected_template::<CloneSet, _>(&ctl.parts, key, &object, guarded);
+    let guard = refuse_unselected_template(&ctl.parts, key, &object, cloneset);
     if let Some(refused) = guard.await? {
         return Ok(refused);
     }

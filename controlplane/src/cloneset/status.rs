@@ -7,7 +7,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::progress::set_progressing;
@@ -17,7 +18,7 @@ use crate::controller::conditions::set_problem;
 use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::partition_replicas;
 use crate::workload::selector::format_selector;
-use crate::workload::selector_guard::RefusableStatus;
+use crate::workload::selector_guard::{GuardedSet, RefusableStatus};
 use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 pub const FAILED_SCALE: &str = "FailedScale";
@@ -154,7 +155,25 @@ fn count_pods(
     requeue
 }
 
-/// What the selector guard (`workload::selector_guard`) writes of a refused set.
+/// What the selector guard (`workload::selector_guard`) reads of a CloneSet.
+impl GuardedSet for CloneSet {
+    type Status = CloneSetStatus;
+    const CREATE_CONDITION: &'static str = FAILED_SCALE;
+
+    fn selector(&self) -> &LabelSelector {
+        &self.spec.selector
+    }
+
+    fn template(&self) -> &PodTemplateSpec {
+        &self.spec.template
+    }
+
+    fn status(&self) -> Option<&CloneSetStatus> {
+        self.status.as_ref()
+    }
+}
+
+/// What the selector guard writes of a refused CloneSet.
 impl RefusableStatus for CloneSetStatus {
     type Condition = CloneSetCondition;
 

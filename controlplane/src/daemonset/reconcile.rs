@@ -43,7 +43,7 @@ use crate::workload::node_resources::usage_by_node;
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
 use crate::workload::revision_spec::RevisionSpec;
-use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
+use crate::workload::selector_guard::refuse_unselected_template;
 use crate::workload::update_guard;
 
 impl ObjectReconciler for DaemonSetController {
@@ -145,15 +145,8 @@ async fn sync(
 ) -> Result<Outcome, SyncError> {
     // Before any claim or create: a selector that misses the template would create pods
     // it cannot own, without end. The CRD refuses such a DaemonSet; an older CRD may not.
-    let guarded = GuardedSet {
-        selector: &ds.spec.selector,
-        template: &ds.spec.template,
-        generation: ds.metadata.generation,
-        status: ds.status.as_ref(),
-        create_condition: FAILED_CREATE,
-    };
     let object = reference(ds);
-    let guard = refuse_unselected_template::<DaemonSet, _>(&ctl.parts, key, &object, guarded);
+    let guard = refuse_unselected_template(&ctl.parts, key, &object, ds);
     if let Some(refused) = guard.await? {
         return Ok(refused);
     }

@@ -19,8 +19,7 @@ use super::controller::{StatefulSetController, SyncError, reference};
 use super::plan::{self, Snapshot};
 use super::retention::ClaimOwners;
 use super::status::{
-    FAILED_CREATE_POD, FAILED_UPDATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status,
-    stuck_warning,
+    FAILED_UPDATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status, stuck_warning,
 };
 use crate::api::StatefulSet;
 use crate::controller::ObjectKey;
@@ -36,7 +35,7 @@ use crate::workload::execute::{NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep, new_revision};
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision_spec::RevisionSpec;
-use crate::workload::selector_guard::{GuardedSet, refuse_unselected_template};
+use crate::workload::selector_guard::refuse_unselected_template;
 use crate::workload::update_guard;
 
 impl ObjectReconciler for StatefulSetController {
@@ -131,15 +130,8 @@ async fn sync(
 ) -> Result<Outcome, SyncError> {
     // Before any claim or create: a selector that misses the template would create pods
     // it cannot own, without end. The CRD refuses such a set; an older CRD may not have.
-    let guarded = GuardedSet {
-        selector: &set.spec.selector,
-        template: &set.spec.template,
-        generation: set.metadata.generation,
-        status: set.status.as_ref(),
-        create_condition: FAILED_CREATE_POD,
-    };
     let object = reference(set);
-    let guard = refuse_unselected_template::<StatefulSet, _>(&ctl.parts, key, &object, guarded);
+    let guard = refuse_unselected_template(&ctl.parts, key, &object, set);
     if let Some(refused) = guard.await? {
         return Ok(refused);
     }

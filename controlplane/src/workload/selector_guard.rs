@@ -101,48 +101,46 @@ pub fn refused_status<S: RefusableStatus>(
     status
 }
 
-/// What the guard reads of a set: its selector and template, the generation it is at,
-/// its status, and the type of the kind's create condition.
-pub struct GuardedSet<'a, S> {
-    pub selector: &'a LabelSelector,
-    pub template: &'a PodTemplateSpec,
-    pub generation: Option<i64>,
-    pub status: Option<&'a S>,
-    pub create_condition: &'static str,
+/// A pod-set kind as the guard reads it: its selector, template and status, and the type
+/// of its create condition.
+pub trait GuardedSet:
+    Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug
+{
+    type Status: RefusableStatus + Serialize + PartialEq;
+    /// The condition a failed create sets (FailedScale, FailedCreatePod, FailedCreate).
+    const CREATE_CONDITION: &'static str;
+    fn selector(&self) -> &LabelSelector;
+    fn template(&self) -> &PodTemplateSpec;
+    fn status(&self) -> Option<&Self::Status>;
 }
 
-/// The guard of the set `key` of kind `K` (`object` in events): `None` when its selector
-/// selects its template and the sync goes on; else the set is reported as refused (its
-/// status and a Warning event, written when the status changes) and the sync ends with
-/// the outcome given.
-pub async fn refuse_unselected_template<K, S>(
+/// The guard of `set` (`key`; `object` in events): `None` when its selector selects its
+/// template and the sync goes on; else the set is reported as refused (its status and a
+/// Warning event, written when the status changes) and the sync ends with the outcome
+/// given.
+pub async fn refuse_unselected_template<K>(
     parts: &PodSetParts,
     key: &ObjectKey,
     object: &ObjectReference,
-    set: GuardedSet<'_, S>,
+    set: &K,
 ) -> Result<Option<Outcome>, ApiError>
 where
-    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K: GuardedSet,
     K::DynamicType: Default,
-    S: RefusableStatus + Serialize + PartialEq,
 {
-    let Err(refusal) = check_template_selected(set.selector, set.template) else {
+    let Err(refusal) = check_template_selected(set.selector(), set.template()) else {
         return Ok(None);
     };
-    let (old, generation) = (set.status, set.generation.unwrap_or(0));
-    let refused = refused_status(
-        old,
-        generation,
-        set.create_condition,
-        &refusal,
-        Timestamp::now(),
-    );
+    let old = set.status();
+    let generation = set.meta().generation.unwrap_or(0);
+    let now = Timestamp::now();
+    let refused = refused_status(old, generation, K::CREATE_CONDITION, &refusal, now);
     if old == Some(&refused) {
         return Ok(Some(Outcome::Done));
     }
     let message = &refusal.message;
     tracing::warn!(%message, "the selector does not select the template; nothing is done");
-    parts.write_status::<K, S>(key, old, &refused).await?;
+    parts.write_status::<K, _>(key, old, &refused).await?;
     (parts.events)
         .warning(object, refusal.reason, "Create", message.clone())
         .await;
