@@ -17,6 +17,7 @@ use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
 use crate::api::PodUnavailableBudget;
 use crate::broadcastjob::BroadcastJobController;
 use crate::budget::BudgetController;
+use crate::budget::admission::KubeBudgetSource;
 use crate::budget::webhook::caller::CallerPolicy;
 use crate::budget::webhook::review::Exempt;
 use crate::budget::webhook::{Callers, Prepared, WebhookConfig, WebhookError};
@@ -41,6 +42,8 @@ use crate::runtime::stores::{StoreSet, UnknownStore};
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeError, shutdown_on_signal};
 use crate::statefulset::StatefulSetController;
 use crate::switches::ControllerSwitches;
+use crate::workload::budget::BudgetSource;
+use crate::workload::set_controller::PodSetParts;
 
 /// Why the control plane could not start.
 #[derive(Debug, Error)]
@@ -326,14 +329,25 @@ fn start_pod_sets(
     agents: Arc<dyn PodConditions>,
     shutdown: &CancellationToken,
 ) -> Result<(), AppError> {
-    let (client, stores, events) = (&c.client, &c.stores, &c.events);
-    if c.switches.enabled("cloneset") {
-        let cloneset = CloneSetController::new(
-            client.clone(),
+    let stores = &c.stores;
+    // Every disruption a pod-set controller makes is admitted by the budgets handed in
+    // here; each controller gets parts of its own (expectations, backoffs).
+    let budgets: Arc<dyn BudgetSource> = Arc::new(KubeBudgetSource {
+        client: c.client.clone(),
+        stores: stores.clone(),
+    });
+    let parts = || {
+        let (client, events) = (c.client.clone(), c.events.clone());
+        PodSetParts::new(
+            client,
             stores.clone(),
             agents.clone(),
-            events.clone(),
-        );
+            events,
+            budgets.clone(),
+        )
+    };
+    if c.switches.enabled("cloneset") {
+        let cloneset = CloneSetController::new(parts());
         let queue = start_reconciler(running, Arc::new(cloneset), c.workers, shutdown)?;
         running.spawn(crate::cloneset::triggers::run(
             stores.changes.clone(),
@@ -343,12 +357,7 @@ fn start_pod_sets(
         ));
     }
     if c.switches.enabled("statefulset") {
-        let statefulset = StatefulSetController::new(
-            client.clone(),
-            stores.clone(),
-            agents.clone(),
-            events.clone(),
-        );
+        let statefulset = StatefulSetController::new(parts());
         let queue = start_reconciler(running, Arc::new(statefulset), c.workers, shutdown)?;
         running.spawn(crate::statefulset::triggers::run(
             stores.changes.clone(),
@@ -358,8 +367,7 @@ fn start_pod_sets(
         ));
     }
     if c.switches.enabled("daemonset") {
-        let daemonset =
-            DaemonSetController::new(client.clone(), stores.clone(), agents, events.clone());
+        let daemonset = DaemonSetController::new(parts());
         let unplaced = daemonset.unplaced();
         let queue = start_reconciler(running, Arc::new(daemonset), c.workers, shutdown)?;
         running.spawn(crate::daemonset::triggers::run(

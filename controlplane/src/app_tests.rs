@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::controller::ObjectKey;
 use crate::controller::runner::Outcome;
 use crate::runtime::stores::{Cache, StoreRegistry, SyncState, WatchOptions};
-use crate::workload::set_controller::PodSetParts;
+use crate::workload::budget::NoBudgets;
 use crate::workload::template_check::Verdict;
 
 /// A binary that caches Pods only (and reads none: only what is cached matters here).
@@ -224,19 +224,14 @@ async fn every_pod_set_controller_forgets_what_it_kept_of_a_deleted_set() {
     let agents: Arc<dyn PodConditions> = Arc::new(NoAgents);
     let events = EventSink::new(client.clone(), "wiring-test");
     let stores = running.stores.clone();
-    let cloneset = CloneSetController::new(
-        client.clone(),
-        stores.clone(),
-        agents.clone(),
-        events.clone(),
-    );
-    let statefulset = StatefulSetController::new(
-        client.clone(),
-        stores.clone(),
-        agents.clone(),
-        events.clone(),
-    );
-    let daemonset = DaemonSetController::new(client, stores, agents, events);
+    let budgets: Arc<dyn BudgetSource> = Arc::new(NoBudgets);
+    let parts = || {
+        let (client, stores, events) = (client.clone(), stores.clone(), events.clone());
+        PodSetParts::new(client, stores, agents.clone(), events, budgets.clone())
+    };
+    let cloneset = CloneSetController::new(parts());
+    let statefulset = StatefulSetController::new(parts());
+    let daemonset = DaemonSetController::new(parts());
     forgets_a_deleted_set("CloneSet", &cloneset, cloneset.parts());
     forgets_a_deleted_set("StatefulSet", &statefulset, statefulset.parts());
     forgets_a_deleted_set("DaemonSet", &daemonset, daemonset.parts());

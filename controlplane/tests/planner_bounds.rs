@@ -39,11 +39,11 @@ use stevedore_controlplane::api::statefulset::{
 use stevedore_controlplane::api::{
     BroadcastJob, BroadcastJobSpec, CloneSet, DaemonSet, StatefulSet,
 };
-use stevedore_controlplane::cloneset::pods::RevisionSpec;
 use stevedore_controlplane::daemonset::adapter::DaemonSetWorkload;
 use stevedore_controlplane::workload::actions::Create;
 use stevedore_controlplane::workload::adapter::PodSetWorkload as _;
 use stevedore_controlplane::workload::execute::MAX_CREATES_PER_SYNC;
+use stevedore_controlplane::workload::revision_spec::RevisionSpec;
 use stevedore_controlplane::{broadcastjob, cloneset, daemonset, statefulset};
 
 #[global_allocator]
@@ -389,7 +389,7 @@ fn check_cloneset(case: &CloneSetCase) -> Result<(), TestCaseError> {
     let (planned, cost) = measure(|| cloneset::plan::plan(&snap));
     check_cost(&cost, case.pods, case.pods_to_delete)?;
     if let Ok(planned) = planned {
-        let creates = planned.creates.len();
+        let creates = planned.plan.creates.len();
         prop_assert!(
             creates <= MAX_CREATES_PER_SYNC,
             "the CloneSet plan has {creates} creates, more than one sync's {MAX_CREATES_PER_SYNC}"

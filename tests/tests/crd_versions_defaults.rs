@@ -11,7 +11,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::{CloneSet, DaemonSet};
-use stevedore_controlplane::cloneset::pods::RevisionSpec;
+use stevedore_controlplane::cloneset::pods::revision_spec;
+use stevedore_controlplane::workload::revision_spec::RevisionSpec;
 use stevedore_tests::run_in_namespace;
 
 mod crd_versions_support;
@@ -72,7 +73,7 @@ async fn a_template_read_back_with_defaults_names_the_same_revision() -> Result<
             .api::<CloneSet>()
             .create(&PostParams::default(), &written)
             .await?;
-        let (written, stored) = (RevisionSpec::of(&written), RevisionSpec::of(&stored));
+        let (written, stored) = (revision_spec(&written), revision_spec(&stored));
         ensure!(
             written != stored,
             "the apiserver added no defaults to the template"
@@ -180,10 +181,7 @@ async fn a_daemonset_template_read_back_with_defaults_names_the_same_revision() 
             .create(&PostParams::default(), &written)
             .await?;
         // The DaemonSet controller names its revisions by this data.
-        let revision = |ds: &DaemonSet| RevisionSpec {
-            template: ds.spec.template.clone(),
-            volume_claim_templates: Vec::new(),
-        };
+        let revision = |ds: &DaemonSet| RevisionSpec::template_only(ds.spec.template.clone());
         let (written, stored) = (revision(&written), revision(&stored));
         ensure!(
             written != stored,

@@ -5,6 +5,7 @@
 //! concurrent disruptions never exceed a budget. Native PodDisruptionBudgets selecting
 //! the pod turn its delete into an eviction, which the apiserver checks.
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
@@ -16,7 +17,7 @@ use super::target::{protected, selects};
 use crate::api::PodUnavailableBudget;
 use crate::caches::Stores;
 use crate::controller::api_error::{ApiError, api_error, status_code};
-use crate::workload::budget::{Admission, DisruptionBudgets, DisruptionKind};
+use crate::workload::budget::{Admission, BudgetSource, DisruptionBudgets, DisruptionKind};
 
 /// Reads and conditional writes of one budget before giving up on conflicts (the
 /// eviction handler's `EvictionsRetry` has 5 steps).
@@ -27,6 +28,31 @@ pub struct KubeBudgets<'a> {
     pub client: &'a kube::Client,
     pub stores: &'a Stores,
     pub namespace: &'a str,
+}
+
+/// The budgets of every namespace, from the shared caches, written through `client`: what
+/// the wiring hands the pod-set controllers.
+pub struct KubeBudgetSource {
+    pub client: kube::Client,
+    pub stores: Stores,
+}
+
+impl BudgetSource for KubeBudgetSource {
+    fn admit<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        kind: DisruptionKind,
+    ) -> BoxFuture<'a, Result<Admission, ApiError>> {
+        Box::pin(async move {
+            let budgets = KubeBudgets {
+                client: &self.client,
+                stores: &self.stores,
+                namespace,
+            };
+            budgets.admit(pod, kind).await
+        })
+    }
 }
 
 impl DisruptionBudgets for KubeBudgets<'_> {

@@ -5,7 +5,8 @@
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 
-use super::pods::{self, RevisionSpec, instance_id};
+use super::pods::{self, instance_id};
+use super::status::PARTITION_FIELD;
 use crate::api::CloneSet;
 use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy, UpdateScatterTerm};
 use crate::workload::actions::Create;
@@ -13,6 +14,7 @@ use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType};
 use crate::workload::inplace::{
     InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method,
 };
+use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::rollout::RolloutParams;
 use crate::workload::template_defaults;
 
@@ -60,6 +62,7 @@ impl PodSetWorkload for CloneSet {
         RolloutParams {
             replicas: self.spec.desired_replicas(),
             partition: update.partition.clone(),
+            partition_field: PARTITION_FIELD,
             max_unavailable: update.max_unavailable.clone(),
             max_surge: update.max_surge.clone(),
             scale_max_unavailable: self.spec.scale_strategy.max_unavailable.clone(),

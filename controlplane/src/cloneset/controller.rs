@@ -2,16 +2,11 @@
 //! apart from `reconcile` so the steps it calls (`execute`, `guards`) depend on this and
 //! not on the reconciler that calls them.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource as _;
 
 use super::plan::PlanError;
 use crate::api::CloneSet;
-use crate::caches::Stores;
-use crate::controller::events::EventSink;
-use crate::controller::pod_conditions::PodConditions;
 use crate::workload::set_controller::{PodSetParts, PodSetSyncError};
 
 /// Why a CloneSet sync failed; it is retried with backoff.
@@ -36,15 +31,9 @@ impl CloneSetController {
         &self.parts
     }
 
-    pub fn new(
-        client: kube::Client,
-        stores: Stores,
-        agents: Arc<dyn PodConditions>,
-        events: EventSink,
-    ) -> Self {
-        Self {
-            parts: PodSetParts::new(client, stores, agents, events),
-        }
+    /// The controller over `parts`, which the wiring builds (with the budgets it hands in).
+    pub fn new(parts: PodSetParts) -> Self {
+        Self { parts }
     }
 }
 

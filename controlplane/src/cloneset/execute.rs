@@ -8,21 +8,24 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::controller::{CloneSetController, SyncError, reference};
-use super::pods::{RevisionSpec, fresh_instance_id};
+use super::plan::CloneSetPlan;
 use super::pods_to_delete;
-use super::random::random_u64;
 use super::status::SyncProblems;
 use crate::api::CloneSet;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
-use crate::workload::actions::{Create, Plan};
+use crate::workload::actions::Create;
 use crate::workload::adapter::new_pod_and_claims;
-use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::execute::{NewPod, NewPods, Problems};
+use crate::workload::instance_id::{fresh_instance_id, random_u64};
+use crate::workload::revision_spec::RevisionSpec;
 
 /// CloneSet's pods and claims for a `Create`, from the revision it names.
 pub(super) struct CloneSetPods<'a> {
     pub cloneset: &'a CloneSet,
     pub specs: &'a BTreeMap<String, RevisionSpec>,
+    /// Instance ids the set's pods and claims hold.
+    pub taken_ids: &'a BTreeSet<String>,
 }
 
 impl NewPods for CloneSetPods<'_> {
@@ -31,7 +34,8 @@ impl NewPods for CloneSetPods<'_> {
     }
 
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String {
-        fresh_instance_id(taken, &mut random_u64)
+        let held = self.taken_ids.union(taken).cloned().collect();
+        fresh_instance_id(&held, &mut random_u64)
     }
 
     fn new_pod(&self, create: &Create) -> Option<NewPod> {
@@ -40,41 +44,35 @@ impl NewPods for CloneSetPods<'_> {
     }
 }
 
-/// Runs the plan; the first hard error is returned after the rest that can still run
-/// has run, and problems for the status conditions are filled in. `Ok(Some(wait))`:
+/// Runs the plan: CloneSet's `podsToDelete` clean-up, the shared executor, then the
+/// claims no pod uses; the first hard error is returned after the rest that can still
+/// run has run, and problems for the status conditions are filled in. `Ok(Some(wait))`:
 /// creates failed or are backing off, come back after `wait`.
 pub(super) async fn execute(
     ctl: &CloneSetController,
     key: &ObjectKey,
     new_pods: &CloneSetPods<'_>,
-    plan: &Plan,
+    planned: &CloneSetPlan,
     problems: &mut SyncProblems,
 ) -> Result<Option<Duration>, SyncError> {
     let cloneset = new_pods.cloneset;
-    let cleaned = match &plan.pods_to_delete {
+    let cleaned = match &planned.pods_to_delete {
         Some(list) => clean_pods_to_delete(ctl, key, cloneset, list).await,
         None => Ok(()),
-    };
-    let reference = reference(cloneset);
-    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
-    let budgets = ctl.parts.budgets(&key.namespace);
-    let executor = Executor {
-        key,
-        generation: cloneset.metadata.generation.unwrap_or(0),
-        writes: &writes,
-        budgets: &budgets,
-        new_pods,
-        expectations: &ctl.parts.expectations,
-        create_backoff: &ctl.parts.create_backoff,
     };
     let mut shared = Problems {
         scale: problems.scale.take(),
         update: problems.update.take(),
     };
-    let executed = executor.execute(plan, &mut shared).await;
+    let object = reference(cloneset);
+    let parts = (ctl.parts).executor_parts(key, &object, cloneset.metadata.generation);
+    let executor = parts.executor(new_pods);
+    let executed = executor.execute(&planned.plan, &mut shared).await;
+    let unused_claims = executor.delete_unused_claims(&planned.unused_claims).await;
     problems.scale = shared.scale;
     problems.update = shared.update;
     cleaned?;
+    unused_claims?;
     Ok(executed?)
 }
 

@@ -2,11 +2,11 @@
 //! sets on every pod (instance id, revision hashes, lifecycle state) creates no pod, though
 //! the template guard lets it through.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::CloneSetPods;
 use crate::api::{CloneSet, CloneSetSpec};
-use crate::cloneset::pods::{INSTANCE_ID_LABEL, RevisionSpec};
+use crate::cloneset::pods::{INSTANCE_ID_LABEL, revision_spec};
 use crate::controller::create_backoff::CreateBackoff;
 use crate::workload::actions::Create;
 use crate::workload::execute::Problems;
@@ -16,6 +16,7 @@ use crate::workload::execute::recording::{
 };
 use crate::workload::lifecycle::STATE_LABEL;
 use crate::workload::revision::{CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL};
+use crate::workload::selector_guard::check_template_selected;
 
 const REVISION: &str = "web-5d8f9c";
 
@@ -37,10 +38,12 @@ fn cloneset(owned: Option<&str>) -> CloneSet {
 
 /// One sync creating three pods with fresh instance ids.
 async fn create_three(cloneset: &CloneSet) -> (RecordingWrites, Problems) {
-    let specs = BTreeMap::from([(REVISION.to_owned(), RevisionSpec::of(cloneset))]);
+    let specs = BTreeMap::from([(REVISION.to_owned(), revision_spec(cloneset))]);
+    let taken_ids = BTreeSet::new();
     let pods = CloneSetPods {
         cloneset,
         specs: &specs,
+        taken_ids: &taken_ids,
     };
     let creates = (0..3)
         .map(|_| Create {
@@ -67,7 +70,7 @@ async fn a_selector_naming_a_label_the_controller_sets_creates_no_pod() {
     for (label, value) in owned {
         let cloneset = cloneset(Some(label));
         assert_eq!(
-            super::super::guards::check_selector(&cloneset),
+            check_template_selected(&cloneset.spec.selector, &cloneset.spec.template),
             Ok(()),
             "{label}: the template guard alone lets it through"
         );

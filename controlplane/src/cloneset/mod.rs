@@ -10,7 +10,6 @@ pub mod pods;
 pub mod pods_to_delete;
 pub mod predownload;
 pub mod progress;
-pub mod random;
 pub mod reconcile;
 pub mod status;
 pub mod triggers;

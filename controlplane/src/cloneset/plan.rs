@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use super::pods::{RevisionSpec, instance_id};
+use super::pods::instance_id;
 use crate::api::CloneSet;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::plan::{PodSet, PodSetSnapshot, ScaleUp};
+use crate::workload::revision_spec::RevisionSpec;
 
 pub use crate::workload::plan::PlanError;
 
@@ -29,8 +30,22 @@ pub struct Snapshot<'a> {
     pub now: Timestamp,
 }
 
+/// What a CloneSet sync decides: the shared plan, and beside it what is the CloneSet's
+/// own.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CloneSetPlan {
+    pub plan: Plan,
+    /// Instance ids taken by the set's pods and claims, so fresh ones never collide.
+    pub taken_ids: BTreeSet<String>,
+    /// Claims no pod uses, to delete (`disablePVCReuse`).
+    pub unused_claims: Vec<String>,
+    /// `scaleStrategy.podsToDelete` without the names of pods that are gone, when some
+    /// are.
+    pub pods_to_delete: Option<Vec<String>>,
+}
+
 /// Plans one sync.
-pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
+pub fn plan(snap: &Snapshot<'_>) -> Result<CloneSetPlan, PlanError> {
     let strategy = &snap.cloneset.spec.scale_strategy;
     let named: BTreeSet<String> = strategy.pods_to_delete.iter().cloned().collect();
     let pod_set = PodSetSnapshot {
@@ -44,19 +59,22 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<Plan, PlanError> {
         now: snap.now,
     };
     let mut set = PodSet::new(&pod_set);
-    let mut plan = Plan {
-        taken_ids: taken_ids(snap),
-        ..Plan::default()
-    };
+    let mut plan = Plan::default();
     set.refresh(&mut plan)?;
-    // Orphan claims go before scaling (OpenKruise `cleanupPVCs`), so the sync that replaces
-    // a pod deleted from outside also deletes its old claims.
-    if strategy.disable_pvc_reuse {
-        plan.delete_pvcs = orphan_pvcs(snap).into_iter().map(str::to_owned).collect();
-    }
-    plan.pods_to_delete = pods_to_delete_still_there(snap);
+    // Orphan claims are decided before scaling (OpenKruise `cleanupPVCs`), so the sync that
+    // replaces a pod deleted from outside also deletes its old claims.
+    let unused_claims = if strategy.disable_pvc_reuse {
+        orphan_pvcs(snap).into_iter().map(str::to_owned).collect()
+    } else {
+        Vec::new()
+    };
     set.scale_and_update(&mut plan, |scale, plan| create(snap, &set, scale, plan))?;
-    Ok(plan)
+    Ok(CloneSetPlan {
+        plan,
+        taken_ids: taken_ids(snap),
+        unused_claims,
+        pods_to_delete: pods_to_delete_still_there(snap),
+    })
 }
 
 /// Instance ids taken by the set's pods and claims, so fresh ones never collide.

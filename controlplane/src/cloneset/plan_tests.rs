@@ -399,6 +399,11 @@ impl Case {
     }
 
     fn try_plan(&self) -> Result<Plan, PlanError> {
+        self.try_cloneset_plan().map(|planned| planned.plan)
+    }
+
+    /// The shared plan and what beside it is the CloneSet's own.
+    fn try_cloneset_plan(&self) -> Result<CloneSetPlan, PlanError> {
         plan(&Snapshot {
             cloneset: &self.cs,
             pods: self.pods.iter().collect(),
@@ -412,6 +417,10 @@ impl Case {
 
     fn plan(&self) -> Plan {
         self.try_plan().expect("plan")
+    }
+
+    fn cloneset_plan(&self) -> CloneSetPlan {
+        self.try_cloneset_plan().expect("plan")
     }
 }
 
@@ -542,17 +551,17 @@ fn scale_up_creates_what_is_missing_within_scale_max_unavailable() {
 
 #[test]
 fn new_pods_get_fresh_ids_from_the_executor_and_taken_ids_cover_pods_and_claims() {
-    let plan = Case::settled(cloneset(3))
+    let planned = Case::settled(cloneset(3))
         .pods(vec![pod("web-a", NEW), pod("web-b", NEW).terminating()])
         .pvcs(vec![terminating_pvc("data-web-z", "z")])
-        .plan();
+        .cloneset_plan();
     // Terminating pod b still holds its id; so does the terminating claim.
     assert_eq!(
-        plan.taken_ids,
+        planned.taken_ids,
         BTreeSet::from(["a".to_owned(), "b".to_owned(), "z".to_owned()])
     );
     assert_eq!(
-        plan.creates,
+        planned.plan.creates,
         vec![
             Create {
                 instance_id: String::new(),
@@ -673,31 +682,31 @@ fn disable_pvc_reuse_deletes_orphan_claims_in_a_sync_without_scaling() {
         ]
     };
     let reuse_disabled = with(cloneset(1), |s| s.scale_strategy.disable_pvc_reuse = true);
-    let plan = Case::settled(reuse_disabled)
+    let planned = Case::settled(reuse_disabled)
         .pods(vec![pod("web-a", NEW)])
         .pvcs(claims())
-        .plan();
-    assert_eq!(plan.delete_pvcs, vec!["data-web-gone".to_owned()]);
-    assert!(is_quiet(&plan), "{plan:#?}");
+        .cloneset_plan();
+    assert_eq!(planned.unused_claims, vec!["data-web-gone".to_owned()]);
+    assert!(is_quiet(&planned.plan), "{planned:#?}");
 
     // With reuse (the default) the orphan is kept for the next replacement.
-    let plan = Case::settled(cloneset(1))
+    let planned = Case::settled(cloneset(1))
         .pods(vec![pod("web-a", NEW)])
         .pvcs(claims())
-        .plan();
-    assert!(plan.delete_pvcs.is_empty(), "{plan:#?}");
+        .cloneset_plan();
+    assert!(planned.unused_claims.is_empty(), "{planned:#?}");
 }
 
 #[test]
 fn disable_pvc_reuse_deletes_the_orphan_claim_in_the_sync_that_replaces_its_pod() {
     let cs = with(cloneset(2), |s| s.scale_strategy.disable_pvc_reuse = true);
-    let plan = Case::settled(cs)
+    let planned = Case::settled(cs)
         .pods(vec![pod("web-a", NEW)])
         .pvcs(vec![pvc("data-web-a", "a"), pvc("data-web-b", "b")])
-        .plan();
-    assert_eq!(plan.creates.len(), 1);
-    assert_eq!(plan.creates[0].instance_id, "");
-    assert_eq!(plan.delete_pvcs, vec!["data-web-b".to_owned()]);
+        .cloneset_plan();
+    assert_eq!(planned.plan.creates.len(), 1);
+    assert_eq!(planned.plan.creates[0].instance_id, "");
+    assert_eq!(planned.unused_claims, vec!["data-web-b".to_owned()]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -996,7 +1005,7 @@ fn pods_to_delete_drops_the_names_of_pods_that_are_gone() {
                 pod("web-c", NEW),
                 pod("web-t", NEW).terminating(),
             ])
-            .plan();
+            .cloneset_plan();
         let want: Option<Vec<String>> = want.map(|w| w.into_iter().map(str::to_owned).collect());
         assert_eq!(plan.pods_to_delete, want, "{name}");
     }
@@ -1005,7 +1014,7 @@ fn pods_to_delete_drops_the_names_of_pods_that_are_gone() {
     });
     let plan = Case::settled(cs)
         .pods(vec![pod("web-t", NEW).terminating()])
-        .plan();
+        .cloneset_plan();
     assert_eq!(plan.pods_to_delete, None);
 }
 

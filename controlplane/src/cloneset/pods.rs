@@ -1,79 +1,29 @@
 //! The objects a CloneSet creates — pods, their PVCs and its ControllerRevisions — built
 //! purely from the CloneSet, a revision and an instance id.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource as _, ResourceExt as _};
-use serde::{Deserialize, Serialize};
 
 use crate::api::CloneSet;
 use crate::workload::adapter::{PodSetWorkload as _, add_readiness_gates, marks_pods_not_ready};
 use crate::workload::lifecycle::{self, STATE_LABEL};
 use crate::workload::revision::RevisionError;
-use crate::workload::template_defaults;
+use crate::workload::revision_spec::RevisionSpec;
 
 /// Label shared by a pod and its PVCs.
 pub const INSTANCE_ID_LABEL: &str = "apps.kruise.io/cloneset-instance-id";
 
-/// What a revision records: the pod template and the claim templates (OpenKruise's
-/// RecreatePodWhenChangeVCTInCloneSetGate puts both in the revision, so a claim change is a
-/// new revision that can be told apart from an image change).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RevisionSpec {
-    pub template: PodTemplateSpec,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volume_claim_templates: Vec<PersistentVolumeClaim>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct RevisionData {
-    spec: RevisionSpec,
-}
-
-impl RevisionSpec {
-    pub fn of(cloneset: &CloneSet) -> Self {
-        Self {
-            template: cloneset.spec.template.clone(),
-            volume_claim_templates: cloneset.spec.volume_claim_templates.clone(),
-        }
-    }
-
-    /// The ControllerRevision `data`: a patch replacing `spec.template` wholesale (as
-    /// OpenKruise stores it), plus the claim templates when there are any; without the
-    /// fields equal to the CRD's defaults, so defaulting never names a new revision.
-    pub fn to_data(&self) -> Result<Vec<u8>, RevisionError> {
-        let mut template = serde_json::to_value(&self.template)
-            .map_err(|source| RevisionError::Serialize { source })?;
-        if let serde_json::Value::Object(fields) = &mut template {
-            fields.insert("$patch".to_owned(), "replace".into());
-        }
-        let mut spec = serde_json::json!({ "template": template });
-        if !self.volume_claim_templates.is_empty() {
-            spec["volumeClaimTemplates"] = serde_json::to_value(&self.volume_claim_templates)
-                .map_err(|source| RevisionError::Serialize { source })?;
-        }
-        template_defaults::strip_revision_spec(&mut spec);
-        serde_json::to_vec(&serde_json::json!({ "spec": spec }))
-            .map_err(|source| RevisionError::Serialize { source })
-    }
-
-    /// Reads a revision's data back; `None` when it is not a CloneSet revision.
-    pub fn from_data(data: &[u8]) -> Option<Self> {
-        let mut value: serde_json::Value = serde_json::from_slice(data).ok()?;
-        if let Some(template) = value.pointer_mut("/spec/template")
-            && let Some(fields) = template.as_object_mut()
-        {
-            fields.remove("$patch");
-        }
-        serde_json::from_value::<RevisionData>(value)
-            .ok()
-            .map(|d| d.spec)
+/// What a revision of `cloneset` records: its template and claim templates.
+pub fn revision_spec(cloneset: &CloneSet) -> RevisionSpec {
+    RevisionSpec {
+        template: cloneset.spec.template.clone(),
+        volume_claim_templates: cloneset.spec.volume_claim_templates.clone(),
     }
 }
 
@@ -196,29 +146,6 @@ pub fn new_pvcs(
             }
         })
         .collect()
-}
-
-/// The alphabet of instance ids: `k8s.io/apimachinery/pkg/util/rand`'s (no vowels, no
-/// look-alikes), so ids never spell words and names stay DNS labels.
-const ID_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// A fresh instance id: five characters of [`ID_ALPHABET`] not in `taken`, drawn from
-/// `random` (called again while the id drawn is taken). The caller owns the randomness,
-/// so the same draws give the same id.
-pub fn fresh_instance_id(taken: &BTreeSet<String>, random: &mut dyn FnMut() -> u64) -> String {
-    loop {
-        let mut bits = random();
-        let id: String = (0..5)
-            .map(|_| {
-                let c = ID_ALPHABET[usize::try_from(bits % 27).unwrap_or(0)];
-                bits /= 27;
-                char::from(c)
-            })
-            .collect();
-        if !taken.contains(&id) {
-            return id;
-        }
-    }
 }
 
 /// The instance id label of an object, if any.

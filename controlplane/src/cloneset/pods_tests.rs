@@ -9,6 +9,7 @@
 
 use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, PersistentVolumeClaimSpec, PodReadinessGate, PodSpec,
+    PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
@@ -22,6 +23,7 @@ use crate::workload::ownership::{controller_of, is_controlled_by};
 use crate::workload::revision::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL,
 };
+use crate::workload::revision_spec::RevisionSpec;
 
 const REV: &str = "web-6d8f7c9b5";
 
@@ -85,7 +87,7 @@ fn cloneset(f: impl FnOnce(&mut CloneSetSpec)) -> CloneSet {
 }
 
 fn pod_of(cs: &CloneSet) -> Pod {
-    new_pod(cs, REV, &RevisionSpec::of(cs), "x7k2m")
+    new_pod(cs, REV, &revision_spec(cs), "x7k2m")
 }
 
 fn gates(pod: &Pod) -> Vec<&str> {
@@ -149,7 +151,7 @@ fn pod_template_hash_is_always_the_short_hash() {
         ("my-long-set-name-abc12", "abc12"),
         ("abc12", "abc12"),
     ] {
-        let pod = new_pod(&cs, revision, &RevisionSpec::of(&cs), "id");
+        let pod = new_pod(&cs, revision, &revision_spec(&cs), "id");
         let l = pod.metadata.labels.unwrap();
         assert_eq!(l[POD_TEMPLATE_HASH_LABEL], short, "{revision}");
         assert_eq!(l[CONTROLLER_REVISION_HASH_LABEL], revision, "{revision}");
@@ -348,7 +350,7 @@ fn claim_templates_become_volumes_and_claims_named_after_the_instance() {
         ]
     );
 
-    let claims = new_pvcs(&cs, &RevisionSpec::of(&cs), "x7k2m");
+    let claims = new_pvcs(&cs, &revision_spec(&cs), "x7k2m");
     let names: Vec<String> = claims.iter().map(|c| c.name_any()).collect();
     assert_eq!(names, vec!["data-web-x7k2m", "logs-web-x7k2m"]);
     for c in &claims {
@@ -378,14 +380,14 @@ fn claim_templates_become_volumes_and_claims_named_after_the_instance() {
 #[test]
 fn no_claim_templates_no_claims_and_no_volumes() {
     let cs = cloneset(|_| {});
-    assert!(new_pvcs(&cs, &RevisionSpec::of(&cs), "x7k2m").is_empty());
+    assert!(new_pvcs(&cs, &revision_spec(&cs), "x7k2m").is_empty());
     assert_eq!(pod_of(&cs).spec.unwrap().volumes, None);
 }
 
 #[test]
 fn a_pod_is_built_from_the_revision_it_is_given_not_the_current_spec() {
     let cs = cloneset(|_| {});
-    let mut old = RevisionSpec::of(&cs);
+    let mut old = revision_spec(&cs);
     old.template.spec.as_mut().unwrap().containers[0].image = Some("web:v1".to_owned());
     let pod = new_pod(&cs, "web-old", &old, "a");
     assert_eq!(
@@ -397,7 +399,7 @@ fn a_pod_is_built_from_the_revision_it_is_given_not_the_current_spec() {
 #[test]
 fn revision_data_has_openkruises_shape_without_claim_templates() {
     let cs = cloneset(|_| {});
-    let data = RevisionSpec::of(&cs).to_data().unwrap();
+    let data = revision_spec(&cs).to_data().unwrap();
     let value: Value = serde_json::from_slice(&data).unwrap();
     assert_eq!(
         value,
@@ -419,7 +421,7 @@ fn revision_data_has_openkruises_shape_without_claim_templates() {
 #[test]
 fn revision_data_carries_claim_templates_when_there_are_any() {
     let cs = cloneset(|s| s.volume_claim_templates = vec![claim("data")]);
-    let value: Value = serde_json::from_slice(&RevisionSpec::of(&cs).to_data().unwrap()).unwrap();
+    let value: Value = serde_json::from_slice(&revision_spec(&cs).to_data().unwrap()).unwrap();
     assert_eq!(value["spec"]["template"]["$patch"], json!("replace"));
     let claims = value["spec"]["volumeClaimTemplates"]
         .as_array()
@@ -453,7 +455,7 @@ fn revision_data_round_trips() {
         ),
     ];
     for (name, cs) in cases {
-        let spec = RevisionSpec::of(&cs);
+        let spec = revision_spec(&cs);
         let back = RevisionSpec::from_data(&spec.to_data().unwrap());
         assert_eq!(back.as_ref(), Some(&spec), "{name}");
     }
@@ -488,7 +490,7 @@ fn revision_data_from_openkruise_is_read() {
 #[test]
 fn new_revision_is_labelled_owned_and_numbered() {
     let cs = cloneset(|_| {});
-    let data = RevisionSpec::of(&cs).to_data().unwrap();
+    let data = revision_spec(&cs).to_data().unwrap();
     let revision = new_revision(&cs, REV, "6d8f7c9b5", 7, data.clone()).unwrap();
     assert_eq!(revision.metadata.name.as_deref(), Some(REV));
     assert_eq!(revision.metadata.namespace.as_deref(), Some("prod"));
@@ -509,45 +511,6 @@ fn new_revision_is_labelled_owned_and_numbered() {
         Some(serde_json::from_slice::<Value>(&data).unwrap())
     );
     assert!(new_revision(&cs, REV, "h", 1, b"{oops".to_vec()).is_err());
-}
-
-#[test]
-fn fresh_instance_ids_are_short_safe_and_unused() {
-    let mut taken: BTreeSet<String> = ["bcdfg", "hjklm"].map(str::to_owned).into();
-    for _ in 0..200 {
-        let id = fresh_instance_id(&taken, &mut crate::cloneset::random::random_u64);
-        assert_eq!(id.len(), 5, "{id}");
-        assert!(
-            id.bytes()
-                .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b)),
-            "{id}"
-        );
-        assert!(!taken.contains(&id), "{id} was taken");
-        taken.insert(id);
-    }
-}
-
-#[test]
-fn fresh_instance_ids_follow_the_randomness_given() {
-    let draws = |values: Vec<u64>| {
-        let mut values = values.into_iter();
-        move || values.next().expect("no more draws")
-    };
-    let none = BTreeSet::new();
-    assert_eq!(fresh_instance_id(&none, &mut draws(vec![0])), "bbbbb");
-    // Base 27, least significant digit first.
-    assert_eq!(
-        fresh_instance_id(&none, &mut draws(vec![1 + 2 * 27])),
-        "cdbbb"
-    );
-    let same = |seed| fresh_instance_id(&none, &mut draws(vec![seed]));
-    assert_eq!(same(123_456_789), same(123_456_789));
-    // A taken id draws again.
-    let taken: BTreeSet<String> = ["bbbbb".to_owned()].into();
-    assert_eq!(
-        fresh_instance_id(&taken, &mut draws(vec![0, 0, 1])),
-        "cbbbb"
-    );
 }
 
 #[test]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
+use super::status::PARTITION_FIELD;
 use crate::api::CloneSet;
 use crate::predownload::plan::{CREATED_LABEL, Rollout};
 use crate::predownload::workload::PreDownloadRollout;
@@ -27,7 +28,7 @@ pub fn rollout<'a>(
     Ok(Rollout {
         annotations: cloneset.metadata.annotations.as_ref().unwrap_or(&EMPTY),
         replicas,
-        partition: partition_replicas(strategy.partition.as_ref(), replicas)?,
+        partition: partition_replicas(PARTITION_FIELD, strategy.partition.as_ref(), replicas)?,
         max_unavailable: scaled_share(
             "spec.updateStrategy.maxUnavailable",
             &strategy.max_unavailable_or_default(),
@@ -75,7 +76,7 @@ mod tests {
     use super::*;
     use crate::api::cloneset::CloneSetSpec;
     use crate::api::common::PodUpdatePolicy;
-    use crate::cloneset::pods::RevisionSpec;
+    use crate::workload::revision_spec::RevisionSpec;
 
     /// CloneSet's pre-download images under `policy` (the shared rule over its adapter).
     fn in_place_images(

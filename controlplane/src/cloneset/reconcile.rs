@@ -18,7 +18,7 @@ use super::controller::{CloneSetController, SyncError, reference};
 use super::execute::{CloneSetPods, execute};
 use super::guards;
 use super::plan::{self, Snapshot};
-use super::pods::{RevisionSpec, new_revision, owner_reference};
+use super::pods::{new_revision, owner_reference, revision_spec};
 use super::progress::{ProgressEvent, progress_event};
 use super::status::{FAILED_UPDATE, SyncProblems, compute_status};
 use crate::api::CloneSet;
@@ -31,6 +31,8 @@ use crate::workload::actions::Plan;
 use crate::workload::claim::claim_objects;
 use crate::workload::history::{History, HistoryStep};
 use crate::workload::ownership::is_controlled_by;
+use crate::workload::revision_spec::RevisionSpec;
+use crate::workload::selector_guard::refuse_unselected_template;
 use crate::workload::update_guard;
 
 impl ObjectReconciler for CloneSetController {
@@ -98,8 +100,10 @@ async fn sync(
 ) -> Result<Outcome, SyncError> {
     // Before any claim or create: a selector that misses the template would release every
     // pod, and create pods it cannot own without end.
-    if let Err(mismatch) = guards::check_selector(cloneset) {
-        return guards::refuse_mismatched_selector(ctl, key, cloneset, &mismatch).await;
+    let object = reference(cloneset);
+    let guard = refuse_unselected_template(&ctl.parts, key, &object, cloneset);
+    if let Some(refused) = guard.await? {
+        return Ok(refused);
     }
     let Some(owned) = read_owned(ctl, key, cloneset).await? else {
         return Ok(Outcome::RequeueAfter(Duration::ZERO));
@@ -117,13 +121,14 @@ async fn sync(
     };
     let mut planned = plan::plan(&snapshot)?;
     let mut problems = SyncProblems {
-        update_hold: planned.update_hold.clone(),
+        update_hold: planned.plan.update_hold.clone(),
         ..SyncProblems::default()
     };
-    hold_refused_update(ctl, key, cloneset, &owned, &mut planned, &mut problems).await;
+    hold_refused_update(ctl, key, cloneset, &owned, &mut planned.plan, &mut problems).await;
     let new_pods = CloneSetPods {
         cloneset,
         specs: &owned.specs,
+        taken_ids: &planned.taken_ids,
     };
     let executed = execute(ctl, key, &new_pods, &planned, &mut problems).await;
 
@@ -164,7 +169,7 @@ async fn sync(
     let create_retry = executed?;
     let requeues = [
         create_retry,
-        planned.requeue_after,
+        planned.plan.requeue_after,
         status_requeue,
         problems_requeue(&problems),
     ];
@@ -205,7 +210,7 @@ async fn read_owned(
         .filter(|r| controlled(&r.metadata))
         .collect();
 
-    let spec = RevisionSpec::of(cloneset);
+    let spec = revision_spec(cloneset);
     let data = spec.to_data()?;
     let status = cloneset.status.clone().unwrap_or_default();
     let name = cloneset.name_any();

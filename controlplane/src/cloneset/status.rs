@@ -7,19 +7,24 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::progress::set_progressing;
+use crate::api::cloneset::CloneSetCondition;
 use crate::api::{CloneSet, CloneSetStatus};
-use crate::controller::conditions::{set_condition, set_problem};
+use crate::controller::conditions::set_problem;
 use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::partition_replicas;
 use crate::workload::selector::format_selector;
+use crate::workload::selector_guard::{GuardedSet, RefusableStatus};
 use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 pub const FAILED_SCALE: &str = "FailedScale";
 pub const FAILED_UPDATE: &str = "FailedUpdate";
+/// Where a CloneSet keeps its partition, named in errors and update holds.
+pub const PARTITION_FIELD: &str = "spec.updateStrategy.partition";
 pub use super::progress::PROGRESSING;
 /// The condition type Stevedore wrote before it followed OpenKruise; removed on sight.
 const LEGACY_AVAILABLE: &str = "Available";
@@ -38,7 +43,7 @@ pub struct SyncProblems {
 /// The fields a CloneSet's update holds name.
 const STRATEGY_FIELDS: StrategyFields = StrategyFields {
     paused: "spec.updateStrategy.paused",
-    partition: "spec.updateStrategy.partition",
+    partition: PARTITION_FIELD,
     partition_hint: "lower it to update them",
     max_unavailable: "spec.updateStrategy.maxUnavailable",
 };
@@ -72,8 +77,12 @@ pub fn compute_status(
     };
     let mut requeue = count_pods(&mut status, pods, &ctx);
     let desired = spec.desired_replicas();
-    let partition =
-        partition_replicas(spec.update_strategy.partition_in_effect(), desired).unwrap_or(0);
+    let partition = partition_replicas(
+        PARTITION_FIELD,
+        spec.update_strategy.partition_in_effect(),
+        desired,
+    )
+    .unwrap_or(0);
     status.expected_updated_replicas = (desired - partition).max(0);
     status.current_revision =
         if status.updated_replicas == status.replicas && status.replicas == desired {
@@ -146,20 +155,35 @@ fn count_pods(
     requeue
 }
 
-/// The status of a CloneSet the controller refuses to act on (its selector does not select
-/// its template): the counts stay as they were, `type_` is True with `reason` and
-/// `message`, and the generation counts as observed.
-pub fn refused_status(
-    cloneset: &CloneSet,
-    type_: &str,
-    reason: &str,
-    message: String,
-    now: Timestamp,
-) -> CloneSetStatus {
-    let mut status = cloneset.status.clone().unwrap_or_default();
-    status.observed_generation = cloneset.metadata.generation.unwrap_or(0);
-    set_condition(&mut status.conditions, type_, true, reason, message, now);
-    status
+/// What the selector guard (`workload::selector_guard`) reads of a CloneSet.
+impl GuardedSet for CloneSet {
+    type Status = CloneSetStatus;
+    const CREATE_CONDITION: &'static str = FAILED_SCALE;
+
+    fn selector(&self) -> &LabelSelector {
+        &self.spec.selector
+    }
+
+    fn template(&self) -> &PodTemplateSpec {
+        &self.spec.template
+    }
+
+    fn status(&self) -> Option<&CloneSetStatus> {
+        self.status.as_ref()
+    }
+}
+
+/// What the selector guard writes of a refused CloneSet.
+impl RefusableStatus for CloneSetStatus {
+    type Condition = CloneSetCondition;
+
+    fn observed_generation_mut(&mut self) -> &mut i64 {
+        &mut self.observed_generation
+    }
+
+    fn conditions_mut(&mut self) -> &mut Vec<CloneSetCondition> {
+        &mut self.conditions
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! (`Pod "web-x" is invalid: spec.containers[0].image: Required value`), never a Debug
 //! dump of the status. Every controller's events, conditions and logs go through here.
 
+pub use crate::runtime::api_message::api_message;
+
 /// A failed apiserver call: what the controller was doing, and the apiserver's message.
 #[derive(Debug, thiserror::Error)]
 #[error("{action}: {message}")]
@@ -26,19 +28,6 @@ pub fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ApiEr
         action,
         message: api_message(&source),
         source,
-    }
-}
-
-/// The sentence to show for `err`: the apiserver's message when it answered, otherwise the
-/// client's own description (a connection refused, a timeout).
-pub fn api_message(err: &kube::Error) -> String {
-    match err {
-        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        kube::Error::Api(status) if !status.reason.is_empty() => {
-            format!("the apiserver answered {} {}", status.code, status.reason)
-        }
-        kube::Error::Api(status) => format!("the apiserver answered {}", status.code),
-        other => other.to_string(),
     }
 }
 

@@ -102,6 +102,7 @@ impl PodSetWorkload for DaemonSetWorkload<'_> {
         RolloutParams {
             replicas: self.desired,
             partition: Some(IntOrString::Int(rolling.partition_or_default())),
+            partition_field: "spec.updateStrategy.rollingUpdate.partition",
             max_unavailable: Some(rolling.max_unavailable_or_default()),
             paused: rolling.is_paused(),
             revisions_consistent: current_revision == update_revision,

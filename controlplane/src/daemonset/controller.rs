@@ -8,12 +8,9 @@ use kube::Resource as _;
 use super::plan::DaemonSetPlanError;
 use super::unplaced::UnplacedNodes;
 use crate::api::DaemonSet;
-use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::ApiError;
 use crate::controller::create_backoff::CreateBackoff;
-use crate::controller::events::EventSink;
-use crate::controller::pod_conditions::PodConditions;
 use crate::workload::execute::ExecuteError;
 use crate::workload::history::HistoryError;
 use crate::workload::revision::RevisionError;
@@ -52,14 +49,10 @@ impl DaemonSetController {
         &self.parts
     }
 
-    pub fn new(
-        client: kube::Client,
-        stores: Stores,
-        agents: Arc<dyn PodConditions>,
-        events: EventSink,
-    ) -> Self {
+    /// The controller over `parts`, which the wiring builds (with the budgets it hands in).
+    pub fn new(parts: PodSetParts) -> Self {
         Self {
-            parts: PodSetParts::new(client, stores, agents, events),
+            parts,
             failed_pod_backoff: CreateBackoff::default(),
             unplaced: Arc::default(),
         }

@@ -26,8 +26,6 @@ use super::status::{
 };
 use super::unplaced::Reasons;
 use crate::api::DaemonSet;
-use crate::cloneset::pods::{RevisionSpec, fresh_instance_id};
-use crate::cloneset::random::random_u64;
 use crate::controller::ObjectKey;
 use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectations, Seen};
@@ -37,13 +35,15 @@ use crate::predownload::workload as predownload;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
-use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::execute::{NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep};
+use crate::workload::instance_id::{fresh_instance_id, random_u64};
 use crate::workload::node_eval::NodeFit;
 use crate::workload::node_resources::usage_by_node;
 use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision::{REVISION_HASH_LABEL, RevisionError};
-use crate::workload::selector::selector_selects_template;
+use crate::workload::revision_spec::RevisionSpec;
+use crate::workload::selector_guard::refuse_unselected_template;
 use crate::workload::update_guard;
 
 impl ObjectReconciler for DaemonSetController {
@@ -145,11 +145,10 @@ async fn sync(
 ) -> Result<Outcome, SyncError> {
     // Before any claim or create: a selector that misses the template would create pods
     // it cannot own, without end. The CRD refuses such a DaemonSet; an older CRD may not.
-    let labels = (ds.spec.template.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default();
-    if let Err(mismatch) = selector_selects_template(&ds.spec.selector, &labels) {
-        return refuse(ctl, key, ds, &mismatch.to_string()).await;
+    let object = reference(ds);
+    let guard = refuse_unselected_template(&ctl.parts, key, &object, ds);
+    if let Some(refused) = guard.await? {
+        return Ok(refused);
     }
     let Some(owned) = read_owned(ctl, key, ds).await? else {
         return Ok(Outcome::RequeueAfter(Duration::ZERO));
@@ -387,10 +386,7 @@ async fn read_owned(
     let cached: Vec<Arc<ControllerRevision>> = (ctl.parts.stores.revisions.state().into_iter())
         .filter(|r| in_namespace(&r.metadata) && is_controlled_by(&r.metadata, &uid))
         .collect();
-    let spec = RevisionSpec {
-        template: ds.spec.template.clone(),
-        volume_claim_templates: Vec::new(),
-    };
+    let spec = RevisionSpec::template_only(ds.spec.template.clone());
     let data = spec.to_data()?;
     let collisions = ds
         .status
@@ -455,9 +451,6 @@ async fn execute(
     problems: &mut SyncProblems,
 ) -> Result<Option<Duration>, SyncError> {
     let ds = snapshot.ds;
-    let reference = reference(ds);
-    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
-    let budgets = ctl.parts.budgets(&key.namespace);
     let workload = DaemonSetWorkload {
         ds,
         desired: 0,
@@ -467,22 +460,24 @@ async fn execute(
         workload: &workload,
         templates: &owned.templates,
     };
-    let executor = Executor {
-        key,
-        generation: ds.metadata.generation.unwrap_or(0),
-        writes: &writes,
-        budgets: &budgets,
-        new_pods: &new_pods,
-        expectations: &ctl.parts.expectations,
-        create_backoff: &ctl.parts.create_backoff,
+    let mut shared = Problems {
+        scale: problems.create.take(),
+        update: problems.update.take(),
     };
-    let mut shared = Problems::default();
-    let executed = executor.execute(&planned.plan, &mut shared).await;
+    let object = reference(ds);
+    let generation = ds.metadata.generation;
+    let executed = (ctl.parts)
+        .execute(
+            key,
+            &object,
+            generation,
+            &new_pods,
+            &planned.plan,
+            &mut shared,
+        )
+        .await;
     problems.create = shared.scale;
-    // A held update keeps its message unless the executor met a newer problem.
-    if shared.update.is_some() {
-        problems.update = shared.update;
-    }
+    problems.update = shared.update;
     Ok(executed?)
 }
 

@@ -6,7 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::nodes::{NodePods, oldest_first};
@@ -16,6 +17,7 @@ use crate::controller::conditions::{StatusCondition, set_problem};
 use crate::workload::node_eval::NodeFit;
 use crate::workload::pod_view::{PodView, ViewContext};
 use crate::workload::revision_adapter::short_hash;
+use crate::workload::selector_guard::{GuardedSet, RefusableStatus};
 use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 /// Condition: creating pods failed (the apiserver's message).
@@ -191,6 +193,37 @@ impl StatusCondition for DaemonSetCondition {
         status.clone_into(&mut self.status);
         reason.clone_into(&mut self.reason);
         self.message = message;
+    }
+}
+
+/// What the selector guard (`workload::selector_guard`) reads of a DaemonSet.
+impl GuardedSet for DaemonSet {
+    type Status = DaemonSetStatus;
+    const CREATE_CONDITION: &'static str = FAILED_CREATE;
+
+    fn selector(&self) -> &LabelSelector {
+        &self.spec.selector
+    }
+
+    fn template(&self) -> &PodTemplateSpec {
+        &self.spec.template
+    }
+
+    fn status(&self) -> Option<&DaemonSetStatus> {
+        self.status.as_ref()
+    }
+}
+
+/// What the selector guard writes of a refused DaemonSet.
+impl RefusableStatus for DaemonSetStatus {
+    type Condition = DaemonSetCondition;
+
+    fn observed_generation_mut(&mut self) -> &mut i64 {
+        &mut self.observed_generation
+    }
+
+    fn conditions_mut(&mut self) -> &mut Vec<DaemonSetCondition> {
+        &mut self.conditions
     }
 }
 

@@ -4,6 +4,7 @@
 //! and what runs on it is spawned by the wiring (`app.rs`).
 
 pub mod admin;
+pub mod api_message;
 pub mod clock;
 pub mod condition_outbox;
 pub mod decode;

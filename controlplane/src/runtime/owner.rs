@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
 
-use crate::controller::api_error::api_error;
+use super::api_message::api_message;
 
 /// The controller among `meta`'s owners, if it is of `kind` in `api_version`.
 pub fn controller_of<'a>(
@@ -70,7 +70,10 @@ pub async fn own_deployment(
             found
         }
         Err(err) => {
-            let err = api_error(format!("Finding the Deployment of pod {pod_name}"))(err);
+            let err = format!(
+                "finding the Deployment of pod {pod_name}: {}",
+                api_message(&err)
+            );
             tracing::warn!(
                 pod = pod_name,
                 error = %err,

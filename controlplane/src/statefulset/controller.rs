@@ -1,15 +1,10 @@
 //! The StatefulSet controller's state, shared by its workers, and the error of one sync.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource as _;
 
 use super::plan::StatefulSetPlanError;
 use crate::api::StatefulSet;
-use crate::caches::Stores;
-use crate::controller::events::EventSink;
-use crate::controller::pod_conditions::PodConditions;
 use crate::workload::set_controller::{PodSetParts, PodSetSyncError};
 
 /// Why a StatefulSet sync failed; it is retried with backoff.
@@ -34,15 +29,9 @@ impl StatefulSetController {
         &self.parts
     }
 
-    pub fn new(
-        client: kube::Client,
-        stores: Stores,
-        agents: Arc<dyn PodConditions>,
-        events: EventSink,
-    ) -> Self {
-        Self {
-            parts: PodSetParts::new(client, stores, agents, events),
-        }
+    /// The controller over `parts`, which the wiring builds (with the budgets it hands in).
+    pub fn new(parts: PodSetParts) -> Self {
+        Self { parts }
     }
 }
 

@@ -19,14 +19,11 @@ use super::controller::{StatefulSetController, SyncError, reference};
 use super::plan::{self, Snapshot};
 use super::retention::ClaimOwners;
 use super::status::{
-    FAILED_CREATE_POD, FAILED_UPDATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status,
-    stuck_warning,
+    FAILED_UPDATE_POD, Revisions, SyncProblems, WAITING_FOR_POD, compute_status, stuck_warning,
 };
 use crate::api::StatefulSet;
-use crate::cloneset::pods::RevisionSpec;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
-use crate::controller::conditions::set_problem;
 use crate::controller::expectations::{Expectation, Expectations, Seen, resource_version};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
@@ -34,10 +31,11 @@ use crate::predownload::workload as predownload;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::{PodSetWorkload as _, new_pod_and_claims};
 use crate::workload::claim::claim_objects;
-use crate::workload::execute::{Executor, KubePodWrites, NewPod, NewPods, Problems};
+use crate::workload::execute::{NewPod, NewPods, Problems};
 use crate::workload::history::{History, HistoryStep, new_revision};
 use crate::workload::ownership::is_controlled_by;
-use crate::workload::selector::selector_selects_template;
+use crate::workload::revision_spec::RevisionSpec;
+use crate::workload::selector_guard::refuse_unselected_template;
 use crate::workload::update_guard;
 
 impl ObjectReconciler for StatefulSetController {
@@ -132,11 +130,10 @@ async fn sync(
 ) -> Result<Outcome, SyncError> {
     // Before any claim or create: a selector that misses the template would create pods
     // it cannot own, without end. The CRD refuses such a set; an older CRD may not have.
-    let labels = (set.spec.template.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default();
-    if let Err(mismatch) = selector_selects_template(&set.spec.selector, &labels) {
-        return refuse_mismatched_selector(ctl, key, set, &mismatch.to_string()).await;
+    let object = reference(set);
+    let guard = refuse_unselected_template(&ctl.parts, key, &object, set);
+    if let Some(refused) = guard.await? {
+        return Ok(refused);
     }
     let Some(owned) = read_owned(ctl, key, set).await? else {
         return Ok(Outcome::RequeueAfter(Duration::ZERO));
@@ -217,26 +214,6 @@ async fn sync(
         }))
 }
 
-/// Holds the set: no claim, create or delete, a FailedCreatePod condition saying why.
-async fn refuse_mismatched_selector(
-    ctl: &StatefulSetController,
-    key: &ObjectKey,
-    set: &StatefulSet,
-    message: &str,
-) -> Result<Outcome, SyncError> {
-    let mut status = set.status.clone().unwrap_or_default();
-    set_problem(
-        &mut status.conditions,
-        FAILED_CREATE_POD,
-        Some(message),
-        Timestamp::now(),
-    );
-    (ctl.parts)
-        .write_status::<StatefulSet, _>(key, set.status.as_ref(), &status)
-        .await?;
-    Ok(Outcome::Done)
-}
-
 /// Claims the set's pods, reads the claims of its namespace, and makes sure a revision
 /// holds its current template; `None` when a hash collision was counted and the sync must
 /// start over.
@@ -261,10 +238,7 @@ async fn read_owned(
     let cached: Vec<Arc<ControllerRevision>> = (ctl.parts.stores.revisions.state().into_iter())
         .filter(|r| in_namespace(&r.metadata) && is_controlled_by(&r.metadata, &uid))
         .collect();
-    let spec = RevisionSpec {
-        template: set.spec.template.clone(),
-        volume_claim_templates: Vec::new(),
-    };
+    let spec = RevisionSpec::template_only(set.spec.template.clone());
     let data = spec.to_data()?;
     let status = set.status.clone().unwrap_or_default();
     let name = set.name_any();
@@ -375,27 +349,19 @@ async fn execute(
     plan: &Plan,
     problems: &mut SyncProblems,
 ) -> Result<Option<Duration>, SyncError> {
-    let reference = reference(set);
-    let writes = KubePodWrites::new(ctl.parts.kube_parts(), &key.namespace, &reference);
-    let budgets = ctl.parts.budgets(&key.namespace);
     let new_pods = StatefulSetPods {
         set,
         templates: &owned.templates,
-    };
-    let executor = Executor {
-        key,
-        generation: set.metadata.generation.unwrap_or(0),
-        writes: &writes,
-        budgets: &budgets,
-        new_pods: &new_pods,
-        expectations: &ctl.parts.expectations,
-        create_backoff: &ctl.parts.create_backoff,
     };
     let mut shared = Problems {
         scale: problems.create.take(),
         update: problems.update.take(),
     };
-    let executed = executor.execute(plan, &mut shared).await;
+    let object = reference(set);
+    let generation = set.metadata.generation;
+    let executed = (ctl.parts)
+        .execute(key, &object, generation, &new_pods, plan, &mut shared)
+        .await;
     problems.create = shared.scale;
     problems.update = shared.update;
     Ok(executed?)

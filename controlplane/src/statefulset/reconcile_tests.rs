@@ -20,6 +20,7 @@ use crate::workload::lifecycle::STATE_LABEL;
 use crate::workload::revision::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL,
 };
+use crate::workload::selector_guard::check_template_selected;
 
 fn template(image: &str) -> PodTemplateSpec {
     PodTemplateSpec {
@@ -95,10 +96,7 @@ fn the_executor_gets_the_pod_of_an_ordinal_with_its_claims_first() {
 #[test]
 fn a_revision_records_the_template_and_reads_it_back() {
     let set = web();
-    let spec = RevisionSpec {
-        template: set.spec.template.clone(),
-        volume_claim_templates: Vec::new(),
-    };
+    let spec = RevisionSpec::template_only(set.spec.template.clone());
     let data = spec.to_data().expect("serializes");
     let read = RevisionSpec::from_data(&data).expect("reads back");
     assert_eq!(read.template, set.spec.template);
@@ -165,9 +163,8 @@ async fn a_selector_naming_a_label_the_controller_sets_creates_no_pod_or_claim()
     ];
     for (label, value) in owned {
         let (selector, template) = selector_and_template(Some(label));
-        let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
         assert_eq!(
-            selector_selects_template(&selector, &labels),
+            check_template_selected(&selector, &template),
             Ok(()),
             "{label}: the template guard alone lets it through"
         );

@@ -5,16 +5,18 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::plan::Halt;
-use crate::api::statefulset::StatefulSetUpdateStrategyType;
+use crate::api::statefulset::{StatefulSetCondition, StatefulSetUpdateStrategyType};
 use crate::api::{StatefulSet, StatefulSetStatus};
 use crate::controller::conditions::{set_condition, set_problem};
 use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::selector::format_selector;
+use crate::workload::selector_guard::{GuardedSet, RefusableStatus};
 use crate::workload::update_hold::{StrategyFields, UpdateHoldSeen, set_update_hold};
 
 #[cfg(test)]
@@ -182,4 +184,35 @@ fn until_available(view: &PodView, min_ready_seconds: i32, now: Timestamp) -> Op
     let due = view.ready_since? + SignedDuration::from_secs(i64::from(min_ready_seconds));
     let wait = now.duration_until(due).max(SignedDuration::ZERO);
     Some(Duration::try_from(wait).unwrap_or_default() + Duration::from_secs(1))
+}
+
+/// What the selector guard (`workload::selector_guard`) reads of a StatefulSet.
+impl GuardedSet for StatefulSet {
+    type Status = StatefulSetStatus;
+    const CREATE_CONDITION: &'static str = FAILED_CREATE_POD;
+
+    fn selector(&self) -> &LabelSelector {
+        &self.spec.selector
+    }
+
+    fn template(&self) -> &PodTemplateSpec {
+        &self.spec.template
+    }
+
+    fn status(&self) -> Option<&StatefulSetStatus> {
+        self.status.as_ref()
+    }
+}
+
+/// What the selector guard writes of a refused StatefulSet.
+impl RefusableStatus for StatefulSetStatus {
+    type Condition = StatefulSetCondition;
+
+    fn observed_generation_mut(&mut self) -> &mut i64 {
+        &mut self.observed_generation
+    }
+
+    fn conditions_mut(&mut self) -> &mut Vec<StatefulSetCondition> {
+        &mut self.conditions
+    }
 }

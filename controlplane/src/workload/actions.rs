@@ -3,7 +3,6 @@
 //! strategic-merge patch). Pure, so a plan can be compared in tests; the shared executor
 //! carries it out.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
@@ -87,14 +86,8 @@ pub struct Delete {
 pub struct Plan {
     /// In slow-start order.
     pub creates: Vec<Create>,
-    /// Instance ids taken by the set's pods and claims, so fresh ones never collide.
-    pub taken_ids: BTreeSet<String>,
     pub deletes: Vec<Delete>,
     pub pod_changes: Vec<PodChange>,
-    /// Claims no pod uses, to delete (`disablePVCReuse`).
-    pub delete_pvcs: Vec<String>,
-    /// `scaleStrategy.podsToDelete` without the names of pods that are gone.
-    pub pods_to_delete: Option<Vec<String>>,
     /// InPlaceOnly refused the template change: the message for the FailedUpdate
     /// condition.
     pub refusal: Option<String>,

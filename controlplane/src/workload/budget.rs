@@ -1,11 +1,15 @@
 //! The one budget check every voluntary disruption a workload makes goes through (an
 //! in-place update, a recreate delete, a scale-down or specified delete): the shared
 //! executor asks `DisruptionBudgets` before it disrupts a pod, and holds the disruption
-//! when a budget refuses. The real implementation is `budget::admission::KubeBudgets`
+//! when a budget refuses. The budgets come from a `BudgetSource` the wiring hands in
+//! (`app.rs`), so this module imports no budget controller; the real one is
+//! `budget::admission::KubeBudgetSource` over `budget::admission::KubeBudgets`
 //! (PodUnavailableBudget check-and-decrement, native PodDisruptionBudgets through the
 //! Eviction API); unit tests use `ScriptedBudgets`.
 
 use std::future::Future;
+
+use futures::future::BoxFuture;
 
 use crate::controller::api_error::ApiError;
 
@@ -39,12 +43,47 @@ pub trait DisruptionBudgets: Send + Sync {
     ) -> impl Future<Output = Result<Admission, ApiError>> + Send;
 }
 
+/// Where the budgets of every namespace come from: handed in by the wiring, so the shared
+/// pod-set machinery asks budgets without knowing how they are kept.
+pub trait BudgetSource: Send + Sync {
+    /// [`DisruptionBudgets::admit`] for `pod` of `namespace`.
+    fn admit<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        kind: DisruptionKind,
+    ) -> BoxFuture<'a, Result<Admission, ApiError>>;
+}
+
+/// The budgets of one namespace, from a [`BudgetSource`].
+pub struct NamespaceBudgets<'a> {
+    pub source: &'a dyn BudgetSource,
+    pub namespace: &'a str,
+}
+
+impl DisruptionBudgets for NamespaceBudgets<'_> {
+    async fn admit(&self, pod: &str, kind: DisruptionKind) -> Result<Admission, ApiError> {
+        self.source.admit(self.namespace, pod, kind).await
+    }
+}
+
 /// No budget anywhere: every disruption is allowed as a plain delete.
 pub struct NoBudgets;
 
 impl DisruptionBudgets for NoBudgets {
     async fn admit(&self, _pod: &str, _kind: DisruptionKind) -> Result<Admission, ApiError> {
         Ok(Admission::Allowed { evict: false })
+    }
+}
+
+impl BudgetSource for NoBudgets {
+    fn admit<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _pod: &'a str,
+        _kind: DisruptionKind,
+    ) -> BoxFuture<'a, Result<Admission, ApiError>> {
+        Box::pin(async { Ok(Admission::Allowed { evict: false }) })
     }
 }
 

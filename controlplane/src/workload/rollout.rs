@@ -19,8 +19,6 @@ use crate::api::cloneset::DEFAULT_MAX_UNAVAILABLE;
 #[path = "rollout_tests.rs"]
 mod tests;
 
-/// Field path of `updateStrategy.partition`, named in errors.
-pub const PARTITION_FIELD: &str = "spec.updateStrategy.partition";
 /// Field path of `updateStrategy.maxUnavailable`.
 pub const MAX_UNAVAILABLE_FIELD: &str = "spec.updateStrategy.maxUnavailable";
 /// Field path of `updateStrategy.maxSurge`.
@@ -138,14 +136,16 @@ fn parse_fractional_percent(field: &'static str, text: &str) -> Result<f64, IntO
 /// A percentage (which may have a fraction, `"12.5%"`) is rounded up, so any non-zero
 /// percentage keeps at least one old pod, but a percentage below 100% with more than one
 /// replica still updates at least one pod; the result is clamped to `[0, replicas]`.
+/// `field` is where the kind keeps its partition, named in errors.
 pub fn partition_replicas(
+    field: &'static str,
     partition: Option<&IntOrString>,
     replicas: i32,
 ) -> Result<i32, IntOrPercentError> {
     let Some(partition) = partition else {
         return Ok(0);
     };
-    let mut kept = scaled_fractional_share(PARTITION_FIELD, partition, replicas, true)?;
+    let mut kept = scaled_fractional_share(field, partition, replicas, true)?;
     if let IntOrString::String(text) = partition
         && replicas > 1
         && kept == replicas
@@ -164,6 +164,9 @@ pub struct RolloutParams {
     pub replicas: i32,
     /// `updateStrategy.partition` (None: 0).
     pub partition: Option<IntOrString>,
+    /// Where the kind keeps its partition (CloneSet `spec.updateStrategy.partition`),
+    /// named in errors.
+    pub partition_field: &'static str,
     /// `updateStrategy.maxUnavailable` (None: 20%).
     pub max_unavailable: Option<IntOrString>,
     /// `updateStrategy.maxSurge` (None: 0).
@@ -359,7 +362,12 @@ struct Limits {
 impl Limits {
     fn of(params: &RolloutParams) -> Result<Self, IntOrPercentError> {
         let replicas = params.replicas;
-        let partition = i64::from(partition_replicas(params.partition.as_ref(), replicas)?);
+        let partition = params.partition.as_ref();
+        let partition = i64::from(partition_replicas(
+            params.partition_field,
+            partition,
+            replicas,
+        )?);
         let max_surge = match (&params.max_surge, params.paused) {
             (Some(surge), false) => {
                 i64::from(scaled_share(MAX_SURGE_FIELD, surge, replicas, true)?)

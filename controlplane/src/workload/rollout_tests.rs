@@ -3,6 +3,9 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::workload::lifecycle::LifecycleState;
 
+/// Where the tests' kind (CloneSet) keeps its partition.
+const PARTITION_FIELD: &str = "spec.updateStrategy.partition";
+
 fn int(value: i32) -> IntOrString {
     IntOrString::Int(value)
 }
@@ -31,14 +34,14 @@ fn partition_table() {
     ];
     for (partition, replicas, want) in cases {
         assert_eq!(
-            partition_replicas(partition.as_ref(), *replicas),
+            partition_replicas(PARTITION_FIELD, partition.as_ref(), *replicas),
             Ok(*want),
             "{partition:?} of {replicas}"
         );
     }
-    assert!(partition_replicas(Some(&pct("150%")), 5).is_err());
-    assert!(partition_replicas(Some(&int(-1)), 5).is_err());
-    assert!(partition_replicas(Some(&pct("x%")), 5).is_err());
+    assert!(partition_replicas(PARTITION_FIELD, Some(&pct("150%")), 5).is_err());
+    assert!(partition_replicas(PARTITION_FIELD, Some(&int(-1)), 5).is_err());
+    assert!(partition_replicas(PARTITION_FIELD, Some(&pct("x%")), 5).is_err());
 }
 
 #[test]
@@ -137,7 +140,7 @@ fn fractional_partition_table() {
     ];
     for (partition, replicas, want) in cases {
         assert_eq!(
-            partition_replicas(Some(partition), *replicas),
+            partition_replicas(PARTITION_FIELD, Some(partition), *replicas),
             Ok(*want),
             "{partition:?} of {replicas}"
         );
@@ -226,6 +229,7 @@ fn set(
     RolloutParams {
         replicas,
         partition: Some(partition),
+        partition_field: PARTITION_FIELD,
         max_unavailable: Some(max_unavailable),
         max_surge: Some(max_surge),
         partition_rollback: true,
@@ -361,11 +365,13 @@ fn diffs_refuse_bad_fields() {
             MAX_SURGE_FIELD,
         ),
         (
+            // The kind names where its partition is.
             RolloutParams {
                 partition: Some(pct("150%")),
+                partition_field: "spec.updateStrategy.rollingUpdate.partition",
                 ..base.clone()
             },
-            PARTITION_FIELD,
+            "spec.updateStrategy.rollingUpdate.partition",
         ),
         (
             RolloutParams {
@@ -411,9 +417,9 @@ fn int32_max_replicas_never_overflow() {
         assert_eq!(scaled_share(field, value, max, *round_up), Ok(*want), "{value:?}");
     }
     assert_eq!(scaled_fractional_share(PARTITION_FIELD, &pct("99.9%"), max, true), Ok(2_145_336_164));
-    assert_eq!(partition_replicas(Some(&pct("100%")), max), Ok(max));
-    assert_eq!(partition_replicas(Some(&pct("99%")), max), Ok(2_126_008_811));
-    assert_eq!(partition_replicas(Some(&int(max)), max), Ok(max));
+    assert_eq!(partition_replicas(PARTITION_FIELD, Some(&pct("100%")), max), Ok(max));
+    assert_eq!(partition_replicas(PARTITION_FIELD, Some(&pct("99%")), max), Ok(2_126_008_811));
+    assert_eq!(partition_replicas(PARTITION_FIELD, Some(&int(max)), max), Ok(max));
     assert_eq!(parallelism(&pct("100%"), usize::MAX), usize::MAX.div_ceil(100));
 
     let all = set(max, pct("0%"), pct("100%"), pct("100%"));

@@ -5,21 +5,23 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::actions::Plan;
+use super::budget::{BudgetSource, NamespaceBudgets};
 use super::deletion::REVISION_LABEL;
-use super::execute::{ExecuteError, KubeParts};
+use super::execute::{ExecuteError, Executor, KubeParts, KubePodWrites, NewPods, Problems};
 use super::history::{History, HistoryError, HistoryWriter};
 use super::revision::RevisionError;
 use super::template_check::TemplateChecks;
-use crate::budget::admission::KubeBudgets;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error};
@@ -45,6 +47,33 @@ pub enum PodSetSyncError<P: std::error::Error + 'static> {
     History(#[from] HistoryError),
 }
 
+/// The writes and budgets a shared executor of one set goes through, held while it runs.
+pub struct ExecutorParts<'a> {
+    parts: &'a PodSetParts,
+    key: &'a ObjectKey,
+    generation: i64,
+    writes: KubePodWrites<'a>,
+    budgets: NamespaceBudgets<'a>,
+}
+
+impl<'a> ExecutorParts<'a> {
+    /// The executor that builds pods with `new_pods`.
+    pub fn executor<'b, N: NewPods>(
+        &'b self,
+        new_pods: &'b N,
+    ) -> Executor<'b, ObjectKey, KubePodWrites<'a>, N, NamespaceBudgets<'a>> {
+        Executor {
+            key: self.key,
+            generation: self.generation,
+            writes: &self.writes,
+            budgets: &self.budgets,
+            new_pods,
+            expectations: &self.parts.expectations,
+            create_backoff: &self.parts.create_backoff,
+        }
+    }
+}
+
 /// A pod-set controller's state, shared by its workers.
 pub struct PodSetParts {
     pub client: kube::Client,
@@ -55,6 +84,8 @@ pub struct PodSetParts {
     pub create_backoff: CreateBackoff<ObjectKey>,
     /// The apiserver's verdict on each set's update revision (`template_check`).
     pub template_checks: TemplateChecks<ObjectKey>,
+    /// The disruption budgets, as the wiring hands them in.
+    pub budgets: Arc<dyn BudgetSource>,
 }
 
 impl PodSetParts {
@@ -63,12 +94,14 @@ impl PodSetParts {
         stores: Stores,
         agents: Arc<dyn PodConditions>,
         events: EventSink,
+        budgets: Arc<dyn BudgetSource>,
     ) -> Self {
         Self {
             client,
             stores,
             agents,
             events,
+            budgets,
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
             create_backoff: CreateBackoff::default(),
             template_checks: TemplateChecks::default(),
@@ -98,16 +131,15 @@ impl PodSetParts {
         self.template_checks.forget(key);
     }
 
-    /// What the shared executor's pod writes go through.
     /// The disruption budgets that admit a disruption of a pod of the set in `namespace`.
-    pub fn budgets<'a>(&'a self, namespace: &'a str) -> KubeBudgets<'a> {
-        KubeBudgets {
-            client: &self.client,
-            stores: &self.stores,
+    pub fn budgets<'a>(&'a self, namespace: &'a str) -> NamespaceBudgets<'a> {
+        NamespaceBudgets {
+            source: self.budgets.as_ref(),
             namespace,
         }
     }
 
+    /// What the shared executor's pod writes go through.
     pub fn kube_parts(&self) -> KubeParts<'_> {
         KubeParts {
             client: &self.client,
@@ -116,6 +148,42 @@ impl PodSetParts {
             agents: &self.agents,
             events: &self.events,
         }
+    }
+
+    /// What the shared executor of the set `key` at `generation` writes through
+    /// (`object` in its events).
+    pub fn executor_parts<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+        object: &'a ObjectReference,
+        generation: Option<i64>,
+    ) -> ExecutorParts<'a> {
+        ExecutorParts {
+            parts: self,
+            key,
+            generation: generation.unwrap_or(0),
+            writes: KubePodWrites::new(self.kube_parts(), &key.namespace, object),
+            budgets: self.budgets(&key.namespace),
+        }
+    }
+
+    /// Runs `plan` through the shared executor for the set `key` at `generation` (`object`
+    /// in its events), building pods with `new_pods`. Every kind seeds `problems` with
+    /// what its sync found before (the update guard's refusal), so the executor alone
+    /// decides which message a problem keeps: a held disruption adds to a problem already
+    /// there, a failed write replaces it. `Ok(Some(wait))`: creates failed or are backing
+    /// off, or a budget held a disruption.
+    pub async fn execute<N: NewPods>(
+        &self,
+        key: &ObjectKey,
+        object: &ObjectReference,
+        generation: Option<i64>,
+        new_pods: &N,
+        plan: &Plan,
+        problems: &mut Problems,
+    ) -> Result<Option<Duration>, ExecuteError> {
+        let parts = self.executor_parts(key, object, generation);
+        parts.executor(new_pods).execute(plan, problems).await
     }
 
     /// The writer of the revisions of the set `owner_name` of kind `K` in `namespace`.

@@ -3,11 +3,11 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::common::PodUpdatePolicy;
-use crate::cloneset::pods::RevisionSpec;
 use crate::workload::inplace::{UpdateMethod, choose_update_method};
 use crate::workload::revision::{
     Revision, UpdateRevisionPlan, hash_revision_data, plan_update_revision,
 };
+use crate::workload::revision_spec::RevisionSpec;
 
 /// The apiserver's structural defaulting: absent fields get their schema's default, then
 /// every field present (defaulted or not) is defaulted in turn.

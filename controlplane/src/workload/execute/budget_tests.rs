@@ -172,3 +172,24 @@ async fn only_disruptions_are_asked_about() {
         "a failed pod's replacement and routine upkeep disrupt nothing"
     );
 }
+
+/// Every pod-set kind seeds the executor with the update guard's refusal: a budget that
+/// holds a disruption as well leaves the refusal as the FailedUpdate message (it is why
+/// the rollout cannot move at all), and still says so in its own event.
+#[tokio::test(start_paused = true)]
+async fn a_held_delete_keeps_the_problem_the_sync_found_before() {
+    let fx = fixture(&[("toy-a", Admission::Held(HELD.into()))], &[]);
+    let plan = Plan {
+        deletes: vec![delete("toy-a", "uid-a", &[], DeleteReason::ScaleDown, "")],
+        ..Plan::default()
+    };
+    let refused = "the apiserver refuses the update revision's pod".to_owned();
+    let seed = Problems {
+        scale: None,
+        update: Some(refused.clone()),
+    };
+    let (result, problems) = fx.run_seeded(&plan, seed).await;
+    assert_eq!(result.expect("no error"), Some(BUDGET_RETRY));
+    assert_eq!(problems.update, Some(refused));
+    assert_eq!(held_events(&fx).len(), 1, "the hold is still reported");
+}

@@ -24,7 +24,7 @@ mod selector_tests;
 mod tests;
 pub mod writes;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -124,11 +124,6 @@ where
                 Err(err) => {
                     first_error.get_or_insert(err);
                 }
-            }
-        }
-        for name in &plan.delete_pvcs {
-            if let Err(err) = self.delete_claim(name, None).await {
-                first_error.get_or_insert(err);
             }
         }
         let (changes_held, changes_error) = self.apply_changes(&plan.pod_changes, problems).await;
@@ -231,9 +226,10 @@ where
     }
 
     /// The plan's creates (at most [`MAX_CREATES_PER_SYNC`]), each with an instance id:
-    /// the planned one, or a fresh one no other pod or claim has.
+    /// the planned one, or a fresh one no other create of the batch has (the workload's
+    /// `NewPods` knows the ids its pods and claims hold).
     fn with_instance_ids(&self, plan: &Plan) -> Vec<Create> {
-        let mut taken = plan.taken_ids.clone();
+        let mut taken = BTreeSet::new();
         plan.creates
             .iter()
             .take(MAX_CREATES_PER_SYNC)
@@ -335,6 +331,19 @@ where
             self.delete_claim(claim, Some(why)).await?;
         }
         Ok(Disrupted::Done)
+    }
+
+    /// Deletes the claims named that no pod uses (a kind's own decision, such as CloneSet's
+    /// `disablePVCReuse`), each if the cache still shows it; the first error is returned
+    /// after the rest were tried.
+    pub async fn delete_unused_claims(&self, names: &[String]) -> Result<(), ExecuteError> {
+        let mut first_error = None;
+        for name in names {
+            if let Err(err) = self.delete_claim(name, None).await {
+                first_error.get_or_insert(err);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Deletes the claim the cache shows under `name`, if it still has that UID.

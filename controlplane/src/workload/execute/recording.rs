@@ -243,6 +243,8 @@ pub struct ToyPods {
     pub revisions: BTreeSet<&'static str>,
     pub claims: bool,
     pub selector: LabelSelector,
+    /// Instance ids the toy's pods and claims hold.
+    pub taken: BTreeSet<String>,
 }
 
 /// The selector `app=<set>`, which selects every pod of the toy `set`.
@@ -261,7 +263,7 @@ impl NewPods for ToyPods {
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String {
         (0..)
             .map(|n| format!("n{n}"))
-            .find(|id| !taken.contains(id))
+            .find(|id| !taken.contains(id) && !self.taken.contains(id))
             .expect("an unused id")
     }
 

@@ -21,6 +21,7 @@ fn toy(selector: LabelSelector) -> ToyPods {
         revisions: BTreeSet::from(["toy-1"]),
         claims: true,
         selector,
+        taken: BTreeSet::new(),
     }
 }
 

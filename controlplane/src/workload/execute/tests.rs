@@ -33,6 +33,7 @@ impl Fixture {
                 revisions: BTreeSet::from(["toy-1"]),
                 claims: false,
                 selector: toy_selector("toy"),
+                taken: BTreeSet::new(),
             },
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
             backoff: CreateBackoff::default(),
@@ -43,7 +44,24 @@ impl Fixture {
         &self,
         plan: &Plan,
     ) -> (Result<Option<Duration>, ExecuteError>, Problems) {
-        let executor = Executor {
+        self.run_seeded(plan, Problems::default()).await
+    }
+
+    /// Runs `plan` with `problems` as the sync found them before it.
+    pub(super) async fn run_seeded(
+        &self,
+        plan: &Plan,
+        mut problems: Problems,
+    ) -> (Result<Option<Duration>, ExecuteError>, Problems) {
+        let executor = self.executor();
+        let result = executor.execute(plan, &mut problems).await;
+        (result, problems)
+    }
+
+    pub(super) fn executor(
+        &self,
+    ) -> Executor<'_, &'static str, RecordingWrites, ToyPods, ScriptedBudgets> {
+        Executor {
             key: &KEY,
             generation: 1,
             writes: &self.writes,
@@ -51,10 +69,7 @@ impl Fixture {
             budgets: &self.budgets,
             expectations: &self.expectations,
             create_backoff: &self.backoff,
-        };
-        let mut problems = Problems::default();
-        let result = executor.execute(plan, &mut problems).await;
-        (result, problems)
+        }
     }
 
     pub(super) fn expected(&self) -> Vec<Expectation> {
@@ -134,6 +149,7 @@ async fn creates_claims_before_the_pod_and_reuses_cached_ones() {
         ..RecordingWrites::default()
     });
     fx.toy.claims = true;
+    fx.toy.taken = BTreeSet::from(["n0".to_owned()]);
     let plan = Plan {
         creates: vec![
             Create {
@@ -145,7 +161,6 @@ async fn creates_claims_before_the_pod_and_reuses_cached_ones() {
                 revision: "toy-1".into(),
             },
         ],
-        taken_ids: BTreeSet::from(["n0".to_owned()]),
         ..Plan::default()
     };
     let (result, problems) = fx.run(&plan).await;
@@ -306,11 +321,12 @@ async fn unused_claims_are_deleted_with_their_cached_uid() {
         cached_claims: BTreeMap::from([("data-toy-x".into(), "uid-x".into())]),
         ..RecordingWrites::default()
     });
-    let plan = Plan {
-        delete_pvcs: vec!["data-toy-x".into(), "data-toy-gone".into()],
-        ..Plan::default()
-    };
-    fx.run(&plan).await.0.expect("deleted");
+    let executor = fx.executor();
+    let names = ["data-toy-x".to_owned(), "data-toy-gone".to_owned()];
+    executor
+        .delete_unused_claims(&names)
+        .await
+        .expect("deleted");
     assert_eq!(
         fx.writes.calls(),
         [Write::DeleteClaim {

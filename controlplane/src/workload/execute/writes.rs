@@ -26,7 +26,8 @@ pub trait NewPods: Send + Sync {
     /// created (no default, so no kind can leave the check out).
     fn selector(&self) -> &LabelSelector;
 
-    /// An instance id no pod or claim of the workload has (`taken`).
+    /// An instance id no pod or claim of the workload has, nor any create of this batch
+    /// (`taken`).
     fn fresh_instance_id(&self, taken: &BTreeSet<String>) -> String;
 
     /// The pod (and its claims) of `create`; `None` when its revision is not known.

@@ -1,0 +1,275 @@
+//! The one selector guard of the pod-set kinds (issue 30), against the real apiserver and
+//! the in-cluster controller, for the kinds beside CloneSet (whose suite is
+//! `cloneset_safety`): an Advanced StatefulSet or Advanced DaemonSet whose selector misses
+//! its template, let in while the CRD's selector rules are taken out for a moment, creates
+//! no pod and is reported as CloneSet's is — its create condition (FailedCreatePod,
+//! FailedCreate) True with reason SelectorMismatch naming the field and the template's
+//! label, and a SelectorMismatch Warning event — and fixing the selector is all it takes.
+
+mod daemonset_support;
+
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, bail, ensure};
+use futures::FutureExt as _;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use stevedore_controlplane::api::{DaemonSet, StatefulSet};
+use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
+
+use daemonset_support::{KWOK_TAINT, TEST_LABEL, with_nodes};
+
+/// How long the controller gets to report, and to create pods once fixed.
+const CONVERGE: Duration = Duration::from_secs(90);
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    StatefulSet,
+    DaemonSet,
+}
+
+impl Kind {
+    fn resource(self) -> ApiResource {
+        match self {
+            Self::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
+            Self::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
+        }
+    }
+
+    fn crd(self) -> (&'static str, &'static str) {
+        match self {
+            Self::StatefulSet => (
+                "statefulsets.apps.kruise.io",
+                include_str!("../../deploy/crds/apps.kruise.io_statefulsets.yaml"),
+            ),
+            Self::DaemonSet => (
+                "daemonsets.apps.kruise.io",
+                include_str!("../../deploy/crds/apps.kruise.io_daemonsets.yaml"),
+            ),
+        }
+    }
+
+    /// The condition a failed create sets, which the guard sets too.
+    fn create_condition(self) -> &'static str {
+        match self {
+            Self::StatefulSet => "FailedCreatePod",
+            Self::DaemonSet => "FailedCreate",
+        }
+    }
+
+    /// One pod's worth of `name` on this test's nodes, selecting `tier` while the template
+    /// says `tier=front`.
+    fn manifest(self, ctx: &TestContext, name: &str, tier: &str) -> Value {
+        let resource = self.resource();
+        let mut object = json!({
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": { "name": name },
+            "spec": {
+                "selector": selector(name, tier),
+                "template": {
+                    "metadata": { "labels": { "app": name, "tier": "front" } },
+                    "spec": {
+                        "nodeSelector": { TEST_LABEL: ctx.namespace },
+                        "tolerations": [{ "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" }],
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{ "name": "main", "image": ctx.cluster.image("web:v1") }],
+                    },
+                },
+            },
+        });
+        if let Self::StatefulSet = self {
+            object["spec"]["replicas"] = json!(1);
+            object["spec"]["serviceName"] = json!(name);
+        }
+        object
+    }
+}
+
+fn selector(name: &str, tier: &str) -> Value {
+    json!({ "matchExpressions": [
+        { "key": "app", "operator": "In", "values": [name] },
+        { "key": "tier", "operator": "In", "values": [tier] }
+    ] })
+}
+
+fn api(ctx: &TestContext, kind: Kind) -> Api<DynamicObject> {
+    Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &kind.resource())
+}
+
+/// Takes every rule that reads `self.selector` out of each version of `crd`.
+fn without_selector_rules(crd: &mut Value) -> Result<()> {
+    let versions = (crd.pointer_mut("/spec/versions"))
+        .and_then(Value::as_array_mut)
+        .context("the CRD has versions")?;
+    for version in versions {
+        let rules = version
+            .pointer_mut("/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations")
+            .and_then(Value::as_array_mut);
+        if let Some(rules) = rules {
+            rules.retain(|r| {
+                !r["rule"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("self.selector")
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Creates `object` of `kind` with the CRD's selector rules taken out, and puts them back
+/// before returning, whatever happened; the CRD lock, held exclusively, keeps every other
+/// test's install from putting them back in the middle.
+async fn create_bypassing_selector_rules(
+    ctx: &TestContext,
+    kind: Kind,
+    object: &Value,
+) -> Result<()> {
+    let (crd_name, crd_yaml) = kind.crd();
+    let lock = stevedore_tests::crds::lock(true).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let objects = api(ctx, kind);
+    let outcome = AssertUnwindSafe(async {
+        let mut crd = serde_json::to_value(crds.get(crd_name).await?)?;
+        without_selector_rules(&mut crd)?;
+        let relaxed: CustomResourceDefinition = serde_json::from_value(crd)?;
+        crds.replace(crd_name, &PostParams::default(), &relaxed)
+            .await?;
+        let object: DynamicObject = serde_json::from_value(object.clone())?;
+        poll_until(
+            "the relaxed CRD to admit the object",
+            Duration::from_secs(30),
+            || async {
+                match objects.create(&PostParams::default(), &object).await {
+                    Ok(_) => Ok(Some(())),
+                    Err(err) => Err(anyhow!("still refused: {err}")),
+                }
+            },
+        )
+        .await
+    })
+    .catch_unwind()
+    .await;
+    let restored = stevedore_tests::crds::install_holding_lock(&ctx.client, &[crd_yaml]).await;
+    drop(lock);
+    let created = outcome.map_err(|_| anyhow!("relaxing the CRD panicked"))?;
+    restored.context("restoring the CRD")?;
+    created
+}
+
+/// The object's condition of `type_`, if it has one.
+async fn condition(
+    ctx: &TestContext,
+    kind: Kind,
+    name: &str,
+    type_: &str,
+) -> Result<Option<Value>> {
+    let object = api(ctx, kind).get(name).await?;
+    let conditions = object.data["status"]["conditions"].as_array().cloned();
+    Ok(conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c["type"] == type_))
+}
+
+async fn warning(ctx: &TestContext, name: &str, reason: &str) -> Result<Option<String>> {
+    let events = ctx.api::<Event>().list(&ListParams::default()).await?;
+    Ok(events
+        .items
+        .into_iter()
+        .find(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some(reason)
+                && e.involved_object.name.as_deref() == Some(name)
+        })
+        .map(|e| e.message.unwrap_or_default()))
+}
+
+async fn pods(ctx: &TestContext, name: &str) -> Result<Vec<Pod>> {
+    let list = ctx
+        .api::<Pod>()
+        .list(&ListParams::default().labels(&format!("app={name}")))
+        .await?;
+    Ok(list.items)
+}
+
+async fn check_kind(ctx: &TestContext, kind: Kind) -> Result<()> {
+    let name = "runaway";
+    let type_ = kind.create_condition();
+    create_bypassing_selector_rules(ctx, kind, &kind.manifest(ctx, name, "back")).await?;
+
+    let what = format!("{type_} SelectorMismatch");
+    let refused = poll_until(&what, CONVERGE, || async {
+        match condition(ctx, kind, name, type_).await? {
+            Some(c) if c["status"] == "True" && c["reason"] == "SelectorMismatch" => Ok(Some(c)),
+            other => bail!("{type_} is {other:?}"),
+        }
+    })
+    .await?;
+    let message = refused["message"].as_str().unwrap_or_default();
+    for word in ["spec.selector.matchExpressions[1]", "tier", "tier=front"] {
+        ensure!(
+            message.contains(word),
+            "the condition {message:?} does not name {word:?}"
+        );
+    }
+    let event = poll_until("a SelectorMismatch warning", CONVERGE, || async {
+        warning(ctx, name, "SelectorMismatch").await
+    })
+    .await?;
+    ensure!(event.contains("matchExpressions[1]"), "event: {event}");
+    let found = pods(ctx, name).await?;
+    ensure!(
+        found.is_empty(),
+        "{kind:?}: {} pod(s) were created",
+        found.len()
+    );
+
+    // Fixing the selector is all it takes: the condition goes and the pod comes.
+    let fix = json!({ "spec": { "selector": selector(name, "front") } });
+    api(ctx, kind)
+        .patch(name, &PatchParams::default(), &Patch::Merge(fix))
+        .await?;
+    poll_until(
+        "the fixed set's pod, and the condition gone",
+        CONVERGE,
+        || async {
+            let gone = condition(ctx, kind, name, type_).await?.is_none();
+            let count = pods(ctx, name).await?.len();
+            invariant(count <= 1, || format!("{kind:?} made {count} pods for one"))?;
+            if !gone {
+                bail!("{type_} is still there");
+            }
+            Ok((count == 1).then_some(()))
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_statefulset_whose_selector_misses_its_template_is_refused_as_a_cloneset_is() -> Result<()>
+{
+    run_in_namespace("selector-guard-statefulset", |ctx| async move {
+        with_nodes(ctx, 1, |ctx, _nodes| async move {
+            check_kind(&ctx, Kind::StatefulSet).await
+        })
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_daemonset_whose_selector_misses_its_template_is_refused_as_a_cloneset_is() -> Result<()>
+{
+    run_in_namespace("selector-guard-daemonset", |ctx| async move {
+        with_nodes(ctx, 1, |ctx, _nodes| async move {
+            check_kind(&ctx, Kind::DaemonSet).await
+        })
+        .await
+    })
+    .await
+}
