@@ -4,6 +4,9 @@
 //! CloneSet whose selector misses its template that gets in anyway (admission relaxed for
 //! a moment) creates no pod; and a template the apiserver refuses in a Pod costs no
 //! running pod.
+//!
+//! Runs alone: it relaxes the CloneSet CRD for a moment, and other suites check what its
+//! rules refuse.
 
 mod cloneset_component;
 

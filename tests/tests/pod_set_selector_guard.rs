@@ -5,6 +5,9 @@
 //! no pod and is reported as CloneSet's is — its create condition (FailedCreatePod,
 //! FailedCreate) True with reason SelectorMismatch naming the field and the template's
 //! label, and a SelectorMismatch Warning event — and fixing the selector is all it takes.
+//!
+//! Runs alone: it relaxes the Advanced StatefulSet and DaemonSet CRDs for a moment, and
+//! other suites check what their rules refuse.
 
 mod daemonset_support;
 
