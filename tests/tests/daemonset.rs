@@ -477,14 +477,21 @@ async fn failing_pods_are_replaced_with_a_growing_backoff_not_a_flood() -> Resul
         with_nodes(ctx, 1, |ctx, n| async move {
             create(&ctx, manifest(&ctx, "crash", "web:v1", json!({}))).await?;
             wait_on_nodes(&ctx, "crash", &[&n[0]]).await?;
-            // Every pod that appears fails as soon as it runs, for 20 seconds. kwok starts a
-            // pod (pod IP, phase Running) a moment after it is bound, and that write would
-            // turn a Failed it found already back into Running: so a pod is failed once
-            // kwok has started it, and again should anything have started it once more.
+            // Every pod that appears fails as soon as it runs, until the controller has
+            // created five. kwok starts a pod (pod IP, phase Running) a moment after it is
+            // bound, and that write would turn a Failed it found already back into Running:
+            // so a pod is failed once kwok has started it, and again should anything have
+            // started it once more. The timeout only bounds a controller that never
+            // replaces; what is asserted is the spacing of the creates it records.
             let mut seen = BTreeSet::new();
             let mut saw_condition = false;
-            let until = tokio::time::Instant::now() + Duration::from_secs(20);
-            while tokio::time::Instant::now() < until {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+            while seen.len() < 5 {
+                ensure!(
+                    tokio::time::Instant::now() < deadline,
+                    "the failed pod is not replaced: {} pods",
+                    seen.len()
+                );
                 for pod in pods_by_node(&ctx, "crash").await?.into_values().flatten() {
                     seen.insert(pod.uid().unwrap_or_default());
                     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -497,14 +504,10 @@ async fn failing_pods_are_replaced_with_a_growing_backoff_not_a_flood() -> Resul
                     .any(|c| c.type_ == "FailedPodBackoff" && c.status == "True");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            // 1 s, 2 s, 4 s, 8 s apart: about five pods in 20 s, not a hundred.
-            ensure!(
-                seen.len() >= 3,
-                "the failed pod is replaced: {} pods",
-                seen.len()
-            );
-            ensure!(seen.len() <= 7, "{} pods in 20 s: no backoff", seen.len());
             ensure!(saw_condition, "a FailedPodBackoff condition while waiting");
+            let gaps = create_gaps(&ctx, "crash").await?;
+            ensure!(gaps.len() >= 4, "five creates recorded: gaps {gaps:?}");
+            backoff_grows(&gaps)?;
             let events = ctx
                 .api::<k8s_openapi::api::core::v1::Event>()
                 .list(&ListParams::default())
@@ -522,6 +525,59 @@ async fn failing_pods_are_replaced_with_a_growing_backoff_not_a_flood() -> Resul
         .await
     })
     .await
+}
+
+/// Seconds between the DaemonSet `name`'s successive `SuccessfulCreate` events (one per
+/// pod, timed to the microsecond by the events API), oldest first.
+async fn create_gaps(ctx: &TestContext, name: &str) -> Result<Vec<f64>> {
+    let events = ctx
+        .api::<k8s_openapi::api::core::v1::Event>()
+        .list(&ListParams::default())
+        .await?;
+    let mut times: Vec<f64> = (events.items.iter())
+        .filter(|e| e.reason.as_deref() == Some("SuccessfulCreate"))
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .filter_map(|e| e.event_time.as_ref())
+        .map(|t| t.0.as_millisecond() as f64 / 1000.0)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    Ok(times.windows(2).map(|w| w[1] - w[0]).collect())
+}
+
+/// The replacements of a pod that keeps failing come further and further apart (a 1 s
+/// backoff doubling each time, plus the moments kwok and the test take to start and fail
+/// each pod): never two creates within the first backoff, each gap at least the one before
+/// it give or take that noise, and the last well beyond the first. The first gap (from the
+/// DaemonSet's first pod) also holds the test's own wait for that pod, so the growth is
+/// read from the replacements only.
+fn backoff_grows(gaps: &[f64]) -> Result<()> {
+    const NOISE: f64 = 0.5;
+    ensure!(
+        gaps.iter().all(|g| *g >= 0.9),
+        "a replacement came within the first backoff (a flood): gaps {gaps:?}"
+    );
+    let replacements = gaps.get(1..).unwrap_or_default();
+    for pair in replacements.windows(2) {
+        ensure!(
+            pair[1] + NOISE >= pair[0],
+            "a replacement came sooner than the one before it: gaps {gaps:?}"
+        );
+    }
+    let (first, last) = (replacements.first(), replacements.last());
+    ensure!(
+        matches!((first, last), (Some(f), Some(l)) if l - f >= 3.0),
+        "the backoff does not grow: gaps {gaps:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_doubling_backoff_passes_and_a_flat_or_flooding_one_fails() {
+    assert!(backoff_grows(&[3.0, 2.4, 4.6, 8.3]).is_ok());
+    assert!(backoff_grows(&[1.1, 2.0, 4.1, 8.2]).is_ok());
+    assert!(backoff_grows(&[1.2, 1.3, 1.2, 1.4]).is_err(), "flat");
+    assert!(backoff_grows(&[0.1, 0.1, 0.2, 0.1]).is_err(), "flood");
+    assert!(backoff_grows(&[1.0, 4.0, 2.0, 8.0]).is_err(), "shrinking");
 }
 
 /// What the in-place test compares of the DaemonSet's pod on the kubelet node.

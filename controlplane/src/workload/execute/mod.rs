@@ -205,8 +205,17 @@ where
             let batch_creates = creates[done..end].iter().zip(&pods);
             let results =
                 join_all(batch_creates.map(|(c, p)| self.create_one(c, p.as_ref()))).await;
-            let failures: Vec<ExecuteError> = results.into_iter().filter_map(Result::err).collect();
-            created += end - done - failures.len();
+            let (names, failures): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+            let failures: Vec<ExecuteError> =
+                failures.into_iter().filter_map(Result::err).collect();
+            created += names.len();
+            // One event per pod, as OpenKruise's controllers record them, published as the
+            // batch lands: the events' times then show when each pod was created.
+            for name in names.into_iter().filter_map(Result::ok) {
+                let note = format!("succeed to create pod {name}");
+                let event = WorkloadEvent::normal("SuccessfulCreate", "Create", note);
+                self.writes.publish(event).await;
+            }
             if let Some(err) = failures.into_iter().next() {
                 let skipped = creates.len() - end;
                 let stopped = ExecuteError::Create(format!(
@@ -216,11 +225,6 @@ where
             }
             done = end;
             batch *= 2;
-        }
-        if created > 0 {
-            let note = format!("created {created} pod(s)");
-            let event = WorkloadEvent::normal("SuccessfulCreate", "Create", note);
-            self.writes.publish(event).await;
         }
         Ok(())
     }
@@ -246,7 +250,12 @@ where
 
     /// Creates the pod's claims (a claim already in the cache is reused), then the pod;
     /// `new` is what the workload built for `create` (`None`: its revision is not known).
-    async fn create_one(&self, create: &Create, new: Option<&NewPod>) -> Result<(), ExecuteError> {
+    /// Returns the created pod's name.
+    async fn create_one(
+        &self,
+        create: &Create,
+        new: Option<&NewPod>,
+    ) -> Result<String, ExecuteError> {
         let Some(new) = new else {
             return Err(ExecuteError::Create(format!(
                 "revision {} is not known",
@@ -272,8 +281,11 @@ where
             .create_pod(&new.pod)
             .await
             .map_err(api_error(format!("creating pod {name}")))?;
-        self.expect(Expectation::Create { kind: "Pod", name });
-        Ok(())
+        self.expect(Expectation::Create {
+            kind: "Pod",
+            name: name.clone(),
+        });
+        Ok(name)
     }
 
     /// Deletes the pod if it still has the planned UID and the budgets admit it (through

@@ -98,9 +98,16 @@ async fn a_requirement_one_pod_meets_stops_at_the_first_batch_with_a_pod_it_does
         "{message}"
     );
     assert!(message.ends_with("(1 created before it)"), "{message}");
-    let events = writes.events();
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0].reason, SELECTOR_MISMATCH);
+    let reasons: Vec<String> = writes
+        .events()
+        .iter()
+        .map(|e| e.reason.to_string())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["SuccessfulCreate", SELECTOR_MISMATCH],
+        "the pod created first has its event"
+    );
 }
 
 #[tokio::test(start_paused = true)]

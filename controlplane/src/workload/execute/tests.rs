@@ -123,9 +123,21 @@ async fn slow_start_stops_after_the_first_batch_with_a_failure() {
         "creating pods: creating pod toy-n1: toy-n1 refused with 422 \
          (2 created, 7 skipped by slow start)"
     );
+    let created = |name: &str| {
+        WorkloadEvent::normal(
+            "SuccessfulCreate",
+            "Create",
+            format!("succeed to create pod {name}"),
+        )
+    };
     assert_eq!(
         fx.writes.events(),
-        [WorkloadEvent::warning("FailedCreate", "Create", message)]
+        [
+            created("toy-n0"),
+            created("toy-n2"),
+            WorkloadEvent::warning("FailedCreate", "Create", message)
+        ],
+        "each pod created before the failure has its event"
     );
     let names: Vec<Expectation> = ["toy-n0", "toy-n2"]
         .map(|name| Expectation::Create {
@@ -177,13 +189,17 @@ async fn creates_claims_before_the_pod_and_reuses_cached_ones() {
         ],
         "a taken id is skipped; a cached claim is reused"
     );
-    assert_eq!(
-        fx.writes.events(),
-        [WorkloadEvent::normal(
+    let created = |name: &str| {
+        WorkloadEvent::normal(
             "SuccessfulCreate",
             "Create",
-            "created 2 pod(s)".into()
-        )]
+            format!("succeed to create pod {name}"),
+        )
+    };
+    assert_eq!(
+        fx.writes.events(),
+        [created("toy-a"), created("toy-n1")],
+        "one event per pod, in the order they were created"
     );
     assert_eq!(fx.expected().len(), 3, "one expectation per create");
 }
