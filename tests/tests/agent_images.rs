@@ -1,6 +1,9 @@
 //! Component and e2e tests of the agent's `ImageService` against the real containerd,
 //! registry and kubelet of the local cluster. The service runs in-process on a loopback
 //! port with the same wiring as the agent binary.
+//!
+//! Runs alone: it removes the shared test image web:v1 from the node's containerd and
+//! counts the blobs a pull fetches, which other suites' pods on that node change.
 
 use std::{collections::HashMap, net::SocketAddr, time::Duration};
 
