@@ -38,6 +38,7 @@ mod partial_downloads;
 mod pipeline;
 pub mod progress;
 pub mod pull;
+mod pull_error;
 mod records;
 pub mod registry;
 pub mod service;
