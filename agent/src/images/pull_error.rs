@@ -1,7 +1,7 @@
 //! Why a pull attempt failed: defined below the pull, its pipeline and its downloads,
 //! which all produce it, so none of them imports the module that calls it.
 
-use super::{oci::FormatError, registry::RegistryError, store::StoreError};
+use super::{oci::FormatError, registry_error::RegistryError, store::StoreError};
 
 /// Why a pull attempt failed.
 #[derive(Debug, Clone, thiserror::Error)]
