@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt as _};
 use super::{
     digest::{self, Verifier},
     oci::Descriptor,
-    registry::{BlobStream, RegistryError},
+    registry_error::{BlobStream, RegistryError},
 };
 
 /// Reads `body` whole, refusing it as soon as it passes `limit` bytes: at most one

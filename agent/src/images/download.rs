@@ -14,7 +14,7 @@ use super::{
     body,
     oci::Descriptor,
     progress::Report,
-    pull::PullError,
+    pull_error::PullError,
     registry::{Auth, Registry},
     store::{BlobWriter, ImageStore, LeaseId, StoreError},
 };

@@ -8,10 +8,14 @@
 //!   [`hosts`]: containerd's `hosts.toml` (mirrors, plain HTTP, TLS per host);
 //!   [`body`]: bounded reads and size/digest checks of what registries send;
 //!   [`digest`]: the OCI digest algorithms; [`token_cache`]: authorisations kept until
-//!   they expire, per endpoint and credential
+//!   they expire, per endpoint and credential; `credentials` (`Auth`) and
+//!   `registry_error` (`RegistryError`, `BlobStream`): the client's vocabulary, defined
+//!   below the client so that the body reader and the token cache need not import it
 //! - [`store`], [`containerd`]: containerd as the pull needs it ([`store::ImageStore`]);
 //!   `containerd_conn`: the namespaced channel the store and its content writer share
 //! - [`pull`]: one pull; `pipeline`: its downloads and unpacking, overlapped;
+//!   `download`: one blob into the content store; `pull_error`: why a pull failed,
+//!   below all three that produce it (re-exported as [`pull::PullError`]);
 //!   `unpack_schedule`: which layer may unpack when (pure); [`progress`]: what
 //!   watchers see of it; `records`: its image records, all or none; [`source_label`]:
 //!   containerd's distribution source labels
@@ -25,6 +29,7 @@ pub mod body;
 pub mod containerd;
 mod containerd_conn;
 mod content_writer;
+mod credentials;
 pub mod digest;
 mod download;
 pub mod failure;
@@ -38,8 +43,10 @@ mod partial_downloads;
 mod pipeline;
 pub mod progress;
 pub mod pull;
+mod pull_error;
 mod records;
 pub mod registry;
+mod registry_error;
 pub mod service;
 pub mod source_label;
 pub mod store;

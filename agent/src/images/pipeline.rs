@@ -18,7 +18,7 @@ use super::{
     download::{Arrival, PARALLEL_BLOBS, Target, download},
     oci::{self, Descriptor, MAX_CONFIG_BYTES},
     progress::Report,
-    pull::PullError,
+    pull_error::PullError,
     registry::Registry,
     source_label,
     store::{ImageStore, LeaseId},

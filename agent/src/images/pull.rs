@@ -27,34 +27,8 @@ use crate::reference::Reference;
 use futures::FutureExt as _;
 
 pub use super::download::PARALLEL_BLOBS;
-
-/// Why a pull attempt failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum PullError {
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{0}")]
-    Format(String),
-}
-
-impl From<FormatError> for PullError {
-    fn from(err: FormatError) -> Self {
-        Self::Format(err.to_string())
-    }
-}
-
-impl PullError {
-    /// Worth another attempt (network, registry 5xx, containerd busy).
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Self::Registry(err) => err.is_retryable(),
-            Self::Store(err) => err.is_retryable(),
-            Self::Format(_) => false,
-        }
-    }
-}
+/// Kept at this path for the callers that handle a pull's outcome.
+pub use super::pull_error::PullError;
 
 /// What a successful pull produced.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,19 +13,18 @@ use std::{
     collections::{HashMap, HashSet},
     future::Future,
     path::PathBuf,
-    pin::Pin,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use base64::Engine as _;
 use bytes::Bytes;
-use futures::{Stream, StreamExt as _, TryStreamExt as _};
+use futures::{StreamExt as _, TryStreamExt as _};
 use reqwest::{StatusCode, Url, header, redirect};
 
 use super::{
     body,
-    hosts::{self, Endpoint, HostsError, Tls},
+    hosts::{self, Endpoint, Tls},
     oci::{self, Descriptor, MAX_MANIFEST_BYTES},
     token_cache::{CacheKey, TokenCache, token_lifetime},
 };
@@ -33,86 +32,12 @@ use crate::reference::Reference;
 /// Kept at this path for the code that reads challenges beside the client.
 pub use stevedore_parsers::auth_challenge::challenge_param;
 
-/// Credentials for one pull; the agent never stores them.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub enum Auth {
-    #[default]
-    Anonymous,
-    Basic {
-        username: String,
-        password: String,
-    },
-    /// A bearer token (or registry identity token) sent as is.
-    Token(String),
-}
-
-impl Auth {
-    /// A stable name of the credential that does not reveal it (a SHA-256 of it): what
-    /// tells two callers' credentials apart in the token cache and in joined pulls.
-    pub fn fingerprint(&self) -> String {
-        let material = match self {
-            Self::Anonymous => return "anonymous".to_owned(),
-            Self::Basic { username, password } => format!("basic\0{username}\0{password}"),
-            Self::Token(token) => format!("token\0{token}"),
-        };
-        oci::sha256_digest(material.as_bytes())
-    }
-}
-
-impl std::fmt::Debug for Auth {
-    // Never log secrets.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Anonymous => f.write_str("Anonymous"),
-            Self::Basic { username, .. } => write!(f, "Basic({username}, ***)"),
-            Self::Token(_) => f.write_str("Token(***)"),
-        }
-    }
-}
-
-/// Why a registry request failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum RegistryError {
-    #[error("{what} not found in the registry ({url})")]
-    NotFound { what: &'static str, url: String },
-    #[error("registry refused the credentials ({url})")]
-    Unauthorized { url: String },
-    #[error("registry denied access ({url})")]
-    Forbidden { url: String },
-    #[error("registry unreachable ({url}): {detail}")]
-    Unreachable { url: String, detail: String },
-    #[error("registry answered {status} ({url})")]
-    Server { status: u16, url: String },
-    #[error("unexpected registry response ({url}): {detail}")]
-    Protocol { url: String, detail: String },
-    #[error("{what} of {reference} is larger than the limit of {limit} bytes")]
-    TooLarge {
-        what: &'static str,
-        reference: String,
-        limit: u64,
-    },
-    #[error("content of {reference} is corrupt: {detail}")]
-    Corrupt { reference: String, detail: String },
-    #[error("content of {reference} cannot be verified: {detail}")]
-    Unverifiable { reference: String, detail: String },
-    #[error(
-        "refusing to send the credentials for {reference} to the token endpoint {realm} over plain HTTP; name the registry with --insecure-registry to allow it"
-    )]
-    InsecureRealm { reference: String, realm: String },
-    #[error(transparent)]
-    Hosts(#[from] HostsError),
-}
-
-impl RegistryError {
-    /// Worth another attempt: the network or the server, not the request.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Self::Unreachable { .. } => true,
-            Self::Server { status, .. } => *status >= 500 || *status == 429,
-            _ => false,
-        }
-    }
-}
+/// Kept at this path: the client's own vocabulary, defined below it so that the body
+/// reader and the token cache it uses need not import it.
+pub use super::{
+    credentials::Auth,
+    registry_error::{BlobStream, RegistryError},
+};
 
 /// A fetched manifest or index.
 #[derive(Debug, Clone)]
@@ -121,9 +46,6 @@ pub struct FetchedManifest {
     pub descriptor: Descriptor,
     pub body: Bytes,
 }
-
-/// A stream of blob bytes.
-pub type BlobStream = Pin<Box<dyn Stream<Item = Result<Bytes, RegistryError>> + Send>>;
 
 /// A blob's bytes from `offset` on: the offset asked for, or 0 when the registry
 /// ignored the range and sends the whole blob.

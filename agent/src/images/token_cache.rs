@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::registry::Auth;
+use super::credentials::Auth;
 
 /// What the distribution spec says a token without `expires_in` lives for.
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(60);

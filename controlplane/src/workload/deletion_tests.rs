@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::workload::deletion_marks::parse_deletion_cost;
 use crate::workload::lifecycle::LifecycleState;
 
 fn ts(secs: i64) -> Timestamp {

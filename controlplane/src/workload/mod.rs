@@ -6,6 +6,7 @@ pub mod adapter;
 pub mod budget;
 pub mod claim;
 pub mod deletion;
+pub mod deletion_marks;
 pub mod execute;
 pub mod history;
 pub mod inplace;

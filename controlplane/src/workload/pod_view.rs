@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::deletion::{POD_DELETION_COST_ANNOTATION, SPECIFIED_DELETE_LABEL, parse_deletion_cost};
+use super::deletion_marks::{
+    POD_DELETION_COST_ANNOTATION, SPECIFIED_DELETE_LABEL, parse_deletion_cost,
+};
 use super::inplace::{GRACE_ANNOTATION, INPLACE_UPDATE_READY, STATE_ANNOTATION};
 use super::lifecycle::LifecycleState;
 use super::revision_adapter::RevisionAdapter;
