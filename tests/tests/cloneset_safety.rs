@@ -10,15 +10,10 @@
 
 mod cloneset_component;
 
-use std::panic::AssertUnwindSafe;
-use std::time::Duration;
-
-use anyhow::{Context as _, Result, anyhow, bail, ensure};
-use futures::FutureExt as _;
+use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt as _;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::CloneSet;
 use stevedore_controlplane::api::cloneset::CloneSetCondition;
@@ -149,48 +144,38 @@ async fn admission_refuses_what_the_controller_could_not_act_on() -> Result<()> 
 }
 
 /// Creates `object` with the CRD's selector rules taken out, and puts them back before
-/// returning, whatever happened. The window is as short as the apiserver allows: until
-/// the relaxed schema admits the object. The CRD lock, held exclusively, keeps every
-/// other test process's CRD install out of that window.
+/// returning, whatever happened.
 async fn create_bypassing_selector_rules(ctx: &TestContext, object: &Value) -> Result<()> {
-    let lock = stevedore_tests::crds::lock(true).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let outcome = AssertUnwindSafe(async {
-        let mut crd = serde_json::to_value(crds.get(CRD_NAME).await?)?;
-        let rules = crd
-            .pointer_mut(
-                "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations",
-            )
-            .and_then(Value::as_array_mut)
-            .context("the CRD has spec-level rules")?;
-        rules.retain(|r| {
-            !r["rule"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("self.selector")
-        });
-        let relaxed: CustomResourceDefinition = serde_json::from_value(crd)?;
-        crds.replace(CRD_NAME, &PostParams::default(), &relaxed)
-            .await?;
-        poll_until(
-            "the relaxed CRD to admit the object",
-            Duration::from_secs(30),
-            || async {
-                match try_create(ctx, object).await {
-                    Ok(_) => Ok(Some(())),
-                    Err(err) => Err(anyhow!("still refused: {err}")),
-                }
-            },
+    let clonesets: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &ctx.namespace,
+        &ApiResource::erase::<CloneSet>(&()),
+    );
+    stevedore_tests::crds::create_with_relaxed_crd(
+        &ctx.client,
+        (CRD_NAME, CRD_YAML),
+        without_selector_rules,
+        &clonesets,
+        object,
+    )
+    .await
+}
+
+/// Takes the spec-level rules that read the selector out of the CloneSet CRD.
+fn without_selector_rules(crd: &mut Value) -> Result<()> {
+    let rules = crd
+        .pointer_mut(
+            "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations",
         )
-        .await
-    })
-    .catch_unwind()
-    .await;
-    let restored = stevedore_tests::crds::install_holding_lock(&ctx.client, &[CRD_YAML]).await;
-    drop(lock);
-    let created = outcome.map_err(|_| anyhow!("relaxing the CRD panicked"))?;
-    restored.context("restoring the CloneSet CRD")?;
-    created
+        .and_then(Value::as_array_mut)
+        .context("the CRD has spec-level rules")?;
+    rules.retain(|r| {
+        !r["rule"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("self.selector")
+    });
+    Ok(())
 }
 
 fn failed_scale(cs: &CloneSet) -> Option<CloneSetCondition> {

@@ -11,14 +11,11 @@
 
 mod daemonset_support;
 
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, anyhow, bail, ensure};
-use futures::FutureExt as _;
+use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::{DaemonSet, StatefulSet};
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
@@ -125,43 +122,20 @@ fn without_selector_rules(crd: &mut Value) -> Result<()> {
 }
 
 /// Creates `object` of `kind` with the CRD's selector rules taken out, and puts them back
-/// before returning, whatever happened; the CRD lock, held exclusively, keeps every other
-/// test's install from putting them back in the middle.
+/// before returning, whatever happened.
 async fn create_bypassing_selector_rules(
     ctx: &TestContext,
     kind: Kind,
     object: &Value,
 ) -> Result<()> {
-    let (crd_name, crd_yaml) = kind.crd();
-    let lock = stevedore_tests::crds::lock(true).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let objects = api(ctx, kind);
-    let outcome = AssertUnwindSafe(async {
-        let mut crd = serde_json::to_value(crds.get(crd_name).await?)?;
-        without_selector_rules(&mut crd)?;
-        let relaxed: CustomResourceDefinition = serde_json::from_value(crd)?;
-        crds.replace(crd_name, &PostParams::default(), &relaxed)
-            .await?;
-        let object: DynamicObject = serde_json::from_value(object.clone())?;
-        poll_until(
-            "the relaxed CRD to admit the object",
-            Duration::from_secs(30),
-            || async {
-                match objects.create(&PostParams::default(), &object).await {
-                    Ok(_) => Ok(Some(())),
-                    Err(err) => Err(anyhow!("still refused: {err}")),
-                }
-            },
-        )
-        .await
-    })
-    .catch_unwind()
-    .await;
-    let restored = stevedore_tests::crds::install_holding_lock(&ctx.client, &[crd_yaml]).await;
-    drop(lock);
-    let created = outcome.map_err(|_| anyhow!("relaxing the CRD panicked"))?;
-    restored.context("restoring the CRD")?;
-    created
+    stevedore_tests::crds::create_with_relaxed_crd(
+        &ctx.client,
+        kind.crd(),
+        without_selector_rules,
+        &api(ctx, kind),
+        object,
+    )
+    .await
 }
 
 /// The object's condition of `type_`, if it has one.

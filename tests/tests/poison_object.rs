@@ -13,13 +13,10 @@
 
 mod cloneset_component;
 
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, anyhow, bail, ensure};
-use futures::FutureExt as _;
+use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -93,39 +90,16 @@ fn drop_rules_naming(schema: &mut Value, word: &str) {
 }
 
 /// Creates `object` (untyped: the Rust type cannot hold it) with the CRD's bounds on
-/// maxUnavailable taken out, and puts the committed CRD back before returning, whatever
-/// happened. The CRD lock, held exclusively, keeps every other test process's CRD install
-/// out of that window.
+/// maxUnavailable taken out, and puts the committed CRD back before returning.
 async fn create_bypassing_bounds(ctx: &TestContext, object: &Value) -> Result<()> {
-    let lock = stevedore_tests::crds::lock(true).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let clonesets = untyped_clonesets(ctx);
-    let untyped: DynamicObject = serde_json::from_value(object.clone())?;
-    let outcome = AssertUnwindSafe(async {
-        let mut crd = serde_json::to_value(crds.get(CRD_NAME).await?)?;
-        relax_max_unavailable(&mut crd)?;
-        let relaxed: CustomResourceDefinition = serde_json::from_value(crd)?;
-        crds.replace(CRD_NAME, &PostParams::default(), &relaxed)
-            .await?;
-        poll_until(
-            "the relaxed CRD to admit the poison object",
-            Duration::from_secs(30),
-            || async {
-                match clonesets.create(&PostParams::default(), &untyped).await {
-                    Ok(_) => Ok(Some(())),
-                    Err(err) => Err(anyhow!("still refused: {err}")),
-                }
-            },
-        )
-        .await
-    })
-    .catch_unwind()
-    .await;
-    let restored = stevedore_tests::crds::install_holding_lock(&ctx.client, &[CRD_YAML]).await;
-    drop(lock);
-    let created = outcome.map_err(|_| anyhow!("relaxing the CRD panicked"))?;
-    restored.context("restoring the CloneSet CRD")?;
-    created
+    stevedore_tests::crds::create_with_relaxed_crd(
+        &ctx.client,
+        (CRD_NAME, CRD_YAML),
+        relax_max_unavailable,
+        &untyped_clonesets(ctx),
+        object,
+    )
+    .await
 }
 
 /// The message of the first Warning with `reason` on the object `name`, if any yet.
