@@ -67,9 +67,43 @@ impl EventSink {
         }
     }
 
+    /// A Warning or Normal event on `object`, about `related` too when given (an event
+    /// with a related object is its own, never folded into a series with others that
+    /// differ only in their note).
+    pub async fn publish_about(
+        &self,
+        object: &ObjectReference,
+        related: Option<ObjectReference>,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let type_ = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.publish_with(object, related, type_, reason, action, note)
+            .await;
+    }
+
     async fn publish(
         &self,
         object: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        self.publish_with(object, None, type_, reason, action, note)
+            .await;
+    }
+
+    async fn publish_with(
+        &self,
+        object: &ObjectReference,
+        related: Option<ObjectReference>,
         type_: EventType,
         reason: &str,
         action: &str,
@@ -80,7 +114,7 @@ impl EventSink {
             reason: reason.to_owned(),
             note: Some(truncate(note, NOTE_MAX_BYTES)),
             action: action.to_owned(),
-            secondary: None,
+            secondary: related,
         };
         if let Err(err) = self.recorder.publish(&event, object).await {
             tracing::warn!(error = %err, reason, "could not publish an event");

@@ -161,16 +161,18 @@ impl PodWrites for KubePodWrites<'_> {
             reason,
             action,
             note,
+            pod,
         } = event;
-        if warning {
-            self.events
-                .warning(self.reference, reason, action, note)
-                .await;
-        } else {
-            self.events
-                .normal(self.reference, reason, action, note)
-                .await;
-        }
+        let related = pod.map(|name| ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Pod".to_owned()),
+            namespace: self.reference.namespace.clone(),
+            name: Some(name),
+            ..ObjectReference::default()
+        });
+        self.events
+            .publish_about(self.reference, related, warning, reason, action, note)
+            .await;
     }
 
     fn cached_claim_uid(&self, name: &str) -> Option<String> {

@@ -213,7 +213,8 @@ where
             // batch lands: the events' times then show when each pod was created.
             for name in names.into_iter().filter_map(Result::ok) {
                 let note = format!("succeed to create pod {name}");
-                let event = WorkloadEvent::normal("SuccessfulCreate", "Create", note);
+                let event =
+                    WorkloadEvent::normal("SuccessfulCreate", "Create", note).about_pod(&name);
                 self.writes.publish(event).await;
             }
             if let Some(err) = failures.into_iter().next() {

@@ -129,6 +129,7 @@ async fn slow_start_stops_after_the_first_batch_with_a_failure() {
             "Create",
             format!("succeed to create pod {name}"),
         )
+        .about_pod(name)
     };
     assert_eq!(
         fx.writes.events(),
@@ -195,6 +196,7 @@ async fn creates_claims_before_the_pod_and_reuses_cached_ones() {
             "Create",
             format!("succeed to create pod {name}"),
         )
+        .about_pod(name)
     };
     assert_eq!(
         fx.writes.events(),

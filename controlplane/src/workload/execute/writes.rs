@@ -50,6 +50,10 @@ pub struct WorkloadEvent {
     pub reason: &'static str,
     pub action: &'static str,
     pub note: String,
+    /// The pod the event is about, if it is about one (the event's `related` object). The
+    /// event recorder folds events that differ only in their note into one series, so
+    /// without it the creates of a sync would show as one event with a count.
+    pub pod: Option<String>,
 }
 
 impl WorkloadEvent {
@@ -59,6 +63,7 @@ impl WorkloadEvent {
             reason,
             action,
             note,
+            pod: None,
         }
     }
 
@@ -68,6 +73,15 @@ impl WorkloadEvent {
             reason,
             action,
             note,
+            pod: None,
+        }
+    }
+
+    /// The same event, about the pod `name`.
+    pub fn about_pod(self, name: &str) -> Self {
+        Self {
+            pod: Some(name.to_owned()),
+            ..self
         }
     }
 }
