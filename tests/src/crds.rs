@@ -112,3 +112,24 @@ pub async fn create_with_relaxed_crd(
     restored.with_context(|| format!("restoring the CRD {crd_name}"))?;
     created
 }
+
+/// Takes every rule that reads `self.selector` out of each version of `crd`.
+pub fn without_selector_rules(crd: &mut Value) -> Result<()> {
+    let versions = (crd.pointer_mut("/spec/versions"))
+        .and_then(Value::as_array_mut)
+        .context("the CRD has versions")?;
+    for version in versions {
+        let rules = version
+            .pointer_mut("/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations")
+            .and_then(Value::as_array_mut);
+        if let Some(rules) = rules {
+            rules.retain(|r| {
+                !r["rule"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("self.selector")
+            });
+        }
+    }
+    Ok(())
+}

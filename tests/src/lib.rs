@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod controlplane;
 pub mod crds;
 pub mod diagnostics;
+pub mod events;
 pub mod grpc;
 pub mod helm;
 pub mod kustomize_swap;

@@ -11,9 +11,8 @@
 mod cloneset_component;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::Event;
 use kube::ResourceExt as _;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::CloneSet;
 use stevedore_controlplane::api::cloneset::CloneSetCondition;
@@ -154,28 +153,11 @@ async fn create_bypassing_selector_rules(ctx: &TestContext, object: &Value) -> R
     stevedore_tests::crds::create_with_relaxed_crd(
         &ctx.client,
         (CRD_NAME, CRD_YAML),
-        without_selector_rules,
+        stevedore_tests::crds::without_selector_rules,
         &clonesets,
         object,
     )
     .await
-}
-
-/// Takes the spec-level rules that read the selector out of the CloneSet CRD.
-fn without_selector_rules(crd: &mut Value) -> Result<()> {
-    let rules = crd
-        .pointer_mut(
-            "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations",
-        )
-        .and_then(Value::as_array_mut)
-        .context("the CRD has spec-level rules")?;
-    rules.retain(|r| {
-        !r["rule"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("self.selector")
-    });
-    Ok(())
 }
 
 fn failed_scale(cs: &CloneSet) -> Option<CloneSetCondition> {
@@ -185,19 +167,6 @@ fn failed_scale(cs: &CloneSet) -> Option<CloneSetCondition> {
         .iter()
         .find(|c| c.type_ == "FailedScale")
         .cloned()
-}
-
-async fn warning(ctx: &TestContext, name: &str, reason: &str) -> Result<Option<String>> {
-    let events = ctx.api::<Event>().list(&ListParams::default()).await?;
-    Ok(events
-        .items
-        .into_iter()
-        .find(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some(reason)
-                && e.involved_object.name.as_deref() == Some(name)
-        })
-        .map(|e| e.message.unwrap_or_default()))
 }
 
 #[tokio::test]
@@ -237,7 +206,7 @@ async fn a_selector_missing_its_template_creates_no_pods() -> Result<()> {
             );
         }
         let event = poll_until("a SelectorMismatch warning", CONVERGE, || async {
-            warning(&ctx, name, "SelectorMismatch").await
+            stevedore_tests::events::warning(&ctx, name, "SelectorMismatch").await
         })
         .await?;
         ensure!(event.contains("matchExpressions[1]"), "event: {event}");
@@ -310,7 +279,7 @@ async fn a_template_the_apiserver_refuses_costs_no_running_pod() -> Result<()> {
             condition.message
         );
         let event = poll_until("a FailedUpdate warning", CONVERGE, || async {
-            warning(&ctx, name, "FailedUpdate").await
+            stevedore_tests::events::warning(&ctx, name, "FailedUpdate").await
         })
         .await?;
         ensure!(event.contains("is invalid"), "event: {event}");

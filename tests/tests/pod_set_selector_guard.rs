@@ -13,8 +13,8 @@ mod daemonset_support;
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use anyhow::{Result, bail, ensure};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::{DaemonSet, StatefulSet};
@@ -100,27 +100,6 @@ fn api(ctx: &TestContext, kind: Kind) -> Api<DynamicObject> {
     Api::namespaced_with(ctx.client.clone(), &ctx.namespace, &kind.resource())
 }
 
-/// Takes every rule that reads `self.selector` out of each version of `crd`.
-fn without_selector_rules(crd: &mut Value) -> Result<()> {
-    let versions = (crd.pointer_mut("/spec/versions"))
-        .and_then(Value::as_array_mut)
-        .context("the CRD has versions")?;
-    for version in versions {
-        let rules = version
-            .pointer_mut("/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations")
-            .and_then(Value::as_array_mut);
-        if let Some(rules) = rules {
-            rules.retain(|r| {
-                !r["rule"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("self.selector")
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Creates `object` of `kind` with the CRD's selector rules taken out, and puts them back
 /// before returning, whatever happened.
 async fn create_bypassing_selector_rules(
@@ -131,7 +110,7 @@ async fn create_bypassing_selector_rules(
     stevedore_tests::crds::create_with_relaxed_crd(
         &ctx.client,
         kind.crd(),
-        without_selector_rules,
+        stevedore_tests::crds::without_selector_rules,
         &api(ctx, kind),
         object,
     )
@@ -151,19 +130,6 @@ async fn condition(
         .unwrap_or_default()
         .into_iter()
         .find(|c| c["type"] == type_))
-}
-
-async fn warning(ctx: &TestContext, name: &str, reason: &str) -> Result<Option<String>> {
-    let events = ctx.api::<Event>().list(&ListParams::default()).await?;
-    Ok(events
-        .items
-        .into_iter()
-        .find(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some(reason)
-                && e.involved_object.name.as_deref() == Some(name)
-        })
-        .map(|e| e.message.unwrap_or_default()))
 }
 
 async fn pods(ctx: &TestContext, name: &str) -> Result<Vec<Pod>> {
@@ -195,7 +161,7 @@ async fn check_kind(ctx: &TestContext, kind: Kind) -> Result<()> {
         );
     }
     let event = poll_until("a SelectorMismatch warning", CONVERGE, || async {
-        warning(ctx, name, "SelectorMismatch").await
+        stevedore_tests::events::warning(ctx, name, "SelectorMismatch").await
     })
     .await?;
     ensure!(event.contains("matchExpressions[1]"), "event: {event}");

@@ -16,9 +16,9 @@ mod cloneset_component;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_controlplane::api::{CloneSet, PodUnavailableBudget};
 use stevedore_tests::controlplane::{stop_control_plane, wait_control_plane_ready};
@@ -100,20 +100,6 @@ async fn create_bypassing_bounds(ctx: &TestContext, object: &Value) -> Result<()
         object,
     )
     .await
-}
-
-/// The message of the first Warning with `reason` on the object `name`, if any yet.
-async fn warning(ctx: &TestContext, name: &str, reason: &str) -> Result<Option<String>> {
-    let events = ctx.api::<Event>().list(&ListParams::default()).await?;
-    Ok(events
-        .items
-        .into_iter()
-        .find(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.reason.as_deref() == Some(reason)
-                && e.involved_object.name.as_deref() == Some(name)
-        })
-        .map(|e| e.message.unwrap_or_default()))
 }
 
 /// The poison CloneSet, untyped (its Rust type cannot hold it).
@@ -238,7 +224,7 @@ async fn a_poison_object_blinds_the_control_plane_to_nothing_else() -> Result<()
         let note = poll_until(
             "an Undecodable warning on the poison CloneSet",
             CONVERGE,
-            || async { warning(&ctx, "poison", "Undecodable").await },
+            || async { stevedore_tests::events::warning(&ctx, "poison", "Undecodable").await },
         )
         .await?;
         for word in [POISON_FIELD, "2147483648"] {

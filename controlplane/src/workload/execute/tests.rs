@@ -123,19 +123,11 @@ async fn slow_start_stops_after_the_first_batch_with_a_failure() {
         "creating pods: creating pod toy-n1: toy-n1 refused with 422 \
          (2 created, 7 skipped by slow start)"
     );
-    let created = |name: &str| {
-        WorkloadEvent::normal(
-            "SuccessfulCreate",
-            "Create",
-            format!("succeed to create pod {name}"),
-        )
-        .about_pod(name)
-    };
     assert_eq!(
         fx.writes.events(),
         [
-            created("toy-n0"),
-            created("toy-n2"),
+            created_event("toy-n0"),
+            created_event("toy-n2"),
             WorkloadEvent::warning("FailedCreate", "Create", message)
         ],
         "each pod created before the failure has its event"
@@ -190,17 +182,9 @@ async fn creates_claims_before_the_pod_and_reuses_cached_ones() {
         ],
         "a taken id is skipped; a cached claim is reused"
     );
-    let created = |name: &str| {
-        WorkloadEvent::normal(
-            "SuccessfulCreate",
-            "Create",
-            format!("succeed to create pod {name}"),
-        )
-        .about_pod(name)
-    };
     assert_eq!(
         fx.writes.events(),
-        [created("toy-a"), created("toy-n1")],
+        [created_event("toy-a"), created_event("toy-n1")],
         "one event per pod, in the order they were created"
     );
     assert_eq!(fx.expected().len(), 3, "one expectation per create");
@@ -600,4 +584,14 @@ async fn a_resize_goes_first_and_the_patch_builds_on_its_resource_version() {
             .any(|w| matches!(w, Write::PatchPod { .. })),
         "no patch after a refused resize"
     );
+}
+
+/// The event the executor records for the pod `name` it created.
+fn created_event(name: &str) -> WorkloadEvent {
+    WorkloadEvent::normal(
+        "SuccessfulCreate",
+        "Create",
+        format!("succeed to create pod {name}"),
+    )
+    .about_pod(name)
 }
