@@ -26,6 +26,25 @@ step "Debian packages the build needs (protoc for the generated gRPC code, ...)"
 # builds the proto crate before that.
 deploy/local/cluster.sh packages
 
+step "Go builds (Kubernetes, etcd, kwok, grpcurl, crictl, helm) start in the background"
+# On a first run they take ~20 min, as long as the cargo steps below; run side by side,
+# each fills the core the other leaves idle in its single-threaded link phases. The
+# cluster step waits for them; when they are cached this takes a second.
+go_builds_log=$(mktemp)
+deploy/local/cluster.sh prebuild --tools >"$go_builds_log" 2>&1 &
+go_builds_pid=$!
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+crd_tmp=$(mktemp -d)
+cleanup() {
+  kill_tree "$go_builds_pid"
+  rm -rf "$crd_tmp" "$go_builds_log"
+}
+trap cleanup EXIT
+
 step "rustfmt"
 cargo fmt --all -- --check
 
@@ -33,8 +52,6 @@ step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "generated CRDs match deploy/crds"
-crd_tmp=$(mktemp -d)
-trap 'rm -rf "$crd_tmp"' EXIT
 cargo run --quiet --locked -p stevedore-controlplane --bin crdgen -- "$crd_tmp"
 if ! diff -ru deploy/crds "$crd_tmp"; then
   echo "deploy/crds is stale: run 'cargo run -p stevedore-controlplane --bin crdgen' and commit the result" >&2
@@ -50,15 +67,20 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 source tests/lib/fuzz.sh
 fuzz_all "$fuzz_cache" "${FUZZ_SECONDS:-30}" "${FUZZ_JOBS:-2}"
 
+step "waiting for the Go builds started at the beginning"
+if ! wait "$go_builds_pid"; then
+  cat "$go_builds_log" >&2
+  echo "the Go builds failed (deploy/local/cluster.sh prebuild --tools); their output is above" >&2
+  exit 1
+fi
+cat "$go_builds_log"
+
 step "local cluster with Stevedore deployed"
 # A cluster left behind by a previous session whose processes are gone is cleaned first.
 if ! deploy/local/cluster.sh status >/dev/null 2>&1; then
   deploy/local/cluster.sh down
 fi
 time deploy/local/run.sh --fake-nodes 2
-# The tools the suites use beside the cluster (kwok, grpcurl, crictl, helm); `up` builds
-# only what running Stevedore needs.
-deploy/local/cluster.sh tools
 
 step "helm chart lints (deploy/helm/stevedore; its crds/ is deploy/crds, checked above)"
 helm=$(deploy/local/cluster.sh env | sed -n 's/^export STEVEDORE_HELM=//p')

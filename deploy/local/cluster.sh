@@ -15,6 +15,9 @@
 #                                    (protoc among them), nothing else
 #   cluster.sh tools                 build the tools the tests use (kwok, grpcurl, crictl,
 #                                    helm); `up` builds only what running needs
+#   cluster.sh prebuild [--tools]    build the Go binaries `up` needs (and with --tools the
+#                                    tests' tools) without starting anything
+#   cluster.sh compile               compile Stevedore's agent and control plane (no cluster)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -117,6 +120,16 @@ cmd_tools() {
   build_helm
 }
 
+# Everything `up` builds with Go (and with --tools what `tools` builds), nothing started:
+# tests/run.sh runs it in the background while its cargo steps run.
+cmd_prebuild() {
+  case ${1:-} in
+    "") build_k8s ;;
+    --tools) build_k8s && cmd_tools ;;
+    *) die "unknown argument to prebuild: $1 (expected --tools or nothing)" ;;
+  esac
+}
+
 cmd_down() {
   local i
   for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
@@ -175,5 +188,7 @@ case ${1:-} in
     install_packages
     ;;
   tools) cmd_tools ;;
-  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  prebuild) shift; cmd_prebuild "$@" ;;
+  compile) compile_binaries ;;
+  *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

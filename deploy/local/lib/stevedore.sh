@@ -60,6 +60,34 @@ cargo_progress() {
              /^ *Finished / { sub(/^ */, "    cargo: "); print; fflush() }' >&3)
 }
 
+# cargo_build NAME: builds binary NAME (crate of the same name) with its profile under the
+# target directory's image-build lock, which stays held (fd 9) until the caller's shell
+# ends, so what it built is not swapped by another checkout's build before it is used.
+cargo_build() {
+  local name=$1 profile
+  profile=$(crate_profile "$name")
+  mkdir -p "$CARGO_TARGET_DIR"
+  exec 9>"$CARGO_TARGET_DIR/.stevedore-image-build.lock"
+  flock 9
+  (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked \
+    --profile "$profile" -p "$name" --bin "$name") 2>&1 | cargo_progress
+}
+
+# compile_binaries: the agent's and the control plane's binaries, nothing packaged or
+# deployed; run.sh runs it beside `up`, so on a first run the Rust and Go builds overlap
+# (each has long single-threaded link phases that leave the other core idle).
+compile_binaries() {
+  local name log=$STEVEDORE_CACHE/build-stevedore.log
+  ensure_cargo
+  mkdir -p "$STEVEDORE_CACHE"
+  : >"$log"
+  for name in stevedore-agent stevedore-controlplane; do
+    log "compiling $name ($(crate_profile "$name") profile) beside the cluster's start (log: $log)"
+    must "compiling $name (cargo build -p $name)" "$log" cargo_build "$name" 3>&2
+  done
+  log "Stevedore's binaries are compiled"
+}
+
 # compile NAME BIN: builds binary NAME (crate of the same name) with its profile
 # (crate_profile) and copies it, stripped, to BIN. The target directory may be shared by
 # several checkouts and cargo copies each build's binary to the same debug/NAME: a lock
@@ -68,11 +96,7 @@ cargo_progress() {
 compile() {
   local name=$1 bin=$2 profile
   profile=$(crate_profile "$name")
-  mkdir -p "$CARGO_TARGET_DIR"
-  exec 9>"$CARGO_TARGET_DIR/.stevedore-image-build.lock"
-  flock 9
-  (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked \
-    --profile "$profile" -p "$name" --bin "$name") 2>&1 | cargo_progress
+  cargo_build "$name"
   # Release images carry no symbol table either (7 MiB less for the control plane; a
   # panic's backtrace then shows addresses only); debug images keep their symbols.
   local strip=--strip-all
