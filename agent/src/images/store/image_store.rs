@@ -6,7 +6,7 @@ use std::{collections::HashMap, future::Future};
 
 use bytes::Bytes;
 
-use super::oci::Descriptor;
+use stevedore_parsers::oci::Descriptor;
 
 /// Why a containerd operation failed.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -4,10 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    oci::{self, Descriptor},
-    store::{ImageRecord, ImageStore, StoreError},
-};
+use stevedore_parsers::oci::{self, Descriptor};
+
+use super::image_store::{ImageRecord, ImageStore, StoreError};
 use crate::reference::{Reference, ReferenceError, is_image_id};
 
 /// Why an image could not be described.

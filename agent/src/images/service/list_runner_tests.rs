@@ -2,8 +2,7 @@
 
 use super::*;
 use crate::images::{
-    image_list::ListPhase,
-    manager::RetryPolicy,
+    service::{image_list::ListPhase, manager::RetryPolicy},
     testing::{FakeRegistry, FakeStore, test_image},
 };
 

@@ -5,7 +5,7 @@
 //! before the first is written, so the undo of a failed set deletes the records it
 //! created and restores the ones it repointed.
 
-use super::store::{ImageRecord, ImageStore, StoreError};
+use super::image_store::{ImageRecord, ImageStore, StoreError};
 
 /// How to take back one record write.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,8 +6,8 @@ use tokio::sync::Notify;
 
 use super::*;
 use crate::images::{
-    failure::FailureKind,
     registry::RegistryError,
+    service::failure::FailureKind,
     testing::{FakeRegistry, FakeStore, test_image},
 };
 

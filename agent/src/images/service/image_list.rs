@@ -23,7 +23,7 @@ use std::{
 
 use tokio::time::Instant;
 
-use super::registry::Auth;
+use crate::images::registry::Auth;
 
 const INITIAL_BACKOFF: Duration = Duration::from_secs(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);

@@ -3,7 +3,7 @@
 //! while the layers above it still download. Pure: the pull feeds it what finished and
 //! carries out the step it returns.
 
-use super::progress::Phase;
+use crate::images::progress::Phase;
 
 /// One step of the unpack lane, which runs one step at a time (each layer is applied on
 /// top of the one below it).

@@ -15,10 +15,11 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Streaming};
 
+use stevedore_parsers::oci::Descriptor;
+
 use super::{
     containerd_conn::{Connection, err},
-    oci::Descriptor,
-    store::{BlobWriter, LeaseId, StoreError},
+    image_store::{BlobWriter, LeaseId, StoreError},
 };
 
 /// Bytes per content write message (containerd accepts up to 16 MiB).

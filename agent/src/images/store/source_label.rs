@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use super::store::{ImageStore, StoreError};
+use super::image_store::{ImageStore, StoreError};
 use crate::reference::Reference;
 
 /// Prefix of the label key; the registry host follows.

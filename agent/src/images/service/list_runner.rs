@@ -21,9 +21,8 @@ use super::{
         Applied, DesiredSpec, Epoch, ImageList, ImageStatus, PullResult, StaleGeneration,
     },
     manager::{Policy, PullManager, PullRequest},
-    registry::Registry,
-    store::ImageStore,
 };
+use crate::images::{registry::Registry, store::ImageStore};
 use crate::reference::Reference;
 
 /// Status updates kept for slow watchers before they must re-read everything.

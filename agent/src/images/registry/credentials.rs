@@ -1,7 +1,7 @@
 //! The credential a caller hands the registry client for one pull: below the client,
 //! so the token cache that keys its entries by it need not import the client.
 
-use super::oci;
+use stevedore_parsers::oci;
 
 /// Credentials for one pull; the agent never stores them.
 #[derive(Clone, Default, PartialEq, Eq)]

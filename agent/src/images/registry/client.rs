@@ -22,22 +22,18 @@ use bytes::Bytes;
 use futures::{StreamExt as _, TryStreamExt as _};
 use reqwest::{StatusCode, Url, header, redirect};
 
+use stevedore_parsers::oci::{self, Descriptor, MAX_MANIFEST_BYTES};
+
 use super::{
     body,
+    credentials::Auth,
+    error::{BlobStream, RegistryError},
     hosts::{self, Endpoint, Tls},
-    oci::{self, Descriptor, MAX_MANIFEST_BYTES},
     token_cache::{CacheKey, TokenCache, token_lifetime},
 };
 use crate::reference::Reference;
-/// Kept at this path for the code that reads challenges beside the client.
+/// Kept at the registry's path for the code that reads challenges beside the client.
 pub use stevedore_parsers::auth_challenge::challenge_param;
-
-/// Kept at this path: the client's own vocabulary, defined below it so that the body
-/// reader and the token cache it uses need not import it.
-pub use super::{
-    credentials::Auth,
-    registry_error::{BlobStream, RegistryError},
-};
 
 /// A fetched manifest or index.
 #[derive(Debug, Clone)]
@@ -624,7 +620,7 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 #[cfg(test)]
-#[path = "registry_http_tests.rs"]
+#[path = "http_tests.rs"]
 mod http_tests;
 
 #[cfg(test)]

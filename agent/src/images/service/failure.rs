@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tonic::{Code, Status};
 
-use super::{pull_error::PullError, registry::RegistryError};
+use crate::images::{pipeline::PullError, registry::RegistryError};
 
 /// The class of a failed pull; each maps to one gRPC code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

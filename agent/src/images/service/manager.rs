@@ -15,13 +15,15 @@ use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::{
-    failure::PullFailure,
-    inventory::{self, record_name},
+use super::failure::PullFailure;
+use crate::images::{
+    pipeline::{PulledImage, pull},
     progress::{Phase, Progress, Report},
-    pull::{self, PulledImage},
     registry::{Auth, Registry},
-    store::ImageStore,
+    store::{
+        ImageStore, StoreError,
+        inventory::{self, record_name},
+    },
 };
 use crate::reference::Reference;
 
@@ -223,7 +225,7 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
 
     /// Whether the image is on the node (its record exists and its content is
     /// readable); an error when containerd cannot say.
-    pub async fn is_present(&self, image: &Reference) -> Result<bool, super::store::StoreError> {
+    pub async fn is_present(&self, image: &Reference) -> Result<bool, StoreError> {
         let store = &self.inner.store;
         let Some(record) = store.get_image(&record_name(image)).await? else {
             return Ok(false);

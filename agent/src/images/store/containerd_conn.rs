@@ -8,7 +8,7 @@ use containerd_client::services::v1::content_client::ContentClient;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::{Code, Request, Status, transport::Channel};
 
-use super::store::{LeaseId, StoreError};
+use super::image_store::{LeaseId, StoreError};
 
 /// A lazily connected channel to containerd and the namespace calls work in.
 #[derive(Debug, Clone)]

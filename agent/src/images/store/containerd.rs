@@ -28,12 +28,13 @@ use containerd_client::{
 use futures::StreamExt as _;
 use tonic::{Code, transport::Channel};
 
+use stevedore_parsers::oci::Descriptor;
+
 use super::{
     containerd_conn::{Connection, err},
     content_writer::ContainerdWriter,
-    oci::Descriptor,
+    image_store::{ImageRecord, ImageStore, LeaseId, StoreError},
     orphan_leases, partial_downloads,
-    store::{ImageRecord, ImageStore, LeaseId, StoreError},
 };
 
 /// Snapshotter CRI unpacks into by default, and so the one kubelet's pods use.

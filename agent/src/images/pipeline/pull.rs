@@ -1,7 +1,7 @@
 //! One pull, done the way containerd's client does it, so CRI (and kubelet) see the
 //! result as their own: resolve, download blobs into the content store under a lease
 //! and unpack each layer into a snapshot named by its chain ID as soon as it and the
-//! layers below it are in (`pipeline`), label parents to children for GC, label the
+//! layers below it are in (`download_and_unpack`), label parents to children for GC, label the
 //! config with the top snapshot, label every blob with the registry it came from, then
 //! create the image records CRI expects. The records are created last, and
 //! all or none, so a pull that fails or is cancelled leaves none; the
@@ -13,22 +13,24 @@ use std::collections::HashMap;
 
 use tonic::Code;
 
-use super::{
+use futures::FutureExt as _;
+use stevedore_parsers::oci::{self, Descriptor, FormatError, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES};
+
+use super::download_and_unpack::download_and_unpack;
+use crate::images::{
     download::{Target, hold_existing_blob},
-    oci::{self, Descriptor, FormatError, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES},
-    pipeline,
     progress::{BlobProgress, Phase, Report},
-    records,
-    registry::{Auth, Registry, RegistryError},
-    source_label,
-    store::{BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError},
+    registry::{Auth, FetchedManifest, Registry, RegistryError},
+    store::{
+        BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError, records,
+        source_label,
+    },
 };
 use crate::reference::Reference;
-use futures::FutureExt as _;
 
-pub use super::download::PARALLEL_BLOBS;
+pub use crate::images::download::PARALLEL_BLOBS;
 /// Kept at this path for the callers that handle a pull's outcome.
-pub use super::pull_error::PullError;
+pub use crate::images::download::PullError;
 
 /// What a successful pull produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,8 +87,8 @@ pub async fn pull<R: Registry, S: ImageStore>(
 struct Resolved {
     target: Descriptor,
     /// The index, when the reference resolved to one.
-    index: Option<super::registry::FetchedManifest>,
-    manifest: super::registry::FetchedManifest,
+    index: Option<FetchedManifest>,
+    manifest: FetchedManifest,
 }
 
 async fn resolve<R: Registry>(
@@ -167,7 +169,7 @@ async fn pull_resolved<R: Registry, S: ImageStore>(
         labels: &labels,
     };
     let parents = write_parents(store, target, resolved, manifest).boxed();
-    pipeline::download_and_unpack(registry, store, target, progress, &blobs, parents).await?;
+    download_and_unpack(registry, store, target, progress, &blobs, parents).await?;
 
     let pulled = PulledImage {
         image_id: manifest.config.digest.clone(),

@@ -212,7 +212,7 @@ async fn every_blob_names_its_registry_and_repository_as_containerd_labels_it() 
     pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
         .await
         .unwrap();
-    crate::images::source_label::label(&store, &other, [image.config_digest.as_str()])
+    crate::images::store::source_label::label(&store, &other, [image.config_digest.as_str()])
         .await
         .unwrap();
     pull(&registry, &store, &reference, &Auth::Anonymous, &tx)

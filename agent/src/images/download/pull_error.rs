@@ -1,7 +1,9 @@
-//! Why a pull attempt failed: defined below the pull, its pipeline and its downloads,
-//! which all produce it, so none of them imports the module that calls it.
+//! Why a pull attempt failed: defined beside the downloads, below the pull and its
+//! pipeline, which all produce it, so none of them imports the module that calls it.
 
-use super::{oci::FormatError, registry_error::RegistryError, store::StoreError};
+use stevedore_parsers::oci::FormatError;
+
+use crate::images::{registry::RegistryError, store::StoreError};
 
 /// Why a pull attempt failed.
 #[derive(Debug, Clone, thiserror::Error)]

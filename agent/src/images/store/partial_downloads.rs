@@ -14,7 +14,7 @@ use tonic::Code;
 
 use super::{
     containerd_conn::{Connection, err},
-    store::{LeaseId, StoreError},
+    image_store::{LeaseId, StoreError},
 };
 
 /// The lease holding partial downloads between pulls.

@@ -7,10 +7,11 @@
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt as _};
 
+use stevedore_parsers::oci::{self, Descriptor};
+
 use super::{
     digest::{self, Verifier},
-    oci::Descriptor,
-    registry_error::{BlobStream, RegistryError},
+    error::{BlobStream, RegistryError},
 };
 
 /// Reads `body` whole, refusing it as soon as it passes `limit` bytes: at most one
@@ -52,7 +53,7 @@ pub fn document_digest(
     reference: &str,
 ) -> Result<String, RegistryError> {
     if !requested.contains(':') {
-        return Ok(super::oci::sha256_digest(body));
+        return Ok(oci::sha256_digest(body));
     }
     digest::verify(requested, body).map_err(|err| content_error(reference, err))?;
     Ok(requested.to_owned())
@@ -198,7 +199,7 @@ mod tests {
     }
 
     fn blob(data: &[u8], size: u64) -> Descriptor {
-        Descriptor::new("x", super::super::oci::sha256_digest(data), size)
+        Descriptor::new("x", oci::sha256_digest(data), size)
     }
 
     #[tokio::test]

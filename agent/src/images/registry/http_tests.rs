@@ -15,8 +15,8 @@ use tokio::sync::watch;
 
 use super::*;
 use crate::images::{
+    pipeline::pull::{PullError, PulledImage, pull},
     progress::Progress,
-    pull::{PullError, PulledImage, pull},
     testing::{FakeStore, HttpBody, HttpDouble, HttpReply, test_image},
 };
 

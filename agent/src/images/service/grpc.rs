@@ -14,14 +14,17 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument as _;
 
 use super::{
-    containerd::ContainerdStore,
     image_list::{DesiredSpec, Epoch, ImageStatus, ListPhase},
-    inventory::{self, ImageInfo, InventoryError},
     list_runner::{ImageListController, PRESENCE_EVERY},
     manager::{Policy, PullManager, PullRequest, PullState, RetryPolicy},
+};
+use crate::images::{
     progress::Phase,
     registry::{Auth, HttpRegistry, Registry},
-    store::{ImageStore, StoreError},
+    store::{
+        ContainerdStore, ImageStore, StoreError,
+        inventory::{self, ImageInfo, InventoryError},
+    },
 };
 use crate::{config::Args, reference::Reference};
 

@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use futures::StreamExt as _;
 use tonic::Code;
 
-use super::{
-    body,
-    oci::Descriptor,
+use stevedore_parsers::oci::Descriptor;
+
+use super::pull_error::PullError;
+use crate::images::{
     progress::Report,
-    pull_error::PullError,
-    registry::{Auth, Registry},
+    registry::{Auth, Registry, body},
     store::{BlobWriter, ImageStore, LeaseId, StoreError},
 };
 use crate::reference::Reference;

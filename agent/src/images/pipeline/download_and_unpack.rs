@@ -14,15 +14,14 @@ use futures::{
     stream::{self, FuturesUnordered},
 };
 
-use super::{
-    download::{Arrival, PARALLEL_BLOBS, Target, download},
-    oci::{self, Descriptor, MAX_CONFIG_BYTES},
+use stevedore_parsers::oci::{self, Descriptor, MAX_CONFIG_BYTES};
+
+use super::unpack_schedule::{Schedule, Step};
+use crate::images::{
+    download::{Arrival, PARALLEL_BLOBS, PullError, Target, download},
     progress::Report,
-    pull_error::PullError,
     registry::Registry,
-    source_label,
-    store::{ImageStore, LeaseId},
-    unpack_schedule::{Schedule, Step},
+    store::{ImageStore, LeaseId, source_label},
 };
 
 /// The layers' diff IDs (from the config) and chain IDs (their snapshots' names).
