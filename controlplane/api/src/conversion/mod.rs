@@ -4,8 +4,8 @@
 //!
 //! Kind-agnostic here; each kind with versions that differ has its converter in a
 //! module of its own ([`podunavailablebudget`], the only one: the other kinds' versions
-//! share one schema and convert with `conversion: None`, `api/versions.rs`). The HTTPS
-//! endpoint is the admission webhook's server (`budget/webhook/server.rs`).
+//! share one schema and convert with `conversion: None`, `versions.rs`). The HTTPS
+//! endpoint is the control plane's admission webhook server (`budget/webhook/server.rs`).
 
 pub mod podunavailablebudget;
 

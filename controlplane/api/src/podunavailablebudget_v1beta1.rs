@@ -109,7 +109,7 @@ fn protect_total_replicas() -> JSONSchemaProps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::PodUnavailableBudget;
+    use crate::PodUnavailableBudget;
     use kube::CustomResourceExt as _;
 
     #[test]

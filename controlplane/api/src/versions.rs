@@ -45,7 +45,7 @@ pub fn also_served(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::crds;
+    use crate::crds;
 
     fn served(crd: &CustomResourceDefinition) -> Vec<(&str, bool)> {
         crd.spec

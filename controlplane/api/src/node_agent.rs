@@ -1,10 +1,37 @@
-//! Where a node's agent listens: the Node's InternalIP and the agent port.
+//! Where a node's agent listens: the Node's InternalIP and the agent port. Part of the
+//! API because both the control plane and the kubectl plugin call the agents.
 
 use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::AgentError;
+/// Why a Node gives no address for its agent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeAddressError {
+    /// The Node reports no InternalIP yet, so there is nowhere to call.
+    #[error("node {node} has no InternalIP in .status.addresses")]
+    NoInternalIp { node: String },
+
+    /// The Node's InternalIP is not an IP address.
+    #[error("node {node} has an InternalIP {address:?} that is not an IP address")]
+    InvalidInternalIp { node: String, address: String },
+
+    /// The port override annotation on the Node is not a port number.
+    #[error("node {node} has annotation {annotation}={value:?}, which is not a port (1-65535)")]
+    InvalidPortAnnotation {
+        node: String,
+        annotation: &'static str,
+        value: String,
+    },
+}
+
+impl NodeAddressError {
+    /// Whether waiting can fix it: a Node without an InternalIP is usually still joining,
+    /// while a malformed address or annotation stays wrong until someone changes it.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::NoInternalIp { .. })
+    }
+}
 
 /// Node annotation that overrides the agent port for that one node.
 ///
@@ -19,20 +46,20 @@ pub const AGENT_PORT_ANNOTATION: &str = "agent.stevedore.dev/port";
 ///
 /// The InternalIP, not a host name, because the agent's serving certificate carries the
 /// node IP as a SAN and the control plane must not depend on node DNS.
-pub fn node_agent_address(node: &Node, default_port: u16) -> Result<SocketAddr, AgentError> {
+pub fn node_agent_address(node: &Node, default_port: u16) -> Result<SocketAddr, NodeAddressError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let internal_ip = node
         .status
         .as_ref()
         .and_then(|status| status.addresses.as_ref())
         .and_then(|addresses| addresses.iter().find(|a| a.type_ == "InternalIP"))
-        .ok_or_else(|| AgentError::NoInternalIp { node: name.clone() })?;
+        .ok_or_else(|| NodeAddressError::NoInternalIp { node: name.clone() })?;
     let ip: IpAddr =
         internal_ip
             .address
             .trim()
             .parse()
-            .map_err(|_| AgentError::InvalidInternalIp {
+            .map_err(|_| NodeAddressError::InvalidInternalIp {
                 node: name.clone(),
                 address: internal_ip.address.clone(),
             })?;
@@ -48,7 +75,7 @@ pub fn node_agent_address(node: &Node, default_port: u16) -> Result<SocketAddr, 
             .parse::<u16>()
             .ok()
             .filter(|port| *port != 0)
-            .ok_or_else(|| AgentError::InvalidPortAnnotation {
+            .ok_or_else(|| NodeAddressError::InvalidPortAnnotation {
                 node: name,
                 annotation: AGENT_PORT_ANNOTATION,
                 value: value.clone(),
@@ -128,7 +155,7 @@ mod tests {
     }
 
     #[test]
-    fn missing_internal_ip_names_the_node_and_is_unreachable() {
+    fn missing_internal_ip_names_the_node_and_is_transient() {
         for n in [
             node(&[("ExternalIP", "203.0.113.9")], None),
             Node {
@@ -140,9 +167,12 @@ mod tests {
             },
         ] {
             let err = node_agent_address(&n, 10350).expect_err("no InternalIP");
-            assert!(matches!(err, AgentError::NoInternalIp { .. }), "{err:?}");
+            assert!(
+                matches!(err, NodeAddressError::NoInternalIp { .. }),
+                "{err:?}"
+            );
             assert!(err.to_string().contains("node-a"), "{err}");
-            assert!(err.is_unreachable());
+            assert!(err.is_transient());
         }
     }
 
@@ -151,7 +181,7 @@ mod tests {
         let bad_ip = node(&[("InternalIP", "node-a.local")], None);
         let err = node_agent_address(&bad_ip, 10350).expect_err("not an IP");
         assert!(
-            matches!(err, AgentError::InvalidInternalIp { .. }),
+            matches!(err, NodeAddressError::InvalidInternalIp { .. }),
             "{err:?}"
         );
 
@@ -159,11 +189,11 @@ mod tests {
             let err = node_agent_address(&node(&[("InternalIP", "10.0.0.7")], Some(port)), 10350)
                 .expect_err(port);
             assert!(
-                matches!(err, AgentError::InvalidPortAnnotation { .. }),
+                matches!(err, NodeAddressError::InvalidPortAnnotation { .. }),
                 "{port}: {err:?}"
             );
             assert!(err.to_string().contains(AGENT_PORT_ANNOTATION), "{err}");
-            assert!(!err.is_unreachable());
+            assert!(!err.is_transient());
         }
     }
 }

@@ -12,9 +12,9 @@ fn main() -> anyhow::Result<()> {
             .unwrap_or_else(|| "deploy/crds".into()),
     );
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    for crd in stevedore_controlplane::api::crds() {
-        let path = dir.join(stevedore_controlplane::api::crd_file_name(&crd));
-        let yaml = stevedore_controlplane::api::crd_yaml(&crd)?;
+    for crd in stevedore_api::crds() {
+        let path = dir.join(stevedore_api::crd_file_name(&crd));
+        let yaml = stevedore_api::crd_yaml(&crd)?;
         std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
