@@ -52,9 +52,9 @@ step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "generated CRDs match deploy/crds"
-cargo run --quiet --locked -p stevedore-controlplane --bin crdgen -- "$crd_tmp"
+cargo run --quiet --locked -p stevedore-api --bin crdgen -- "$crd_tmp"
 if ! diff -ru deploy/crds "$crd_tmp"; then
-  echo "deploy/crds is stale: run 'cargo run -p stevedore-controlplane --bin crdgen' and commit the result" >&2
+  echo "deploy/crds is stale: run 'cargo run -p stevedore-api --bin crdgen' and commit the result" >&2
   exit 1
 fi
 

@@ -136,7 +136,7 @@ pub struct Args {
     #[arg(
         long,
         env = "STEVEDORE_REGISTRY_CONFIG_DIR",
-        default_value = crate::images::hosts::DEFAULT_CONFIG_DIR
+        default_value = crate::images::registry::hosts::DEFAULT_CONFIG_DIR
     )]
     pub registry_config_dir: std::path::PathBuf,
 

@@ -3,7 +3,8 @@
 
 pub mod advancedcronjob;
 pub mod agents;
-pub mod api;
+/// The API types, a crate of their own (`controlplane/api`), kept at this path.
+pub use stevedore_api as api;
 pub mod app;
 pub mod broadcastjob;
 pub mod budget;
@@ -13,7 +14,8 @@ pub mod cloneset;
 pub mod config;
 pub mod containerrecreate;
 pub mod controller;
-pub mod conversion;
+/// The PodUnavailableBudget conversion, in the API crate, kept at this path.
+pub use stevedore_api::conversion;
 pub mod daemonset;
 pub mod imagelist;
 pub mod imagelistpulljob;
@@ -24,3 +26,6 @@ pub mod statefulset;
 pub mod switches;
 pub mod telemetry;
 pub mod workload;
+
+#[cfg(test)]
+mod api_agreement_tests;

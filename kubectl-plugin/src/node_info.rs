@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde::Serialize;
-use stevedore_controlplane::agents::node_agent_address;
+use stevedore_api::node_agent::node_agent_address;
 use stevedore_proto::stevedore::agent::v1::GetNodeInfoRequest;
 use stevedore_proto::stevedore::agent::v1::node_service_client::NodeServiceClient;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};

@@ -2,9 +2,9 @@
 //! kind's object says about its rollout, read into one [`RolloutState`].
 
 use kube::ResourceExt as _;
-use stevedore_controlplane::api::daemonset::DaemonSetUpdateStrategyType;
-use stevedore_controlplane::api::statefulset::StatefulSetUpdateStrategyType;
-use stevedore_controlplane::api::{CloneSet, DaemonSet, StatefulSet};
+use stevedore_api::daemonset::DaemonSetUpdateStrategyType;
+use stevedore_api::statefulset::StatefulSetUpdateStrategyType;
+use stevedore_api::{CloneSet, DaemonSet, StatefulSet};
 
 use crate::rollout::state::RolloutState;
 

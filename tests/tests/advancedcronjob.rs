@@ -21,8 +21,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt as _;
 use kube::api::DeleteParams;
 use serde_json::json;
-use stevedore_controlplane::api::AdvancedCronJob;
-use stevedore_controlplane::api::advancedcronjob::TemplateKind;
+use stevedore_api::AdvancedCronJob;
+use stevedore_api::advancedcronjob::TemplateKind;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 /// A paused cron with `policy` and an active run of the previous minute it controls;

@@ -17,8 +17,7 @@ use stevedore_agent::{
     config::Args,
     images::{
         AgentImageService,
-        containerd::ContainerdStore,
-        store::{CRI_IMAGE_LABEL, ImageStore as _},
+        store::{CRI_IMAGE_LABEL, ContainerdStore, ImageStore as _},
     },
 };
 use stevedore_proto::stevedore::agent::v1::{

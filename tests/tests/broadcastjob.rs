@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::BroadcastJob;
-use stevedore_controlplane::api::broadcastjob::BroadcastJobPhase;
+use stevedore_api::BroadcastJob;
+use stevedore_api::broadcastjob::BroadcastJobPhase;
 use stevedore_controlplane::broadcastjob::pods::{JOB_NAME_LABEL, pinned_node};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::ResourceExt as _;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stevedore_controlplane::api::CloneSet;
+use stevedore_api::CloneSet;
 use stevedore_tests::pods::condition;
 use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};

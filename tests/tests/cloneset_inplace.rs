@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::PostParams;
 use serde_json::json;
-use stevedore_controlplane::api::CloneSet;
+use stevedore_api::CloneSet;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod cloneset_support;

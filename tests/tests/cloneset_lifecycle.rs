@@ -217,10 +217,7 @@ async fn excluding_preparing_delete_replaces_a_held_pod_at_once() -> Result<()> 
         // Held in PreparingDelete, left out of the scaling counts: a replacement runs
         // beside it and status.replicas counts both.
         poll_until("a replacement beside the held pod", CONVERGE, || async {
-            let cs = ctx
-                .api::<stevedore_controlplane::api::CloneSet>()
-                .get(name)
-                .await?;
+            let cs = ctx.api::<stevedore_api::CloneSet>().get(name).await?;
             let pods = live_pods(&ctx, name).await?;
             let held = pods.iter().any(|p| {
                 p.name_any() == doomed && label(p, STATE_LABEL) == Some("PreparingDelete")
@@ -341,7 +338,7 @@ const PRE_NORMAL_DEADLINE: i32 = 20;
 /// Waits for the CloneSet's Progressing condition to have `reason`; returns the status's
 /// availableReplicas at that moment.
 async fn progressing_reason(ctx: &TestContext, name: &str, reason: &str) -> Result<i32> {
-    let api = ctx.api::<stevedore_controlplane::api::CloneSet>();
+    let api = ctx.api::<stevedore_api::CloneSet>();
     let what = format!("Progressing with reason {reason}");
     poll_until(&what, CONVERGE, || async {
         let status = api.get(name).await?.status.unwrap_or_default();

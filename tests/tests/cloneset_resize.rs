@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
-use stevedore_controlplane::api::CloneSet;
+use stevedore_api::CloneSet;
 use stevedore_tests::{TestContext, run_in_namespace};
 
 mod cloneset_support;

@@ -14,8 +14,8 @@ use anyhow::{Context as _, Result, bail, ensure};
 use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::CloneSet;
-use stevedore_controlplane::api::cloneset::CloneSetCondition;
+use stevedore_api::CloneSet;
+use stevedore_api::cloneset::CloneSetCondition;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 use cloneset_component::{CONVERGE, all_pods, cloneset, live_pods, wait_converged};

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, ResourceQuot
 use kube::ResourceExt as _;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stevedore_controlplane::api::CloneSet;
+use stevedore_api::CloneSet;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 use cloneset_component::{

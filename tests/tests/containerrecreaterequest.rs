@@ -17,10 +17,10 @@ use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::containerrecreaterequest::{
+use stevedore_api::containerrecreaterequest::{
     ContainerRecreateRequestPhase as Phase, NODE_NAME_LABEL, POD_NAME_LABEL, POD_UID_LABEL,
 };
-use stevedore_controlplane::api::{ContainerRecreateRequest, PodUnavailableBudget};
+use stevedore_api::{ContainerRecreateRequest, PodUnavailableBudget};
 use stevedore_tests::pods::condition;
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 

@@ -5,7 +5,7 @@
 use anyhow::{Result, bail, ensure};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::AdvancedCronJob;
+use stevedore_api::AdvancedCronJob;
 use stevedore_tests::{TestContext, run_in_namespace};
 
 const CRD_YAML: &str = include_str!("../../deploy/crds/apps.kruise.io_advancedcronjobs.yaml");

@@ -6,8 +6,8 @@
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::workload_rules::CONTROLLER_OWNED_POD_LABELS;
-use stevedore_controlplane::api::{BroadcastJob, ContainerRecreateRequest, DaemonSet};
+use stevedore_api::workload_rules::CONTROLLER_OWNED_POD_LABELS;
+use stevedore_api::{BroadcastJob, ContainerRecreateRequest, DaemonSet};
 use stevedore_tests::manifests::{self, with};
 use stevedore_tests::{TestContext, run_in_namespace};
 

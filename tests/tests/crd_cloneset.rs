@@ -8,8 +8,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::CloneSet;
-use stevedore_controlplane::api::workload_rules::CONTROLLER_OWNED_POD_LABELS;
+use stevedore_api::CloneSet;
+use stevedore_api::workload_rules::CONTROLLER_OWNED_POD_LABELS;
 use stevedore_tests::manifests::{self, with};
 use stevedore_tests::{TestContext, run_in_namespace};
 

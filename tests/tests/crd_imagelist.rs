@@ -9,8 +9,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_agent::reference::Reference;
-use stevedore_controlplane::api::imagelist::{ImagePullPhase, ImageStatus};
-use stevedore_controlplane::api::{ImageList, ImageListStatus, ImagePullJob};
+use stevedore_api::imagelist::{ImagePullPhase, ImageStatus};
+use stevedore_api::{ImageList, ImageListStatus, ImagePullJob};
 use stevedore_tests::{TestContext, run_in_namespace};
 
 const IMAGELIST_CRD: (&str, &str) = (

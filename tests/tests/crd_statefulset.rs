@@ -6,8 +6,8 @@
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
-use stevedore_controlplane::api::StatefulSet;
-use stevedore_controlplane::api::workload_rules::CONTROLLER_OWNED_POD_LABELS;
+use stevedore_api::StatefulSet;
+use stevedore_api::workload_rules::CONTROLLER_OWNED_POD_LABELS;
 use stevedore_controlplane::statefulset::ordinals::ReservedOrdinals;
 use stevedore_tests::manifests::{self, with};
 use stevedore_tests::{TestContext, run_in_namespace};

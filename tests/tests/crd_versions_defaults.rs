@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::{CloneSet, DaemonSet};
+use stevedore_api::{CloneSet, DaemonSet};
 use stevedore_controlplane::cloneset::pods::revision_spec;
 use stevedore_controlplane::workload::revision_spec::RevisionSpec;
 use stevedore_tests::run_in_namespace;

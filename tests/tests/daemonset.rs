@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stevedore_controlplane::api::DaemonSet;
+use stevedore_api::DaemonSet;
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
 mod daemonset_support;

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt as _;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use stevedore_controlplane::api::DaemonSet;
+use stevedore_api::DaemonSet;
 use stevedore_controlplane::workload::deletion::REVISION_LABEL;
 use stevedore_controlplane::workload::node_pin::pinned_node;
 use stevedore_tests::controlplane::{kill_leader, leader, new_leader, wait_control_plane_ready};

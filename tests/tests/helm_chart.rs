@@ -580,7 +580,7 @@ async fn upgrade_keeps_the_workload(
 
 /// `helm uninstall` removes every object of the release; the CRDs stay, as Helm keeps them.
 async fn uninstall_leaves_only_the_crds(ctx: &TestContext, helm: &Helm) -> Result<()> {
-    ctx.api::<stevedore_controlplane::api::CloneSet>()
+    ctx.api::<stevedore_api::CloneSet>()
         .delete(WEB, &DeleteParams::foreground())
         .await?;
     poll_until("the CloneSet's pods gone", ROLLOUT, || async {

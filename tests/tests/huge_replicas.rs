@@ -18,7 +18,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use stevedore_controlplane::api::StatefulSet;
+use stevedore_api::StatefulSet;
 use stevedore_tests::controlplane::{SYSTEM_NAMESPACE, control_plane_pid, leader};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use kube::api::Api;
 use serde_json::json;
-use stevedore_controlplane::api::ImageList;
-use stevedore_controlplane::api::imagelist::ImagePullPhase;
+use stevedore_api::ImageList;
+use stevedore_api::imagelist::ImagePullPhase;
 use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{poll_until, run_in_namespace};
 

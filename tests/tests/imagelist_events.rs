@@ -9,7 +9,7 @@ use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use serde_json::json;
-use stevedore_controlplane::api::imagelist::ImagePullPhase;
+use stevedore_api::imagelist::ImagePullPhase;
 use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{poll_until, run_in_namespace};
 

@@ -19,7 +19,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::imagelist::{ImagePullPhase, ImageStatus};
+use stevedore_api::imagelist::{ImagePullPhase, ImageStatus};
 use stevedore_tests::proxy::Proxy;
 use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace, slow_image};

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stevedore_controlplane::api::{ImageList, ImageListPullJob, ImagePullJob};
+use stevedore_api::{ImageList, ImageListPullJob, ImagePullJob};
 use stevedore_tests::proxy::Proxy;
 use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace, slow_image};

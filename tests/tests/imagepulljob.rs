@@ -14,8 +14,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::imagelist::ImagePullPhase;
-use stevedore_controlplane::api::{ImageList, ImagePullJob};
+use stevedore_api::imagelist::ImagePullPhase;
+use stevedore_api::{ImageList, ImagePullJob};
 use stevedore_controlplane::imagepulljob::entries::field_manager;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 

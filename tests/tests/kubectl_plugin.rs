@@ -13,7 +13,7 @@ use anyhow::{Context as _, Result, ensure};
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::ImagePullJob;
+use stevedore_api::ImagePullJob;
 use stevedore_tests::auth::{bind_cluster_role, unbind};
 use stevedore_tests::proxy::Proxy;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace, slow_image};

@@ -15,7 +15,7 @@ use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::core::v1::{Event, Pod, ResourceQuota};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::{CloneSet, DaemonSet, StatefulSet};
+use stevedore_api::{CloneSet, DaemonSet, StatefulSet};
 use stevedore_controlplane::workload::selector::SELECTOR_MISMATCH;
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 

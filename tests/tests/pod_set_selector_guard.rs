@@ -17,7 +17,7 @@ use anyhow::{Result, bail, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::{DaemonSet, StatefulSet};
+use stevedore_api::{DaemonSet, StatefulSet};
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
 use daemonset_support::{KWOK_TAINT, TEST_LABEL, with_nodes};

@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::CloneSet;
+use stevedore_api::CloneSet;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod cloneset_support;

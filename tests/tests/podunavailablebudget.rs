@@ -18,8 +18,8 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::{Value, json};
-use stevedore_controlplane::api::containerrecreaterequest::ContainerRecreateRequestPhase as Phase;
-use stevedore_controlplane::api::{ContainerRecreateRequest, PodUnavailableBudget};
+use stevedore_api::containerrecreaterequest::ContainerRecreateRequestPhase as Phase;
+use stevedore_api::{ContainerRecreateRequest, PodUnavailableBudget};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod cloneset_support;
@@ -218,7 +218,7 @@ async fn an_in_place_rollout_never_exceeds_the_budget() -> Result<()> {
         );
         // Scale-down deletes go through the same budget (its total follows the scale).
         let patch = json!({ "spec": { "replicas": 4 } });
-        ctx.api::<stevedore_controlplane::api::CloneSet>()
+        ctx.api::<stevedore_api::CloneSet>()
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         wait_rolled_out(&ctx, name, ROLLOUT).await?;

@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::{CloneSet, PodUnavailableBudget};
+use stevedore_api::{CloneSet, PodUnavailableBudget};
 use stevedore_tests::controlplane::{stop_control_plane, wait_control_plane_ready};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 

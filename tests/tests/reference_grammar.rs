@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 use proptest::prelude::*;
 use regex::Regex;
 use stevedore_agent::reference::Reference;
-use stevedore_controlplane::api::image_reference::{
+use stevedore_api::image_reference::{
     HEX_NAME_REGEX, NAME_MAX_LENGTH, NAME_PREFIX_REGEX, REFERENCE_MAX_LENGTH, REFERENCE_REGEX,
 };
 

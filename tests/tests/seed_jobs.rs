@@ -13,8 +13,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use stevedore_controlplane::api::broadcastjob::BroadcastJobPhase;
-use stevedore_controlplane::api::{AdvancedCronJob, BroadcastJob};
+use stevedore_api::broadcastjob::BroadcastJobPhase;
+use stevedore_api::{AdvancedCronJob, BroadcastJob};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 const TTL: &str = include_str!("../fixtures/seed-002/broadcastjob-ttl.yaml");

@@ -20,7 +20,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt as _;
 use kube::api::{DeleteParams, LogParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::StatefulSet;
+use stevedore_api::StatefulSet;
 use stevedore_tests::manifests::apply;
 use stevedore_tests::pods::is_running_and_ready;
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use kube::ResourceExt as _;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::StatefulSet;
+use stevedore_api::StatefulSet;
 use stevedore_tests::controlplane::{kill_leader, leader, new_leader, wait_control_plane_ready};
 use stevedore_tests::pods::condition;
 use stevedore_tests::sim::SimAgents;

@@ -23,7 +23,7 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::PodUnavailableBudget;
+use stevedore_api::PodUnavailableBudget;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 const CONFIGURATION: &str = "stevedore-pod-budgets";

@@ -14,8 +14,9 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tonic::Code;
 
+use stevedore_parsers::oci::{self, Descriptor};
+
 use super::{
-    oci::{self, Descriptor},
     registry::{Auth, FetchedBlob, FetchedManifest, Registry, RegistryError},
     store::{BlobWriter, ImageRecord, ImageStore, LeaseId, StoreError},
 };
@@ -273,7 +274,7 @@ impl BlobWriter for FakeWriter {
             // As containerd: committed meanwhile by another writer.
             return Err(store_error("commit", Code::AlreadyExists));
         }
-        if super::digest::verify(&self.blob.digest, &self.data).is_err()
+        if super::registry::digest::verify(&self.blob.digest, &self.data).is_err()
             || self.data.len() as u64 != self.blob.size
         {
             return Err(store_error("commit", Code::FailedPrecondition));

@@ -2,6 +2,7 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
+use stevedore_api::node_agent::NodeAddressError;
 use tonic::Code;
 
 use super::retry::is_retryable;
@@ -14,21 +15,9 @@ use super::retry::is_retryable;
 /// way again until something else changes.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    /// The Node reports no InternalIP yet, so there is nowhere to call.
-    #[error("node {node} has no InternalIP in .status.addresses")]
-    NoInternalIp { node: String },
-
-    /// The Node's InternalIP is not an IP address.
-    #[error("node {node} has an InternalIP {address:?} that is not an IP address")]
-    InvalidInternalIp { node: String, address: String },
-
-    /// The port override annotation on the Node is not a port number.
-    #[error("node {node} has annotation {annotation}={value:?}, which is not a port (1-65535)")]
-    InvalidPortAnnotation {
-        node: String,
-        annotation: &'static str,
-        value: String,
-    },
+    /// The Node gives no address for its agent (no InternalIP yet, or a malformed one).
+    #[error(transparent)]
+    Address(#[from] NodeAddressError),
 
     /// The agent answered with a gRPC status, or the transport failed (tonic reports
     /// connect failures as UNAVAILABLE), or the per-call deadline passed.
@@ -70,13 +59,11 @@ impl AgentError {
     /// rejected. A Node without an InternalIP counts: it is usually still joining.
     pub fn is_unreachable(&self) -> bool {
         match self {
-            Self::NoInternalIp { .. } => true,
+            Self::Address(err) => err.is_transient(),
             // The codes the pool retries: after the retries, the agent is still not
             // answering, which is what "unreachable" means to a reconciler.
             Self::Rpc { status, .. } => is_retryable(status.code()),
-            Self::InvalidInternalIp { .. }
-            | Self::InvalidPortAnnotation { .. }
-            | Self::Endpoint { .. }
+            Self::Endpoint { .. }
             | Self::Ca { .. }
             | Self::TokenRequest { .. }
             | Self::InvalidToken => false,
@@ -120,6 +107,19 @@ mod tests {
         ] {
             assert_eq!(rpc(code).is_unreachable(), unreachable, "{code:?}");
         }
+    }
+
+    #[test]
+    fn a_node_without_an_internal_ip_is_unreachable_and_a_malformed_one_is_not() {
+        let no_ip = NodeAddressError::NoInternalIp {
+            node: "node-a".into(),
+        };
+        let bad_ip = NodeAddressError::InvalidInternalIp {
+            node: "node-a".into(),
+            address: "node-a.local".into(),
+        };
+        assert!(AgentError::from(no_ip).is_unreachable());
+        assert!(!AgentError::from(bad_ip).is_unreachable());
     }
 
     #[test]

@@ -13,7 +13,6 @@
 //! ([`AGENT_PORT_ANNOTATION`]) is called on that port instead of `--agent-port`, for
 //! simulated nodes that share one IP and each run their own agent process.
 
-mod address;
 mod ca_bundle;
 mod config;
 mod error;
@@ -27,13 +26,14 @@ mod token_request;
 #[cfg(test)]
 mod tests;
 
-pub use address::{AGENT_PORT_ANNOTATION, node_agent_address};
 pub use ca_bundle::CaSource;
 pub use config::{AgentPoolConfig, DEFAULT_CONNECT_TIMEOUT};
 pub use error::AgentError;
 pub use node_tokens::{node_audience, renew_after};
 pub use pool::{AgentChannel, AgentPool};
 pub use retry::{RetryPolicy, backoff, is_retryable, next_retry};
+/// Where a node's agent listens: part of the API, which the kubectl plugin shares.
+pub use stevedore_api::node_agent::{AGENT_PORT_ANNOTATION, node_agent_address};
 pub use stevedore_proto::stevedore::agent::v1::PodRef;
 pub use token::{BearerAuth, TokenSource};
 pub use token_request::{

@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
-use stevedore_controlplane::api::{ImageList, ImagePullJob};
+use stevedore_api::{ImageList, ImagePullJob};
 
 use crate::cli::{Output, PullsArgs};
 use crate::output;

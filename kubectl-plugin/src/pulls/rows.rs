@@ -3,8 +3,8 @@
 
 use kube::ResourceExt as _;
 use serde::Serialize;
-use stevedore_controlplane::api::imagelist::ImagePullPhase;
-use stevedore_controlplane::api::{ImageList, ImagePullJob};
+use stevedore_api::imagelist::ImagePullPhase;
+use stevedore_api::{ImageList, ImagePullJob};
 
 /// One image on one node.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -1,8 +1,8 @@
 use std::collections::BTreeMap;
 
 use kube::api::ObjectMeta;
-use stevedore_controlplane::api::imagelist::{ImageListEntry, ImageStatus};
-use stevedore_controlplane::api::{ImageListSpec, ImageListStatus};
+use stevedore_api::imagelist::{ImageListEntry, ImageStatus};
+use stevedore_api::{ImageListSpec, ImageListStatus};
 
 use super::*;
 

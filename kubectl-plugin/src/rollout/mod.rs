@@ -12,7 +12,7 @@ use kube::core::ApiResource;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::Serialize;
-use stevedore_controlplane::api::{CloneSet, DaemonSet, StatefulSet};
+use stevedore_api::{CloneSet, DaemonSet, StatefulSet};
 
 use crate::cli::{Output, RolloutCommand};
 use crate::output;

@@ -18,8 +18,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use stevedore_api::AdvancedCronJob;
 use stevedore_controlplane::advancedcronjob::children::{SCHEDULED_AT_ANNOTATION, run_meta};
-use stevedore_controlplane::api::AdvancedCronJob;
 use stevedore_tests::{TestContext, poll_until};
 
 /// Fast enough for a first run within seconds; still one run a minute.

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::CloneSet;
+use stevedore_api::CloneSet;
 use stevedore_tests::pods::is_running_and_ready;
 use stevedore_tests::{TestContext, poll_until};
 

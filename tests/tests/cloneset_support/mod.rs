@@ -16,7 +16,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use stevedore_controlplane::api::CloneSet;
+use stevedore_api::CloneSet;
 use stevedore_tests::{TestContext, poll_until};
 use tokio::task::JoinHandle;
 

@@ -10,7 +10,7 @@ use anyhow::Result;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::DaemonSet;
+use stevedore_api::DaemonSet;
 use stevedore_controlplane::workload::node_pin::pinned_node;
 use stevedore_tests::{TestContext, invariant, poll_until};
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use stevedore_controlplane::api::ImageList;
-use stevedore_controlplane::api::imagelist::ImageStatus;
+use stevedore_api::ImageList;
+use stevedore_api::imagelist::ImageStatus;
 
 use stevedore_tests::{ClusterInfo, poll_until};
 
