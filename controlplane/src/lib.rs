@@ -20,6 +20,7 @@ pub mod daemonset;
 pub mod imagelist;
 pub mod imagelistpulljob;
 pub mod imagepulljob;
+pub mod pod_set;
 pub mod predownload;
 pub mod runtime;
 pub mod statefulset;

@@ -13,6 +13,7 @@ use super::plan::Halt;
 use crate::api::statefulset::{StatefulSetCondition, StatefulSetUpdateStrategyType};
 use crate::api::{StatefulSet, StatefulSetStatus};
 use crate::controller::conditions::{set_condition, set_problem};
+use crate::pod_set::kind::SharedProblems;
 use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::selector::format_selector;
@@ -112,19 +113,21 @@ pub fn compute_status(
     } else {
         status.current_revision = revisions.current.to_owned();
     }
-    let mut conditions = old.conditions;
-    set_problem(
-        &mut conditions,
-        FAILED_CREATE_POD,
-        problems.create.as_deref(),
-        now,
-    );
-    set_problem(
-        &mut conditions,
-        FAILED_UPDATE_POD,
-        problems.update.as_deref(),
-        now,
-    );
+    status.conditions = conditions(old.conditions, problems, now);
+    (status, requeue)
+}
+
+/// The conditions after this sync: `old` with the problems the sync ran into, the pod an
+/// OrderedReady set waits on, and why pods stay on an older revision.
+fn conditions(
+    old: Vec<StatefulSetCondition>,
+    problems: &SyncProblems,
+    now: Timestamp,
+) -> Vec<StatefulSetCondition> {
+    let mut conditions = old;
+    let (create, update) = (problems.create.as_deref(), problems.update.as_deref());
+    set_problem(&mut conditions, FAILED_CREATE_POD, create, now);
+    set_problem(&mut conditions, FAILED_UPDATE_POD, update, now);
     // Not a problem condition: its message follows the pod waited on, which moves up one
     // ordinal at a time during a healthy scale-up.
     match &problems.halted {
@@ -138,14 +141,9 @@ pub fn compute_status(
         ),
         None => conditions.retain(|c| c.type_ != WAITING_FOR_POD),
     }
-    set_update_hold(
-        &mut conditions,
-        &problems.update_hold,
-        &STRATEGY_FIELDS,
-        now,
-    );
-    status.conditions = conditions;
-    (status, requeue)
+    let fields = &STRATEGY_FIELDS;
+    set_update_hold(&mut conditions, &problems.update_hold, fields, now);
+    conditions
 }
 
 /// How long a pod may stay not Running and Ready before an OrderedReady halt on it is
@@ -214,5 +212,12 @@ impl RefusableStatus for StatefulSetStatus {
 
     fn conditions_mut(&mut self) -> &mut Vec<StatefulSetCondition> {
         &mut self.conditions
+    }
+}
+
+/// What the shared steps of the sync fill in.
+impl SharedProblems for SyncProblems {
+    fn create_and_update(&mut self) -> (&mut Option<String>, &mut Option<String>) {
+        (&mut self.create, &mut self.update)
     }
 }

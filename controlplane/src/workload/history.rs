@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -207,10 +207,12 @@ pub fn to_revision(r: &ControllerRevision) -> Revision {
 #[path = "history_tests.rs"]
 mod tests;
 
-/// The ControllerRevision `name` of `workload` holding `data` (JSON), labelled with the
-/// selector's labels and `hash`, numbered `number`, controlled by the workload.
-pub fn new_revision<W: PodSetWorkload + kube::Resource>(
-    workload: &W,
+/// The ControllerRevision `name` holding `data` (JSON), labelled with `selector`'s labels
+/// and `hash`, numbered `number`, controlled through `owner`.
+pub fn revision_object(
+    selector: &LabelSelector,
+    namespace: Option<String>,
+    owner: &OwnerReference,
     name: &str,
     hash: &str,
     number: i64,
@@ -218,17 +220,37 @@ pub fn new_revision<W: PodSetWorkload + kube::Resource>(
 ) -> Result<ControllerRevision, RevisionError> {
     let value: serde_json::Value =
         serde_json::from_slice(&data).map_err(|source| RevisionError::Serialize { source })?;
-    let mut labels = workload.selector().match_labels.clone().unwrap_or_default();
+    let mut labels = selector.match_labels.clone().unwrap_or_default();
     labels.insert(REVISION_HASH_LABEL.to_owned(), hash.to_owned());
     Ok(ControllerRevision {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
-            namespace: workload.namespace(),
+            namespace,
             labels: Some(labels),
-            owner_references: Some(vec![workload.owner_reference()]),
+            owner_references: Some(vec![owner.clone()]),
             ..ObjectMeta::default()
         },
         data: Some(RawExtension(value)),
         revision: number,
     })
+}
+
+/// The ControllerRevision `name` of `workload` (an API type that is its own adapter).
+pub fn new_revision<W: PodSetWorkload + kube::Resource>(
+    workload: &W,
+    name: &str,
+    hash: &str,
+    number: i64,
+    data: Vec<u8>,
+) -> Result<ControllerRevision, RevisionError> {
+    let (selector, owner) = (workload.selector(), workload.owner_reference());
+    revision_object(
+        selector,
+        workload.namespace(),
+        &owner,
+        name,
+        hash,
+        number,
+        data,
+    )
 }

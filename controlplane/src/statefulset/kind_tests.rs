@@ -11,11 +11,14 @@ use super::*;
 use crate::api::{StatefulSetSpec, StatefulSetStatus};
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::status_patch::status_merge_patch;
+use crate::pod_set::pods::SetPods;
 use crate::statefulset::ordinals::{POD_INDEX_LABEL, POD_NAME_LABEL};
 use crate::workload::execute::recording::{
     RecordingWrites, assert_refused_for_owned_label, created_pods, execute_creates,
     selector_and_template,
 };
+use crate::workload::execute::{NewPods as _, Problems};
+use crate::workload::history::new_revision;
 use crate::workload::lifecycle::STATE_LABEL;
 use crate::workload::revision::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL,
@@ -74,9 +77,12 @@ fn create(ordinal: &str, revision: &str) -> Create {
 fn the_executor_gets_the_pod_of_an_ordinal_with_its_claims_first() {
     let set = web();
     let templates = BTreeMap::from([("web-aaa".to_owned(), template("nginx:1"))]);
-    let pods = StatefulSetPods {
+    let planned = StatefulSetPlan::default();
+    let pods = SetPods::<StatefulSetKind> {
         set: &set,
-        templates: &templates,
+        workload: &set,
+        revisions: &templates,
+        planned: &planned,
     };
     let built = pods.new_pod(&create("2", "web-aaa")).expect("a pod");
     assert_eq!(built.pod.metadata.name.as_deref(), Some("web-2"));
@@ -138,9 +144,12 @@ async fn create_three(owned: Option<&str>) -> (RecordingWrites, Problems) {
     set.spec.selector = selector;
     set.spec.template = template.clone();
     let templates = BTreeMap::from([("web-5d8f9c".to_owned(), template)]);
-    let pods = StatefulSetPods {
+    let planned = StatefulSetPlan::default();
+    let pods = SetPods::<StatefulSetKind> {
         set: &set,
-        templates: &templates,
+        workload: &set,
+        revisions: &templates,
+        planned: &planned,
     };
     let creates = ["0", "1", "2"]
         .map(|ordinal| create(ordinal, "web-5d8f9c"))
