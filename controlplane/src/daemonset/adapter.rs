@@ -31,6 +31,7 @@ pub const KIND: &str = "DaemonSet";
 
 /// A DaemonSet in one sync: the object, how many nodes should run its pod, and the pods
 /// its rolling update leaves alone (on nodes outside `rollingUpdate.selector`).
+#[derive(Clone)]
 pub struct DaemonSetWorkload<'a> {
     pub ds: &'a DaemonSet,
     /// `desiredNumberScheduled`: what maxUnavailable, maxSurge and partition scale against.

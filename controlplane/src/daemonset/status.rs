@@ -14,6 +14,7 @@ use super::nodes::{NodePods, oldest_first};
 use crate::api::DaemonSet;
 use crate::api::daemonset::{DaemonSetCondition, DaemonSetStatus};
 use crate::controller::conditions::{StatusCondition, set_problem};
+use crate::pod_set::kind::SharedProblems;
 use crate::workload::node_eval::NodeFit;
 use crate::workload::pod_view::{PodView, ViewContext};
 use crate::workload::revision_adapter::short_hash;
@@ -106,37 +107,23 @@ pub fn compute_status(
         }
     }
     status.number_unavailable = status.desired_number_scheduled - status.number_available;
-    set_problem(
-        &mut status.conditions,
-        FAILED_CREATE,
-        problems.create.as_deref(),
-        now,
-    );
-    set_problem(
-        &mut status.conditions,
-        FAILED_UPDATE,
-        problems.update.as_deref(),
-        now,
-    );
+    set_problems(&mut status.conditions, problems, now);
+    status
+}
+
+/// The problem conditions of what the sync ran into, and why pods stay on an older
+/// revision.
+fn set_problems(conditions: &mut Vec<DaemonSetCondition>, problems: &SyncProblems, now: Timestamp) {
+    set_problem(conditions, FAILED_CREATE, problems.create.as_deref(), now);
+    set_problem(conditions, FAILED_UPDATE, problems.update.as_deref(), now);
     let backoff = (!problems.failed_waiting_on.is_empty()).then(|| {
         format!(
             "failed pods on node(s) {} are replaced after a backoff, so a template that keeps failing does not recreate pods in a loop",
             problems.failed_waiting_on.join(", ")
         )
     });
-    set_problem(
-        &mut status.conditions,
-        FAILED_POD_BACKOFF,
-        backoff.as_deref(),
-        now,
-    );
-    set_update_hold(
-        &mut status.conditions,
-        &problems.update_hold,
-        &STRATEGY_FIELDS,
-        now,
-    );
-    status
+    set_problem(conditions, FAILED_POD_BACKOFF, backoff.as_deref(), now);
+    set_update_hold(conditions, &problems.update_hold, &STRATEGY_FIELDS, now);
 }
 
 /// How many nodes that should run the pod have their oldest pod updated and ready (what
@@ -230,3 +217,10 @@ impl RefusableStatus for DaemonSetStatus {
 #[cfg(test)]
 #[path = "status_tests.rs"]
 mod tests;
+
+/// What the shared steps of the sync fill in.
+impl SharedProblems for SyncProblems {
+    fn create_and_update(&mut self) -> (&mut Option<String>, &mut Option<String>) {
+        (&mut self.create, &mut self.update)
+    }
+}

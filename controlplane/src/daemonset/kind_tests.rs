@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::*;
 use crate::api::DaemonSetSpec;
 use crate::controller::create_backoff::CreateBackoff;
+use crate::pod_set::pods::SetPods;
+use crate::workload::execute::Problems;
 use crate::workload::execute::recording::{
     RecordingWrites, assert_refused_for_owned_label, created_pods, execute_creates,
     selector_and_template,
@@ -37,9 +39,16 @@ async fn create_three(owned: Option<&str>) -> (RecordingWrites, Problems) {
         held_back: BTreeSet::new(),
     };
     let templates = BTreeMap::from([(REVISION.to_owned(), template)]);
-    let pods = DaemonPods {
+    let planned = DaemonSetSync {
+        planned: DaemonSetPlan::default(),
+        fits: BTreeMap::new(),
+        backoff_wait: None,
+    };
+    let pods = SetPods::<DaemonSetKind> {
+        set: &ds,
         workload: &workload,
-        templates: &templates,
+        revisions: &templates,
+        planned: &planned,
     };
     let creates = ["node-0", "node-1", "node-2"]
         .map(|node| Create {
