@@ -1,16 +1,14 @@
-//! The CloneSet controller: pure planning (`plan`, `status`, `pods`) and the thin
-//! layer that reads the shared caches and carries the plan out (`reconcile`).
+//! The CloneSet controller: pure planning (`plan`, `status`, `pods`) and what the
+//! generic pod-set sync (`pod_set`) runs of it (`kind`).
 
 pub mod adapter;
 mod controller;
-mod execute;
-pub mod guards;
+pub mod kind;
 pub mod plan;
 pub mod pods;
 pub mod pods_to_delete;
 pub mod predownload;
 pub mod progress;
-pub mod reconcile;
 pub mod status;
 pub mod triggers;
 

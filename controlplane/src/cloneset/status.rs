@@ -15,6 +15,7 @@ use super::progress::set_progressing;
 use crate::api::cloneset::CloneSetCondition;
 use crate::api::{CloneSet, CloneSetStatus};
 use crate::controller::conditions::set_problem;
+use crate::pod_set::kind::SharedProblems;
 use crate::workload::pod_view::{PodView, ViewContext, is_active};
 use crate::workload::rollout::partition_replicas;
 use crate::workload::selector::format_selector;
@@ -189,3 +190,10 @@ impl RefusableStatus for CloneSetStatus {
 #[cfg(test)]
 #[path = "status_tests.rs"]
 mod tests;
+
+/// What the shared steps of the sync fill in.
+impl SharedProblems for SyncProblems {
+    fn create_and_update(&mut self) -> (&mut Option<String>, &mut Option<String>) {
+        (&mut self.scale, &mut self.update)
+    }
+}

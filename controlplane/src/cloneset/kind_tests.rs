@@ -1,13 +1,14 @@
-//! CloneSet's pods through the shared executor: a selector naming a label the controller
+//! CloneSet's pods through the shared executor (fresh instance ids from its kind): a selector naming a label the controller
 //! sets on every pod (instance id, revision hashes, lifecycle state) creates no pod, though
 //! the template guard lets it through.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use super::CloneSetPods;
+use super::{CloneSetKind, CloneSetPlan};
 use crate::api::{CloneSet, CloneSetSpec};
 use crate::cloneset::pods::{INSTANCE_ID_LABEL, revision_spec};
 use crate::controller::create_backoff::CreateBackoff;
+use crate::pod_set::pods::SetPods;
 use crate::workload::actions::Create;
 use crate::workload::execute::Problems;
 use crate::workload::execute::recording::{
@@ -39,11 +40,12 @@ fn cloneset(owned: Option<&str>) -> CloneSet {
 /// One sync creating three pods with fresh instance ids.
 async fn create_three(cloneset: &CloneSet) -> (RecordingWrites, Problems) {
     let specs = BTreeMap::from([(REVISION.to_owned(), revision_spec(cloneset))]);
-    let taken_ids = BTreeSet::new();
-    let pods = CloneSetPods {
-        cloneset,
-        specs: &specs,
-        taken_ids: &taken_ids,
+    let planned = CloneSetPlan::default();
+    let pods = SetPods::<CloneSetKind> {
+        set: cloneset,
+        workload: cloneset,
+        revisions: &specs,
+        planned: &planned,
     };
     let creates = (0..3)
         .map(|_| Create {
