@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
 use super::adapter::DaemonSetWorkload;
-use crate::api::daemonset::DaemonSetUpdateStrategyType;
 use crate::predownload::plan::{CREATED_LABEL, Rollout};
 use crate::predownload::workload::PreDownloadRollout;
 use crate::workload::revision::REVISION_HASH_LABEL;
@@ -35,9 +34,6 @@ impl PreDownloadRollout for DaemonSetWorkload<'_> {
             .partition_or_default()
             .saturating_add(held)
             .min(self.desired);
-        // Under OnDelete or paused the controller moves no pod: nothing to pull ahead of it.
-        let rolls = spec.update_type() == DaemonSetUpdateStrategyType::RollingUpdate
-            && !rolling.is_paused();
         let labels = update.metadata.labels.as_ref();
         Ok(Rollout {
             annotations: self.ds.metadata.annotations.as_ref().unwrap_or(&EMPTY),
@@ -52,7 +48,7 @@ impl PreDownloadRollout for DaemonSetWorkload<'_> {
                 .map(String::as_str),
             already_created: labels
                 .is_some_and(|l| l.get(CREATED_LABEL).is_some_and(|v| v == "true")),
-            in_place_images: images.filter(|_| rolls),
+            in_place_images: images,
             selector: &spec.selector,
             pull_secrets: (spec.template.spec.iter())
                 .flat_map(|pod| pod.image_pull_secrets.iter().flatten())

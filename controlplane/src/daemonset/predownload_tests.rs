@@ -6,9 +6,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::*;
 use crate::api::DaemonSet;
 use crate::api::daemonset::{
-    DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet, RollingUpdateType,
+    DaemonSetSpec, DaemonSetUpdateStrategy, DaemonSetUpdateStrategyType, RollingUpdateDaemonSet,
+    RollingUpdateType,
 };
 use crate::predownload::plan::{Decision, decide};
+use crate::predownload::workload::pre_pulls;
 
 fn workload(ds: &DaemonSet, desired: i32, held: usize) -> DaemonSetWorkload<'_> {
     DaemonSetWorkload {
@@ -105,13 +107,13 @@ fn the_rollout_counts_desired_nodes_partition_canary_and_max_unavailable() {
             true,
         ),
         (
-            "paused pulls nothing ahead",
+            "paused still pulls ahead, so the resume finds the images there",
             daemonset(RollingUpdate, rolling(None, None, true)),
             20,
             0,
             0,
             1,
-            false,
+            true,
         ),
         (
             "OnDelete pulls nothing ahead",
@@ -133,7 +135,10 @@ fn the_rollout_counts_desired_nodes_partition_canary_and_max_unavailable() {
         assert_eq!(rollout.replicas, desired, "{case}");
         assert_eq!(rollout.partition, partition, "{case}");
         assert_eq!(rollout.max_unavailable, max_unavailable, "{case}");
-        assert_eq!(rollout.in_place_images.is_some(), keeps_images, "{case}");
+        // The adapter hands its images on; the one rule decides whether they are pulled.
+        assert!(rollout.in_place_images.is_some(), "{case}");
+        let pulls = pre_pulls(workload.rollout_strategy());
+        assert_eq!(pulls, keeps_images, "{case}");
         assert_eq!(rollout.update_revision_hash, Some("5f6d7c8b9"), "{case}");
     }
 }

@@ -9,13 +9,20 @@ use k8s_openapi::api::core::v1::ObjectReference;
 
 use super::jobs;
 use super::plan::Rollout;
-use crate::workload::adapter::{PodSetWorkload, in_place_images};
+use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType, in_place_images};
 use crate::workload::history::History;
 use crate::workload::rollout::IntOrPercentError;
 use crate::workload::set_controller::PodSetParts;
 
 /// A pod-set kind whose in-place rollouts pre-download their new images.
 pub trait PreDownloadRollout: PodSetWorkload {
+    /// Whether the controller moves live pods (`updateStrategy.type`), as the pre-download
+    /// reads it; the adapter's by default (the StatefulSet's adapter carries its OnDelete
+    /// as a paused rollout, so it says it here).
+    fn rollout_strategy(&self) -> UpdateStrategyType {
+        self.update_strategy_type()
+    }
+
     /// The rollout from `current` to `update` (the revision object from the cache), with
     /// `updated_ready` updated pods ready and `images` the in-place image changes.
     fn pre_download_rollout<'a>(
@@ -25,6 +32,17 @@ pub trait PreDownloadRollout: PodSetWorkload {
         updated_ready: i32,
         images: Option<&'a BTreeMap<String, String>>,
     ) -> Result<Rollout<'a>, IntOrPercentError>;
+}
+
+/// Whether a rollout under `strategy` pre-pulls its update revision's images: the one
+/// rule of every pod-set kind, as OpenKruise's kinds read it together. Under OnDelete the
+/// controller moves no live pod (OpenKruise's Advanced StatefulSet skips it by name); a
+/// replacement pulls its image when it starts, so nothing is worth pulling ahead. A
+/// paused rollout still pre-pulls (none of OpenKruise's CloneSet, Advanced StatefulSet
+/// and Advanced DaemonSet checks `paused`): the pause is the time the pull has, and the
+/// resume then updates pods whose images are already on their nodes.
+pub fn pre_pulls(strategy: UpdateStrategyType) -> bool {
+    strategy == UpdateStrategyType::RollingUpdate
 }
 
 /// Pre-pulls the update revision's new images on the nodes of pods still to update, and
@@ -50,7 +68,7 @@ pub async fn sync<W: PreDownloadRollout>(
     };
     // A converged rollout only cleans up: no template diff on every steady-state sync.
     let images = match (revisions.get(current), revisions.get(update)) {
-        _ if current == update => None,
+        _ if current == update || !pre_pulls(workload.rollout_strategy()) => None,
         (Some(old), Some(new)) => in_place_images(workload, old, new),
         _ => None,
     };
@@ -77,4 +95,20 @@ pub async fn sync<W: PreDownloadRollout>(
         &rollout,
     )
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_rollout_that_moves_live_pods_pre_pulls() {
+        let cases = [
+            (UpdateStrategyType::RollingUpdate, true),
+            (UpdateStrategyType::OnDelete, false),
+        ];
+        for (strategy, pulls) in cases {
+            assert_eq!(pre_pulls(strategy), pulls, "{strategy:?}");
+        }
+    }
 }

@@ -11,11 +11,19 @@ use crate::api::StatefulSet;
 use crate::api::statefulset::StatefulSetUpdateStrategyType;
 use crate::predownload::plan::{CREATED_LABEL, Rollout};
 use crate::predownload::workload::PreDownloadRollout;
-use crate::workload::adapter::PodSetWorkload as _;
+use crate::workload::adapter::{PodSetWorkload as _, UpdateStrategyType};
 use crate::workload::revision::REVISION_HASH_LABEL;
 use crate::workload::rollout::{IntOrPercentError, scaled_share};
 
 impl PreDownloadRollout for StatefulSet {
+    /// `updateStrategy.type`: the adapter carries OnDelete as a paused rollout.
+    fn rollout_strategy(&self) -> UpdateStrategyType {
+        match self.spec.update_type() {
+            StatefulSetUpdateStrategyType::RollingUpdate => UpdateStrategyType::RollingUpdate,
+            StatefulSetUpdateStrategyType::OnDelete => UpdateStrategyType::OnDelete,
+        }
+    }
+
     fn pre_download_rollout<'a>(
         &'a self,
         current: &'a str,
@@ -35,9 +43,6 @@ impl PreDownloadRollout for StatefulSet {
             )?,
             None => 1,
         };
-        // Under OnDelete or paused the controller moves no pod: nothing to pull ahead of it.
-        let rolls =
-            spec.update_type() == StatefulSetUpdateStrategyType::RollingUpdate && !params.paused;
         let labels = update.metadata.labels.as_ref();
         Ok(Rollout {
             annotations: self.metadata.annotations.as_ref().unwrap_or(&EMPTY),
@@ -52,7 +57,7 @@ impl PreDownloadRollout for StatefulSet {
                 .map(String::as_str),
             already_created: labels
                 .is_some_and(|l| l.get(CREATED_LABEL).is_some_and(|v| v == "true")),
-            in_place_images: images.filter(|_| rolls),
+            in_place_images: images,
             selector: &spec.selector,
             pull_secrets: (spec.template.spec.iter())
                 .flat_map(|pod| pod.image_pull_secrets.iter().flatten())
