@@ -2,72 +2,40 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 
 use super::status::PARTITION_FIELD;
 use crate::api::CloneSet;
-use crate::predownload::plan::{CREATED_LABEL, Rollout};
-use crate::predownload::workload::PreDownloadRollout;
-use crate::workload::revision::REVISION_HASH_LABEL;
+use crate::predownload::workload::{PreDownloadRollout, RolloutCounts};
 use crate::workload::rollout::{IntOrPercentError, partition_replicas, scaled_share};
 
-/// The rollout of `cloneset` from `current` to `update` (revision objects from the
-/// cache), with `updated_ready` updated pods ready and `images` from
-/// `workload::adapter::in_place_images`.
-pub fn rollout<'a>(
-    cloneset: &'a CloneSet,
-    current: &'a str,
-    update: &'a ControllerRevision,
-    updated_ready: i32,
-    images: Option<&'a BTreeMap<String, String>>,
-) -> Result<Rollout<'a>, IntOrPercentError> {
-    let spec = &cloneset.spec;
-    let replicas = spec.desired_replicas();
-    let strategy = &spec.update_strategy;
-    let labels = update.metadata.labels.as_ref();
-    Ok(Rollout {
-        annotations: cloneset.metadata.annotations.as_ref().unwrap_or(&EMPTY),
-        replicas,
-        partition: partition_replicas(PARTITION_FIELD, strategy.partition.as_ref(), replicas)?,
-        max_unavailable: scaled_share(
-            "spec.updateStrategy.maxUnavailable",
-            &strategy.max_unavailable_or_default(),
-            replicas,
-            false,
-        )?,
-        updated_ready_replicas: updated_ready,
-        current_revision: current,
-        update_revision: update.metadata.name.as_deref().unwrap_or_default(),
-        update_revision_hash: labels
-            .and_then(|l| l.get(REVISION_HASH_LABEL))
-            .map(String::as_str),
-        already_created: labels.is_some_and(|l| l.get(CREATED_LABEL).is_some_and(|v| v == "true")),
-        in_place_images: images,
-        selector: &spec.selector,
-        pull_secrets: spec
-            .template
-            .spec
-            .iter()
-            .flat_map(|pod| pod.image_pull_secrets.iter().flatten())
-            .map(|secret| secret.name.clone())
-            .filter(|name| !name.is_empty())
-            .collect(),
-    })
-}
-
 impl PreDownloadRollout for CloneSet {
-    fn pre_download_rollout<'a>(
-        &'a self,
-        current: &'a str,
-        update: &'a ControllerRevision,
-        updated_ready: i32,
-        images: Option<&'a BTreeMap<String, String>>,
-    ) -> Result<Rollout<'a>, IntOrPercentError> {
-        rollout(self, current, update, updated_ready, images)
+    fn annotations(&self) -> Option<&BTreeMap<String, String>> {
+        self.metadata.annotations.as_ref()
+    }
+
+    fn spec_template(&self) -> &PodTemplateSpec {
+        &self.spec.template
+    }
+
+    /// The partition may be a percentage; maxUnavailable defaults to 20%.
+    fn rollout_counts(&self, _: &str, _: &str) -> Result<RolloutCounts, IntOrPercentError> {
+        let spec = &self.spec;
+        let replicas = spec.desired_replicas();
+        let strategy = &spec.update_strategy;
+        let max_unavailable = strategy.max_unavailable_or_default();
+        Ok(RolloutCounts {
+            replicas,
+            partition: partition_replicas(PARTITION_FIELD, strategy.partition.as_ref(), replicas)?,
+            max_unavailable: scaled_share(
+                "spec.updateStrategy.maxUnavailable",
+                &max_unavailable,
+                replicas,
+                false,
+            )?,
+        })
     }
 }
-
-static EMPTY: BTreeMap<String, String> = BTreeMap::new();
 
 #[cfg(test)]
 mod tests {

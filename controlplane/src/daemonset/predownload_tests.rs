@@ -3,6 +3,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
+
 use super::*;
 use crate::api::DaemonSet;
 use crate::api::daemonset::{
@@ -11,6 +13,7 @@ use crate::api::daemonset::{
 };
 use crate::predownload::plan::{Decision, decide};
 use crate::predownload::workload::pre_pulls;
+use crate::workload::revision::REVISION_HASH_LABEL;
 
 fn workload(ds: &DaemonSet, desired: i32, held: usize) -> DaemonSetWorkload<'_> {
     DaemonSetWorkload {

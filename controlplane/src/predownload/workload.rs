@@ -5,16 +5,28 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 
 use super::jobs;
-use super::plan::Rollout;
+use super::plan::{CREATED_LABEL, Rollout};
 use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType, in_place_images};
 use crate::workload::history::History;
+use crate::workload::revision::REVISION_HASH_LABEL;
 use crate::workload::rollout::IntOrPercentError;
 use crate::workload::set_controller::PodSetParts;
 
-/// A pod-set kind whose in-place rollouts pre-download their new images.
+/// A rollout's counts as the pre-download decision reads them, already scaled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RolloutCounts {
+    pub replicas: i32,
+    /// Pods the rollout keeps on the current revision.
+    pub partition: i32,
+    /// Pods that may be unavailable during the update.
+    pub max_unavailable: i32,
+}
+
+/// A pod-set kind whose in-place rollouts pre-download their new images: what it says of
+/// its rollout; the rest of the [`Rollout`] is read the same way for every kind.
 pub trait PreDownloadRollout: PodSetWorkload {
     /// Whether the controller moves live pods (`updateStrategy.type`), as the pre-download
     /// reads it; the adapter's by default (the StatefulSet's adapter carries its OnDelete
@@ -22,6 +34,19 @@ pub trait PreDownloadRollout: PodSetWorkload {
     fn rollout_strategy(&self) -> UpdateStrategyType {
         self.update_strategy_type()
     }
+
+    /// The workload's annotations, where the pre-download settings are.
+    fn annotations(&self) -> Option<&BTreeMap<String, String>>;
+
+    /// The pod template of its spec (the jobs pull with its `imagePullSecrets`).
+    fn spec_template(&self) -> &PodTemplateSpec;
+
+    /// The counts of the rollout from `current` to `update`.
+    fn rollout_counts(
+        &self,
+        current: &str,
+        update: &str,
+    ) -> Result<RolloutCounts, IntOrPercentError>;
 
     /// The rollout from `current` to `update` (the revision object from the cache), with
     /// `updated_ready` updated pods ready and `images` the in-place image changes.
@@ -31,7 +56,37 @@ pub trait PreDownloadRollout: PodSetWorkload {
         update: &'a ControllerRevision,
         updated_ready: i32,
         images: Option<&'a BTreeMap<String, String>>,
-    ) -> Result<Rollout<'a>, IntOrPercentError>;
+    ) -> Result<Rollout<'a>, IntOrPercentError> {
+        let update_revision = update.metadata.name.as_deref().unwrap_or_default();
+        let counts = self.rollout_counts(current, update_revision)?;
+        let labels = update.metadata.labels.as_ref();
+        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+        Ok(Rollout {
+            annotations: self.annotations().unwrap_or(&EMPTY),
+            replicas: counts.replicas,
+            partition: counts.partition,
+            max_unavailable: counts.max_unavailable,
+            updated_ready_replicas: updated_ready,
+            current_revision: current,
+            update_revision,
+            update_revision_hash: label(REVISION_HASH_LABEL),
+            already_created: label(CREATED_LABEL) == Some("true"),
+            in_place_images: images,
+            selector: self.selector(),
+            pull_secrets: pull_secret_names(self.spec_template()),
+        })
+    }
+}
+
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
+/// The names of `template`'s `imagePullSecrets`, empty ones left out.
+fn pull_secret_names(template: &PodTemplateSpec) -> Vec<String> {
+    (template.spec.iter())
+        .flat_map(|pod| pod.image_pull_secrets.iter().flatten())
+        .map(|secret| secret.name.clone())
+        .filter(|name| !name.is_empty())
+        .collect()
 }
 
 /// Whether a rollout under `strategy` pre-pulls its update revision's images: the one

@@ -4,15 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 
 use super::ordinals::{ReservedOrdinals, WantedOrdinals};
 use crate::api::StatefulSet;
 use crate::api::statefulset::StatefulSetUpdateStrategyType;
-use crate::predownload::plan::{CREATED_LABEL, Rollout};
-use crate::predownload::workload::PreDownloadRollout;
+use crate::predownload::workload::{PreDownloadRollout, RolloutCounts};
 use crate::workload::adapter::{PodSetWorkload as _, UpdateStrategyType};
-use crate::workload::revision::REVISION_HASH_LABEL;
 use crate::workload::rollout::{IntOrPercentError, scaled_share};
 
 impl PreDownloadRollout for StatefulSet {
@@ -24,16 +22,22 @@ impl PreDownloadRollout for StatefulSet {
         }
     }
 
-    fn pre_download_rollout<'a>(
-        &'a self,
-        current: &'a str,
-        update: &'a ControllerRevision,
-        updated_ready: i32,
-        images: Option<&'a BTreeMap<String, String>>,
-    ) -> Result<Rollout<'a>, IntOrPercentError> {
-        let spec = &self.spec;
-        let replicas = spec.desired_replicas();
-        let params = self.rollout_params(current, update.metadata.name.as_deref().unwrap_or(""));
+    fn annotations(&self) -> Option<&BTreeMap<String, String>> {
+        self.metadata.annotations.as_ref()
+    }
+
+    fn spec_template(&self) -> &PodTemplateSpec {
+        &self.spec.template
+    }
+
+    /// maxUnavailable as the adapter reads it (1 under OrderedReady).
+    fn rollout_counts(
+        &self,
+        current: &str,
+        update: &str,
+    ) -> Result<RolloutCounts, IntOrPercentError> {
+        let replicas = self.spec.desired_replicas();
+        let params = self.rollout_params(current, update);
         let max_unavailable = match &params.max_unavailable {
             Some(value) => scaled_share(
                 "spec.updateStrategy.rollingUpdate.maxUnavailable",
@@ -43,27 +47,10 @@ impl PreDownloadRollout for StatefulSet {
             )?,
             None => 1,
         };
-        let labels = update.metadata.labels.as_ref();
-        Ok(Rollout {
-            annotations: self.metadata.annotations.as_ref().unwrap_or(&EMPTY),
+        Ok(RolloutCounts {
             replicas,
             partition: kept_below_partition(self),
             max_unavailable,
-            updated_ready_replicas: updated_ready,
-            current_revision: current,
-            update_revision: update.metadata.name.as_deref().unwrap_or_default(),
-            update_revision_hash: labels
-                .and_then(|l| l.get(REVISION_HASH_LABEL))
-                .map(String::as_str),
-            already_created: labels
-                .is_some_and(|l| l.get(CREATED_LABEL).is_some_and(|v| v == "true")),
-            in_place_images: images,
-            selector: &spec.selector,
-            pull_secrets: (spec.template.spec.iter())
-                .flat_map(|pod| pod.image_pull_secrets.iter().flatten())
-                .map(|secret| secret.name.clone())
-                .filter(|name| !name.is_empty())
-                .collect(),
         })
     }
 }
@@ -77,8 +64,6 @@ fn kept_below_partition(set: &StatefulSet) -> i32 {
     let wanted = WantedOrdinals::new(spec.desired_replicas(), spec.start_ordinal(), reserved);
     i32::try_from(wanted.count_below(partition)).unwrap_or(i32::MAX)
 }
-
-static EMPTY: BTreeMap<String, String> = BTreeMap::new();
 
 #[cfg(test)]
 #[path = "predownload_tests.rs"]

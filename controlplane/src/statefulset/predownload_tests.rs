@@ -3,6 +3,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
+
 use super::*;
 use crate::api::StatefulSetSpec;
 use crate::api::common::PodUpdatePolicy;
