@@ -20,6 +20,24 @@ use crate::workload::ownership::is_controlled_by;
 use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::set_controller::PodSetParts;
 
+/// The claims among `cached` a set of `namespace` with `uid` reads under `scope`.
+pub fn claims_in_scope(
+    scope: ClaimScope,
+    cached: Vec<Arc<PersistentVolumeClaim>>,
+    namespace: &str,
+    uid: &str,
+) -> Vec<Arc<PersistentVolumeClaim>> {
+    let in_namespace = |meta: &ObjectMeta| meta.namespace.as_deref() == Some(namespace);
+    let wanted = |meta: &ObjectMeta| match scope {
+        ClaimScope::None => false,
+        ClaimScope::Controlled => in_namespace(meta) && is_controlled_by(meta, uid),
+        ClaimScope::Namespace => in_namespace(meta),
+    };
+    (cached.into_iter())
+        .filter(|c| wanted(&c.metadata))
+        .collect()
+}
+
 /// Claims the set's pods, reads the claims in its scope, and makes sure a revision holds
 /// its current spec; `None` when a hash collision was counted and the sync must start
 /// over.
@@ -38,15 +56,7 @@ pub async fn read_owned<K: PodSetKind>(
     let pods_api: Api<Pod> = Api::namespaced(parts.client.clone(), &key.namespace);
     let candidates = (parts.stores.pods.state().into_iter()).filter(|p| in_namespace(&p.metadata));
     let pods = claim_objects(&pods_api, candidates, &owner, workload.selector()).await?;
-    let claims: Vec<Arc<PersistentVolumeClaim>> = match K::CLAIMS {
-        ClaimScope::None => Vec::new(),
-        ClaimScope::Controlled => (parts.stores.pvcs.state().into_iter())
-            .filter(|c| controlled(&c.metadata))
-            .collect(),
-        ClaimScope::Namespace => (parts.stores.pvcs.state().into_iter())
-            .filter(|c| in_namespace(&c.metadata))
-            .collect(),
-    };
+    let claims = claims_in_scope(K::CLAIMS, parts.stores.pvcs.state(), &key.namespace, &uid);
     let cached: Vec<Arc<ControllerRevision>> = (parts.stores.revisions.state().into_iter())
         .filter(|r| controlled(&r.metadata))
         .collect();
@@ -82,3 +92,7 @@ pub async fn read_owned<K: PodSetKind>(
         revisions,
     }))
 }
+
+#[cfg(test)]
+#[path = "read_tests.rs"]
+mod tests;

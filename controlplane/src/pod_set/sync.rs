@@ -259,3 +259,7 @@ async fn hold_set<K: PodSetKind>(
         .await;
     Ok(Outcome::Done)
 }
+
+#[cfg(test)]
+#[path = "sync_tests.rs"]
+mod tests;
