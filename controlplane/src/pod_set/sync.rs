@@ -180,7 +180,10 @@ async fn hold_refused_update<K: PodSetKind>(
 }
 
 /// Runs the plan through the shared executor, then the kind's own writes after it; the
-/// problems for the status conditions are filled in. `Ok(Some(wait))`: creates failed or
+/// problems for the status conditions are filled in. The executor is seeded with what the
+/// sync found before (the update guard's refusal), so it alone decides which message a
+/// problem keeps: a held disruption adds to a problem already there, a failed write
+/// replaces it. `Ok(Some(wait))`: creates failed or
 /// are backing off, or a budget held a disruption.
 async fn execute<K: PodSetKind>(
     kind: &K,

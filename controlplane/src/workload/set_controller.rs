@@ -5,7 +5,6 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -15,10 +14,9 @@ use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::actions::Plan;
 use super::budget::{BudgetSource, NamespaceBudgets};
 use super::deletion::REVISION_LABEL;
-use super::execute::{ExecuteError, Executor, KubeParts, KubePodWrites, NewPods, Problems};
+use super::execute::{ExecuteError, Executor, KubeParts, KubePodWrites, NewPods};
 use super::history::{History, HistoryError, HistoryWriter};
 use super::revision::RevisionError;
 use super::template_check::TemplateChecks;
@@ -165,25 +163,6 @@ impl PodSetParts {
             writes: KubePodWrites::new(self.kube_parts(), &key.namespace, object),
             budgets: self.budgets(&key.namespace),
         }
-    }
-
-    /// Runs `plan` through the shared executor for the set `key` at `generation` (`object`
-    /// in its events), building pods with `new_pods`. Every kind seeds `problems` with
-    /// what its sync found before (the update guard's refusal), so the executor alone
-    /// decides which message a problem keeps: a held disruption adds to a problem already
-    /// there, a failed write replaces it. `Ok(Some(wait))`: creates failed or are backing
-    /// off, or a budget held a disruption.
-    pub async fn execute<N: NewPods>(
-        &self,
-        key: &ObjectKey,
-        object: &ObjectReference,
-        generation: Option<i64>,
-        new_pods: &N,
-        plan: &Plan,
-        problems: &mut Problems,
-    ) -> Result<Option<Duration>, ExecuteError> {
-        let parts = self.executor_parts(key, object, generation);
-        parts.executor(new_pods).execute(plan, problems).await
     }
 
     /// The writer of the revisions of the set `owner_name` of kind `K` in `namespace`.
