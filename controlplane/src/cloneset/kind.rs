@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 
-use super::controller::SyncError;
 use super::plan::{self, CloneSetPlan, PlanError, Snapshot};
 use super::pods::{new_pod, revision_spec};
 use super::pods_to_delete;
@@ -20,7 +19,7 @@ use crate::api::{CloneSet, CloneSetStatus};
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::api_error;
-use crate::pod_set::kind::{ClaimScope, KindStatus, PodSetKind, SyncScope};
+use crate::pod_set::kind::{ClaimScope, KindStatus, KindSyncError, PodSetKind, SyncScope};
 use crate::workload::actions::Plan;
 use crate::workload::instance_id::{fresh_instance_id, random_u64};
 use crate::workload::revision_spec::RevisionSpec;
@@ -127,7 +126,7 @@ impl PodSetKind for CloneSetKind {
         &'a self,
         scope: &'a SyncScope<'a, Self>,
         planned: &'a CloneSetPlan,
-    ) -> impl Future<Output = Result<(), SyncError>> + Send + 'a {
+    ) -> impl Future<Output = Result<(), KindSyncError<Self>>> + Send + 'a {
         let kept = planned.pods_to_delete.as_deref();
         clean_pods_to_delete(scope.parts, scope.key, scope.set, kept)
     }
@@ -187,7 +186,7 @@ async fn clean_pods_to_delete(
     key: &ObjectKey,
     cloneset: &CloneSet,
     kept: Option<&[String]>,
-) -> Result<(), SyncError> {
+) -> Result<(), KindSyncError<CloneSetKind>> {
     let Some(kept) = kept else {
         return Ok(());
     };
