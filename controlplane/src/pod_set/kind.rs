@@ -1,5 +1,5 @@
 //! What a pod-set kind (CloneSet, Advanced StatefulSet, Advanced DaemonSet) hands the one
-//! generic sync (`pod_set_sync`): its API type, its adapter, its pure plan and status, and
+//! generic sync (`pod_set::sync`): its API type, its adapter, its pure plan and status, and
 //! hooks for only what is truly its own. Everything else — the selector guard, the claim,
 //! the history, the update guard, the executor, the status write, the pre-download, the
 //! history truncation and the requeue — is the sync's, the same for every kind.
@@ -85,7 +85,7 @@ pub struct KindStatus<S> {
 pub type KindSyncError<K> = PodSetSyncError<<K as PodSetKind>::PlanError>;
 
 /// A pod-set kind as the generic sync runs it.
-pub trait PodSetKind: Send + Sync + 'static {
+pub trait PodSetKind: Sized + Send + Sync + 'static {
     /// The API type.
     type Set: GuardedSet<Status: Send + Sync> + Resource<DynamicType = ()> + Send + Sync + 'static;
     /// What one revision records, as the adapter reads it.
@@ -127,9 +127,7 @@ pub trait PodSetKind: Send + Sync + 'static {
     fn history_limit(set: &Self::Set) -> i32;
 
     /// The kind's pure plan over what the sync read.
-    fn plan(&self, scope: &SyncScope<'_, Self>) -> Result<Self::Planned, Self::PlanError>
-    where
-        Self: Sized;
+    fn plan(&self, scope: &SyncScope<'_, Self>) -> Result<Self::Planned, Self::PlanError>;
 
     /// Whether a plan error holds the set (its create condition and a Warning event, no
     /// retry: only a spec change fixes it) rather than failing the sync with backoff.
@@ -145,9 +143,7 @@ pub trait PodSetKind: Send + Sync + 'static {
 
     /// The pod of the update revision the update guard dry-runs; `None` when it cannot be
     /// built.
-    fn update_revision_pod(&self, scope: &SyncScope<'_, Self>) -> Option<Pod>
-    where
-        Self: Sized;
+    fn update_revision_pod(&self, scope: &SyncScope<'_, Self>) -> Option<Pod>;
 
     /// An instance id for a create the plan left unnamed (CloneSet); kinds that name every
     /// pod they create are never asked.
@@ -164,10 +160,7 @@ pub trait PodSetKind: Send + Sync + 'static {
         &'a self,
         _scope: &'a SyncScope<'a, Self>,
         _planned: &'a Self::Planned,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send + 'a
-    where
-        Self: Sized,
-    {
+    ) -> impl Future<Output = Result<(), ApiError>> + Send + 'a {
         async { Ok(()) }
     }
 
@@ -183,10 +176,7 @@ pub trait PodSetKind: Send + Sync + 'static {
         &'a self,
         _scope: &'a SyncScope<'a, Self>,
         _planned: &'a Self::Planned,
-    ) -> impl Future<Output = Result<(), KindSyncError<Self>>> + Send + 'a
-    where
-        Self: Sized,
-    {
+    ) -> impl Future<Output = Result<(), KindSyncError<Self>>> + Send + 'a {
         async { Ok(()) }
     }
 
@@ -196,9 +186,7 @@ pub trait PodSetKind: Send + Sync + 'static {
         scope: &SyncScope<'_, Self>,
         planned: &Self::Planned,
         problems: &Self::Problems,
-    ) -> KindStatus<<Self::Set as GuardedSet>::Status>
-    where
-        Self: Sized;
+    ) -> KindStatus<<Self::Set as GuardedSet>::Status>;
 
     /// The kind's events once its status is written (CloneSet's progress, StatefulSet's
     /// stuck pod, DaemonSet's unplaced nodes).
@@ -208,10 +196,7 @@ pub trait PodSetKind: Send + Sync + 'static {
         _planned: &'a Self::Planned,
         _problems: &'a Self::Problems,
         _status: &'a <Self::Set as GuardedSet>::Status,
-    ) -> impl Future<Output = ()> + Send + 'a
-    where
-        Self: Sized,
-    {
+    ) -> impl Future<Output = ()> + Send + 'a {
         async {}
     }
 
@@ -231,9 +216,7 @@ pub trait PodSetKind: Send + Sync + 'static {
         scope: &SyncScope<'_, Self>,
         planned: &Self::Planned,
         status: &<Self::Set as GuardedSet>::Status,
-    ) -> i32
-    where
-        Self: Sized;
+    ) -> i32;
 
     /// When to look again for a reason of the kind's own (StatefulSet: a halt, DaemonSet: a
     /// failed pod's backoff).
