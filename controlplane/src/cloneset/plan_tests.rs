@@ -2066,30 +2066,28 @@ fn refresh_moves_lifecycle_states() {
 }
 
 #[test]
-fn a_new_pod_without_hooks_turns_normal_on_the_next_sync_even_unscheduled() {
-    // Every pod is created PreparingNormal; without a lifecycle the next sync's refresh
-    // moves it to Normal whether or not it is scheduled or ready (OpenKruise's
-    // refreshPodState), so it is counted available only once that has happened.
-    for (name, p) in [
+fn a_new_pod_without_a_pre_normal_hook_turns_normal_once_scheduled() {
+    // Every pod is created PreparingNormal; without a preNormal hook the refresh moves it
+    // to Normal once it is bound to a node, ready or not (OpenKruise 1.9, kruise#2087),
+    // so a pod nobody can schedule never reads as Normal.
+    let running = || pod("web-a", NEW).state(LifecycleState::PreparingNormal);
+    for (name, p, want) in [
+        ("unscheduled", running().unscheduled().not_ready(), None),
         (
-            "unscheduled",
-            pod("web-a", NEW)
-                .state(LifecycleState::PreparingNormal)
-                .unscheduled()
-                .not_ready(),
+            "scheduled, not ready",
+            running().not_ready(),
+            Some("Normal"),
         ),
-        (
-            "running",
-            pod("web-a", NEW).state(LifecycleState::PreparingNormal),
-        ),
+        ("running", running(), Some("Normal")),
     ] {
         let plan = Case::settled(cloneset(1)).pods(vec![p]).plan();
-        let got = patch_label(change(&plan, "web-a"), lifecycle::STATE_LABEL);
-        assert_eq!(
-            got.and_then(Value::as_str),
-            Some("Normal"),
-            "{name}: {plan:#?}"
-        );
+        let got = plan
+            .pod_changes
+            .iter()
+            .find(|c| c.pod == "web-a")
+            .and_then(|c| patch_label(c, lifecycle::STATE_LABEL))
+            .and_then(Value::as_str);
+        assert_eq!(got, want, "{name}: {plan:#?}");
     }
 }
 

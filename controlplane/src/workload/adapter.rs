@@ -58,6 +58,13 @@ pub trait PodSetWorkload {
     /// The lifecycle hooks (preNormal, inPlaceUpdate, preDelete), if any.
     fn lifecycle(&self) -> Option<&Lifecycle>;
 
+    /// Whether a new pod without a preNormal hook stays PreparingNormal until it is bound
+    /// to a node (CloneSet, as OpenKruise 1.9's since kruise#2087; the StatefulSet and
+    /// DaemonSet of OpenKruise move it to Normal at once).
+    fn normal_waits_for_scheduling(&self) -> bool {
+        false
+    }
+
     /// Seconds between marking a pod not ready and changing its images in place.
     fn in_place_grace_seconds(&self) -> i32;
 

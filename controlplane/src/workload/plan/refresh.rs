@@ -75,6 +75,8 @@ impl<W: PodSetWorkload> PodSet<'_, '_, W> {
         let facts = RefreshFacts {
             on_update_revision: view.updated,
             update_completed: completed,
+            awaiting_schedule: self.snap.workload.normal_waits_for_scheduling()
+                && view.node_name.is_empty(),
         };
         let hooks = self.snap.workload.lifecycle();
         if let Some(next) = lifecycle::refresh_state(hooks, hook_view(pod), facts) {
