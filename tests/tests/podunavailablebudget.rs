@@ -24,8 +24,8 @@ use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod cloneset_support;
 use cloneset_support::{
-    INPLACE_UPDATE_READY, Nodes, ROLLOUT, STATE_ANNOTATION, apply, pods_of, set_image, wait_event,
-    wait_rolled_out, web_cloneset,
+    INPLACE_UPDATE_READY, Nodes, ROLLOUT, apply, pods_of, set_image, wait_event, wait_rolled_out,
+    web_cloneset,
 };
 
 fn budget(ctx: &TestContext, name: &str, spec: Value) -> Value {
@@ -171,10 +171,7 @@ async fn an_in_place_rollout_never_exceeds_the_budget() -> Result<()> {
                 let v2 = ctx.cluster.image("web:v2");
                 let done = pods.len() == 6
                     && pods.iter().all(|p| {
-                        !p.metadata
-                            .annotations
-                            .as_ref()
-                            .is_some_and(|a| a.contains_key(STATE_ANNOTATION))
+                        !cloneset_support::in_place_update_pending(p)
                             && stevedore_tests::pods::condition(p, INPLACE_UPDATE_READY).as_deref()
                                 == Some("True")
                             && stevedore_tests::pods::is_running_and_ready(p)
