@@ -275,7 +275,7 @@ impl<'a> ScaleStep<'_, 'a> {
     fn create(&self, ordinal: i32) -> Create {
         let spec = &self.snap.set.spec;
         let below_partition = spec.update_type() == StatefulSetUpdateStrategyType::RollingUpdate
-            && ordinal < spec.rolling_update().partition_or_default();
+            && (self.wanted).below_partition(ordinal, spec.rolling_update().partition_or_default());
         let current = self.snap.current_revision;
         let revision = if below_partition && self.snap.revisions.contains_key(current) {
             current

@@ -434,6 +434,60 @@ fn recreate_update_follows_the_partition_from_the_highest_ordinal_and_keeps_clai
     }
 }
 
+/// (case, reserveOrdinals, pods recreated, new pods on the current revision)
+type StartPartitionCase = (
+    &'static str,
+    Vec<IntOrString>,
+    Vec<&'static str>,
+    Vec<&'static str>,
+);
+
+#[test]
+fn the_partition_counts_pods_from_the_start_ordinal() {
+    // ordinals.start 3, replicas 3, partition 1: index 0 (ordinal 3) is kept and ordinals
+    // 4 and 5 are updated (OpenKruise `sortPodsToUpdate`); reserved ordinals are no pods.
+    let cases: Vec<StartPartitionCase> = vec![
+        ("start 3", vec![], vec!["web-5", "web-4"], vec!["3"]),
+        (
+            "start 3, ordinal 3 reserved",
+            vec![IntOrString::Int(3)],
+            vec!["web-6", "web-5"],
+            vec!["4"],
+        ),
+    ];
+    for (case, reserve, want_updated, want_current) in cases {
+        let mut set = web(3, PodManagementPolicy::Parallel);
+        set.spec.ordinals = Some(StatefulSetOrdinals { start: 3 });
+        set.spec.reserve_ordinals = reserve;
+        rolling(
+            &mut set,
+            RollingUpdateStatefulSetStrategy {
+                partition: Some(1),
+                max_unavailable: Some(IntOrString::Int(3)),
+                ..RollingUpdateStatefulSetStrategy::default()
+            },
+        );
+        let ordinals: Vec<i32> = super::super::adapter::wanted_ordinals(&set)
+            .iter()
+            .collect();
+        let pods: Vec<Pod> = ordinals.iter().map(|&o| running(&set, o, V1)).collect();
+        let out = sync_with(&set, &pods, &[], V2);
+        let got: Vec<&str> = out.plan.deletes.iter().map(|d| d.pod.as_str()).collect();
+        assert_eq!(got, want_updated, "{case}: recreated");
+
+        // From scratch, the pods the partition keeps are created on the current revision.
+        let out = sync_with(&set, &[], &[], V2);
+        let current: Vec<&str> = (out.plan.creates.iter())
+            .filter(|c| c.revision == V1)
+            .map(|c| c.instance_id.as_str())
+            .collect();
+        assert_eq!(
+            current, want_current,
+            "{case}: created on the current revision"
+        );
+    }
+}
+
 #[test]
 fn parallel_max_unavailable_counts_pods_that_are_not_ready() {
     let mut set = web(4, PodManagementPolicy::Parallel);

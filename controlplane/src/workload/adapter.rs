@@ -90,7 +90,7 @@ pub trait PodSetWorkload {
     }
 
     /// Pods the rollout leaves on their revision whatever the counts say (StatefulSet:
-    /// ordinals below the partition).
+    /// the first `partition` pods from the start ordinal).
     fn holds_back(&self, pod: &PodView) -> bool {
         let _ = pod;
         false
