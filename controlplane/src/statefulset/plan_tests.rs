@@ -299,6 +299,81 @@ fn ordered_scale_down_stops_on_an_unhealthy_pod() {
 }
 
 #[test]
+fn ordered_scale_down_deletes_no_unhealthy_pod_but_the_lowest() {
+    // Condemned pods only (the wanted ones are healthy or absent): an unhealthy one other
+    // than the lowest-ordinal unhealthy pod blocks the scale-down (native and OpenKruise
+    // `processCondemned`); the lowest unhealthy one itself may go.
+    // (case, replicas, pods 0..=2 healthy?, deleted, waiting on)
+    type Case = (
+        &'static str,
+        i32,
+        [bool; 3],
+        Vec<&'static str>,
+        Option<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        ("to 0, all unready", 0, [false; 3], vec![], Some("web-0")),
+        ("to 0, all ready", 0, [true; 3], vec!["web-2"], None),
+        (
+            "to 0, only web-2 unready",
+            0,
+            [true, true, false],
+            vec!["web-2"],
+            None,
+        ),
+        (
+            "to 0, web-1 unready",
+            0,
+            [true, false, true],
+            vec!["web-2"],
+            None,
+        ),
+        (
+            "to 0, web-1 and web-2 unready",
+            0,
+            [true, false, false],
+            vec![],
+            Some("web-1"),
+        ),
+        (
+            "to 1, web-1 and web-2 unready",
+            1,
+            [true, false, false],
+            vec![],
+            Some("web-1"),
+        ),
+        (
+            "to 2, web-2 unready",
+            2,
+            [true, true, false],
+            vec!["web-2"],
+            None,
+        ),
+    ];
+    for (case, replicas, healthy, want_deleted, waiting) in cases {
+        let set = web(replicas, PodManagementPolicy::OrderedReady);
+        let pods: Vec<Pod> = (0..3)
+            .map(|o| {
+                if healthy[o as usize] {
+                    running(&set, o, V1)
+                } else {
+                    pending(&set, o)
+                }
+            })
+            .collect();
+        let out = sync(&set, &pods);
+        let got: Vec<&str> = out.plan.deletes.iter().map(|d| d.pod.as_str()).collect();
+        assert_eq!(got, want_deleted, "{case}");
+        let halt = waiting.map(|pod| Halt::NotHealthy(pod.to_owned()));
+        assert_eq!(out.halted, halt, "{case}");
+    }
+    // Parallel deletes them all at once, healthy or not.
+    let set = web(0, PodManagementPolicy::Parallel);
+    let pods: Vec<Pod> = (0..3).map(|o| pending(&set, o)).collect();
+    assert_eq!(sync(&set, &pods).plan.deletes.len(), 3);
+}
+
+#[test]
 fn seed_002_reserve_ordinals_and_start() {
     // replicas 3 with 1 reserved: pods 0, 2, 3.
     let mut set = web(3, PodManagementPolicy::Parallel);
