@@ -46,9 +46,7 @@ async fn all_on(ctx: &TestContext, image_name: &str, replicas: usize) -> Result<
                         image_of(p) == want
                             && condition(p, "Ready").as_deref() == Some("True")
                             && condition(p, "InPlaceUpdateReady").as_deref() == Some("True")
-                            && !p
-                                .annotations()
-                                .contains_key("apps.kruise.io/inplace-update-state")
+                            && !cloneset_support::in_place_update_pending(p)
                     });
                 Ok(done.then_some(pods))
             }

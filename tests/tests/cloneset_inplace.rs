@@ -110,6 +110,30 @@ fn revision(cs: &CloneSet) -> String {
         .unwrap_or_default()
 }
 
+/// The pod keeps `apps.kruise.io/inplace-update-state` after its update, as OpenKruise does:
+/// it names `update_revision` and records the container restarted in its batch.
+fn ensure_state_kept(pod: &Pod, update_revision: &str) -> Result<()> {
+    let name = pod.name_any();
+    let raw = pod
+        .annotations()
+        .get(STATE_ANNOTATION)
+        .with_context(|| format!("{name}: the in-place state annotation was removed"))?;
+    let state: serde_json::Value = serde_json::from_str(raw)?;
+    ensure!(
+        state["revision"] == update_revision,
+        "{name}: the kept state names revision {}, not {update_revision}",
+        state["revision"]
+    );
+    let batches = state["containerBatchesRecord"].as_array();
+    ensure!(
+        batches.is_some_and(|b| b.iter().any(|batch| batch["containers"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|n| n == "web")))),
+        "{name}: containerBatchesRecord does not name container web: {raw}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn image_change_updates_pods_in_place() -> Result<()> {
     run_in_namespace("cloneset-inplace-image", |ctx| async move {
@@ -136,7 +160,7 @@ async fn image_change_updates_pods_in_place() -> Result<()> {
             || async {
                 let pods = pods_of(&ctx, name).await?;
                 let done = pods.iter().all(|p| {
-                    !p.annotations().contains_key(STATE_ANNOTATION)
+                    !cloneset_support::in_place_update_pending(p)
                         && stevedore_tests::pods::condition(p, INPLACE_UPDATE_READY).as_deref()
                             == Some("True")
                         && stevedore_tests::pods::is_running_and_ready(p)
@@ -180,6 +204,7 @@ async fn image_change_updates_pods_in_place() -> Result<()> {
                 after.name,
                 after.image_id
             );
+            ensure_state_kept(pod, &revision(&cs))?;
             let seen = transitions.get(&after.uid).cloned().unwrap_or_default();
             let values: Vec<(&str, &str)> = seen
                 .iter()

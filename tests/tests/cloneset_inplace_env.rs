@@ -101,13 +101,12 @@ async fn update(ctx: &TestContext, set: Value, ops: Value) -> Result<(Pod, Pod)>
     wait_rolled_out(ctx, &name, ROLLOUT).await?;
     let before = only_pod(ctx, &name).await?;
     json_patch(ctx, &name, ops).await?;
-    // Rolled out also means the pod's in-place state is gone (the update is complete).
+    // Rolled out also means the pod's in-place state records the update's end.
     poll_until("the in-place update to finish", ROLLOUT, || async {
         wait_rolled_out(ctx, &name, ROLLOUT).await?;
         let pod = only_pod(ctx, &name).await?;
-        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
         ensure!(
-            !annotations.contains_key(cloneset_support::STATE_ANNOTATION),
+            !cloneset_support::in_place_update_pending(&pod),
             "still updating"
         );
         Ok(Some(pod))

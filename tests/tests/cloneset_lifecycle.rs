@@ -8,9 +8,9 @@ mod cloneset_component;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt as _;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_tests::pods::is_running_and_ready;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
@@ -360,6 +360,75 @@ async fn pre_normal_hook_holds_new_pods_until_the_user_controller_registers_them
         // Pods keep the hook finalizer; take it off so they (and the namespace) can go.
         drop_finalizers(&ctx, name).await;
         result
+    })
+    .await
+}
+
+/// A scheduler no one runs: pods naming it are never bound unless the test binds them.
+const NOBODY_SCHEDULER: &str = "stevedore-test-nobody";
+
+/// Binds `pod` to `node` through the binding subresource, as a scheduler does.
+async fn bind(ctx: &TestContext, pod: &str, node: &str) -> Result<()> {
+    let binding = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": { "name": pod },
+        "target": { "apiVersion": "v1", "kind": "Node", "name": node }
+    });
+    ctx.api::<Pod>()
+        .create_subresource::<Value, Value>("binding", pod, &PostParams::default(), &binding)
+        .await
+        .with_context(|| format!("binding pod {pod} to node {node}"))?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_new_pod_stays_preparing_normal_until_it_is_scheduled() -> Result<()> {
+    run_in_namespace("cloneset-lifecycle-unscheduled", |ctx| async move {
+        let name = "web";
+        let spec = json!({ "spec": { "template": { "spec": {
+            "schedulerName": NOBODY_SCHEDULER
+        } } } });
+        create(&ctx, cloneset(&ctx, name, 1, spec)).await?;
+        // The set has synced with its pod (status counts it), and more syncs follow while
+        // the test waits: none may move the unbound pod to Normal (OpenKruise 1.9).
+        poll_until("the CloneSet to count its pod", CONVERGE, || async {
+            let cs = ctx
+                .api::<stevedore_controlplane::api::CloneSet>()
+                .get(name)
+                .await?;
+            Ok(cs.status.is_some_and(|s| s.replicas == 1).then_some(()))
+        })
+        .await?;
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let pods = live_pods(&ctx, name).await?;
+        let [pod] = pods.as_slice() else {
+            bail!("one pod expected: {}", describe(&pods));
+        };
+        ensure!(
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_none()
+                && label(pod, STATE_LABEL) == Some("PreparingNormal"),
+            "an unscheduled pod is PreparingNormal: {}",
+            describe(&pods)
+        );
+
+        // Bound to a node, it turns Normal without a preNormal hook.
+        let nodes = Api::<Node>::all(ctx.client.clone())
+            .list(&ListParams::default().labels("type=kwok"))
+            .await?;
+        let node = nodes.items.first().context("a kwok node")?.name_any();
+        bind(&ctx, &pod.name_any(), &node).await?;
+        wait_pods(&ctx, name, "the bound pod to be Normal", CONVERGE, |pods| {
+            Ok(pods
+                .iter()
+                .all(|p| label(p, STATE_LABEL) == Some("Normal"))
+                .then_some(()))
+        })
+        .await?;
+        Ok(())
     })
     .await
 }

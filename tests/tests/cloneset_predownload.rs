@@ -45,9 +45,7 @@ fn updated_and_ready(pod: &Pod, want: &str) -> bool {
     image_of(pod) == want
         && condition(pod, "Ready").as_deref() == Some("True")
         && condition(pod, "InPlaceUpdateReady").as_deref() == Some("True")
-        && !pod
-            .annotations()
-            .contains_key("apps.kruise.io/inplace-update-state")
+        && !cloneset_support::in_place_update_pending(pod)
 }
 
 /// What a watch on the simulated nodes' ImageLists saw of one image.

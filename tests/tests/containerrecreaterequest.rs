@@ -3,7 +3,8 @@
 //! the named container's restartCount + 1, the other untouched), with
 //! `unreadyGracePeriodSeconds` (KruisePodReady False, then True) and `orderedRecreate`
 //! observable; a second request for the same pod waits for the first and then runs; a
-//! request for a missing container fails naming it; the CRD refuses bad requests; a
+//! request for a missing container fails naming it; one whose pod is gone ends Completed
+//! with OpenKruise's `pod has gone`; the CRD refuses bad requests; a
 //! PodUnavailableBudget with no disruption left holds a request Pending (naming it) until
 //! it allows one, and the admitted recreate is recorded until the pod is ready again.
 //!
@@ -403,6 +404,28 @@ async fn a_missing_container_fails_naming_it_and_ttl_deletes() -> Result<()> {
             Ok(gone.then_some(()))
         })
         .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_request_whose_pod_is_gone_ends_completed_saying_so() -> Result<()> {
+    // OpenKruise completes it (phase Completed, message "pod has gone"), not Failed.
+    run_in_namespace("crr-pod-gone", |ctx| async move {
+        create_request(
+            &ctx,
+            "orphan",
+            json!({ "podName": "absent", "containers": [{ "name": "web" }] }),
+        )
+        .await?;
+        let request = finished(&ctx, "orphan").await?;
+        let status = request.status.unwrap_or_default();
+        ensure!(
+            status.phase == Phase::Completed && status.message == "pod has gone",
+            "{status:?}"
+        );
+        ensure!(status.completion_time.is_some(), "{status:?}");
+        Ok(())
     })
     .await
 }

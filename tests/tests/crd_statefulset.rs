@@ -70,6 +70,40 @@ async fn native_and_seed_manifests_apply_with_openkruise_defaults() -> Result<()
 }
 
 #[tokio::test]
+async fn a_rolling_update_type_alone_reads_back_with_its_rolling_update_defaults() -> Result<()> {
+    // OpenKruise's `SetDefaultsStatefulSet` fills `rollingUpdate` for `{type: RollingUpdate}`
+    // (kubectl-kruise's rollout status reads it); OnDelete still applies.
+    run_in_namespace("crd-statefulset-nested", |ctx| async move {
+        setup(&ctx).await?;
+        let rolling = with(
+            manifest(WEB)?,
+            "/spec/updateStrategy",
+            json!({"type": "RollingUpdate"}),
+        )?;
+        let set = apply(&ctx, &rolling).await?;
+        let spec = serde_json::to_value(&set.spec)?;
+        let rolling = &spec["updateStrategy"]["rollingUpdate"];
+        ensure!(
+            rolling["partition"] == 0
+                && rolling["maxUnavailable"] == 1
+                && rolling["podUpdatePolicy"] == "ReCreate",
+            "rollingUpdate defaults filled: {spec}"
+        );
+        let mut on_delete = with(
+            manifest(WEB)?,
+            "/spec/updateStrategy",
+            json!({"type": "OnDelete"}),
+        )?;
+        on_delete["metadata"]["name"] = json!("web-on-delete");
+        let set = apply(&ctx, &on_delete).await?;
+        let spec = serde_json::to_value(&set.spec)?;
+        ensure!(spec["updateStrategy"]["type"] == "OnDelete", "{spec}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn bad_specs_are_refused_with_the_field_named() -> Result<()> {
     run_in_namespace("crd-statefulset-rules", |ctx| async move {
         setup(&ctx).await?;

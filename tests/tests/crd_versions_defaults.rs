@@ -172,6 +172,28 @@ async fn a_minimal_daemonset_reads_back_with_openkruise_defaults_in_both_version
 }
 
 #[tokio::test]
+async fn a_daemonset_with_only_a_rolling_update_type_reads_back_with_every_default() -> Result<()> {
+    // OpenKruise's `SetDefaultsDaemonSet` fills `rollingUpdate` for `{type: RollingUpdate}`.
+    run_in_namespace("crd-defaults-daemonset-nested", |ctx| async move {
+        stevedore_tests::crds::install(&ctx.client, &[DAEMONSET_CRD]).await?;
+        let with_type_only = |name: &str, version: &str| {
+            let mut object = minimal_daemonset(name, version);
+            object["spec"]["updateStrategy"] = json!({ "type": "RollingUpdate" });
+            object
+        };
+        expect_defaults_in_each_version(
+            &ctx,
+            ("DaemonSet", "daemonsets"),
+            &ALPHA_AND_BETA,
+            with_type_only,
+            &daemonset_defaults(),
+        )
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
 async fn a_daemonset_template_read_back_with_defaults_names_the_same_revision() -> Result<()> {
     run_in_namespace("crd-defaults-daemonset-revision", |ctx| async move {
         stevedore_tests::crds::install(&ctx.client, &[DAEMONSET_CRD]).await?;

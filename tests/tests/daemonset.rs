@@ -4,7 +4,8 @@
 //! label goes, that is tainted NoSchedule (the pod stays) or NoExecute (it goes, and
 //! comes back with the taint removed), or that is deleted; a native apps/v1 DaemonSet
 //! manifest with only its apiVersion changed, rolled out Standard within maxUnavailable,
-//! held by partition and by paused. One test runs on the kubelet node instead (selected
+//! held by partition and by paused; a recreate rollout held by a preDelete hook goes on
+//! once the hook is released. One test runs on the kubelet node instead (selected
 //! by hostname): an image change under InPlaceIfPossible restarts the container in place.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -295,6 +296,64 @@ async fn settled_hash(ctx: &TestContext, name: &str, nodes: i32) -> Result<Strin
             && s.number_available == nodes
             && !s.daemon_set_hash.is_empty();
         Ok(settled.then_some(s.daemon_set_hash))
+    })
+    .await
+}
+
+/// A recreate rollout moves a pod held by a preDelete hook to PreparingDelete; once the
+/// user controller (the test) removes the hook label, the pod is deleted and the node gets
+/// its new pod (issue 31, item 10).
+#[tokio::test]
+async fn releasing_a_pre_delete_hook_resumes_a_recreate_rollout() -> Result<()> {
+    const HOLD: &str = "example.com/hold";
+    run_in_namespace("ds-predelete-release", |ctx| async move {
+        with_nodes(ctx, 1, |ctx, n| async move {
+            let mut object = manifest(&ctx, "held", "web:v1", json!({ "maxUnavailable": 1 }));
+            object["spec"]["template"]["metadata"]["labels"][HOLD] = json!("true");
+            object["spec"]["lifecycle"] =
+                json!({ "preDelete": { "labelsHandler": { HOLD: "true" } } });
+            create(&ctx, object).await?;
+            wait_on_nodes(&ctx, "held", &n.iter().collect::<Vec<_>>()).await?;
+            let template = json!({ "spec": { "containers": [
+                { "name": "main", "image": ctx.cluster.image("web:v2") }
+            ] } });
+            patch_spec(&ctx, "held", json!({ "template": template })).await?;
+            let state = "lifecycle.apps.kruise.io/state";
+            let held = poll_until("the old pod in PreparingDelete", WAIT, || async {
+                let by_node = pods_by_node(&ctx, "held").await?;
+                let pod = by_node.get(&n[0]).and_then(|pods| {
+                    pods.iter()
+                        .find(|p| {
+                            p.labels().get(state).map(String::as_str) == Some("PreparingDelete")
+                        })
+                        .cloned()
+                });
+                Ok(pod)
+            })
+            .await?;
+            let release = json!({ "metadata": { "labels": { HOLD: null } } });
+            ctx.api::<Pod>()
+                .patch(
+                    &held.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(release),
+                )
+                .await?;
+            let v2 = ctx.cluster.image("web:v2");
+            poll_until(
+                "the released pod replaced by a web:v2 pod",
+                WAIT,
+                || async {
+                    let by_node = pods_by_node(&ctx, "held").await?;
+                    let pods = by_node.get(&n[0]).cloned().unwrap_or_default();
+                    let replaced = pods.iter().all(|p| p.uid() != held.uid())
+                        && pods.iter().any(|p| image_of(p) == v2 && ready(p));
+                    Ok(replaced.then_some(()))
+                },
+            )
+            .await
+        })
+        .await
     })
     .await
 }

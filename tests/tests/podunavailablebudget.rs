@@ -5,6 +5,8 @@
 //! at once (a CloneSet in-place rollout and ContainerRecreateRequests for every pod) stay
 //! within the budget together; deletes and evictions from outside (`kubectl delete pod`,
 //! `kubectl drain`, two deletes at once) go through the admission webhook's same check;
+//! OpenKruise's pod marks (`unavailable-pod.kruise.io/` labels, `pub.kruise.io/no-protect`)
+//! count a pod unavailable or unprotected;
 //! `policy.kruise.io/v1beta1` reads and writes go through its conversion webhook.
 //! Needs this branch's control plane with `--controllers
 //! cloneset,podunavailablebudget,containerrecreaterequest` (see dev-cp.sh).
@@ -24,8 +26,8 @@ use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod cloneset_support;
 use cloneset_support::{
-    INPLACE_UPDATE_READY, Nodes, ROLLOUT, STATE_ANNOTATION, apply, pods_of, set_image, wait_event,
-    wait_rolled_out, web_cloneset,
+    INPLACE_UPDATE_READY, Nodes, ROLLOUT, apply, pods_of, set_image, wait_event, wait_rolled_out,
+    web_cloneset,
 };
 
 fn budget(ctx: &TestContext, name: &str, spec: Value) -> Value {
@@ -171,10 +173,7 @@ async fn an_in_place_rollout_never_exceeds_the_budget() -> Result<()> {
                 let v2 = ctx.cluster.image("web:v2");
                 let done = pods.len() == 6
                     && pods.iter().all(|p| {
-                        !p.metadata
-                            .annotations
-                            .as_ref()
-                            .is_some_and(|a| a.contains_key(STATE_ANNOTATION))
+                        !cloneset_support::in_place_update_pending(p)
                             && stevedore_tests::pods::condition(p, INPLACE_UPDATE_READY).as_deref()
                                 == Some("True")
                             && stevedore_tests::pods::is_running_and_ready(p)
@@ -518,6 +517,61 @@ async fn two_outside_deletes_at_once_never_both_pass_a_budget_of_one() -> Result
         }
         .await;
         remove_pods_then_node(&ctx, None).await;
+        outcome
+    })
+    .await
+}
+
+/// OpenKruise's pod marks: an `unavailable-pod.kruise.io/<anything>: "true"` label makes a
+/// Ready pod unavailable to the budget at once (currentAvailable and unavailableAllowed
+/// drop), and a `pub.kruise.io/no-protect: "true"` annotation lets a pod go whatever the
+/// budget allows.
+#[tokio::test]
+async fn openkruise_pod_marks_count_a_pod_unavailable_or_unprotected() -> Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    run_in_namespace("pub-pod-marks", |ctx| async move {
+        let selector = json!({ "matchLabels": { "app": "marked" } });
+        let spec = json!({ "selector": selector, "maxUnavailable": 1 });
+        create_budget(&ctx, &budget(&ctx, "marked", spec), false).await?;
+        let node = own_kwok_node(&ctx).await?;
+        let outcome = async {
+            bare_pods(&ctx, "marked", &node, 3, &[]).await?;
+            wait_numbers(&ctx, "marked", (1, 3, 2, 3)).await?;
+            let mark = |body: Value| {
+                let pods = ctx.api::<Pod>();
+                async move {
+                    pods.patch("marked-0", &PatchParams::default(), &Patch::Merge(body))
+                        .await
+                }
+            };
+            mark(
+                json!({ "metadata": { "labels": { "unavailable-pod.kruise.io/drain": "true" } } }),
+            )
+            .await?;
+            wait_numbers(&ctx, "marked", (0, 2, 2, 3)).await?;
+
+            // The budget allows nothing now; an unprotected pod still goes.
+            let pods = ctx.api::<Pod>();
+            let body =
+                json!({ "metadata": { "annotations": { "pub.kruise.io/no-protect": "true" } } });
+            pods.patch("marked-1", &PatchParams::default(), &Patch::Merge(body))
+                .await?;
+            let once = ctx.cluster.client_without_retries().await?;
+            kube::Api::<Pod>::namespaced(once, &ctx.namespace)
+                .delete("marked-1", &Default::default())
+                .await
+                .context("deleting the no-protect pod")?;
+            let refused = ctx
+                .kubectl(&["delete", "pod", "marked-2", "--wait=false"])
+                .await;
+            ensure!(
+                refused.is_err(),
+                "a protected pod is still held while the budget allows none"
+            );
+            Ok(())
+        }
+        .await;
+        remove_pods_then_node(&ctx, Some(&node)).await;
         outcome
     })
     .await

@@ -2,8 +2,8 @@
 //! simulated (kwok) nodes: stable names and identity labels, OrderedReady creating each
 //! pod only after the one before is Ready and scaling down from the highest ordinal,
 //! Parallel creating all at once, reserveOrdinals / ordinals.start as seed 002
-//! describes them, and a rolling update's partition holding the ordinals below it on the
-//! old revision until it is lowered. kwok marks pods Running and Ready without running containers.
+//! describes them, and a rolling update's partition holding the first pods (counted from
+//! `ordinals.start`) on the old revision until it is lowered. kwok marks pods Running and Ready without running containers.
 
 mod cloneset_component;
 
@@ -333,6 +333,36 @@ async fn a_partition_keeps_lower_ordinals_on_the_old_revision_and_lowering_it_co
         wait_partitioned(&ctx, "part", &before, &[0], &[1, 2, 3], &v2).await?;
         set_partition(&ctx, "part", 0).await?;
         wait_partitioned(&ctx, "part", &before, &[], &[0, 1, 2, 3], &v2).await?;
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_partition_counts_pods_from_the_start_ordinal() -> Result<()> {
+    // ordinals.start 3, replicas 3 (ordinals 3, 4, 5), partition 1: only the pod at
+    // index 0 (ordinal 3) stays; 4 and 5 are updated (OpenKruise `sortPodsToUpdate`).
+    run_in_namespace("sts-partition-start", |ctx| async move {
+        let overrides = json!({ "spec": {
+            "ordinals": { "start": 3 },
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": { "partition": 1 }
+            }
+        }});
+        create(&ctx, statefulset(&ctx, "start", 3, overrides)).await?;
+        let pods = wait_ordinals(&ctx, "start", &[3, 4, 5]).await?;
+        let before: BTreeMap<String, String> =
+            pods.iter().map(|p| (p.name_any(), uid_of(p))).collect();
+        let v2 = ctx.cluster.image("web:v2");
+        let patch: json_patch::Patch = serde_json::from_value(json!([{
+            "op": "replace", "path": "/spec/template/spec/containers/0/image", "value": v2
+        }]))?;
+        ctx.api::<StatefulSet>()
+            .patch("start", &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await?;
+        wait_partitioned(&ctx, "start", &before, &[3], &[4, 5], &v2).await?;
         Ok(())
     })
     .await

@@ -27,8 +27,18 @@ pub const DEFAULT_BURST_REPLICAS: i32 = 250;
 const NO_SURGE_IN_PLACE: &str = "!has(self.rollingUpdateType) || self.rollingUpdateType != 'InPlaceIfPossible' \
     || !has(self.maxSurge) || (type(self.maxSurge) == int ? int(self.maxSurge) == 0 : string(self.maxSurge) == '0%')";
 /// CEL on the update strategy: `rollingUpdate` only with type RollingUpdate.
-const ROLLING_ONLY_WITH_ROLLING: &str =
-    "!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'";
+///
+/// `rollingUpdate` defaults to `{}` so `{type: RollingUpdate}` reads back with its defaults
+/// filled, as OpenKruise's `SetDefaultsDaemonSet` fills them; a structural default cannot
+/// depend on `type`, so under OnDelete a `rollingUpdate` holding only those defaults is
+/// admitted and anything else is refused.
+const ROLLING_ONLY_WITH_ROLLING: &str = "!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate' || (\
+     (!has(self.rollingUpdate.rollingUpdateType) || self.rollingUpdate.rollingUpdateType == 'Standard') \
+     && (!has(self.rollingUpdate.maxUnavailable) || (type(self.rollingUpdate.maxUnavailable) == int && int(self.rollingUpdate.maxUnavailable) == 1)) \
+     && (!has(self.rollingUpdate.maxSurge) || (type(self.rollingUpdate.maxSurge) == int && int(self.rollingUpdate.maxSurge) == 0)) \
+     && (!has(self.rollingUpdate.partition) || self.rollingUpdate.partition == 0) \
+     && (!has(self.rollingUpdate.paused) || !self.rollingUpdate.paused) \
+     && !has(self.rollingUpdate.selector))";
 
 /// The desired state of an Advanced DaemonSet.
 // clippy reads the repeated keys of separate `printcolumn(...)` entries as duplicates.
@@ -169,15 +179,16 @@ pub enum RollingUpdateType {
 /// How pods are updated.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new(ROLLING_ONLY_WITH_ROLLING).message("spec.updateStrategy.rollingUpdate is allowed only with type RollingUpdate"))]
+#[x_kube(validation = Rule::new(ROLLING_ONLY_WITH_ROLLING).message("spec.updateStrategy.rollingUpdate is allowed only with type RollingUpdate (with OnDelete it may hold only its defaults)"))]
 pub struct DaemonSetUpdateStrategy {
     /// Type is RollingUpdate (default) or OnDelete.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "RollingUpdate"))]
     pub type_: Option<DaemonSetUpdateStrategyType>,
 
-    /// Parameters of a rolling update.
+    /// Parameters of a rolling update (with type OnDelete, only their defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = {}))]
     pub rolling_update: Option<RollingUpdateDaemonSet>,
 }
 

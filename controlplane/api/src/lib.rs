@@ -38,6 +38,8 @@ mod tests_daemonset;
 #[cfg(test)]
 mod tests_images;
 #[cfg(test)]
+mod tests_nested_defaults;
+#[cfg(test)]
 mod tests_statefulset;
 pub mod versions;
 pub mod workload_rules;

@@ -64,8 +64,18 @@ const UNORDERED_NEEDS_PARALLEL: &str = "!has(self.updateStrategy) || !has(self.u
 const SCALE_UNAVAILABLE_NEEDS_PARALLEL: &str = "!has(self.scaleStrategy) || !has(self.scaleStrategy.maxUnavailable) \
     || (has(self.podManagementPolicy) && self.podManagementPolicy == 'Parallel')";
 /// CEL on the update strategy: `rollingUpdate` only with type RollingUpdate.
-const ROLLING_ONLY_WITH_ROLLING: &str =
-    "!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'";
+///
+/// `rollingUpdate` defaults to `{}` so `{type: RollingUpdate}` reads back with its defaults
+/// filled, as OpenKruise's `SetDefaultsStatefulSet` fills them; a structural default cannot
+/// depend on `type`, so under OnDelete a `rollingUpdate` holding only those defaults is
+/// admitted and anything else is refused.
+const ROLLING_ONLY_WITH_ROLLING: &str = "!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate' || (\
+     (!has(self.rollingUpdate.partition) || self.rollingUpdate.partition == 0) \
+     && (!has(self.rollingUpdate.maxUnavailable) || (type(self.rollingUpdate.maxUnavailable) == int && int(self.rollingUpdate.maxUnavailable) == 1)) \
+     && (!has(self.rollingUpdate.podUpdatePolicy) || self.rollingUpdate.podUpdatePolicy == 'ReCreate') \
+     && (!has(self.rollingUpdate.minReadySeconds) || self.rollingUpdate.minReadySeconds == 0) \
+     && (!has(self.rollingUpdate.paused) || !self.rollingUpdate.paused) \
+     && !has(self.rollingUpdate.unorderedUpdate) && !has(self.rollingUpdate.inPlaceUpdateStrategy))";
 /// CEL transition rule on the spec: claim templates are neither added nor removed. A
 /// template added later would name a claim existing pods do not mount, and a pod spec
 /// cannot gain a volume: OpenKruise looped on the apiserver's Forbidden (#2343). Refused
@@ -298,15 +308,16 @@ pub enum StatefulSetUpdateStrategyType {
 /// How pods are updated.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new(ROLLING_ONLY_WITH_ROLLING).message("spec.updateStrategy.rollingUpdate is allowed only with type RollingUpdate"))]
+#[x_kube(validation = Rule::new(ROLLING_ONLY_WITH_ROLLING).message("spec.updateStrategy.rollingUpdate is allowed only with type RollingUpdate (with OnDelete it may hold only its defaults)"))]
 pub struct StatefulSetUpdateStrategy {
     /// Type is RollingUpdate (default) or OnDelete.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "RollingUpdate"))]
     pub type_: Option<StatefulSetUpdateStrategyType>,
 
-    /// Parameters of a rolling update.
+    /// Parameters of a rolling update (with type OnDelete, only their defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = {}))]
     pub rolling_update: Option<RollingUpdateStatefulSetStrategy>,
 }
 

@@ -147,6 +147,11 @@ fn schema_defaults_are_openkruise_defaults() {
         props["updateStrategy"]["default"],
         serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {}})
     );
+    // `{type: RollingUpdate}` alone gets its rollingUpdate defaults too (OpenKruise fills it).
+    assert_eq!(
+        props["updateStrategy"]["properties"]["rollingUpdate"]["default"],
+        serde_json::json!({})
+    );
     let rolling = &props["updateStrategy"]["properties"]["rollingUpdate"]["properties"];
     assert_eq!(rolling["partition"]["default"], 0);
     assert_eq!(rolling["maxUnavailable"]["default"], 1);

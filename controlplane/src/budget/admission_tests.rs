@@ -31,6 +31,7 @@ fn pod(name: &str) -> BudgetPod {
         terminating: false,
         in_place_ready_since: None,
         ready_since: None,
+        no_protect: false,
     }
 }
 

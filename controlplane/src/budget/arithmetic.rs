@@ -18,12 +18,32 @@ use crate::workload::rollout::{IntOrPercentError, scaled_value};
 /// controller's `DeletionTimeout`).
 pub const DISRUPTION_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Pod annotation that takes a pod out of every PodUnavailableBudget's protection: its
+/// disruptions are allowed and take nothing from a budget (OpenKruise
+/// `PodPubNoProtectionAnnotation`, read by `PodUnavailableBudgetValidatePod`); the pod
+/// still counts in the arithmetic.
+pub const NO_PROTECT_ANNOTATION: &str = "pub.kruise.io/no-protect";
+/// Prefix of pod labels that mark a pod unavailable to the budgets while one of them is
+/// `"true"`, whatever its conditions say (OpenKruise `PubUnavailablePodLabelPrefix`,
+/// `HasUnavailableLabel`).
+pub const UNAVAILABLE_LABEL_PREFIX: &str = "unavailable-pod.kruise.io/";
+
+/// Whether `labels` mark the pod unavailable (a key under [`UNAVAILABLE_LABEL_PREFIX`]
+/// with the value `"true"`).
+pub fn marked_unavailable(labels: &BTreeMap<String, String>) -> bool {
+    labels
+        .iter()
+        .any(|(key, value)| key.starts_with(UNAVAILABLE_LABEL_PREFIX) && value == "true")
+}
+
 /// What the arithmetic reads of one pod the budget selects.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BudgetPod {
     pub name: String,
-    /// The Ready condition is True.
+    /// The Ready condition is True and no label marks the pod unavailable.
     pub ready: bool,
+    /// `pub.kruise.io/no-protect: "true"`: no budget holds its disruptions.
+    pub no_protect: bool,
     /// The pod has a deletionTimestamp.
     pub terminating: bool,
     /// When `InPlaceUpdateReady` last turned True (an in-place update finished then).
@@ -49,9 +69,15 @@ impl BudgetPod {
         let in_place = condition(INPLACE_UPDATE_READY);
         let in_place_held = in_place.is_some_and(|c| c.status == "False");
         let ready = condition("Ready").filter(|c| c.status == "True");
+        let meta = &pod.metadata;
+        let marked = meta.labels.as_ref().is_some_and(marked_unavailable);
+        let no_protect = (meta.annotations.as_ref())
+            .and_then(|a| a.get(NO_PROTECT_ANNOTATION))
+            .is_some_and(|v| v == "true");
         Self {
             name: pod.metadata.name.clone().unwrap_or_default(),
-            ready: ready.is_some(),
+            ready: ready.is_some() && !marked,
+            no_protect,
             terminating: pod.metadata.deletion_timestamp.is_some(),
             in_place_ready_since: in_place.filter(|c| c.status == "True").map(since),
             ready_since: ready.filter(|_| !in_place_held).map(since),

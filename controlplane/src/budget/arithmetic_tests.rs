@@ -8,7 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::arithmetic::{Amount, BudgetPod, Observed, compute, desired_available};
+use super::arithmetic::{
+    Amount, BudgetPod, Observed, compute, desired_available, marked_unavailable,
+};
 use super::decision::{Decision, DisruptionKind, decide};
 use crate::api::podunavailablebudget::PodUnavailableBudgetStatus;
 
@@ -23,6 +25,7 @@ fn pod(name: &str, ready: bool) -> BudgetPod {
         terminating: false,
         in_place_ready_since: Some(at(-1000)),
         ready_since: Some(at(-1000)),
+        no_protect: false,
     }
 }
 
@@ -234,6 +237,10 @@ fn check_and_decrement_decisions() {
     let now = at(0);
     let ready = pod("p0", true);
     let unready = pod("p0", false);
+    let no_protect = BudgetPod {
+        no_protect: true,
+        ..pod("p0", true)
+    };
     let mut recorded = status(0, 1);
     recorded.disrupted_pods.insert("p0".into(), Time(at(-5)));
     // (status, generation, pod) → free / take / refuse
@@ -245,6 +252,8 @@ fn check_and_decrement_decisions() {
         (None, 1, &ready, "refuse"),
         (Some(status(0, 1)), 1, &unready, "free"), // unavailable already
         (Some(recorded), 1, &ready, "free"),       // a specified delete asked twice
+        (Some(status(0, 1)), 1, &no_protect, "free"), // pub.kruise.io/no-protect
+        (None, 1, &no_protect, "free"),
     ];
     for (status, generation, pod, want) in cases {
         let got = decide(
@@ -291,4 +300,124 @@ fn an_admitted_disruption_is_recorded_and_taken_from_the_budget() {
         let third = decide("web", Some(1), Some(&last), &pod("p5", true), kind, now);
         assert!(matches!(third, Decision::Refuse(_)), "{third:?}");
     }
+}
+
+/// A pod as the apiserver has it: Ready, with `labels` and `annotations`.
+fn ready_pod_with(
+    labels: &[(&str, &str)],
+    annotations: &[(&str, &str)],
+) -> k8s_openapi::api::core::v1::Pod {
+    let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "p0", "labels": map(labels), "annotations": map(annotations) },
+        "status": { "conditions": [{ "type": "Ready", "status": "True" }] }
+    }))
+    .expect("a pod")
+}
+
+#[test]
+fn openkruise_pod_marks_read_into_the_budget_view() {
+    // (case, labels, annotations, counted ready, no-protect)
+    type Case = (
+        &'static str,
+        Vec<(&'static str, &'static str)>,
+        Vec<(&'static str, &'static str)>,
+        bool,
+        bool,
+    );
+    let cases: Vec<Case> = vec![
+        ("plain ready pod", vec![], vec![], true, false),
+        (
+            "unavailable label true",
+            vec![("unavailable-pod.kruise.io/data", "true")],
+            vec![],
+            false,
+            false,
+        ),
+        (
+            "any name under the prefix",
+            vec![("unavailable-pod.kruise.io/x", "true")],
+            vec![],
+            false,
+            false,
+        ),
+        (
+            "unavailable label not true",
+            vec![("unavailable-pod.kruise.io/data", "false")],
+            vec![],
+            true,
+            false,
+        ),
+        (
+            "another prefix",
+            vec![("unavailable-pod.example.com/data", "true")],
+            vec![],
+            true,
+            false,
+        ),
+        (
+            "no-protect",
+            vec![],
+            vec![("pub.kruise.io/no-protect", "true")],
+            true,
+            true,
+        ),
+        (
+            "no-protect not true",
+            vec![],
+            vec![("pub.kruise.io/no-protect", "false")],
+            true,
+            false,
+        ),
+        (
+            "no-protect as a label is not read",
+            vec![("pub.kruise.io/no-protect", "true")],
+            vec![],
+            true,
+            false,
+        ),
+    ];
+    for (case, labels, annotations, ready, no_protect) in cases {
+        let view = BudgetPod::of(&ready_pod_with(&labels, &annotations));
+        assert_eq!((view.ready, view.no_protect), (ready, no_protect), "{case}");
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(marked_unavailable(&labels), !ready, "{case}");
+    }
+}
+
+#[test]
+fn a_pod_marked_unavailable_drops_current_available_at_once() {
+    let mut pods = ready_pods(3);
+    pods[0].ready = BudgetPod::of(&ready_pod_with(
+        &[("unavailable-pod.kruise.io/data", "true")],
+        &[],
+    ))
+    .ready;
+    let amount = Amount::MaxUnavailable(int(1));
+    let empty = BTreeMap::new();
+    let computed = compute(&Observed {
+        target_replicas: None,
+        amount: &amount,
+        pods: &pods,
+        disrupted: &empty,
+        unavailable: &empty,
+        now: at(0),
+    })
+    .expect("computes");
+    assert_eq!(
+        (
+            computed.current_available,
+            computed.desired_available,
+            computed.unavailable_allowed
+        ),
+        (2, 2, 0)
+    );
 }

@@ -15,7 +15,8 @@ pub use crate::workload::budget::DisruptionKind;
 /// The budget's answer for one pod.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
-    /// Allowed without taking from the budget: the pod is unavailable already, or its
+    /// Allowed without taking from the budget: the pod is unavailable already (or marked
+    /// so by an `unavailable-pod.kruise.io/` label), `pub.kruise.io/no-protect`, or its
     /// disruption was admitted before (a specified delete asked twice counts once).
     Free,
     /// Allowed: write this status (one fewer allowed, the pod recorded), then disrupt.
@@ -38,7 +39,7 @@ pub fn decide(
     let status = status.unwrap_or(&empty);
     let recorded = status.disrupted_pods.contains_key(&pod.name)
         || status.unavailable_pods.contains_key(&pod.name);
-    if recorded || !pod.ready || pod.terminating {
+    if recorded || !pod.ready || pod.terminating || pod.no_protect {
         return Decision::Free;
     }
     if status.observed_generation.unwrap_or(0) < generation.unwrap_or(0) {

@@ -45,6 +45,10 @@ impl PodSetWorkload for CloneSet {
         self.spec.lifecycle.as_ref()
     }
 
+    fn normal_waits_for_scheduling(&self) -> bool {
+        true
+    }
+
     fn in_place_grace_seconds(&self) -> i32 {
         self.spec
             .update_strategy

@@ -28,6 +28,7 @@ impl DisruptionBudgets for OneBudget {
             terminating: false,
             in_place_ready_since: None,
             ready_since: None,
+            no_protect: false,
         };
         Ok(
             match take(&self.api, "web", &pod, kind, Recording::Record).await? {

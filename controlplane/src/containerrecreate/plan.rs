@@ -120,6 +120,10 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     if let (Some(_), AgentView::Progress { containers, .. }) = (s.operation, s.agent) {
         current.container_recreate_states = states_of(containers);
     }
+    // OpenKruise checks this first: a request whose pod is gone ends Completed.
+    if pod_gone(s) {
+        return finish(current, Phase::Completed, POD_GONE.to_owned(), s.now);
+    }
     if let Some(deadline) = deadline(s.request)
         && s.now >= deadline
     {
@@ -205,21 +209,30 @@ fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref()?.node_name.as_deref()
 }
 
-/// The pod, if it is one the request can still act on; otherwise why not.
+/// The message of a request whose pod is gone, OpenKruise's own words.
+pub const POD_GONE: &str = "pod has gone";
+
+/// OpenKruise's `pod has gone` (`ContainerRecreateRequest` controller `Reconcile`): the
+/// pod does not exist, is being deleted, or is another pod than the one whose UID the
+/// request recorded. Such a request ends Completed, not Failed.
+fn pod_gone(s: &Snapshot<'_>) -> bool {
+    let Some(pod) = s.pod else {
+        return true;
+    };
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let replaced = s
+        .request
+        .labels()
+        .get(POD_UID_LABEL)
+        .is_some_and(|recorded| recorded != uid);
+    replaced || pod.metadata.deletion_timestamp.is_some()
+}
+
+/// The pod, if it is one the request can still act on; otherwise why not (a gone pod
+/// is [`pod_gone`]'s).
 fn checked_pod<'a>(s: &Snapshot<'a>) -> Result<&'a Pod, String> {
     let name = &s.request.spec.pod_name;
     let pod = s.pod.ok_or_else(|| format!("Pod {name} does not exist."))?;
-    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    if let Some(recorded) = s.request.labels().get(POD_UID_LABEL)
-        && recorded != uid
-    {
-        return Err(format!(
-            "Pod {name} was replaced (UID {recorded} is now {uid}); its containers are not the ones requested."
-        ));
-    }
-    if pod.metadata.deletion_timestamp.is_some() {
-        return Err(format!("Pod {name} is being deleted."));
-    }
     let Some(node) = node_of(pod) else {
         return Err(format!("Pod {name} is not bound to a node."));
     };

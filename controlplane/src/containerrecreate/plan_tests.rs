@@ -153,40 +153,21 @@ fn a_new_request_labels_itself_and_starts_the_restart() {
 
 #[test]
 fn requests_the_pod_cannot_satisfy_fail_naming_why() {
-    let replaced = pod("new-uid", Some("node-a"));
     let unbound = pod("pod-uid", None);
-    let mut deleting = pod("pod-uid", Some("node-a"));
-    deleting.metadata.deletion_timestamp = Some(Time(at(0)));
     let good = pod("pod-uid", Some("node-a"));
     let missing = request(
         json!({ "containers": [{ "name": "app" }, { "name": "ghost" }] }),
         Value::Null,
         json!({}),
     );
-    let labelled = labelled(json!({}), Value::Null);
     let plain = plain();
-    let cases: [(&str, &ContainerRecreateRequest, Option<&Pod>, bool, &str); 6] = [
-        ("no pod", &plain, None, true, "Pod web does not exist."),
-        (
-            "replaced",
-            &labelled,
-            Some(&replaced),
-            true,
-            "was replaced (UID pod-uid is now new-uid)",
-        ),
+    let cases: [(&str, &ContainerRecreateRequest, Option<&Pod>, bool, &str); 3] = [
         (
             "unbound",
             &plain,
             Some(&unbound),
             true,
             "Pod web is not bound to a node.",
-        ),
-        (
-            "deleting",
-            &plain,
-            Some(&deleting),
-            true,
-            "Pod web is being deleted.",
         ),
         (
             "no node",
@@ -214,6 +195,37 @@ fn requests_the_pod_cannot_satisfy_fail_naming_why() {
             plan.status.message
         );
         assert_eq!(plan.status.completion_time, Some(Time(at(1))), "{name}");
+        assert_eq!(plan.action, Action::None, "{name}");
+    }
+}
+
+#[test]
+fn a_request_whose_pod_is_gone_completes_saying_so() {
+    // OpenKruise: not found, being deleted, or another UID than recorded → Completed,
+    // message "pod has gone" (checked before the deadline).
+    let replaced = pod("new-uid", Some("node-a"));
+    let mut deleting = pod("pod-uid", Some("node-a"));
+    deleting.metadata.deletion_timestamp = Some(Time(at(0)));
+    let labelled = labelled(json!({}), Value::Null);
+    let past_deadline = request(
+        json!({ "activeDeadlineSeconds": 1 }),
+        Value::Null,
+        json!({}),
+    );
+    let plain = plain();
+    let cases: [(&str, &ContainerRecreateRequest, Option<&Pod>); 5] = [
+        ("no pod", &plain, None),
+        ("no pod, recorded UID", &labelled, None),
+        ("replaced", &labelled, Some(&replaced)),
+        ("deleting", &plain, Some(&deleting)),
+        ("gone and past the deadline", &past_deadline, None),
+    ];
+    for (name, request, pod) in cases {
+        let s = snapshot(request, pod, None, &AgentView::Silent, at(100));
+        let plan = step(&s);
+        assert_eq!(plan.status.phase, Phase::Completed, "{name}");
+        assert_eq!(plan.status.message, POD_GONE, "{name}");
+        assert_eq!(plan.status.completion_time, Some(Time(at(100))), "{name}");
         assert_eq!(plan.action, Action::None, "{name}");
     }
 }

@@ -27,9 +27,12 @@ use super::surge;
 use crate::api::DaemonSet;
 use crate::api::daemonset::{DaemonSetUpdateStrategyType, RollingUpdateType};
 use crate::workload::actions::{Create, DeleteReason, Plan};
+use crate::workload::lifecycle::{self, LifecycleState};
 use crate::workload::node_eval::{self, NodeFit, with_daemon_tolerations};
 use crate::workload::node_resources::{NodeUsage, pod_requests};
-use crate::workload::plan::{MAX_CREATES_PER_SYNC, PlanError, PodSet, PodSetSnapshot, plan_delete};
+use crate::workload::plan::{
+    MAX_CREATES_PER_SYNC, PlanError, PodSet, PodSetSnapshot, hook_view, plan_delete,
+};
 use crate::workload::revision_adapter::RevisionAdapter;
 use crate::workload::rollout::{self, IntOrPercentError, MAX_SURGE_FIELD};
 use crate::workload::selector::selector_matches;
@@ -218,6 +221,9 @@ impl<'a> NodeStep<'_, 'a> {
         by_node: &BTreeMap<String, NodePods<'a>>,
         out: &mut DaemonSetPlan,
     ) -> Result<(), DaemonSetPlanError> {
+        if self.delete_released(by_node, out) {
+            return Ok(());
+        }
         let mut creates = Vec::new();
         for (node, fit) in self.fits {
             let empty = NodePods::default();
@@ -302,6 +308,37 @@ impl<'a> NodeStep<'_, 'a> {
                 );
             }
         }
+    }
+
+    /// Deletes the pods a preDelete hook held in PreparingDelete and has now released,
+    /// whichever step moved them there (a recreate update, a node that stopped fitting):
+    /// the update step passes over PreparingDelete pods and the node step would keep the
+    /// node's only pod, so without this a released pod stayed PreparingDelete for ever
+    /// (OpenKruise's DaemonSet deletes them once unhooked). True when it deleted any: the
+    /// node gets its new pod on the next sync.
+    fn delete_released(
+        &self,
+        by_node: &BTreeMap<String, NodePods<'a>>,
+        out: &mut DaemonSetPlan,
+    ) -> bool {
+        let hook = self.snap.ds.spec.lifecycle.as_ref();
+        let hook = hook.and_then(|l| l.pre_delete.as_ref());
+        let update = self.snap.update_revision;
+        let released = (by_node.values())
+            .flat_map(|pods| pods.live())
+            .filter(|pod| LifecycleState::of(pod.labels()) == Some(LifecycleState::PreparingDelete))
+            .filter(|pod| !lifecycle::is_hooked(hook, hook_view(pod)));
+        let mut deleted = false;
+        for pod in released {
+            let reason = if RevisionAdapter::is_on(pod.labels(), update) {
+                DeleteReason::ScaleDown
+            } else {
+                DeleteReason::RecreateUpdate
+            };
+            self.delete(pod, reason, "its preDelete hook released it", out);
+            deleted = true;
+        }
+        deleted
     }
 
     fn delete(&self, pod: &Pod, reason: DeleteReason, why: &str, out: &mut DaemonSetPlan) {

@@ -386,6 +386,47 @@ fn a_pre_delete_hook_holds_pods_in_preparing_delete_until_released() {
 }
 
 #[test]
+fn a_pod_released_from_preparing_delete_in_a_recreate_rollout_is_deleted() {
+    use crate::api::common::{Lifecycle, LifecycleHook};
+    use crate::workload::lifecycle::STATE_LABEL;
+    let mut ds = standard();
+    ds.spec.lifecycle = Some(Lifecycle {
+        pre_delete: Some(LifecycleHook {
+            labels_handler: BTreeMap::from([("hold".to_owned(), "true".to_owned())]),
+            ..LifecycleHook::default()
+        }),
+        ..Lifecycle::default()
+    });
+    // A recreate rollout to V2 moved the old pod to PreparingDelete; the node still fits.
+    let preparing = |hooked: bool| {
+        let mut pod = pod(&ds, "n", V1, 0);
+        let labels = pod.metadata.labels.get_or_insert_default();
+        labels.insert(STATE_LABEL.to_owned(), "PreparingDelete".to_owned());
+        if hooked {
+            labels.insert("hold".to_owned(), "true".to_owned());
+        }
+        pod
+    };
+    // (case, hook still on, deleted)
+    let cases = [
+        ("still hooked: it waits", true, vec![]),
+        (
+            "released: it goes at this sync",
+            false,
+            vec![("agent-n-0", DeleteReason::RecreateUpdate)],
+        ),
+    ];
+    for (case, hooked, want) in cases {
+        let out = sync(&ds, &[node("n")], &[preparing(hooked)]);
+        assert_eq!(deleted(&out), want, "{case}");
+        assert!(
+            out.plan.creates.is_empty(),
+            "{case}: no second pod beside it"
+        );
+    }
+}
+
+#[test]
 fn of_several_pods_on_a_node_the_oldest_stays() {
     let ds = standard();
     let pods = [

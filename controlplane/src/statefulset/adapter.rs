@@ -1,8 +1,8 @@
 //! What an Advanced StatefulSet says about itself to the shared pod-set planning: a
 //! revision is its pod template (claim templates cannot change after creation, see
 //! `api::statefulset`), pods are named by ordinal (a `Create`'s `instance_id` is the
-//! ordinal), the update goes from the highest ordinal down and never below the partition,
-//! and an update never deletes a claim.
+//! ordinal), the update goes from the highest ordinal down and never into the first
+//! `partition` pods, and an update never deletes a claim.
 
 use std::cmp::Reverse;
 
@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt as _;
 
-use super::ordinals::{apply_identity, claim_name, ordinal_of};
+use super::ordinals::{ReservedOrdinals, WantedOrdinals, apply_identity, claim_name, ordinal_of};
 use crate::api::StatefulSet;
 use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy};
 use crate::api::statefulset::{
@@ -33,6 +33,14 @@ pub const KIND: &str = "StatefulSet";
 /// The ordinal a `Create` names (its `instance_id`).
 pub fn create_ordinal(create: &Create) -> Option<i32> {
     create.instance_id.parse().ok()
+}
+
+/// The set's wanted ordinals; an unparsable `reserveOrdinals` counts as none here (the
+/// planner reports it and plans nothing).
+pub fn wanted_ordinals(set: &StatefulSet) -> WantedOrdinals {
+    let spec = &set.spec;
+    let reserved = ReservedOrdinals::parse(&spec.reserve_ordinals).unwrap_or_default();
+    WantedOrdinals::new(spec.desired_replicas(), spec.start_ordinal(), reserved)
 }
 
 impl PodSetWorkload for StatefulSet {
@@ -113,7 +121,8 @@ impl PodSetWorkload for StatefulSet {
 
     fn holds_back(&self, pod: &PodView) -> bool {
         let partition = self.spec.rolling_update().partition_or_default();
-        ordinal_of(&self.name_any(), &pod.name).is_none_or(|o| o < partition)
+        let wanted = wanted_ordinals(self);
+        ordinal_of(&self.name_any(), &pod.name).is_none_or(|o| wanted.below_partition(o, partition))
     }
 
     /// Highest ordinal first (pods already in PreparingUpdate before the rest), unless

@@ -165,6 +165,17 @@ impl WantedOrdinals {
         self.free_below(i64::from(ordinal)).min(self.replicas)
     }
 
+    /// Whether `partition` keeps the pod of `ordinal` on the current revision: the
+    /// partition counts pods in the ordered replicas from `start`, not raw ordinals
+    /// (OpenKruise `sortPodsToUpdate` walks `replicas[ordinal - start]` down to index
+    /// `partition` and updates at most `replicas - partition` pods, reserved ordinals
+    /// being empty slots; `isCurrentRevisionNeeded` counts the pods below the new one), so
+    /// the first `partition` wanted ordinals are kept, whatever the start and reserved
+    /// ordinals. An ordinal past the wanted ones is kept only if every wanted one is.
+    pub fn below_partition(&self, ordinal: i32, partition: i32) -> bool {
+        self.count_below(ordinal) < i64::from(partition)
+    }
+
     /// Ordinals from `start` up to (not including) `ordinal` that are not reserved.
     fn free_below(&self, ordinal: i64) -> i64 {
         let end = ordinal.min(ORDINAL_LIMIT);

@@ -321,3 +321,48 @@ fn layout_creates_lowest_first_and_deletes_highest_first() {
         assert_eq!(got.condemned, condemned, "{name}: condemned");
     }
 }
+
+/// (case, replicas, start, reserveOrdinals, partition, ordinals kept on the current revision)
+type PartitionCase = (&'static str, i32, i32, Vec<IntOrString>, i32, Vec<i32>);
+
+#[test]
+fn the_partition_counts_pods_from_the_start_ordinal_around_reserved_ones() {
+    let cases: Vec<PartitionCase> = vec![
+        ("from 0", 3, 0, vec![], 1, vec![0]),
+        ("start 3: index 0 is ordinal 3", 3, 3, vec![], 1, vec![3]),
+        ("start 3, partition 2", 3, 3, vec![], 2, vec![3, 4]),
+        ("partition 0 keeps none", 3, 3, vec![], 0, vec![]),
+        (
+            "partition above replicas keeps all",
+            3,
+            3,
+            vec![],
+            5,
+            vec![3, 4, 5],
+        ),
+        (
+            "a reserved ordinal is no pod: the next one is kept",
+            4,
+            0,
+            vec![IntOrString::Int(1)],
+            2,
+            vec![0, 2],
+        ),
+        (
+            "start and a reserved range",
+            4,
+            2,
+            vec![IntOrString::String("2-3".into())],
+            1,
+            vec![4],
+        ),
+    ];
+    for (case, replicas, start, reserve, partition, want) in cases {
+        let wanted = WantedOrdinals::new(replicas, start, reserved(&reserve));
+        let kept: Vec<i32> = wanted
+            .iter()
+            .filter(|&o| wanted.below_partition(o, partition))
+            .collect();
+        assert_eq!(kept, want, "{case}");
+    }
+}

@@ -275,7 +275,7 @@ impl<'a> ScaleStep<'_, 'a> {
     fn create(&self, ordinal: i32) -> Create {
         let spec = &self.snap.set.spec;
         let below_partition = spec.update_type() == StatefulSetUpdateStrategyType::RollingUpdate
-            && ordinal < spec.rolling_update().partition_or_default();
+            && (self.wanted).below_partition(ordinal, spec.rolling_update().partition_or_default());
         let current = self.snap.current_revision;
         let revision = if below_partition && self.snap.revisions.contains_key(current) {
             current
@@ -346,8 +346,25 @@ impl<'a> ScaleStep<'_, 'a> {
         Ok(())
     }
 
+    /// The lowest-ordinal condemned pod that is not healthy: under OrderedReady the only
+    /// unhealthy pod a scale-down may delete (the wanted pods are all healthy by the time
+    /// it runs, or the walk halted on one).
+    fn first_unhealthy(
+        &self,
+        pods: &BTreeMap<i32, &'a Pod>,
+        condemned: &[i32],
+    ) -> Option<(i32, String)> {
+        (condemned.iter())
+            .filter_map(|o| Some((*o, *pods.get(o)?)))
+            .filter(|(_, pod)| !self.healthy(pod))
+            .min_by_key(|(o, _)| *o)
+            .map(|(o, pod)| (o, pod.metadata.name.clone().unwrap_or_default()))
+    }
+
     /// Deletes pods on ordinals that should have none (beyond replicas, or reserved),
-    /// highest first; OrderedReady one at a time.
+    /// highest first; OrderedReady one at a time, and, as the native controller and
+    /// OpenKruise's `processCondemned` do, never an unhealthy pod other than the
+    /// lowest-ordinal unhealthy one: scaling down waits for that pod to be healthy again.
     fn condemn(
         &self,
         pods: &BTreeMap<i32, &'a Pod>,
@@ -355,6 +372,10 @@ impl<'a> ScaleStep<'_, 'a> {
         plan: &mut Plan,
     ) -> Option<Halt> {
         let set = self.snap.set;
+        let first_unhealthy = self
+            .ordered()
+            .then(|| self.first_unhealthy(pods, condemned))
+            .flatten();
         for ordinal in condemned {
             let Some(pod) = pods.get(ordinal) else {
                 continue;
@@ -365,6 +386,12 @@ impl<'a> ScaleStep<'_, 'a> {
                     return Some(Halt::Terminating(name));
                 }
                 continue;
+            }
+            if let Some((first, waited_on)) = &first_unhealthy
+                && first != ordinal
+                && !self.healthy(pod)
+            {
+                return Some(Halt::NotHealthy(waited_on.clone()));
             }
             // Its claims go with it only through owner references (`retention`).
             let reason = DeleteReason::ScaleDown;

@@ -299,6 +299,81 @@ fn ordered_scale_down_stops_on_an_unhealthy_pod() {
 }
 
 #[test]
+fn ordered_scale_down_deletes_no_unhealthy_pod_but_the_lowest() {
+    // Condemned pods only (the wanted ones are healthy or absent): an unhealthy one other
+    // than the lowest-ordinal unhealthy pod blocks the scale-down (native and OpenKruise
+    // `processCondemned`); the lowest unhealthy one itself may go.
+    // (case, replicas, pods 0..=2 healthy?, deleted, waiting on)
+    type Case = (
+        &'static str,
+        i32,
+        [bool; 3],
+        Vec<&'static str>,
+        Option<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        ("to 0, all unready", 0, [false; 3], vec![], Some("web-0")),
+        ("to 0, all ready", 0, [true; 3], vec!["web-2"], None),
+        (
+            "to 0, only web-2 unready",
+            0,
+            [true, true, false],
+            vec!["web-2"],
+            None,
+        ),
+        (
+            "to 0, web-1 unready",
+            0,
+            [true, false, true],
+            vec!["web-2"],
+            None,
+        ),
+        (
+            "to 0, web-1 and web-2 unready",
+            0,
+            [true, false, false],
+            vec![],
+            Some("web-1"),
+        ),
+        (
+            "to 1, web-1 and web-2 unready",
+            1,
+            [true, false, false],
+            vec![],
+            Some("web-1"),
+        ),
+        (
+            "to 2, web-2 unready",
+            2,
+            [true, true, false],
+            vec!["web-2"],
+            None,
+        ),
+    ];
+    for (case, replicas, healthy, want_deleted, waiting) in cases {
+        let set = web(replicas, PodManagementPolicy::OrderedReady);
+        let pods: Vec<Pod> = (0..3)
+            .map(|o| {
+                if healthy[o as usize] {
+                    running(&set, o, V1)
+                } else {
+                    pending(&set, o)
+                }
+            })
+            .collect();
+        let out = sync(&set, &pods);
+        let got: Vec<&str> = out.plan.deletes.iter().map(|d| d.pod.as_str()).collect();
+        assert_eq!(got, want_deleted, "{case}");
+        let halt = waiting.map(|pod| Halt::NotHealthy(pod.to_owned()));
+        assert_eq!(out.halted, halt, "{case}");
+    }
+    // Parallel deletes them all at once, healthy or not.
+    let set = web(0, PodManagementPolicy::Parallel);
+    let pods: Vec<Pod> = (0..3).map(|o| pending(&set, o)).collect();
+    assert_eq!(sync(&set, &pods).plan.deletes.len(), 3);
+}
+
+#[test]
 fn seed_002_reserve_ordinals_and_start() {
     // replicas 3 with 1 reserved: pods 0, 2, 3.
     let mut set = web(3, PodManagementPolicy::Parallel);
@@ -430,6 +505,60 @@ fn recreate_update_follows_the_partition_from_the_highest_ordinal_and_keeps_clai
                 .deletes
                 .iter()
                 .all(|d| d.reason == DeleteReason::RecreateUpdate)
+        );
+    }
+}
+
+/// (case, reserveOrdinals, pods recreated, new pods on the current revision)
+type StartPartitionCase = (
+    &'static str,
+    Vec<IntOrString>,
+    Vec<&'static str>,
+    Vec<&'static str>,
+);
+
+#[test]
+fn the_partition_counts_pods_from_the_start_ordinal() {
+    // ordinals.start 3, replicas 3, partition 1: index 0 (ordinal 3) is kept and ordinals
+    // 4 and 5 are updated (OpenKruise `sortPodsToUpdate`); reserved ordinals are no pods.
+    let cases: Vec<StartPartitionCase> = vec![
+        ("start 3", vec![], vec!["web-5", "web-4"], vec!["3"]),
+        (
+            "start 3, ordinal 3 reserved",
+            vec![IntOrString::Int(3)],
+            vec!["web-6", "web-5"],
+            vec!["4"],
+        ),
+    ];
+    for (case, reserve, want_updated, want_current) in cases {
+        let mut set = web(3, PodManagementPolicy::Parallel);
+        set.spec.ordinals = Some(StatefulSetOrdinals { start: 3 });
+        set.spec.reserve_ordinals = reserve;
+        rolling(
+            &mut set,
+            RollingUpdateStatefulSetStrategy {
+                partition: Some(1),
+                max_unavailable: Some(IntOrString::Int(3)),
+                ..RollingUpdateStatefulSetStrategy::default()
+            },
+        );
+        let ordinals: Vec<i32> = super::super::adapter::wanted_ordinals(&set)
+            .iter()
+            .collect();
+        let pods: Vec<Pod> = ordinals.iter().map(|&o| running(&set, o, V1)).collect();
+        let out = sync_with(&set, &pods, &[], V2);
+        let got: Vec<&str> = out.plan.deletes.iter().map(|d| d.pod.as_str()).collect();
+        assert_eq!(got, want_updated, "{case}: recreated");
+
+        // From scratch, the pods the partition keeps are created on the current revision.
+        let out = sync_with(&set, &[], &[], V2);
+        let current: Vec<&str> = (out.plan.creates.iter())
+            .filter(|c| c.revision == V1)
+            .map(|c| c.instance_id.as_str())
+            .collect();
+        assert_eq!(
+            current, want_current,
+            "{case}: created on the current revision"
         );
     }
 }

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
-use super::ordinals::{ReservedOrdinals, WantedOrdinals};
 use crate::api::StatefulSet;
 use crate::api::statefulset::StatefulSetUpdateStrategyType;
 use crate::predownload::workload::{PreDownloadRollout, RolloutCounts};
@@ -55,14 +54,13 @@ impl PreDownloadRollout for StatefulSet {
     }
 }
 
-/// How many of the wanted ordinals the partition keeps on the current revision.
+/// How many pods the partition keeps on the current revision: the first `partition` of
+/// the wanted ordinals (`WantedOrdinals::below_partition`), at most all of them.
 fn kept_below_partition(set: &StatefulSet) -> i32 {
     let spec = &set.spec;
-    let partition = spec.rolling_update().partition_or_default();
-    // An unparsable reserveOrdinals is the planner's to report; count it as none.
-    let reserved = ReservedOrdinals::parse(&spec.reserve_ordinals).unwrap_or_default();
-    let wanted = WantedOrdinals::new(spec.desired_replicas(), spec.start_ordinal(), reserved);
-    i32::try_from(wanted.count_below(partition)).unwrap_or(i32::MAX)
+    spec.rolling_update()
+        .partition_or_default()
+        .clamp(0, spec.desired_replicas().max(0))
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ fn the_rollout_counts_ordinals_below_the_partition_and_unavailability_by_policy(
             true,
         ),
         (
-            "a reserved ordinal below the partition is not a pod",
+            "partition 4 keeps four pods around a reserved ordinal (0, 2, 3, 4)",
             set(
                 10,
                 Parallel,
@@ -98,7 +98,7 @@ fn the_rollout_counts_ordinals_below_the_partition_and_unavailability_by_policy(
                 rolling(Some(4), Some("20%"), false),
                 vec![IntOrString::Int(1)],
             ),
-            3,
+            4,
             2,
             true,
         ),

@@ -58,6 +58,13 @@ pub trait PodSetWorkload {
     /// The lifecycle hooks (preNormal, inPlaceUpdate, preDelete), if any.
     fn lifecycle(&self) -> Option<&Lifecycle>;
 
+    /// Whether a new pod without a preNormal hook stays PreparingNormal until it is bound
+    /// to a node (CloneSet, as OpenKruise 1.9's since kruise#2087; the StatefulSet and
+    /// DaemonSet of OpenKruise move it to Normal at once).
+    fn normal_waits_for_scheduling(&self) -> bool {
+        false
+    }
+
     /// Seconds between marking a pod not ready and changing its images in place.
     fn in_place_grace_seconds(&self) -> i32;
 
@@ -83,7 +90,7 @@ pub trait PodSetWorkload {
     }
 
     /// Pods the rollout leaves on their revision whatever the counts say (StatefulSet:
-    /// ordinals below the partition).
+    /// the first `partition` pods from the start ordinal).
     fn holds_back(&self, pod: &PodView) -> bool {
         let _ = pod;
         false

@@ -32,6 +32,7 @@ use resize::ResourcesChange;
 pub use state::{
     AnnotationError, Batches, ContainerBatch, GRACE_ANNOTATION, GraceSpec,
     InPlaceUpdateContainerStatus, InPlaceUpdateState, PreCheckBeforeNext, STATE_ANNOTATION,
+    update_in_progress,
 };
 
 /// Readiness gate that keeps a pod out of Service endpoints while it updates in place.

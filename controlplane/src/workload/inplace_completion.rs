@@ -159,7 +159,7 @@ pub enum RefreshStep {
     /// under InPlaceIfPossible, report it under InPlaceOnly.
     Infeasible(String),
     /// Done: set `InPlaceUpdateReady=True` (reason InPlaceUpdateDone) through the agent when
-    /// `set_ready`, then apply `cleanup` (removes the state annotation).
+    /// `set_ready`, then apply `cleanup` (the state annotation, kept and marked finished).
     Finish { set_ready: bool, cleanup: PodPatch },
     /// Ask the node's agent to restart `containers` (their env reads changed metadata),
     /// then apply `record`, the state without them, so they are asked for once.
@@ -192,6 +192,9 @@ pub fn plan_refresh(pod: &Pod, now: Timestamp) -> Result<RefreshStep, InPlaceErr
         return Ok(RefreshStep::Nothing);
     };
     let mut state = InPlaceUpdateState::parse(state_json)?;
+    if state.completed() {
+        return Ok(RefreshStep::Nothing);
+    }
     let mut queued = state.batches();
     if !queued.agent_restarts.is_empty() {
         let containers = std::mem::take(&mut queued.agent_restarts);
@@ -217,10 +220,12 @@ pub fn plan_refresh(pod: &Pod, now: Timestamp) -> Result<RefreshStep, InPlaceErr
                 .and_then(|s| s.conditions.as_ref())
                 .and_then(|cs| cs.iter().find(|c| c.type_ == INPLACE_UPDATE_READY))
                 .is_some_and(|c| c.status == "True");
+            // The state stays (OpenKruise never removes it), marked finished.
+            state.mark_completed();
             let mut cleanup = PodPatch::default();
             cleanup
                 .annotations
-                .insert(STATE_ANNOTATION.to_owned(), None);
+                .insert(STATE_ANNOTATION.to_owned(), Some(state.to_annotation()?));
             Ok(RefreshStep::Finish {
                 set_ready: has_readiness_gate(pod) && !gate_true,
                 cleanup,

@@ -120,6 +120,21 @@ impl InPlaceUpdateState {
         })
     }
 
+    /// Whether the update this state records has finished. OpenKruise keeps the annotation
+    /// after an update (people and tools read `containerBatchesRecord` and the rest
+    /// afterwards) and re-runs its completion check on every sync; Stevedore keeps it too
+    /// and records the end in a field of its own, so a finished update is never taken
+    /// for one in progress (a container that restarts later would fail the check again).
+    pub fn completed(&self) -> bool {
+        self.other.get(COMPLETED_FIELD) == Some(&Value::Bool(true))
+    }
+
+    /// Records that the update has finished (see [`Self::completed`]).
+    pub fn mark_completed(&mut self) {
+        self.other
+            .insert(COMPLETED_FIELD.to_owned(), Value::Bool(true));
+    }
+
     /// Newer OpenKruise splits an update into batches; a pod with a batch still queued is
     /// not done even if the first batch is.
     pub fn has_next_batch(&self) -> bool {
@@ -155,6 +170,15 @@ impl InPlaceUpdateState {
         }
         Ok(())
     }
+}
+
+/// Stevedore's field in the state annotation marking a finished update.
+const COMPLETED_FIELD: &str = "stevedoreCompleted";
+
+/// Whether the state annotation `value` records an update still under way: one whose end
+/// is not recorded. A malformed value counts as under way (its refresh reports it).
+pub fn update_in_progress(value: &str) -> bool {
+    InPlaceUpdateState::parse(value).map_or(true, |state| !state.completed())
 }
 
 /// The maps of containers still to update in a later batch.

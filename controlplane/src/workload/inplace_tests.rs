@@ -848,10 +848,28 @@ fn updated_pod(gate: bool, condition: Option<&str>) -> Pod {
 
 #[test]
 fn refresh_steps() {
+    // The state is kept, as OpenKruise keeps it, and marked finished.
+    let mut finished = recorded(&[("app", "sha256:aaa")]);
+    finished.mark_completed();
     let cleanup = PodPatch {
-        annotations: BTreeMap::from([(STATE_ANNOTATION.to_owned(), None)]),
+        annotations: BTreeMap::from([(
+            STATE_ANNOTATION.to_owned(),
+            Some(finished.to_annotation().unwrap()),
+        )]),
         ..PodPatch::default()
     };
+    // A finished update whose container has since restarted (not running) is still done.
+    let mut finished_then_crashed = updated_pod(true, Some("True"));
+    finished_then_crashed.metadata.annotations = Some(BTreeMap::from([(
+        STATE_ANNOTATION.to_owned(),
+        finished.to_annotation().unwrap(),
+    )]));
+    finished_then_crashed
+        .status
+        .get_or_insert_default()
+        .container_statuses
+        .get_or_insert_default()[0]
+        .state = None;
     let mut still_old = updated_pod(true, Some("False"));
     still_old
         .status
@@ -913,10 +931,39 @@ fn refresh_steps() {
                 cleanup,
             },
         ),
+        (
+            "finished earlier, kept state",
+            finished_then_crashed,
+            RefreshStep::Nothing,
+        ),
     ];
     for (case, pod, want) in cases {
         assert_eq!(plan_refresh(&pod, ts(105)).unwrap(), want, "{case}");
     }
+}
+
+#[test]
+fn a_kept_state_is_in_progress_until_marked_finished() {
+    let mut state = recorded(&[("app", "sha256:aaa")]);
+    let under_way = state.to_annotation().unwrap();
+    state.mark_completed();
+    let finished = state.to_annotation().unwrap();
+    for (case, value, want) in [
+        ("recorded, not finished", under_way.as_str(), true),
+        ("marked finished", finished.as_str(), false),
+        ("malformed", "{not json", true),
+        (
+            "OpenKruise's finished state without the mark",
+            r#"{"revision":"r","updateTimestamp":"2024-01-01T00:00:00Z","lastContainerStatuses":{}}"#,
+            true,
+        ),
+    ] {
+        assert_eq!(update_in_progress(value), want, "{case}");
+    }
+    assert!(
+        finished.contains(r#""stevedoreCompleted":true"#),
+        "{finished}"
+    );
 }
 
 #[test]

@@ -163,8 +163,9 @@ impl StateChange {
 }
 
 /// The lifecycle state every new pod is created in, with or without hooks (OpenKruise's
-/// `createPods`): the next sync's refresh moves it to Normal, at once without a preNormal
-/// hook, else once the user controller has attached all the hook's labels and finalizers.
+/// `createPods`): a later sync's refresh moves it to Normal, without a preNormal hook at
+/// once (a CloneSet's once the pod is scheduled), else once the user controller has
+/// attached all the hook's labels and finalizers.
 /// So a pod is never available before a sync has seen it, and tools that wait for the
 /// state label see it from the start, even while the pod is unscheduled.
 pub const CREATED_STATE: LifecycleState = LifecycleState::PreparingNormal;
@@ -269,10 +270,15 @@ pub struct RefreshFacts {
     pub on_update_revision: bool,
     /// The in-place update check passed (see `inplace::check_completion`).
     pub update_completed: bool,
+    /// The workload keeps a new pod PreparingNormal until it is bound to a node, and this
+    /// pod is not bound yet (CloneSet without a preNormal hook, OpenKruise 1.9:
+    /// kruise#2087, `cloneset_update.go` `refreshPodState`).
+    pub awaiting_schedule: bool,
 }
 
 /// OpenKruise `refreshPodState`: the state transition a sync makes on its own, if any.
-/// PreparingNormal → Normal once preNormal is all hooked; Updating (done) and PreparingUpdate
+/// PreparingNormal → Normal once preNormal is all hooked or, without a preNormal hook, once
+/// nothing waits for the pod to be scheduled (`RefreshFacts::awaiting_schedule`); Updating (done) and PreparingUpdate
 /// (rolled back to the update revision, kruise#1156) → Updated while the inPlaceUpdate hook
 /// is not yet re-attached, else Normal; Updated → Normal once all hooked.
 pub fn refresh_state(
@@ -293,7 +299,8 @@ pub fn refresh_state(
     };
     let next = match LifecycleState::of(pod.labels)? {
         LifecycleState::PreparingNormal
-            if pre_normal.is_none() || is_all_hooked(pre_normal, pod) =>
+            if (pre_normal.is_none() && !facts.awaiting_schedule)
+                || is_all_hooked(pre_normal, pod) =>
         {
             LifecycleState::Normal
         }

@@ -394,12 +394,18 @@ fn refresh_transitions() {
     let done = RefreshFacts {
         on_update_revision: true,
         update_completed: true,
+        ..RefreshFacts::default()
     };
     let busy = RefreshFacts {
         on_update_revision: true,
         update_completed: false,
+        ..RefreshFacts::default()
     };
     let old = RefreshFacts::default();
+    let unscheduled = RefreshFacts {
+        awaiting_schedule: true,
+        ..RefreshFacts::default()
+    };
     let hooked = &[("serving", "true")];
     // (case, lifecycle, state, pod labels, pod finalizers, facts, expected)
     type Case<'a> = (
@@ -428,6 +434,33 @@ fn refresh_transitions() {
             &[],
             &[],
             old,
+            Some(change(Normal, None)),
+        ),
+        (
+            "PreparingNormal waits to be scheduled without preNormal",
+            None,
+            Some("PreparingNormal"),
+            &[],
+            &[],
+            unscheduled,
+            None,
+        ),
+        (
+            "PreparingNormal waits to be scheduled with other hooks only",
+            Some(in_place(true)),
+            Some("PreparingNormal"),
+            &[],
+            &[],
+            unscheduled,
+            None,
+        ),
+        (
+            "PreparingNormal all hooked need not be scheduled",
+            Some(pre_normal.clone()),
+            Some("PreparingNormal"),
+            &[("registered", "true")],
+            &[],
+            unscheduled,
             Some(change(Normal, None)),
         ),
         (

@@ -11,7 +11,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use super::deletion_marks::{
     POD_DELETION_COST_ANNOTATION, SPECIFIED_DELETE_LABEL, parse_deletion_cost,
 };
-use super::inplace::{GRACE_ANNOTATION, INPLACE_UPDATE_READY, STATE_ANNOTATION};
+use super::inplace::{
+    GRACE_ANNOTATION, INPLACE_UPDATE_READY, STATE_ANNOTATION, update_in_progress,
+};
 use super::lifecycle::LifecycleState;
 use super::revision_adapter::RevisionAdapter;
 
@@ -107,7 +109,9 @@ impl PodView {
             updated: RevisionAdapter::is_on(&labels, ctx.update_revision),
             lifecycle: LifecycleState::of(&labels),
             updating_in_place: annotations.is_some_and(|a| {
-                a.contains_key(STATE_ANNOTATION) || a.contains_key(GRACE_ANNOTATION)
+                a.contains_key(GRACE_ANNOTATION)
+                    || a.get(STATE_ANNOTATION)
+                        .is_some_and(|s| update_in_progress(s))
             }),
             terminating: pod.metadata.deletion_timestamp.is_some(),
             labels,

@@ -144,6 +144,38 @@ fn named_pods_short_hashes_and_in_place_updates_show_in_the_view() {
     );
 }
 
+#[test]
+fn a_kept_state_annotation_counts_as_updating_only_until_marked_finished() {
+    use crate::workload::inplace::{GRACE_ANNOTATION, STATE_ANNOTATION};
+    let finished = r#"{"revision":"web-2","updateTimestamp":"2024-01-01T00:00:00Z","lastContainerStatuses":{},"stevedoreCompleted":true}"#;
+    let under_way = r#"{"revision":"web-2","updateTimestamp":"2024-01-01T00:00:00Z","lastContainerStatuses":{}}"#;
+    // (case, annotations, updating in place)
+    let cases: Vec<(&str, Vec<(&str, &str)>, bool)> = vec![
+        ("no annotation", vec![], false),
+        ("state under way", vec![(STATE_ANNOTATION, under_way)], true),
+        (
+            "state kept, finished",
+            vec![(STATE_ANNOTATION, finished)],
+            false,
+        ),
+        (
+            "finished state and a new grace period",
+            vec![(STATE_ANNOTATION, finished), (GRACE_ANNOTATION, "{}")],
+            true,
+        ),
+    ];
+    for (case, annotations, want) in cases {
+        let mut p = pod("p");
+        let map = p.metadata.annotations.get_or_insert_default();
+        for (k, v) in annotations {
+            map.insert(k.to_owned(), v.to_owned());
+        }
+        let view = view(&p, "rev-2", 0, ts(200));
+        assert_eq!(view.updating_in_place, want, "{case}");
+        assert_eq!(view.serving(), !want, "{case}");
+    }
+}
+
 /// `pod("p")` (Ready since t=100, no lifecycle state) with `InPlaceUpdateReady` set to
 /// `in_place` (None: absent) and the lifecycle state label set to `state` (None: absent).
 fn held(in_place: Option<&str>, state: Option<&str>) -> Pod {

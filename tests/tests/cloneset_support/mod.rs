@@ -26,6 +26,21 @@ pub const INSTANCE_ID_LABEL: &str = "apps.kruise.io/cloneset-instance-id";
 pub const STATE_ANNOTATION: &str = "apps.kruise.io/inplace-update-state";
 pub const INPLACE_UPDATE_READY: &str = "InPlaceUpdateReady";
 
+/// Whether an in-place update of the pod is still under way: a grace period runs, or the
+/// state annotation records an update whose end the controller has not recorded. The
+/// annotation stays after the update, as OpenKruise keeps it, so its presence alone says
+/// nothing.
+pub fn in_place_update_pending(pod: &Pod) -> bool {
+    use stevedore_controlplane::workload::inplace::{GRACE_ANNOTATION, update_in_progress};
+    let Some(annotations) = pod.metadata.annotations.as_ref() else {
+        return false;
+    };
+    annotations.contains_key(GRACE_ANNOTATION)
+        || annotations
+            .get(STATE_ANNOTATION)
+            .is_some_and(|s| update_in_progress(s))
+}
+
 /// Where the pods of a CloneSet run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Nodes {

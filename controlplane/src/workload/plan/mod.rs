@@ -77,7 +77,7 @@ impl PlanError {
 }
 
 /// The hook-relevant parts of `pod`.
-fn hook_view(pod: &Pod) -> PodHookView<'_> {
+pub fn hook_view(pod: &Pod) -> PodHookView<'_> {
     PodHookView {
         labels: pod_labels(pod),
         finalizers: pod.metadata.finalizers.as_deref().unwrap_or_default(),

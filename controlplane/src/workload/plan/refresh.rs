@@ -31,8 +31,8 @@ fn created_true(condition_type: &'static str) -> ConditionChange {
 impl<W: PodSetWorkload> PodSet<'_, '_, W> {
     /// Refreshes every active pod. A pod whose in-place update this sync finishes no
     /// longer counts as updating for the update step that follows: its containers run the
-    /// new spec and its conditions are what they will be (the finishing patch only drops
-    /// the bookkeeping annotations), so the next pods may start now rather than one watch
+    /// new spec and its conditions are what they will be (the finishing patch only marks
+    /// the state annotation finished), so the next pods may start now rather than one watch
     /// round trip later. A pod whose InPlaceUpdateReady this sync still has to set stays
     /// unavailable through its conditions.
     pub fn refresh(&mut self, plan: &mut Plan) -> Result<(), PlanError> {
@@ -75,6 +75,8 @@ impl<W: PodSetWorkload> PodSet<'_, '_, W> {
         let facts = RefreshFacts {
             on_update_revision: view.updated,
             update_completed: completed,
+            awaiting_schedule: self.snap.workload.normal_waits_for_scheduling()
+                && view.node_name.is_empty(),
         };
         let hooks = self.snap.workload.lifecycle();
         if let Some(next) = lifecycle::refresh_state(hooks, hook_view(pod), facts) {
