@@ -3,69 +3,32 @@
 //! than the pod next in line is unhealthy, as the native controller and OpenKruise's
 //! `processCondemned` wait (issue 31, item 5).
 //!
-//! The pods run on a kwok node of this test's own. The test then takes the node from
-//! kwok (removes its annotation), so nothing renews its heartbeat: the node lifecycle
-//! controller marks the node unknown and its pods not Ready, which is how the set's pods
-//! become unhealthy without a kubelet. The pods tolerate the node's NoExecute taints, so
-//! nothing evicts them meanwhile; the node is deleted at the end (the pod garbage collector
-//! removes its pods).
+//! The pods run on the real kubelet node. Each pod's readiness probe reads the pod's own
+//! labels through a downward-API volume (with busybox's grep: the image links only some
+//! applets), so the test makes a pod unhealthy by relabelling it: kubelet refreshes the
+//! volume on the pod's update and the probe fails. (Kwok's pods cannot be made unready:
+//! kwok keeps their conditions Ready.)
 
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use stevedore_controlplane::api::StatefulSet;
 use stevedore_tests::pods::{is_ready, is_running_and_ready};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
-/// The annotation kwok selects the nodes it manages by.
-const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
-/// The label this test's node carries, valued with the namespace.
-const NODE_LABEL: &str = "stevedore.dev/sts-scale-down-test";
-/// Kwok's start, and the node lifecycle controller's grace period (40–50 s) before it
-/// marks the pods of a silent node not Ready, with room to spare.
-const WAIT: Duration = Duration::from_secs(150);
+/// The pod label the readiness probe reads: "yes" is healthy, anything else is not.
+const HEALTHY_LABEL: &str = "stevedore.dev/healthy";
+/// Pods starting on the real node, and kubelet's probe seeing a relabelled pod.
+const WAIT: Duration = Duration::from_secs(120);
 
-fn nodes(ctx: &TestContext) -> Api<Node> {
-    Api::all(ctx.client.clone())
-}
-
-/// A Ready kwok node of this test's own.
-async fn add_node(ctx: &TestContext) -> Result<String> {
-    let name = format!("{}-node", ctx.namespace);
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "labels": { NODE_LABEL: ctx.namespace, "type": "kwok" },
-            "annotations": { KWOK_ANNOTATION: "fake" },
-        },
-        // Its own taint besides kwok's: other suites' pods tolerate kwok's and would
-        // otherwise land on a node this test takes from kwok.
-        "spec": { "taints": [
-            { "key": KWOK_ANNOTATION, "value": "fake", "effect": "NoSchedule" },
-            { "key": NODE_LABEL, "value": "only", "effect": "NoSchedule" },
-        ] },
-    }))?;
-    nodes(ctx).create(&PostParams::default(), &node).await?;
-    poll_until(&format!("node {name} Ready"), WAIT, || async {
-        let node = nodes(ctx).get(&name).await?;
-        let ready = (node.status.and_then(|s| s.conditions).unwrap_or_default())
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        Ok(ready.then_some(()))
-    })
-    .await?;
-    Ok(name)
-}
-
-/// An OrderedReady StatefulSet of three pods pinned to this test's node, tolerating its
-/// taints for ever.
-fn statefulset(ctx: &TestContext, name: &str) -> Result<StatefulSet> {
-    let toleration =
-        |key: &str, effect: &str| json!({ "key": key, "operator": "Exists", "effect": effect });
+/// An OrderedReady StatefulSet of three pods whose readiness follows their
+/// `stevedore.dev/healthy` label.
+fn statefulset(name: &str, image: String) -> Result<StatefulSet> {
+    let healthy_line = format!("{HEALTHY_LABEL}=\"yes\"");
     Ok(serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1",
         "kind": "StatefulSet",
@@ -76,16 +39,22 @@ fn statefulset(ctx: &TestContext, name: &str) -> Result<StatefulSet> {
             "podManagementPolicy": "OrderedReady",
             "selector": { "matchLabels": { "app": name } },
             "template": {
-                "metadata": { "labels": { "app": name } },
+                "metadata": { "labels": { "app": name, HEALTHY_LABEL: "yes" } },
                 "spec": {
-                    "nodeSelector": { NODE_LABEL: ctx.namespace },
-                    "tolerations": [
-                        toleration(KWOK_ANNOTATION, "NoSchedule"),
-                        toleration(NODE_LABEL, "NoSchedule"),
-                        toleration("node.kubernetes.io/unreachable", "NoExecute"),
-                        toleration("node.kubernetes.io/not-ready", "NoExecute"),
-                    ],
-                    "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }]
+                    "terminationGracePeriodSeconds": 1,
+                    "volumes": [{ "name": "podinfo", "downwardAPI": { "items": [
+                        { "path": "labels", "fieldRef": { "fieldPath": "metadata.labels" } },
+                    ] } }],
+                    "containers": [{
+                        "name": "web",
+                        "image": image,
+                        "volumeMounts": [{ "name": "podinfo", "mountPath": "/etc/podinfo" }],
+                        "readinessProbe": {
+                            "exec": { "command": ["/bin/busybox", "grep", "-qF", healthy_line, "/etc/podinfo/labels"] },
+                            "periodSeconds": 1,
+                            "failureThreshold": 1,
+                        },
+                    }]
                 }
             }
         }
@@ -112,22 +81,31 @@ fn describe(pods: &[Pod]) -> String {
     pods.iter().map(line).collect::<Vec<_>>().join(", ")
 }
 
-async fn body(ctx: &TestContext, node: &str) -> Result<()> {
+async fn body(ctx: &TestContext) -> Result<()> {
     let name = "web";
     let api = ctx.api::<StatefulSet>();
-    api.create(&PostParams::default(), &statefulset(ctx, name)?)
-        .await?;
+    api.create(
+        &PostParams::default(),
+        &statefulset(name, ctx.cluster.image("web:v1"))?,
+    )
+    .await?;
     poll_until("web-0..2 running and ready", WAIT, || async {
         let pods = pods_of(ctx, name).await?;
         Ok((pods.len() == 3 && pods.iter().all(is_running_and_ready)).then_some(()))
     })
     .await?;
 
-    // Take the node from kwok: its pods turn not Ready once the node goes silent.
-    let patch = json!({ "metadata": { "annotations": { KWOK_ANNOTATION: null } } });
-    nodes(ctx)
-        .patch(node, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
+    // Every pod unhealthy: its probe reads the relabelled pod.
+    let unhealthy = json!({ "metadata": { "labels": { HEALTHY_LABEL: "no" } } });
+    for pod in pods_of(ctx, name).await? {
+        ctx.api::<Pod>()
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&unhealthy),
+            )
+            .await?;
+    }
     poll_until("every pod not Ready", WAIT, || async {
         let pods = pods_of(ctx, name).await?;
         Ok((pods.len() == 3 && pods.iter().all(|p| !is_ready(p))).then_some(()))
@@ -168,12 +146,9 @@ async fn body(ctx: &TestContext, node: &str) -> Result<()> {
 
 #[tokio::test]
 async fn ordered_ready_scale_down_waits_for_the_lowest_unhealthy_pod() -> Result<()> {
-    run_in_namespace("sts-scale-down-unhealthy", |ctx| async move {
-        let node = add_node(&ctx).await?;
-        let result = body(&ctx, &node).await;
-        // The pods go with the node (pod garbage collection), the namespace after them.
-        let _ = nodes(&ctx).delete(&node, &DeleteParams::default()).await;
-        result
-    })
+    run_in_namespace(
+        "sts-scale-down-unhealthy",
+        |ctx| async move { body(&ctx).await },
+    )
     .await
 }
