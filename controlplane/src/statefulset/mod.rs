@@ -6,6 +6,7 @@
 pub mod adapter;
 mod controller;
 pub mod kind;
+mod missing_claims;
 pub mod ordinals;
 pub mod plan;
 mod predownload;

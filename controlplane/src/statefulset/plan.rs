@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 
+use super::missing_claims::missing_claims;
 use super::ordinals::{
     OrdinalError, ReservedOrdinals, WantedOrdinals, identity_labels, layout, ordinal_of,
 };
@@ -127,6 +128,13 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<StatefulSetPlan, StatefulSetPlanError
         claim_owners: claim_owner_changes(snap.set, &snap.pods, &snap.claims, &wanted),
         ..StatefulSetPlan::default()
     };
+    out.plan.missing_claims = missing_claims(
+        snap.set,
+        &snap.pods,
+        &snap.claims,
+        &wanted,
+        snap.update_revision,
+    );
     set.refresh(&mut out.plan)?;
     let views: BTreeMap<&str, &PodView> = set
         .active_views()

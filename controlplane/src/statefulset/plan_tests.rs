@@ -441,6 +441,34 @@ fn a_failed_pod_is_replaced_and_lost_identity_labels_restored() {
 }
 
 #[test]
+fn a_pending_pod_whose_claim_is_gone_gets_it_made_again_even_while_the_walk_halts() {
+    // OrderedReady halts on the Pending web-0, and the claim is still made again: without
+    // it web-0 would never run and the halt would never end.
+    let set = web(2, PodManagementPolicy::OrderedReady);
+    let pods = [pending(&set, 0)];
+    let out = sync_with(&set, &pods, &[], V2);
+    assert_eq!(out.halted, Some(Halt::NotHealthy("web-0".to_owned())));
+    let expected = Create {
+        instance_id: "0".to_owned(),
+        revision: V2.to_owned(),
+    };
+    assert_eq!(out.plan.missing_claims, [expected]);
+    assert!(
+        created(&out).is_empty(),
+        "the pod itself is not created again"
+    );
+
+    let out = sync_with(&set, &pods, &[claim("www-web-0")], V2);
+    assert!(out.plan.missing_claims.is_empty(), "the claim is there");
+    let running = [running(&set, 0, V1)];
+    let out = sync_with(&set, &running, &[], V2);
+    assert!(
+        out.plan.missing_claims.is_empty(),
+        "a running pod is left alone"
+    );
+}
+
+#[test]
 fn a_scaled_down_pod_owns_its_claims_only_when_when_scaled_is_delete() {
     let mut set = web(1, PodManagementPolicy::OrderedReady);
     let pods = [running(&set, 0, V1), running(&set, 1, V1)];

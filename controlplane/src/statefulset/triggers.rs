@@ -1,6 +1,8 @@
 //! Which StatefulSets a change concerns: the set itself, the controller of a pod or
 //! revision, and, for an orphan pod, every set in its namespace whose selector matches it
-//! (it may be adopted).
+//! (it may be adopted). A claim carries no controller reference but the selector's labels
+//! (`adapter::new_claims`): its change concerns the sets that select it, so a deleted
+//! claim of a Pending pod is made again at once (`missing_claims`).
 
 use std::sync::Arc;
 
@@ -34,6 +36,7 @@ pub async fn run(
     let mut own = changes.statefulsets.subscribe();
     let mut pods = changes.pods.subscribe();
     let mut revisions = changes.revisions.subscribe();
+    let mut claims = changes.pvcs.subscribe();
     let all = || {
         (sets.state().iter())
             .map(|s| ObjectKey::of(s.as_ref()))
@@ -45,6 +48,7 @@ pub async fn run(
             r = own.recv() => received(r, |s| vec![ObjectKey::of(s.as_ref())]),
             r = pods.recv() => received(r, |p| keys_for(&p.metadata, &sets.state(), true)),
             r = revisions.recv() => received(r, |r| keys_for(&r.metadata, &[], false)),
+            r = claims.recv() => received(r, |c| keys_for(&c.metadata, &sets.state(), true)),
         };
         if !keys.queue(&queue, "StatefulSet", all) {
             return;
@@ -102,6 +106,20 @@ mod tests {
         assert_eq!(keys_for(&owned, &sets, true), std::slice::from_ref(&key));
         let orphan = pod(&[("app", "web")], None);
         assert_eq!(keys_for(&orphan, &sets, true), [key]);
+        let stranger = pod(&[("app", "db")], None);
+        assert!(keys_for(&stranger, &sets, true).is_empty());
+    }
+
+    #[test]
+    fn a_claim_wakes_the_set_whose_selector_labels_it_carries() {
+        let set = web();
+        let sets = [set.clone()];
+        // A claim as `new_claims` labels it, owned by the set only as a non-controller
+        // (whenDeleted: Delete).
+        let mut owner = set.owner_reference();
+        owner.controller = None;
+        let claim = pod(&[("app", "web")], Some(owner));
+        assert_eq!(keys_for(&claim, &sets, true), [ObjectKey::of(set.as_ref())]);
         let stranger = pod(&[("app", "db")], None);
         assert!(keys_for(&stranger, &sets, true).is_empty());
     }

@@ -86,6 +86,10 @@ pub struct Delete {
 pub struct Plan {
     /// In slow-start order.
     pub creates: Vec<Create>,
+    /// Live pods whose claims are gone: the claims the workload builds for each create
+    /// are made again, the pod is not (a StatefulSet's Pending pod, whose claim was
+    /// deleted, say after its node was drained, waits for it forever otherwise).
+    pub missing_claims: Vec<Create>,
     pub deletes: Vec<Delete>,
     pub pod_changes: Vec<PodChange>,
     /// InPlaceOnly refused the template change: the message for the FailedUpdate

@@ -1,10 +1,11 @@
 //! Carries out a pod-set plan for any workload kind: creates in slow-start batches (with
 //! the workload's create backoff), deletes with UID preconditions, pod changes as agent
-//! conditions then one patch, claim deletes. Every write is recorded as an expectation
-//! before the next sync may plan again. Every disruption (a delete, the start of an
-//! in-place update) is first admitted by the disruption budgets (`disruption.rs`). All I/O
-//! goes through `PodWrites` and `DisruptionBudgets`, so the rules here are unit-tested
-//! against recording doubles (`tests.rs`).
+//! conditions then one patch, claim deletes, and the claims a live pod lost made again.
+//! Every write is recorded as an expectation before the next sync may plan again. Every
+//! disruption (a delete, the start of an in-place update) is first admitted by the
+//! disruption budgets (`disruption.rs`). All I/O goes through `PodWrites` and
+//! `DisruptionBudgets`, so the rules here are unit-tested against recording doubles
+//! (`tests.rs`).
 
 mod changes;
 mod disruption;
@@ -29,6 +30,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use futures::future::join_all;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use tokio::time::Instant;
 
 pub use self::kube_writes::{KubeParts, KubePodWrites};
@@ -116,6 +118,9 @@ where
         } else {
             self.create_with_backoff(plan, problems).await
         };
+        if let Err(err) = self.create_missing_claims(&plan.missing_claims).await {
+            first_error.get_or_insert(err);
+        }
         let mut held = false;
         for delete in &plan.deletes {
             match self.delete_pod(delete, problems).await {
@@ -263,20 +268,7 @@ where
                 create.revision
             )));
         };
-        for claim in &new.claims {
-            let name = claim.metadata.name.clone().unwrap_or_default();
-            if self.writes.cached_claim_uid(&name).is_some() {
-                continue; // reused
-            }
-            match self.writes.create_claim(claim).await {
-                Ok(()) => self.expect(Expectation::Create {
-                    kind: "PersistentVolumeClaim",
-                    name,
-                }),
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(err) => return Err(api_error(format!("creating claim {name}"))(err).into()),
-            }
-        }
+        self.create_claims(&new.claims).await?;
         let name = new.pod.metadata.name.clone().unwrap_or_default();
         self.writes
             .create_pod(&new.pod)
@@ -287,6 +279,60 @@ where
             name: name.clone(),
         });
         Ok(name)
+    }
+
+    /// Creates the claims the cache does not show (one already there is reused; one
+    /// created meanwhile is taken as made); returns the names it created.
+    async fn create_claims(
+        &self,
+        claims: &[PersistentVolumeClaim],
+    ) -> Result<Vec<String>, ExecuteError> {
+        let mut created = Vec::new();
+        for claim in claims {
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            if self.writes.cached_claim_uid(&name).is_some() {
+                continue; // reused
+            }
+            match self.writes.create_claim(claim).await {
+                Ok(()) => {
+                    self.expect(Expectation::Create {
+                        kind: "PersistentVolumeClaim",
+                        name: name.clone(),
+                    });
+                    created.push(name);
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(err) => return Err(api_error(format!("creating claim {name}"))(err).into()),
+            }
+        }
+        Ok(created)
+    }
+
+    /// Makes again the claims of live pods that lost them, as the workload builds them for
+    /// each create (the pods themselves stay); each claim made is a Normal event about its
+    /// pod. Every create is tried; the first failure is returned.
+    async fn create_missing_claims(&self, creates: &[Create]) -> Result<(), ExecuteError> {
+        let mut first_error = None;
+        for create in creates {
+            let Some(new) = self.new_pods.new_pod(create) else {
+                continue; // its revision is gone: the next sync plans from the new history
+            };
+            let pod = new.pod.metadata.name.clone().unwrap_or_default();
+            match self.create_claims(&new.claims).await {
+                Ok(created) => {
+                    for claim in created {
+                        let note = format!("created claim {claim} again for pod {pod}");
+                        let event = WorkloadEvent::normal("SuccessfulCreate", "Create", note)
+                            .about_pod(&pod);
+                        self.writes.publish(event).await;
+                    }
+                }
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Deletes the pod if it still has the planned UID and the budgets admit it (through

@@ -191,6 +191,48 @@ async fn creates_claims_before_the_pod_and_reuses_cached_ones() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn makes_again_only_the_missing_claims_of_live_pods_and_no_pod() {
+    let mut fx = Fixture::new(RecordingWrites {
+        cached_claims: BTreeMap::from([("data-toy-a".into(), "uid-a".into())]),
+        failures: BTreeMap::from([("data-toy-c".into(), 500)]),
+        ..RecordingWrites::default()
+    });
+    fx.toy.claims = true;
+    let lost = |id: &str| Create {
+        instance_id: id.into(),
+        revision: "toy-1".into(),
+    };
+    let plan = Plan {
+        missing_claims: vec![lost("a"), lost("b"), lost("c"), lost("d")],
+        ..Plan::default()
+    };
+    let (result, _) = fx.run(&plan).await;
+    let err = result.expect_err("the failed claim is the sync's error");
+    assert!(err.to_string().contains("data-toy-c"), "{err}");
+    assert_eq!(
+        fx.writes.calls(),
+        [
+            Write::CreateClaim("data-toy-b".into()),
+            Write::CreateClaim("data-toy-c".into()),
+            Write::CreateClaim("data-toy-d".into()),
+        ],
+        "the cached claim is kept, a failure stops no other pod's claim, no pod is created"
+    );
+    let made_again = |claim: &str, pod: &str| {
+        let note = format!("created claim {claim} again for pod {pod}");
+        WorkloadEvent::normal("SuccessfulCreate", "Create", note).about_pod(pod)
+    };
+    assert_eq!(
+        fx.writes.events(),
+        [
+            made_again("data-toy-b", "toy-b"),
+            made_again("data-toy-d", "toy-d")
+        ]
+    );
+    assert_eq!(fx.expected().len(), 2, "one expectation per claim made");
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_unknown_revision_fails_the_create_without_a_call() {
     let fx = Fixture::new(RecordingWrites::default());
     let plan = Plan {
