@@ -3,7 +3,8 @@
 //! pod only after the one before is Ready and scaling down from the highest ordinal,
 //! Parallel creating all at once, reserveOrdinals / ordinals.start as seed 002
 //! describes them, and a rolling update's partition holding the first pods (counted from
-//! `ordinals.start`) on the old revision until it is lowered. kwok marks pods Running and Ready without running containers.
+//! `ordinals.start`) on the old revision until it is lowered, and a Pending pod's deleted
+//! claim made again. kwok marks pods Running and Ready without running containers.
 
 mod cloneset_component;
 
@@ -12,9 +13,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::ResourceExt as _;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_api::StatefulSet;
 use stevedore_tests::pods::is_running_and_ready;
@@ -458,6 +459,80 @@ async fn a_held_parallel_rollout_says_which_rule_and_which_pods_in_describe() ->
             },
         )
         .await
+    })
+    .await
+}
+
+/// The claim `name` with its UID, unless it is gone or being deleted.
+async fn live_claim(ctx: &TestContext, name: &str) -> Result<Option<PersistentVolumeClaim>> {
+    let claim = ctx.api::<PersistentVolumeClaim>().get_opt(name).await?;
+    Ok(claim.filter(|c| c.metadata.deletion_timestamp.is_none()))
+}
+
+/// Issue 31 item 6: a Pending pod's claim deleted from outside is made again with the same
+/// name and the set's labels (the native controller since 1.27, OpenKruise 1.9); the pod
+/// is not recreated. No node takes the pod, so it stays Pending throughout.
+#[tokio::test]
+async fn a_pending_pods_deleted_claim_is_made_again() -> Result<()> {
+    run_in_namespace("sts-lost-claim", |ctx| async move {
+        let overrides = json!({ "spec": {
+            "template": { "spec": {
+                "nodeSelector": { "stevedore.dev/no-such-node": "true" }
+            }},
+            "volumeClaimTemplates": [{
+                "metadata": { "name": "data" },
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": { "requests": { "storage": "1Mi" } }
+                }
+            }]
+        }});
+        create(&ctx, statefulset(&ctx, "lost", 1, overrides)).await?;
+        let (pod, first) = poll_until("lost-0 Pending with its claim", CONVERGE, || async {
+            let pod = ctx.api::<Pod>().get_opt("lost-0").await?;
+            let pending = pod
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"));
+            let claim = live_claim(&ctx, "data-lost-0").await?;
+            Ok(pending.zip(claim))
+        })
+        .await?;
+
+        // Deleted, and its protection finalizer removed so it really goes while the pod
+        // that names it still exists.
+        let claims = ctx.api::<PersistentVolumeClaim>();
+        claims
+            .delete("data-lost-0", &DeleteParams::default())
+            .await?;
+        let unprotect = json!({ "metadata": { "finalizers": null } });
+        match claims
+            .patch(
+                "data-lost-0",
+                &PatchParams::default(),
+                &Patch::Merge(unprotect),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err.into()),
+        }
+
+        let again = poll_until("data-lost-0 made again", CONVERGE, || async {
+            let claim = live_claim(&ctx, "data-lost-0").await?;
+            Ok(claim.filter(|c| c.metadata.uid != first.metadata.uid))
+        })
+        .await?;
+        let labels = again.metadata.labels.clone().unwrap_or_default();
+        ensure!(
+            labels.get("app").map(String::as_str) == Some("lost"),
+            "the claim made again lacks the set's selector labels: {labels:?}"
+        );
+        let now = ctx.api::<Pod>().get("lost-0").await?;
+        ensure!(
+            now.metadata.uid == pod.metadata.uid,
+            "the Pending pod was recreated instead of getting its claim back"
+        );
+        Ok(())
     })
     .await
 }
