@@ -2,8 +2,8 @@
 //! the cluster and the agent setting pod conditions: an image change updates pods in place
 //! (same pod, same IP, same claim, one container restart, `InPlaceUpdateReady` False then
 //! True); ReCreate and non-image changes replace pods (and, by design, their claims);
-//! InPlaceOnly refuses what it cannot do in place; `kubectl scale` and an HPA drive the
-//! scale subresource.
+//! InPlaceOnly refuses what it cannot do in place and ignores claim-template changes
+//! (in place, claims kept); `kubectl scale` and an HPA drive the scale subresource.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -432,6 +432,80 @@ async fn in_place_only_refuses_what_it_cannot_update_in_place() -> Result<()> {
             );
             ensure!(pod.restarts == old.restarts, "pod {} restarted", pod.name);
         }
+        Ok(())
+    })
+    .await
+}
+
+/// Issue 31 item 3: under InPlaceOnly an image change made together with a claim-template
+/// change updates the pods in place and keeps their claims (OpenKruise sets
+/// `IgnoreVolumeClaimTemplatesHashDiff` for InPlaceOnly); only pods created later would get
+/// claims from the new template.
+#[tokio::test]
+async fn in_place_only_updates_in_place_when_the_claim_templates_change_too() -> Result<()> {
+    run_in_namespace("cloneset-inplace-only-vct", |ctx| async move {
+        let name = "web";
+        let before = create_ready(&ctx, name, 2, "InPlaceOnly", Nodes::Kubelet).await?;
+        let old_revision = revision(&ctx.api::<CloneSet>().get(name).await?);
+        let mut claims_before = BTreeMap::new();
+        for pod in before.values() {
+            claims_before.insert(
+                pod.name.clone(),
+                claim_of(&ctx, name, &pod.instance_id).await?,
+            );
+        }
+
+        let v2 = ctx.cluster.image("web:v2");
+        json_patch(
+            &ctx,
+            name,
+            json!([
+                { "op": "replace", "path": "/spec/template/spec/containers/0/image", "value": v2 },
+                { "op": "replace",
+                  "path": "/spec/volumeClaimTemplates/0/spec/resources/requests/storage",
+                  "value": "2Mi" }
+            ]),
+        )
+        .await?;
+        wait_new_revision(&ctx, name, &old_revision).await?;
+        let after = poll_until(
+            "both pods running web:v2",
+            Duration::from_secs(60),
+            || async {
+                let after = views(&ctx, name).await?;
+                let done = after.len() == 2 && after.values().all(|p| p.image == v2);
+                Ok(done.then_some(after))
+            },
+        )
+        .await?;
+        for pod in after.values() {
+            let old = before
+                .get(&pod.name)
+                .with_context(|| format!("pod {} is new: the update recreated it", pod.name))?;
+            ensure!(pod.uid == old.uid, "pod {} replaced", pod.name);
+            ensure!(
+                pod.restarts == old.restarts + 1,
+                "{}: restartCount {} → {}",
+                pod.name,
+                old.restarts,
+                pod.restarts
+            );
+            let claim = claim_of(&ctx, name, &pod.instance_id).await?;
+            let old_claim = &claims_before[&pod.name];
+            ensure!(
+                claim.0 == old_claim.0 && claim.1 == old_claim.1,
+                "{}: claim {} (UID {}) replaced by {} (UID {})",
+                pod.name,
+                old_claim.0,
+                old_claim.1,
+                claim.0,
+                claim.1
+            );
+        }
+        ensure!(
+            pvcs(&ctx).await?.len() == 2,
+            "one claim per pod, no new ones"
+        );
         Ok(())
     })
     .await

@@ -12,7 +12,7 @@ use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy, Upd
 use crate::workload::actions::Create;
 use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType};
 use crate::workload::inplace::{
-    InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method,
+    InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method, claim_templates_recreate,
 };
 use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::rollout::RolloutParams;
@@ -90,8 +90,8 @@ impl PodSetWorkload for CloneSet {
     }
 
     /// Equal templates relabel only, whatever else changed. Changed claim templates
-    /// recreate the pod with new claims (OpenKruise's RecreatePodWhenChangeVCTInCloneSet);
-    /// anything else as the update policy allows.
+    /// recreate the pod with new claims when the policy says so (`claim_templates_recreate`:
+    /// InPlaceIfPossible, not InPlaceOnly); anything else as the update policy allows.
     fn update_method(
         &self,
         old: &RevisionSpec,
@@ -102,11 +102,13 @@ impl PodSetWorkload for CloneSet {
         // object's own, defaulted: compare both without them.
         if template_defaults::same_template(&old.template, &new.template) {
             Ok(UpdateMethod::InPlace(InPlaceUpdateSpec::default()))
-        } else if !template_defaults::same_claim_templates(
-            &old.volume_claim_templates,
-            &new.volume_claim_templates,
-        ) && policy != PodUpdatePolicy::ReCreate
-        {
+        } else if claim_templates_recreate(
+            policy,
+            !template_defaults::same_claim_templates(
+                &old.volume_claim_templates,
+                &new.volume_claim_templates,
+            ),
+        ) {
             Ok(UpdateMethod::Recreate {
                 changed: vec!["spec.volumeClaimTemplates".to_owned()],
             })

@@ -1300,6 +1300,13 @@ fn update_method_follows_the_policy_and_what_changed() {
             Want::Recreate,
         ),
         (
+            "claim templates and image, InPlaceOnly: in place, the claims kept",
+            InPlaceOnly,
+            vct(OLD_IMAGE, "1Gi"),
+            vct(NEW_IMAGE, "2Gi"),
+            Want::InPlace,
+        ),
+        (
             "claim templates and image, ReCreate",
             ReCreate,
             vct(OLD_IMAGE, "1Gi"),

@@ -96,6 +96,20 @@ pub fn choose_update_method(
     }
 }
 
+/// Whether changed claim templates recreate a pod whose pod template changed too, under
+/// `policy` (the CloneSet's claim templates are part of its revision). InPlaceIfPossible:
+/// yes, the pod comes back with claims from the new templates (OpenKruise's
+/// RecreatePodWhenChangeVCTInCloneSet). ReCreate recreates for the template anyway.
+/// InPlaceOnly: no, OpenKruise sets `IgnoreVolumeClaimTemplatesHashDiff` for it, so the
+/// pod is updated as its template allows, in place, and keeps its claims; only pods
+/// created later get claims from the new templates.
+pub fn claim_templates_recreate(policy: PodUpdatePolicy, claim_templates_changed: bool) -> bool {
+    match policy {
+        PodUpdatePolicy::InPlaceIfPossible => claim_templates_changed,
+        PodUpdatePolicy::ReCreate | PodUpdatePolicy::InPlaceOnly => false,
+    }
+}
+
 /// Splits a template change into its in-place-able part and the names of the fields that
 /// are not in-place-able (`spec.volumes`, `spec.containers[app].env`, ...).
 pub fn template_diff(

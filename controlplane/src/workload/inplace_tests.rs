@@ -208,6 +208,29 @@ fn recreate_policy_never_updates_in_place() {
 }
 
 #[test]
+fn only_in_place_if_possible_recreates_for_changed_claim_templates() {
+    use PodUpdatePolicy::{InPlaceIfPossible, InPlaceOnly, ReCreate};
+    // (policy, claim templates changed, recreated for them)
+    let cases = [
+        (InPlaceIfPossible, true, true),
+        (InPlaceIfPossible, false, false),
+        // OpenKruise's IgnoreVolumeClaimTemplatesHashDiff: in place, the claims kept.
+        (InPlaceOnly, true, false),
+        (InPlaceOnly, false, false),
+        // Recreated for the template change itself, not for the claims.
+        (ReCreate, true, false),
+        (ReCreate, false, false),
+    ];
+    for (policy, changed, want) in cases {
+        assert_eq!(
+            claim_templates_recreate(policy, changed),
+            want,
+            "{policy:?}, claim templates changed: {changed}"
+        );
+    }
+}
+
+#[test]
 fn in_place_only_refuses_and_names_the_fields() {
     let new = edit(|t| {
         spec_mut(t).containers[0].env = Some(vec![EnvVar {
