@@ -25,11 +25,17 @@ fn node_name(ctx: &TestContext, i: usize) -> String {
     format!("{}-node-{i}", ctx.namespace)
 }
 
-/// A kwok Node labelled for this test, with kwok's taint and `extra_taints`, Ready.
+/// A kwok Node labelled and tainted for this test, with kwok's taint and `extra_taints`,
+/// Ready.
 async fn add_node(ctx: &TestContext, i: usize, extra_taints: &[Value]) -> Result<String> {
     let name = node_name(ctx, i);
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let mut taints = vec![json!({ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" })];
+    // Its own taint besides kwok's: other suites' pods tolerate kwok's taint, and would land
+    // on this test's nodes and lose their pods when the test deletes them.
+    let mut taints = vec![
+        json!({ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" }),
+        json!({ "key": TEST_LABEL, "value": ctx.namespace, "effect": "NoSchedule" }),
+    ];
     taints.extend(extra_taints.iter().cloned());
     let node: Node = serde_json::from_value(json!({
         "apiVersion": "v1",
@@ -103,14 +109,17 @@ fn jobs(ctx: &TestContext) -> Api<BroadcastJob> {
     ctx.api()
 }
 
-/// A job whose pods go to this test's nodes only (nodeSelector) and tolerate kwok's taint.
+/// A job whose pods go to this test's nodes only (nodeSelector) and tolerate their taints.
 async fn create_job(ctx: &TestContext, name: &str, mut spec: Value) -> Result<BroadcastJob> {
     spec["template"] = json!({
         "metadata": { "labels": { "app": name } },
         "spec": {
             "restartPolicy": "Never",
             "nodeSelector": { TEST_LABEL: ctx.namespace },
-            "tolerations": [{ "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" }],
+            "tolerations": [
+                { "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" },
+                { "key": TEST_LABEL, "operator": "Exists", "effect": "NoSchedule" },
+            ],
             "containers": [{ "name": "task", "image": ctx.cluster.image("web:v1") }],
         },
     });
@@ -222,20 +231,37 @@ async fn a_node_whose_blocking_taint_is_removed_gets_its_pod() -> Result<()> {
     let blocking = json!({ "key": "maintenance", "value": "on", "effect": "NoSchedule" });
     run_in_namespace("bcj-taint", |ctx| async move {
         with_nodes(ctx, 2, &[blocking], |ctx, nodes| async move {
-            create_job(&ctx, "inspect", json!({ "completionPolicy": { "type": "Never" } })).await?;
+            create_job(
+                &ctx,
+                "inspect",
+                json!({ "completionPolicy": { "type": "Never" } }),
+            )
+            .await?;
             let on = |pods: &[Pod]| pods.iter().filter_map(pinned_node).collect::<BTreeSet<_>>();
-            poll_until("a pod on the untainted node", Duration::from_secs(60), || async {
-                let pods = job_pods(&ctx, "inspect").await?;
-                Ok((on(&pods) == BTreeSet::from([nodes[1].clone()])).then_some(()))
-            })
+            poll_until(
+                "a pod on the untainted node",
+                Duration::from_secs(60),
+                || async {
+                    let pods = job_pods(&ctx, "inspect").await?;
+                    Ok((on(&pods) == BTreeSet::from([nodes[1].clone()])).then_some(()))
+                },
+            )
             .await?;
             let all: Api<Node> = Api::all(ctx.client.clone());
-            let untainted = json!({ "spec": { "taints": [{ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" }] } });
-            all.patch(&nodes[0], &PatchParams::default(), &Patch::Merge(untainted)).await?;
-            poll_until("a pod on the node whose taint was removed", Duration::from_secs(60), || async {
-                let pods = job_pods(&ctx, "inspect").await?;
-                Ok((on(&pods).len() == 2).then_some(()))
-            })
+            let untainted = json!({ "spec": { "taints": [
+                { "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" },
+                { "key": TEST_LABEL, "value": ctx.namespace, "effect": "NoSchedule" },
+            ] } });
+            all.patch(&nodes[0], &PatchParams::default(), &Patch::Merge(untainted))
+                .await?;
+            poll_until(
+                "a pod on the node whose taint was removed",
+                Duration::from_secs(60),
+                || async {
+                    let pods = job_pods(&ctx, "inspect").await?;
+                    Ok((on(&pods).len() == 2).then_some(()))
+                },
+            )
             .await
         })
         .await
