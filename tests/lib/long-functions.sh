@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Lists every function longer than a limit (default 80 lines) outside tests, as
 # `file:line name length`, longest first, and fails when there is one. Called by
-# tests/run.sh so that the rule of docs/architecture.md ("no function over 80 lines
-# outside tests") stays kept.
+# tests/run.sh so that the rule "no function over 80 lines outside tests" stays kept.
 #
 # Usage: tests/lib/long-functions.sh [max-lines] [dir-or-file...]
 #
