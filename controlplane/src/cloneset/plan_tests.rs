@@ -1660,30 +1660,6 @@ fn unavailable_old_pods_are_not_all_updated_at_once() {
     assert_eq!(plan.deletes.len(), 2, "{plan:#?}");
 }
 
-#[test]
-fn update_goes_to_unhealthy_pods_first() {
-    let cs = with(cloneset(4), |s| {
-        s.update_strategy.max_unavailable = Some(IntOrString::Int(2));
-    });
-    let plan = Case::new(cs)
-        .pods(vec![
-            pod("web-a", OLD),
-            pod("web-b", OLD).unscheduled(),
-            pod("web-c", OLD),
-            pod("web-d", OLD).not_ready(),
-        ])
-        .plan();
-    // The broken pods first, unscheduled before not ready; they need no budget, and with
-    // two unavailable pods the budget of 2 is used up, so no healthy pod starts.
-    assert_eq!(
-        deleted(&plan),
-        vec![
-            ("web-b", DeleteReason::RecreateUpdate),
-            ("web-d", DeleteReason::RecreateUpdate)
-        ]
-    );
-}
-
 fn held_for_deletion(replicas: i32) -> Case {
     let cs = with(cloneset(replicas), |s| {
         s.update_strategy.max_unavailable = Some(IntOrString::String("100%".into()));
@@ -2361,33 +2337,6 @@ fn shortest_requeue_wins() {
         .pods(vec![grace_pod(ts(990), 30, NEW), b])
         .plan();
     assert_eq!(plan.requeue_after, Some(Duration::from_secs(20)));
-}
-
-#[test]
-fn a_pod_refreshed_in_this_sync_is_not_also_updated() {
-    // The new pod's InPlaceUpdateReady is set in this sync; its update waits for the next
-    // sync, which plans from the patched object.
-    let plan = Case::new(policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible))
-        .pods(vec![pod("web-a", OLD).gate(INPLACE_UPDATE_READY)])
-        .plan();
-    // A pod with the gate but no condition: refreshed, not started.
-    assert_eq!(plan.pod_changes.len(), 1, "{plan:#?}");
-    let c = &plan.pod_changes[0];
-    assert_eq!(
-        conditions(c),
-        vec![(INPLACE_UPDATE_READY, true, "PodCreated")]
-    );
-    assert!(c.patch.is_none(), "{c:#?}");
-}
-
-#[test]
-fn a_malformed_state_annotation_is_an_error_naming_the_pod() {
-    let p = pod("web-a", NEW).annotation(STATE_ANNOTATION, "{not json");
-    let err = Case::settled(cloneset(1))
-        .pods(vec![p])
-        .try_plan()
-        .expect_err("malformed annotation");
-    assert!(err.to_string().contains("web-a"), "{err}");
 }
 
 #[test]

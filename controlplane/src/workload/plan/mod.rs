@@ -23,6 +23,8 @@ mod resize_tests;
 mod toy_execute_tests;
 #[cfg(test)]
 mod toy_tests;
+#[cfg(test)]
+mod update_order_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
