@@ -822,19 +822,6 @@ fn scale_down_deletes_by_ranking_with_the_pods_claims() {
 }
 
 #[test]
-fn scale_down_during_a_rollout_deletes_old_revision_pods_first() {
-    let plan = Case::new(cloneset(2))
-        .pods(vec![
-            pod("web-a", NEW).not_ready(),
-            pod("web-b", OLD),
-            pod("web-c", NEW),
-        ])
-        .plan();
-    // b is ranked after the not-ready a, but old pods above the partition go first.
-    assert_eq!(deleted(&plan), vec![("web-b", DeleteReason::ScaleDown)]);
-}
-
-#[test]
 fn scale_down_of_ready_pods_is_limited_by_max_unavailable() {
     // deleteReadyLimit = maxUnavailable + (pods - replicas) - unavailable; pods that are not
     // ready are deleted without using it.
@@ -1029,30 +1016,6 @@ fn pods_to_delete_drops_the_names_of_pods_that_are_gone() {
 // ---------------------------------------------------------------------------------------
 // Scale and update never in one sync; paused
 // ---------------------------------------------------------------------------------------
-
-#[test]
-fn a_sync_that_scales_does_not_update() {
-    for policy_ in [
-        PodUpdatePolicy::ReCreate,
-        PodUpdatePolicy::InPlaceIfPossible,
-    ] {
-        // Up: 2 old pods of 3.
-        let plan = Case::new(policy(cloneset(3), policy_))
-            .pods(names(2, OLD))
-            .plan();
-        assert_eq!(plan.creates.len(), 1, "{policy_:?}");
-        assert!(plan.deletes.is_empty(), "{policy_:?}: {plan:#?}");
-        assert!(plan.pod_changes.is_empty(), "{policy_:?}: {plan:#?}");
-
-        // Down: 4 old pods of 3.
-        let plan = Case::new(policy(cloneset(3), policy_))
-            .pods(names(4, OLD))
-            .plan();
-        assert_eq!(plan.deletes.len(), 1, "{policy_:?}");
-        assert_eq!(plan.deletes[0].reason, DeleteReason::ScaleDown);
-        assert!(plan.pod_changes.is_empty(), "{policy_:?}: {plan:#?}");
-    }
-}
 
 #[test]
 fn paused_stops_updates_but_not_scaling() {
@@ -1572,17 +1535,6 @@ fn max_unavailable_and_partition_limit_the_pods_updated_per_sync() {
     }
 }
 
-#[test]
-fn in_place_updates_are_limited_the_same_way() {
-    let cs = with(
-        policy(cloneset(10), PodUpdatePolicy::InPlaceIfPossible),
-        |s| s.update_strategy.max_unavailable = Some(IntOrString::Int(3)),
-    );
-    let plan = Case::new(cs).pods(names(10, OLD)).plan();
-    assert_eq!(plan.pod_changes.len(), 3, "{plan:#?}");
-    assert!(plan.deletes.is_empty());
-}
-
 /// The sync that finishes a pod's in-place update may start the next pod's: the finished
 /// pod is Ready with InPlaceUpdateReady True, and only its state annotation (which the
 /// same sync removes) said it was updating. A pod whose InPlaceUpdateReady this sync has
@@ -1647,17 +1599,6 @@ fn pods_mid_in_place_update_count_as_unavailable() {
     );
     let plan = Case::new(cs).pods(pods).plan();
     assert!(is_quiet(&plan), "{plan:#?}");
-}
-
-#[test]
-fn unavailable_old_pods_are_not_all_updated_at_once() {
-    // All 10 pods are old and not ready (say, the old image crashes). OpenKruise updates
-    // at most maxUnavailable (2) per sync so a bad new revision cannot take every pod.
-    let pods: Vec<PodBuilder> = (0..10)
-        .map(|i| pod(&format!("web-p{i}"), OLD).not_ready())
-        .collect();
-    let plan = Case::new(cloneset(10)).pods(pods).plan();
-    assert_eq!(plan.deletes.len(), 2, "{plan:#?}");
 }
 
 fn held_for_deletion(replicas: i32) -> Case {

@@ -1,10 +1,11 @@
-//! Which pods an update takes first, and what a sync that refreshes a pod leaves to the
-//! next one: rules of the shared planner, over the toy workload.
+//! Which pods an update or a scale-down takes first, how many an update takes per sync,
+//! and what a sync that scales or refreshes a pod leaves to the next one: rules of the
+//! shared planner, over the toy workload.
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::toy_tests::{V1, V2, revisions, running_pod, sync, template, toy, try_sync};
+use super::toy_tests::{Toy, V1, V2, revisions, running_pod, sync, template, toy, try_sync};
 use crate::api::common::PodUpdatePolicy;
 use crate::workload::actions::DeleteReason;
 use crate::workload::inplace::{INPLACE_UPDATE_READY, STATE_ANNOTATION};
@@ -27,6 +28,13 @@ fn unscheduled(mut pod: Pod) -> Pod {
     status.phase = Some("Pending".to_owned());
     status.container_statuses = None;
     not_ready(pod)
+}
+
+/// `count` running pods of `toy` at the old revision, `toy-0` up.
+fn old_pods(toy: &Toy, count: usize) -> Vec<Pod> {
+    (0..count)
+        .map(|n| running_pod(toy, n, V1, "toy:v1"))
+        .collect()
 }
 
 #[test]
@@ -90,4 +98,65 @@ fn a_malformed_state_annotation_is_an_error_naming_the_pod() {
         .insert(STATE_ANNOTATION.to_owned(), "{not json".to_owned());
     let err = try_sync(&toy, &[pod], &revisions).expect_err("malformed annotation");
     assert!(err.to_string().contains("toy-0"), "{err}");
+}
+
+#[test]
+fn a_sync_that_scales_does_not_update() {
+    let revisions = revisions(template("toy:v2", None));
+    for policy in [
+        PodUpdatePolicy::ReCreate,
+        PodUpdatePolicy::InPlaceIfPossible,
+    ] {
+        let toy = toy(3, policy);
+        // Up: 2 old pods of 3.
+        let plan = sync(&toy, &old_pods(&toy, 2), &revisions);
+        assert_eq!(plan.creates.len(), 1, "{policy:?}");
+        assert!(plan.deletes.is_empty(), "{policy:?}: {plan:#?}");
+        assert!(plan.pod_changes.is_empty(), "{policy:?}: {plan:#?}");
+
+        // Down: 4 old pods of 3.
+        let plan = sync(&toy, &old_pods(&toy, 4), &revisions);
+        assert_eq!(plan.deletes.len(), 1, "{policy:?}");
+        assert_eq!(plan.deletes[0].reason, DeleteReason::ScaleDown);
+        assert!(plan.pod_changes.is_empty(), "{policy:?}: {plan:#?}");
+    }
+}
+
+#[test]
+fn scale_down_during_a_rollout_deletes_old_revision_pods_first() {
+    let toy = toy(2, PodUpdatePolicy::ReCreate);
+    let revisions = revisions(template("toy:v2", None));
+    let pods = vec![
+        not_ready(running_pod(&toy, 0, V2, "toy:v2")),
+        running_pod(&toy, 1, V1, "toy:v1"),
+        running_pod(&toy, 2, V2, "toy:v2"),
+    ];
+    let plan = sync(&toy, &pods, &revisions);
+    // toy-1 is ranked after the not-ready toy-0, but old pods above the partition go first.
+    let deleted: Vec<(&str, DeleteReason)> = (plan.deletes.iter())
+        .map(|d| (d.pod.as_str(), d.reason))
+        .collect();
+    assert_eq!(deleted, [("toy-1", DeleteReason::ScaleDown)]);
+}
+
+#[test]
+fn in_place_updates_are_limited_by_max_unavailable() {
+    let mut toy = toy(10, PodUpdatePolicy::InPlaceIfPossible);
+    toy.max_unavailable = Some(IntOrString::Int(3));
+    let revisions = revisions(template("toy:v2", None));
+    let plan = sync(&toy, &old_pods(&toy, 10), &revisions);
+    assert_eq!(plan.pod_changes.len(), 3, "{plan:#?}");
+    assert!(plan.deletes.is_empty());
+}
+
+#[test]
+fn unavailable_old_pods_are_not_all_updated_at_once() {
+    // All 10 pods are old and not ready (say, the old image crashes). OpenKruise updates
+    // at most maxUnavailable (2) per sync so a bad new revision cannot take every pod.
+    let mut toy = toy(10, PodUpdatePolicy::ReCreate);
+    toy.max_unavailable = Some(IntOrString::Int(2));
+    let revisions = revisions(template("toy:v2", None));
+    let pods: Vec<Pod> = old_pods(&toy, 10).into_iter().map(not_ready).collect();
+    let plan = sync(&toy, &pods, &revisions);
+    assert_eq!(plan.deletes.len(), 2, "{plan:#?}");
 }
