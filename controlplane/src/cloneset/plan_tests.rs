@@ -470,10 +470,6 @@ fn conditions(change: &PodChange) -> Vec<(&str, bool, &str)> {
         .collect()
 }
 
-fn revisions_created(plan: &Plan) -> Vec<&str> {
-    plan.creates.iter().map(|c| c.revision.as_str()).collect()
-}
-
 fn is_quiet(plan: &Plan) -> bool {
     plan.creates.is_empty() && plan.deletes.is_empty() && plan.pod_changes.is_empty()
 }
@@ -578,36 +574,6 @@ fn new_pods_get_fresh_ids_from_the_executor_and_taken_ids_cover_pods_and_claims(
             2
         ]
     );
-}
-
-#[test]
-fn scale_up_during_a_rollout_keeps_the_partition_on_the_current_revision() {
-    // replicas 4, partition 2: one old pod and one new exist, so one old and one new are
-    // created (OpenKruise scaleUpNumOldRevision), the old first.
-    let cs = with(cloneset(4), |s| {
-        s.update_strategy.partition = Some(IntOrString::Int(2));
-    });
-    let plan = Case::new(cs)
-        .pods(vec![pod("web-a", OLD), pod("web-b", NEW)])
-        .plan();
-    assert_eq!(revisions_created(&plan), vec![OLD, NEW]);
-
-    // Without a partition everything new is on the update revision.
-    let plan = Case::new(cloneset(4))
-        .pods(vec![pod("web-a", OLD), pod("web-b", NEW)])
-        .plan();
-    assert_eq!(revisions_created(&plan), vec![NEW, NEW]);
-}
-
-#[test]
-fn scale_up_falls_back_to_the_update_revision_when_the_current_one_is_gone() {
-    let cs = with(cloneset(2), |s| {
-        s.update_strategy.partition = Some(IntOrString::Int(2));
-    });
-    let mut case = Case::new(cs);
-    case.revisions.remove(OLD);
-    let plan = case.plan();
-    assert_eq!(revisions_created(&plan), vec![NEW, NEW]);
 }
 
 #[test]
@@ -1016,25 +982,6 @@ fn pods_to_delete_drops_the_names_of_pods_that_are_gone() {
 // ---------------------------------------------------------------------------------------
 // Scale and update never in one sync; paused
 // ---------------------------------------------------------------------------------------
-
-#[test]
-fn paused_stops_updates_but_not_scaling() {
-    let paused = |replicas| with(cloneset(replicas), |s| s.update_strategy.paused = true);
-    let plan = Case::new(paused(3)).pods(names(3, OLD)).plan();
-    assert!(is_quiet(&plan), "{plan:#?}");
-
-    let plan = Case::new(paused(4)).pods(names(3, OLD)).plan();
-    assert_eq!(revisions_created(&plan), vec![NEW]);
-
-    let plan = Case::new(paused(2)).pods(names(3, OLD)).plan();
-    assert_eq!(plan.deletes.len(), 1);
-    assert_eq!(plan.deletes[0].reason, DeleteReason::ScaleDown);
-
-    // Unpaused, the same set updates.
-    let plan = Case::new(cloneset(3)).pods(names(3, OLD)).plan();
-    assert_eq!(plan.deletes.len(), 1);
-    assert_eq!(plan.deletes[0].reason, DeleteReason::RecreateUpdate);
-}
 
 // ---------------------------------------------------------------------------------------
 // Update: method

@@ -20,6 +20,8 @@ mod preparing_update_tests;
 #[cfg(test)]
 mod resize_tests;
 #[cfg(test)]
+mod scale_tests;
+#[cfg(test)]
 mod toy_execute_tests;
 #[cfg(test)]
 mod toy_tests;

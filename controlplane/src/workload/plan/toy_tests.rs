@@ -37,6 +37,7 @@ pub(super) struct Toy {
     pub(super) partition: Option<IntOrString>,
     pub(super) max_surge: Option<IntOrString>,
     pub(super) max_unavailable: Option<IntOrString>,
+    pub(super) paused: bool,
     selector: LabelSelector,
     pub(super) lifecycle: Option<Lifecycle>,
 }
@@ -87,6 +88,7 @@ impl PodSetWorkload for Toy {
         RolloutParams {
             replicas: self.replicas,
             max_unavailable: self.max_unavailable.clone(),
+            paused: self.paused,
             partition: self.partition.clone(),
             max_surge: self.max_surge.clone(),
             revisions_consistent: current == update,
@@ -131,6 +133,7 @@ pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
         partition: None,
         max_surge: None,
         max_unavailable: Some(IntOrString::Int(1)),
+        paused: false,
         selector: LabelSelector {
             match_labels: Some(BTreeMap::from([("app".to_owned(), "toy".to_owned())])),
             ..LabelSelector::default()
