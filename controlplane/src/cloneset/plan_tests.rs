@@ -22,11 +22,11 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::cloneset::{CloneSetSpec, SCALING_EXCLUDE_PREPARING_DELETE_LABEL};
 use crate::api::common::{InPlaceUpdateStrategy, Lifecycle, LifecycleHook, PodUpdatePolicy};
-use crate::workload::actions::{ChangeReason, Delete, DeleteReason, PodChange};
+use crate::workload::actions::{Delete, DeleteReason, PodChange};
 use crate::workload::deletion::{self, REVISION_LABEL, SPECIFIED_DELETE_LABEL};
 use crate::workload::inplace::{
     GRACE_ANNOTATION, GraceSpec, INPLACE_UPDATE_READY, InPlaceUpdateContainerStatus,
-    InPlaceUpdateState, REASON_DONE, REASON_START, STATE_ANNOTATION,
+    InPlaceUpdateState, REASON_START, STATE_ANNOTATION,
 };
 use crate::workload::lifecycle::{self, KRUISE_POD_READY, LifecycleState};
 use crate::workload::plan::CLAIMS_REVISION_ANNOTATION;
@@ -452,14 +452,6 @@ fn patch_label<'v>(change: &'v PodChange, key: &str) -> Option<&'v Value> {
 
 fn patch_annotation<'v>(change: &'v PodChange, key: &str) -> Option<&'v Value> {
     patch(change).get("metadata")?.get("annotations")?.get(key)
-}
-
-/// Whether `change` writes the in-place state annotation back marked finished (it is
-/// kept after the update, as OpenKruise keeps it).
-fn marks_state_finished(change: &PodChange) -> bool {
-    patch_annotation(change, STATE_ANNOTATION)
-        .and_then(Value::as_str)
-        .is_some_and(|s| !crate::workload::inplace::update_in_progress(s))
 }
 
 fn conditions(change: &PodChange) -> Vec<(&str, bool, &str)> {
@@ -1486,68 +1478,6 @@ fn max_unavailable_and_partition_limit_the_pods_updated_per_sync() {
 /// pod is Ready with InPlaceUpdateReady True, and only its state annotation (which the
 /// same sync removes) said it was updating. A pod whose InPlaceUpdateReady this sync has
 /// yet to set is not available until the kubelet reads it, so it still holds the budget.
-#[test]
-fn the_sync_that_finishes_an_in_place_update_starts_the_next_within_max_unavailable() {
-    let finished = |gate: &str| {
-        pod("web-a", NEW)
-            .gate(INPLACE_UPDATE_READY)
-            .condition(INPLACE_UPDATE_READY, gate)
-            .annotation(STATE_ANNOTATION, &in_place_state(ts(900), "sha-old"))
-            .running(NEW_IMAGE, "sha-new", ts(910), true)
-    };
-    for (gate, next_starts) in [("True", true), ("False", false)] {
-        let cs = with(
-            policy(cloneset(2), PodUpdatePolicy::InPlaceIfPossible),
-            |s| s.update_strategy.max_unavailable = Some(IntOrString::Int(1)),
-        );
-        let old = pod("web-b", OLD)
-            .gate(INPLACE_UPDATE_READY)
-            .condition(INPLACE_UPDATE_READY, "True");
-        let pods = vec![finished(gate), old];
-        let plan = Case::settled(cs).pods(pods).plan();
-        let reasons: Vec<(&str, ChangeReason)> = plan
-            .pod_changes
-            .iter()
-            .map(|c| (c.pod.as_str(), c.reason))
-            .collect();
-        let mut want = vec![("web-a", ChangeReason::InPlaceDone)];
-        if next_starts {
-            want.push(("web-b", ChangeReason::InPlaceStart));
-        }
-        assert_eq!(reasons, want, "InPlaceUpdateReady {gate}: {plan:#?}");
-    }
-}
-
-#[test]
-fn pods_mid_in_place_update_count_as_unavailable() {
-    // One pod is still restarting in place (state annotation present): with maxUnavailable
-    // 1 no further pod starts.
-    let state = InPlaceUpdateState {
-        revision: NEW.to_owned(),
-        update_timestamp: Time(ts(990)),
-        last_container_statuses: BTreeMap::from([(
-            "app".to_owned(),
-            InPlaceUpdateContainerStatus {
-                image_id: format!("sha-{OLD_IMAGE}"),
-                ..Default::default()
-            },
-        )]),
-        other: BTreeMap::new(),
-    };
-    let mut pods = names(4, OLD);
-    pods.push(
-        pod("web-n", NEW)
-            .running(OLD_IMAGE, &format!("sha-{OLD_IMAGE}"), ts(0), true)
-            .annotation(STATE_ANNOTATION, &state.to_annotation().unwrap()),
-    );
-    let cs = with(
-        policy(cloneset(5), PodUpdatePolicy::InPlaceIfPossible),
-        |s| s.update_strategy.max_unavailable = Some(IntOrString::Int(1)),
-    );
-    let plan = Case::new(cs).pods(pods).plan();
-    assert!(is_quiet(&plan), "{plan:#?}");
-}
-
 fn held_for_deletion(replicas: i32) -> Case {
     let cs = with(cloneset(replicas), |s| {
         s.update_strategy.max_unavailable = Some(IntOrString::String("100%".into()));
@@ -1973,108 +1903,6 @@ fn a_new_pod_without_a_pre_normal_hook_turns_normal_once_scheduled() {
 // ---------------------------------------------------------------------------------------
 // Refresh: in-place completion, readiness gates, grace periods
 // ---------------------------------------------------------------------------------------
-
-fn in_place_state(updated_at: Timestamp, old_image_id: &str) -> String {
-    InPlaceUpdateState {
-        revision: NEW.to_owned(),
-        update_timestamp: Time(updated_at),
-        last_container_statuses: BTreeMap::from([(
-            "app".to_owned(),
-            InPlaceUpdateContainerStatus {
-                image_id: old_image_id.to_owned(),
-                ..Default::default()
-            },
-        )]),
-        other: BTreeMap::new(),
-    }
-    .to_annotation()
-    .unwrap()
-}
-
-/// A pod updated in place to NEW at `ts(900)`, its container now running `image` (as the
-/// kubelet reports it) with `image_id`.
-fn updating_pod(image: &str, image_id: &str, started: Timestamp, ready: bool) -> PodBuilder {
-    pod("web-a", NEW)
-        .gate(INPLACE_UPDATE_READY)
-        .condition(INPLACE_UPDATE_READY, "False")
-        .annotation(STATE_ANNOTATION, &in_place_state(ts(900), "sha-old"))
-        .running(image, image_id, started, ready)
-}
-
-#[test]
-fn refresh_finishes_an_in_place_update_once_the_container_restarted() {
-    let cases: Vec<(&str, PodBuilder, bool)> = vec![
-        (
-            "new image ID, started after the update, ready",
-            updating_pod(NEW_IMAGE, "sha-new", ts(910), true),
-            true,
-        ),
-        (
-            "started in the same second as the update",
-            updating_pod(NEW_IMAGE, "sha-new", ts(900), true),
-            true,
-        ),
-        (
-            "still the old image ID in the old container",
-            updating_pod(OLD_IMAGE, "sha-old", ts(890), true),
-            false,
-        ),
-        (
-            "started before the update",
-            updating_pod(NEW_IMAGE, "sha-new", ts(899), true),
-            false,
-        ),
-        (
-            "not ready yet",
-            updating_pod(NEW_IMAGE, "sha-new", ts(910), false),
-            false,
-        ),
-        (
-            "same digest under a new tag (kruise #2297): the restart decides",
-            updating_pod(NEW_IMAGE, "sha-old", ts(910), true),
-            true,
-        ),
-        (
-            "same digest, and containerd 1.6 reports the image's first (old) tag",
-            updating_pod(OLD_IMAGE, "sha-old", ts(910), true),
-            true,
-        ),
-    ];
-    for (name, p, done) in cases {
-        let cs = policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible);
-        let plan = Case::settled(cs).pods(vec![p]).plan();
-        if done {
-            let c = change(&plan, "web-a");
-            assert_eq!(
-                conditions(c),
-                vec![(INPLACE_UPDATE_READY, true, REASON_DONE)],
-                "{name}"
-            );
-            let annotations = patch(c)["metadata"]["annotations"].as_object();
-            assert_eq!(
-                annotations.map(|a| a.keys().collect::<Vec<_>>()),
-                Some(vec![&STATE_ANNOTATION.to_owned()]),
-                "{name}: only the state annotation is written"
-            );
-            assert!(marks_state_finished(c), "{name}: {:?}", patch(c));
-        } else {
-            assert!(plan.pod_changes.is_empty(), "{name}: {plan:#?}");
-        }
-    }
-}
-
-#[test]
-fn refresh_without_the_gate_only_marks_the_state_finished() {
-    let p = pod("web-a", NEW)
-        .annotation(STATE_ANNOTATION, &in_place_state(ts(900), "sha-old"))
-        .running(NEW_IMAGE, "sha-new", ts(910), true);
-    let plan = Case::settled(policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible))
-        .pods(vec![p])
-        .plan();
-    let c = change(&plan, "web-a");
-    assert!(c.conditions.is_empty());
-    assert!(marks_state_finished(c), "{:?}", patch(c));
-}
 
 #[test]
 fn new_pods_get_their_readiness_conditions_set_true() {

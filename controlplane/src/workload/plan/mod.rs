@@ -14,6 +14,8 @@ mod update;
 #[cfg(test)]
 mod env_restart_tests;
 #[cfg(test)]
+mod in_place_tests;
+#[cfg(test)]
 mod on_delete_tests;
 #[cfg(test)]
 mod preparing_update_tests;

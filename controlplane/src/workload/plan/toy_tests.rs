@@ -142,7 +142,7 @@ pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
     }
 }
 
-fn ts(secs: i64) -> Timestamp {
+pub(super) fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
