@@ -189,20 +189,15 @@ struct Services {
     node: NodeServiceServer<NodeGrpc>,
 }
 
-/// Serves everything until `shutdown` is cancelled, then lets in-flight calls finish.
-/// `tls` is the certificate served first; it is replaced without a restart as the flags
-/// say (`serving::keep_current`: CSR renewals or changed files).
-#[tracing::instrument(skip_all, fields(node = %args.node_name))]
-pub async fn run(
+/// The gRPC services the agent serves (the same on both listeners), with the restart
+/// queue and the image service they own.
+async fn services(
     args: &Args,
-    listeners: Listeners,
-    tls: TlsMaterial,
-    kube: kube::Client,
-    shutdown: CancellationToken,
-) -> Result<(), ServeError> {
-    let metrics = Metrics::new();
-    let containerd =
-        Containerd::connect_lazy(args.containerd_socket.clone(), &args.containerd_namespace)?;
+    containerd: &Containerd,
+    kube: &kube::Client,
+    metrics: &Metrics,
+    shutdown: &CancellationToken,
+) -> Result<Services, ServeError> {
     let pods = NodePods::new(KubePods::new(kube.clone()), &args.node_name);
     let restarts = Restarts::new(
         containerd.clone(),
@@ -217,9 +212,9 @@ pub async fn run(
     // The empty name is the server's overall health in the gRPC health protocol.
     health.set_service_status("", ServingStatus::Serving).await;
     let saturating = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    let services = Services {
+    Ok(Services {
         health: health_server::HealthServer::new(
-            tonic_health::server::HealthService::from_health_reporter(health.clone()),
+            tonic_health::server::HealthService::from_health_reporter(health),
         ),
         images: ImageServiceServer::new(images),
         containers: ContainerServiceServer::new(ContainerGrpc::new(restarts)),
@@ -231,7 +226,24 @@ pub async fn run(
             max_concurrent_pulls: saturating(args.max_concurrent_pulls.get()),
             max_concurrent_restarts: saturating(args.max_concurrent_restarts.get()),
         }),
-    };
+    })
+}
+
+/// Serves everything until `shutdown` is cancelled, then lets in-flight calls finish.
+/// `tls` is the certificate served first; it is replaced without a restart as the flags
+/// say (`serving::keep_current`: CSR renewals or changed files).
+#[tracing::instrument(skip_all, fields(node = %args.node_name))]
+pub async fn run(
+    args: &Args,
+    listeners: Listeners,
+    tls: TlsMaterial,
+    kube: kube::Client,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let metrics = Metrics::new();
+    let containerd =
+        Containerd::connect_lazy(args.containerd_socket.clone(), &args.containerd_namespace)?;
+    let services = services(args, &containerd, &kube, &metrics, &shutdown).await?;
     let auth = AuthLayer::new(Gate::new(KubeReviewer::new(
         kube.clone(),
         args.node_audience(),

@@ -220,23 +220,58 @@ async fn start_workloads(
         )?;
     }
     if switches.enabled("imagelist-distributor") {
-        require_stores(
-            running,
-            "ImageList distributor".to_owned(),
-            Distributor::READS,
-        )?;
-        running.spawn(
-            Distributor {
-                client: client.clone(),
-                stores: stores.clone(),
-                agents: agents.clone(),
-                events: EventSink::new(client.clone(), &workloads.identity),
-            }
-            .run(running.leadership.clone(), shutdown.clone()),
-        );
+        start_distributor(running, &client, &agents, &workloads.identity, shutdown)?;
     }
 
     let events = EventSink::new(client.clone(), &workloads.identity);
+    start_undecodable_reporting(running, &client, &events, shutdown);
+    let restarts: Arc<dyn ContainerRestarts> = Arc::new(agents.clone());
+    let agents: Arc<dyn PodConditions> = Arc::new(agents);
+    let controllers = Controllers {
+        client,
+        stores,
+        events,
+        workers,
+        switches,
+    };
+    start_pod_sets(running, &controllers, agents, shutdown)?;
+    start_container_recreates(running, &controllers, restarts, shutdown)?;
+    start_jobs(running, &controllers, shutdown)
+}
+
+/// Starts the ImageList distributor, which pushes each node's ImageList to its agent.
+fn start_distributor(
+    running: &mut Runtime<Stores>,
+    client: &kube::Client,
+    agents: &AgentPool,
+    identity: &str,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    require_stores(
+        running,
+        "ImageList distributor".to_owned(),
+        Distributor::READS,
+    )?;
+    running.spawn(
+        Distributor {
+            client: client.clone(),
+            stores: running.stores.clone(),
+            agents: agents.clone(),
+            events: EventSink::new(client.clone(), identity),
+        }
+        .run(running.leadership.clone(), shutdown.clone()),
+    );
+    Ok(())
+}
+
+/// Starts what tells people about objects the caches could not decode: a Warning Event
+/// per object from every replica, and the `Undecodable` condition from the leader.
+fn start_undecodable_reporting(
+    running: &mut Runtime<Stores>,
+    client: &kube::Client,
+    events: &EventSink,
+    shutdown: &CancellationToken,
+) {
     if let Some(reports) = running.undecodable.take() {
         running.spawn(report_undecodable(
             reports,
@@ -250,18 +285,6 @@ async fn start_workloads(
         running.leadership.clone(),
         shutdown.clone(),
     ));
-    let restarts: Arc<dyn ContainerRestarts> = Arc::new(agents.clone());
-    let agents: Arc<dyn PodConditions> = Arc::new(agents);
-    let controllers = Controllers {
-        client,
-        stores,
-        events,
-        workers,
-        switches,
-    };
-    start_pod_sets(running, &controllers, agents, shutdown)?;
-    start_container_recreates(running, &controllers, restarts, shutdown)?;
-    start_jobs(running, &controllers, shutdown)
 }
 
 /// Puts a Warning Event on each object a cache could not decode (the stores send one report

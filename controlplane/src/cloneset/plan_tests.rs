@@ -22,11 +22,11 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::cloneset::{CloneSetSpec, SCALING_EXCLUDE_PREPARING_DELETE_LABEL};
 use crate::api::common::{InPlaceUpdateStrategy, Lifecycle, LifecycleHook, PodUpdatePolicy};
-use crate::workload::actions::{ChangeReason, Delete, DeleteReason, PodChange};
+use crate::workload::actions::{Delete, DeleteReason, PodChange};
 use crate::workload::deletion::{self, REVISION_LABEL, SPECIFIED_DELETE_LABEL};
 use crate::workload::inplace::{
     GRACE_ANNOTATION, GraceSpec, INPLACE_UPDATE_READY, InPlaceUpdateContainerStatus,
-    InPlaceUpdateState, REASON_DONE, REASON_START, STATE_ANNOTATION,
+    InPlaceUpdateState, REASON_START, STATE_ANNOTATION,
 };
 use crate::workload::lifecycle::{self, KRUISE_POD_READY, LifecycleState};
 use crate::workload::plan::CLAIMS_REVISION_ANNOTATION;
@@ -454,24 +454,12 @@ fn patch_annotation<'v>(change: &'v PodChange, key: &str) -> Option<&'v Value> {
     patch(change).get("metadata")?.get("annotations")?.get(key)
 }
 
-/// Whether `change` writes the in-place state annotation back marked finished (it is
-/// kept after the update, as OpenKruise keeps it).
-fn marks_state_finished(change: &PodChange) -> bool {
-    patch_annotation(change, STATE_ANNOTATION)
-        .and_then(Value::as_str)
-        .is_some_and(|s| !crate::workload::inplace::update_in_progress(s))
-}
-
 fn conditions(change: &PodChange) -> Vec<(&str, bool, &str)> {
     change
         .conditions
         .iter()
         .map(|c| (c.condition_type, c.status, c.reason))
         .collect()
-}
-
-fn revisions_created(plan: &Plan) -> Vec<&str> {
-    plan.creates.iter().map(|c| c.revision.as_str()).collect()
 }
 
 fn is_quiet(plan: &Plan) -> bool {
@@ -578,36 +566,6 @@ fn new_pods_get_fresh_ids_from_the_executor_and_taken_ids_cover_pods_and_claims(
             2
         ]
     );
-}
-
-#[test]
-fn scale_up_during_a_rollout_keeps_the_partition_on_the_current_revision() {
-    // replicas 4, partition 2: one old pod and one new exist, so one old and one new are
-    // created (OpenKruise scaleUpNumOldRevision), the old first.
-    let cs = with(cloneset(4), |s| {
-        s.update_strategy.partition = Some(IntOrString::Int(2));
-    });
-    let plan = Case::new(cs)
-        .pods(vec![pod("web-a", OLD), pod("web-b", NEW)])
-        .plan();
-    assert_eq!(revisions_created(&plan), vec![OLD, NEW]);
-
-    // Without a partition everything new is on the update revision.
-    let plan = Case::new(cloneset(4))
-        .pods(vec![pod("web-a", OLD), pod("web-b", NEW)])
-        .plan();
-    assert_eq!(revisions_created(&plan), vec![NEW, NEW]);
-}
-
-#[test]
-fn scale_up_falls_back_to_the_update_revision_when_the_current_one_is_gone() {
-    let cs = with(cloneset(2), |s| {
-        s.update_strategy.partition = Some(IntOrString::Int(2));
-    });
-    let mut case = Case::new(cs);
-    case.revisions.remove(OLD);
-    let plan = case.plan();
-    assert_eq!(revisions_created(&plan), vec![NEW, NEW]);
 }
 
 #[test]
@@ -822,19 +780,6 @@ fn scale_down_deletes_by_ranking_with_the_pods_claims() {
 }
 
 #[test]
-fn scale_down_during_a_rollout_deletes_old_revision_pods_first() {
-    let plan = Case::new(cloneset(2))
-        .pods(vec![
-            pod("web-a", NEW).not_ready(),
-            pod("web-b", OLD),
-            pod("web-c", NEW),
-        ])
-        .plan();
-    // b is ranked after the not-ready a, but old pods above the partition go first.
-    assert_eq!(deleted(&plan), vec![("web-b", DeleteReason::ScaleDown)]);
-}
-
-#[test]
 fn scale_down_of_ready_pods_is_limited_by_max_unavailable() {
     // deleteReadyLimit = maxUnavailable + (pods - replicas) - unavailable; pods that are not
     // ready are deleted without using it.
@@ -1029,49 +974,6 @@ fn pods_to_delete_drops_the_names_of_pods_that_are_gone() {
 // ---------------------------------------------------------------------------------------
 // Scale and update never in one sync; paused
 // ---------------------------------------------------------------------------------------
-
-#[test]
-fn a_sync_that_scales_does_not_update() {
-    for policy_ in [
-        PodUpdatePolicy::ReCreate,
-        PodUpdatePolicy::InPlaceIfPossible,
-    ] {
-        // Up: 2 old pods of 3.
-        let plan = Case::new(policy(cloneset(3), policy_))
-            .pods(names(2, OLD))
-            .plan();
-        assert_eq!(plan.creates.len(), 1, "{policy_:?}");
-        assert!(plan.deletes.is_empty(), "{policy_:?}: {plan:#?}");
-        assert!(plan.pod_changes.is_empty(), "{policy_:?}: {plan:#?}");
-
-        // Down: 4 old pods of 3.
-        let plan = Case::new(policy(cloneset(3), policy_))
-            .pods(names(4, OLD))
-            .plan();
-        assert_eq!(plan.deletes.len(), 1, "{policy_:?}");
-        assert_eq!(plan.deletes[0].reason, DeleteReason::ScaleDown);
-        assert!(plan.pod_changes.is_empty(), "{policy_:?}: {plan:#?}");
-    }
-}
-
-#[test]
-fn paused_stops_updates_but_not_scaling() {
-    let paused = |replicas| with(cloneset(replicas), |s| s.update_strategy.paused = true);
-    let plan = Case::new(paused(3)).pods(names(3, OLD)).plan();
-    assert!(is_quiet(&plan), "{plan:#?}");
-
-    let plan = Case::new(paused(4)).pods(names(3, OLD)).plan();
-    assert_eq!(revisions_created(&plan), vec![NEW]);
-
-    let plan = Case::new(paused(2)).pods(names(3, OLD)).plan();
-    assert_eq!(plan.deletes.len(), 1);
-    assert_eq!(plan.deletes[0].reason, DeleteReason::ScaleDown);
-
-    // Unpaused, the same set updates.
-    let plan = Case::new(cloneset(3)).pods(names(3, OLD)).plan();
-    assert_eq!(plan.deletes.len(), 1);
-    assert_eq!(plan.deletes[0].reason, DeleteReason::RecreateUpdate);
-}
 
 // ---------------------------------------------------------------------------------------
 // Update: method
@@ -1572,118 +1474,10 @@ fn max_unavailable_and_partition_limit_the_pods_updated_per_sync() {
     }
 }
 
-#[test]
-fn in_place_updates_are_limited_the_same_way() {
-    let cs = with(
-        policy(cloneset(10), PodUpdatePolicy::InPlaceIfPossible),
-        |s| s.update_strategy.max_unavailable = Some(IntOrString::Int(3)),
-    );
-    let plan = Case::new(cs).pods(names(10, OLD)).plan();
-    assert_eq!(plan.pod_changes.len(), 3, "{plan:#?}");
-    assert!(plan.deletes.is_empty());
-}
-
 /// The sync that finishes a pod's in-place update may start the next pod's: the finished
 /// pod is Ready with InPlaceUpdateReady True, and only its state annotation (which the
 /// same sync removes) said it was updating. A pod whose InPlaceUpdateReady this sync has
 /// yet to set is not available until the kubelet reads it, so it still holds the budget.
-#[test]
-fn the_sync_that_finishes_an_in_place_update_starts_the_next_within_max_unavailable() {
-    let finished = |gate: &str| {
-        pod("web-a", NEW)
-            .gate(INPLACE_UPDATE_READY)
-            .condition(INPLACE_UPDATE_READY, gate)
-            .annotation(STATE_ANNOTATION, &in_place_state(ts(900), "sha-old"))
-            .running(NEW_IMAGE, "sha-new", ts(910), true)
-    };
-    for (gate, next_starts) in [("True", true), ("False", false)] {
-        let cs = with(
-            policy(cloneset(2), PodUpdatePolicy::InPlaceIfPossible),
-            |s| s.update_strategy.max_unavailable = Some(IntOrString::Int(1)),
-        );
-        let old = pod("web-b", OLD)
-            .gate(INPLACE_UPDATE_READY)
-            .condition(INPLACE_UPDATE_READY, "True");
-        let pods = vec![finished(gate), old];
-        let plan = Case::settled(cs).pods(pods).plan();
-        let reasons: Vec<(&str, ChangeReason)> = plan
-            .pod_changes
-            .iter()
-            .map(|c| (c.pod.as_str(), c.reason))
-            .collect();
-        let mut want = vec![("web-a", ChangeReason::InPlaceDone)];
-        if next_starts {
-            want.push(("web-b", ChangeReason::InPlaceStart));
-        }
-        assert_eq!(reasons, want, "InPlaceUpdateReady {gate}: {plan:#?}");
-    }
-}
-
-#[test]
-fn pods_mid_in_place_update_count_as_unavailable() {
-    // One pod is still restarting in place (state annotation present): with maxUnavailable
-    // 1 no further pod starts.
-    let state = InPlaceUpdateState {
-        revision: NEW.to_owned(),
-        update_timestamp: Time(ts(990)),
-        last_container_statuses: BTreeMap::from([(
-            "app".to_owned(),
-            InPlaceUpdateContainerStatus {
-                image_id: format!("sha-{OLD_IMAGE}"),
-                ..Default::default()
-            },
-        )]),
-        other: BTreeMap::new(),
-    };
-    let mut pods = names(4, OLD);
-    pods.push(
-        pod("web-n", NEW)
-            .running(OLD_IMAGE, &format!("sha-{OLD_IMAGE}"), ts(0), true)
-            .annotation(STATE_ANNOTATION, &state.to_annotation().unwrap()),
-    );
-    let cs = with(
-        policy(cloneset(5), PodUpdatePolicy::InPlaceIfPossible),
-        |s| s.update_strategy.max_unavailable = Some(IntOrString::Int(1)),
-    );
-    let plan = Case::new(cs).pods(pods).plan();
-    assert!(is_quiet(&plan), "{plan:#?}");
-}
-
-#[test]
-fn unavailable_old_pods_are_not_all_updated_at_once() {
-    // All 10 pods are old and not ready (say, the old image crashes). OpenKruise updates
-    // at most maxUnavailable (2) per sync so a bad new revision cannot take every pod.
-    let pods: Vec<PodBuilder> = (0..10)
-        .map(|i| pod(&format!("web-p{i}"), OLD).not_ready())
-        .collect();
-    let plan = Case::new(cloneset(10)).pods(pods).plan();
-    assert_eq!(plan.deletes.len(), 2, "{plan:#?}");
-}
-
-#[test]
-fn update_goes_to_unhealthy_pods_first() {
-    let cs = with(cloneset(4), |s| {
-        s.update_strategy.max_unavailable = Some(IntOrString::Int(2));
-    });
-    let plan = Case::new(cs)
-        .pods(vec![
-            pod("web-a", OLD),
-            pod("web-b", OLD).unscheduled(),
-            pod("web-c", OLD),
-            pod("web-d", OLD).not_ready(),
-        ])
-        .plan();
-    // The broken pods first, unscheduled before not ready; they need no budget, and with
-    // two unavailable pods the budget of 2 is used up, so no healthy pod starts.
-    assert_eq!(
-        deleted(&plan),
-        vec![
-            ("web-b", DeleteReason::RecreateUpdate),
-            ("web-d", DeleteReason::RecreateUpdate)
-        ]
-    );
-}
-
 fn held_for_deletion(replicas: i32) -> Case {
     let cs = with(cloneset(replicas), |s| {
         s.update_strategy.max_unavailable = Some(IntOrString::String("100%".into()));
@@ -2110,108 +1904,6 @@ fn a_new_pod_without_a_pre_normal_hook_turns_normal_once_scheduled() {
 // Refresh: in-place completion, readiness gates, grace periods
 // ---------------------------------------------------------------------------------------
 
-fn in_place_state(updated_at: Timestamp, old_image_id: &str) -> String {
-    InPlaceUpdateState {
-        revision: NEW.to_owned(),
-        update_timestamp: Time(updated_at),
-        last_container_statuses: BTreeMap::from([(
-            "app".to_owned(),
-            InPlaceUpdateContainerStatus {
-                image_id: old_image_id.to_owned(),
-                ..Default::default()
-            },
-        )]),
-        other: BTreeMap::new(),
-    }
-    .to_annotation()
-    .unwrap()
-}
-
-/// A pod updated in place to NEW at `ts(900)`, its container now running `image` (as the
-/// kubelet reports it) with `image_id`.
-fn updating_pod(image: &str, image_id: &str, started: Timestamp, ready: bool) -> PodBuilder {
-    pod("web-a", NEW)
-        .gate(INPLACE_UPDATE_READY)
-        .condition(INPLACE_UPDATE_READY, "False")
-        .annotation(STATE_ANNOTATION, &in_place_state(ts(900), "sha-old"))
-        .running(image, image_id, started, ready)
-}
-
-#[test]
-fn refresh_finishes_an_in_place_update_once_the_container_restarted() {
-    let cases: Vec<(&str, PodBuilder, bool)> = vec![
-        (
-            "new image ID, started after the update, ready",
-            updating_pod(NEW_IMAGE, "sha-new", ts(910), true),
-            true,
-        ),
-        (
-            "started in the same second as the update",
-            updating_pod(NEW_IMAGE, "sha-new", ts(900), true),
-            true,
-        ),
-        (
-            "still the old image ID in the old container",
-            updating_pod(OLD_IMAGE, "sha-old", ts(890), true),
-            false,
-        ),
-        (
-            "started before the update",
-            updating_pod(NEW_IMAGE, "sha-new", ts(899), true),
-            false,
-        ),
-        (
-            "not ready yet",
-            updating_pod(NEW_IMAGE, "sha-new", ts(910), false),
-            false,
-        ),
-        (
-            "same digest under a new tag (kruise #2297): the restart decides",
-            updating_pod(NEW_IMAGE, "sha-old", ts(910), true),
-            true,
-        ),
-        (
-            "same digest, and containerd 1.6 reports the image's first (old) tag",
-            updating_pod(OLD_IMAGE, "sha-old", ts(910), true),
-            true,
-        ),
-    ];
-    for (name, p, done) in cases {
-        let cs = policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible);
-        let plan = Case::settled(cs).pods(vec![p]).plan();
-        if done {
-            let c = change(&plan, "web-a");
-            assert_eq!(
-                conditions(c),
-                vec![(INPLACE_UPDATE_READY, true, REASON_DONE)],
-                "{name}"
-            );
-            let annotations = patch(c)["metadata"]["annotations"].as_object();
-            assert_eq!(
-                annotations.map(|a| a.keys().collect::<Vec<_>>()),
-                Some(vec![&STATE_ANNOTATION.to_owned()]),
-                "{name}: only the state annotation is written"
-            );
-            assert!(marks_state_finished(c), "{name}: {:?}", patch(c));
-        } else {
-            assert!(plan.pod_changes.is_empty(), "{name}: {plan:#?}");
-        }
-    }
-}
-
-#[test]
-fn refresh_without_the_gate_only_marks_the_state_finished() {
-    let p = pod("web-a", NEW)
-        .annotation(STATE_ANNOTATION, &in_place_state(ts(900), "sha-old"))
-        .running(NEW_IMAGE, "sha-new", ts(910), true);
-    let plan = Case::settled(policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible))
-        .pods(vec![p])
-        .plan();
-    let c = change(&plan, "web-a");
-    assert!(c.conditions.is_empty());
-    assert!(marks_state_finished(c), "{:?}", patch(c));
-}
-
 #[test]
 fn new_pods_get_their_readiness_conditions_set_true() {
     let cases: Vec<(&str, PodBuilder, Vec<(&str, bool, &str)>)> = vec![
@@ -2361,33 +2053,6 @@ fn shortest_requeue_wins() {
         .pods(vec![grace_pod(ts(990), 30, NEW), b])
         .plan();
     assert_eq!(plan.requeue_after, Some(Duration::from_secs(20)));
-}
-
-#[test]
-fn a_pod_refreshed_in_this_sync_is_not_also_updated() {
-    // The new pod's InPlaceUpdateReady is set in this sync; its update waits for the next
-    // sync, which plans from the patched object.
-    let plan = Case::new(policy(cloneset(1), PodUpdatePolicy::InPlaceIfPossible))
-        .pods(vec![pod("web-a", OLD).gate(INPLACE_UPDATE_READY)])
-        .plan();
-    // A pod with the gate but no condition: refreshed, not started.
-    assert_eq!(plan.pod_changes.len(), 1, "{plan:#?}");
-    let c = &plan.pod_changes[0];
-    assert_eq!(
-        conditions(c),
-        vec![(INPLACE_UPDATE_READY, true, "PodCreated")]
-    );
-    assert!(c.patch.is_none(), "{c:#?}");
-}
-
-#[test]
-fn a_malformed_state_annotation_is_an_error_naming_the_pod() {
-    let p = pod("web-a", NEW).annotation(STATE_ANNOTATION, "{not json");
-    let err = Case::settled(cloneset(1))
-        .pods(vec![p])
-        .try_plan()
-        .expect_err("malformed annotation");
-    assert!(err.to_string().contains("web-a"), "{err}");
 }
 
 #[test]

@@ -19,7 +19,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource as _, ResourceExt as _};
-use stevedore_proto::stevedore::agent::v1::{ApplyImageListRequest, WatchImageListRequest};
+use stevedore_proto::stevedore::agent::v1::{
+    ApplyImageListRequest, ImageListStatusUpdate, WatchImageListRequest,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -252,18 +254,7 @@ impl Distributor {
         }
         let mut pushed = self.push(&node_object, request).await?;
         let mut pushed_images: BTreeSet<String> = first.spec.images.keys().cloned().collect();
-        let mut client = self
-            .agents
-            .images(&node_object)
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut stream = client
-            .watch_image_list(WatchImageListRequest {
-                node_name: node.to_owned(),
-            })
-            .await
-            .map_err(|s| format!("WatchImageList: {}", s.message()))?
-            .into_inner();
+        let mut stream = self.status_stream(&node_object).await?;
         *last_ok = Instant::now();
         let mut pending = BTreeMap::new();
         let mut flush_at: Option<Instant> = None;
@@ -288,16 +279,7 @@ impl Distributor {
                     if current.metadata.generation != Some(pushed) {
                         let (request, refused) = self.prepare(&node_object, &current).await;
                         pushed = self.push(&node_object, request).await?;
-                        // Entries taken out of spec leave status now, not at the next update;
-                        // entries (re)added start from Waiting, not from a stale old status.
-                        for image in current.spec.images.keys() {
-                            if !pushed_images.contains(image) {
-                                pending.insert(image.clone(), ImageStatus::default());
-                            }
-                        }
-                        // After the reset above: a refused image is Failed, not Waiting.
-                        pending.extend(refused);
-                        pushed_images = current.spec.images.keys().cloned().collect();
+                        pushed_images = restart_added_entries(&current.spec, &pushed_images, refused, &mut pending);
                         // Every write carries observedGeneration = `pushed`: the flush is
                         // the acknowledgement.
                         flush_at = Some(ack_flush(Instant::now(), flush_at));
@@ -325,6 +307,21 @@ impl Distributor {
                 }
             }
         }
+    }
+
+    /// The agent's stream of image status updates.
+    async fn status_stream(
+        &self,
+        node: &Node,
+    ) -> Result<tonic::Streaming<ImageListStatusUpdate>, String> {
+        let mut client = self.agents.images(node).await.map_err(|e| e.to_string())?;
+        let stream = client
+            .watch_image_list(WatchImageListRequest {
+                node_name: node.name_any(),
+            })
+            .await
+            .map_err(|s| format!("WatchImageList: {}", s.message()))?;
+        Ok(stream.into_inner())
     }
 
     /// Records a pull failure as an Event on the node, unless `failures` says one was
@@ -493,6 +490,24 @@ async fn while_leading<F, Fut>(
             return;
         }
     }
+}
+
+/// After a spec change was pushed: the images now pushed. Entries taken out of spec leave
+/// status now, not at the next update; entries (re)added start from Waiting, not from a
+/// stale old status; a `refused` image is Failed, not Waiting.
+fn restart_added_entries(
+    spec: &ImageListSpec,
+    pushed_before: &BTreeSet<String>,
+    refused: BTreeMap<String, ImageStatus>,
+    pending: &mut BTreeMap<String, ImageStatus>,
+) -> BTreeSet<String> {
+    for image in spec.images.keys() {
+        if !pushed_before.contains(image) {
+            pending.insert(image.clone(), ImageStatus::default());
+        }
+    }
+    pending.extend(refused);
+    spec.images.keys().cloned().collect()
 }
 
 #[cfg(test)]

@@ -135,39 +135,55 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     plan.events
         .extend(new_failure_events(s, &failed_nodes, &old.failed_nodes));
 
-    if policy == CompletionPolicyType::Always
-        && let Some(seconds) = job.spec.completion_policy.active_deadline_seconds
-    {
-        let deadline = start.saturating_add(SignedDuration::from_secs(seconds));
-        match deadline {
-            Ok(deadline) if deadline <= s.now => {
-                let unfinished = nodes.unfinished();
-                plan.events.push(PlannedEvent {
-                    warning: true,
-                    reason: "DeadlineExceeded",
-                    note: format!(
-                        "{MESSAGE_DEADLINE} ({seconds}s); {} nodes had not finished pulling {}",
-                        unfinished.len(),
-                        job.spec.image
-                    ),
-                });
-                failed_nodes.extend(unfinished);
-                failed_nodes.sort();
-                finish(
-                    &mut plan,
-                    &owned,
-                    failed_nodes,
-                    MESSAGE_DEADLINE,
-                    s.now,
-                    job,
-                );
-                return plan;
-            }
-            Ok(deadline) => plan.requeue_after = until(s.now, deadline),
-            Err(_) => {}
-        }
+    if finish_if_past_deadline(s, start, &nodes, &owned, &mut failed_nodes, &mut plan) {
+        return plan;
     }
     run_nodes(s, (&nodes, desired), &owned, failed_nodes, plan)
+}
+
+/// Under completion policy `Always`, once `activeDeadlineSeconds` from `start` passed,
+/// fails every unfinished node and finishes the job (`true`); a deadline still ahead
+/// requeues the job for it.
+fn finish_if_past_deadline(
+    s: &Snapshot<'_>,
+    start: Timestamp,
+    nodes: &Nodes<'_>,
+    owned: &[&str],
+    failed_nodes: &mut Vec<String>,
+    plan: &mut Plan,
+) -> bool {
+    let job = s.job;
+    let policy = &job.spec.completion_policy;
+    let Some(seconds) = policy.active_deadline_seconds else {
+        return false;
+    };
+    if policy.policy_type() != CompletionPolicyType::Always {
+        return false;
+    }
+    match start.saturating_add(SignedDuration::from_secs(seconds)) {
+        Ok(deadline) if deadline <= s.now => {
+            let unfinished = nodes.unfinished();
+            plan.events.push(PlannedEvent {
+                warning: true,
+                reason: "DeadlineExceeded",
+                note: format!(
+                    "{MESSAGE_DEADLINE} ({seconds}s); {} nodes had not finished pulling {}",
+                    unfinished.len(),
+                    job.spec.image
+                ),
+            });
+            failed_nodes.extend(unfinished);
+            failed_nodes.sort();
+            let failed_nodes = std::mem::take(failed_nodes);
+            finish(plan, owned, failed_nodes, MESSAGE_DEADLINE, s.now, job);
+            true
+        }
+        Ok(deadline) => {
+            plan.requeue_after = until(s.now, deadline);
+            false
+        }
+        Err(_) => false,
+    }
 }
 
 /// The target nodes and where each stands.

@@ -77,89 +77,90 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
+        let unregistered = Self {
+            registry: Arc::default(),
+            reconciles_total: Family::default(),
+            reconcile_errors_total: Family::default(),
+            reconcile_duration_seconds: HistogramFamily::new_with_constructor(reconcile_histogram),
+            workqueue_depth: Family::default(),
+            workqueue_wait_seconds: HistogramFamily::new_with_constructor(queue_wait_histogram),
+            leader: Gauge::default(),
+            agent_rpcs_total: Family::default(),
+            agent_rpc_duration_seconds: MethodHistogramFamily::new_with_constructor(
+                agent_rpc_histogram,
+            ),
+            cache_undecodable_reports_total: Family::default(),
+            cache_undecodable_objects: Family::default(),
+        };
         let mut registry = Registry::with_prefix("stevedore_controlplane");
-        let reconciles_total = Family::<KindLabel, Counter>::default();
+        unregistered.register_in(&mut registry);
+        Self {
+            registry: Arc::new(registry),
+            ..unregistered
+        }
+    }
+
+    /// Registers each metric under its name and help; the registry keeps a clone, which
+    /// shares the values with the field.
+    fn register_in(&self, registry: &mut Registry) {
         registry.register(
             "reconciles",
             "Reconciles run, by workload kind",
-            reconciles_total.clone(),
+            self.reconciles_total.clone(),
         );
-        let reconcile_errors_total = Family::<KindLabel, Counter>::default();
         registry.register(
             "reconcile_errors",
             "Reconciles that ended in an error, by workload kind",
-            reconcile_errors_total.clone(),
+            self.reconcile_errors_total.clone(),
         );
-        let reconcile_duration_seconds = HistogramFamily::new_with_constructor(reconcile_histogram);
         registry.register(
             "reconcile_duration_seconds",
             "Time spent in one reconcile, by workload kind",
-            reconcile_duration_seconds.clone(),
+            self.reconcile_duration_seconds.clone(),
         );
         // The two work-queue figures kube-controller-manager's controllers export
         // (`workqueue_depth`, `workqueue_queue_duration_seconds`): how far behind a kind is.
-        let workqueue_depth = Family::<KindLabel, Gauge>::default();
         registry.register(
             "workqueue_depth",
             "Objects waiting for a worker, by workload kind",
-            workqueue_depth.clone(),
+            self.workqueue_depth.clone(),
         );
-        let workqueue_wait_seconds = HistogramFamily::new_with_constructor(queue_wait_histogram);
         registry.register(
             "workqueue_wait_seconds",
             "Time an object waited in the work queue before a worker took it, by workload kind",
-            workqueue_wait_seconds.clone(),
+            self.workqueue_wait_seconds.clone(),
         );
-        let leader = Gauge::default();
         registry.register(
             "leader",
             "1 while this replica holds the leader Lease, else 0",
-            leader.clone(),
+            self.leader.clone(),
         );
         // Under the control plane's prefix, not `stevedore_agent_`: the agent already
         // exports `stevedore_agent_rpc_duration_seconds` for the server side of the same
         // calls, and the two must stay apart in queries.
-        let agent_rpcs_total = Family::<AgentRpcLabels, Counter>::default();
         registry.register(
             "agent_rpcs",
             "Calls to node agents (each retry counted), by method and gRPC status code",
-            agent_rpcs_total.clone(),
+            self.agent_rpcs_total.clone(),
         );
-        let agent_rpc_duration_seconds =
-            MethodHistogramFamily::new_with_constructor(agent_rpc_histogram);
         registry.register(
             "agent_rpc_duration_seconds",
             "Time from sending a call to a node agent until its answer or deadline, by method",
-            agent_rpc_duration_seconds.clone(),
+            self.agent_rpc_duration_seconds.clone(),
         );
         // Per kind, apart from the reconciles: an object the cache skips never reaches a
         // reconcile to fail in.
-        let cache_undecodable_reports_total = Family::<KindLabel, Counter>::default();
         registry.register(
             "cache_undecodable_reports",
             "Objects the cache skipped because they do not decode, counted once per object \
              and resourceVersion, by kind",
-            cache_undecodable_reports_total.clone(),
+            self.cache_undecodable_reports_total.clone(),
         );
-        let cache_undecodable_objects = Family::<KindLabel, Gauge>::default();
         registry.register(
             "cache_undecodable_objects",
             "Objects whose latest version the cache could not decode, by kind",
-            cache_undecodable_objects.clone(),
+            self.cache_undecodable_objects.clone(),
         );
-        Self {
-            registry: Arc::new(registry),
-            reconciles_total,
-            reconcile_errors_total,
-            reconcile_duration_seconds,
-            workqueue_depth,
-            workqueue_wait_seconds,
-            leader,
-            agent_rpcs_total,
-            agent_rpc_duration_seconds,
-            cache_undecodable_reports_total,
-            cache_undecodable_objects,
-        }
     }
 
     pub fn set_leader(&self, leading: bool) {

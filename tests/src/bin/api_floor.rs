@@ -113,210 +113,291 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let client = kube::Client::try_default().await?;
     let started = Instant::now();
-    match args.command {
+    let concurrency = args.concurrency;
+    let outcome = match args.command {
         Command::Create {
             namespace,
             node_label,
             replicas,
             image,
         } => {
-            let api: Api<Pod> = Api::namespaced(client, &namespace);
-            let (key, value) = node_label
-                .split_once('=')
-                .context("--node-label must be key=value")?;
-            let api = Arc::new(api);
-            let results: Vec<Result<()>> = stream::iter(0..replicas)
-                .map(|i| {
-                    let api = api.clone();
-                    let pod: Pod = serde_json::from_value(json!({
-                        "metadata": { "name": format!("floor-{i:05}"), "labels": { LABEL: "true" } },
-                        "spec": {
-                            "nodeSelector": { key: value },
-                            "tolerations": [{ "operator": "Exists" }],
-                            "readinessGates": [{ "conditionType": "InPlaceUpdateReady" }],
-                            "containers": [{ "name": "web", "image": image }]
-                        }
-                    }))
-                    .expect("valid pod");
-                    async move {
-                        api.create(&PostParams::default(), &pod).await?;
-                        Ok(())
-                    }
-                })
-                .buffer_unordered(args.concurrency)
-                .collect()
-                .await;
-            results.into_iter().collect::<Result<Vec<()>>>()?;
-            wait(&api, |pods| {
-                pods.len() == replicas && pods.iter().all(|p| condition(p, "Ready"))
-            })
-            .await?;
+            create_pods(
+                client,
+                &namespace,
+                &node_label,
+                replicas,
+                &image,
+                concurrency,
+            )
+            .await
         }
         Command::Inplace { namespace, image } => {
-            let api = Arc::new(Api::<Pod>::namespaced(client, &namespace));
-            let pods = api
-                .list(&ListParams::default().labels(&format!("{LABEL}=true")))
-                .await?
-                .items;
-            let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
-            let state = json!({ "revision": "floor", "updateTimestamp": "2000-01-01T00:00:00Z" })
-                .to_string();
-            for_each(&api, &names, args.concurrency, |api, name| {
-                let state = state.clone();
-                let image = image.clone();
-                async move {
-                    set_condition(&api, &name, "False").await?;
-                    let patch = json!({
-                        "metadata": { "annotations": { "apps.kruise.io/inplace-update-state": state } },
-                        "spec": { "containers": [{ "name": "web", "image": image }] }
-                    });
-                    api.patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
-                        .await?;
-                    Ok(())
-                }
-            })
-            .await?;
-            let want = image.clone();
-            wait(&api, |pods| {
-                pods.iter().all(|p| {
-                    p.status
-                        .as_ref()
-                        .and_then(|s| s.container_statuses.as_ref())
-                        .and_then(|c| c.first())
-                        .is_some_and(|c| c.image == want)
-                })
-            })
-            .await?;
-            for_each(&api, &names, args.concurrency, |api, name| async move {
-                set_condition(&api, &name, "True").await?;
-                let patch = json!({ "metadata": { "annotations": { "apps.kruise.io/inplace-update-state": null } } });
-                api.patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
-                    .await?;
-                Ok(())
-            })
-            .await?;
+            update_in_place(client, &namespace, &image, concurrency).await
         }
         Command::Tasks {
             namespace,
             node_label,
             image,
-        } => {
-            let nodes = labelled_nodes(client.clone(), &node_label).await?;
-            let api = Arc::new(Api::<Pod>::namespaced(client, &namespace));
-            for_each(&api, &nodes, args.concurrency, |api, node| {
-                let pod = task_pod(&node, &image);
-                async move {
-                    api.create(&PostParams::default(), &pod?).await?;
-                    Ok(())
-                }
-            })
-            .await?;
-            let want = nodes.len();
-            wait(&api, |pods| {
-                pods.len() == want && pods.iter().all(|p| phase(p) == Some("Succeeded"))
-            })
-            .await?;
-        }
+        } => run_tasks(client, &namespace, &node_label, &image, concurrency).await,
         Command::Daemon {
             namespace,
             node_label,
             image,
-        } => {
-            let nodes = labelled_nodes(client.clone(), &node_label).await?;
-            let api = Arc::new(Api::<Pod>::namespaced(client, &namespace));
-            for_each(&api, &nodes, args.concurrency, |api, node| {
-                let pod = daemon_pod(&node, &image, 1);
-                async move {
-                    api.create(&PostParams::default(), &pod?).await?;
-                    Ok(())
-                }
-            })
-            .await?;
-            let want = nodes.len();
-            wait(&api, |pods| {
-                pods.len() == want && pods.iter().all(|p| condition(p, "Ready"))
-            })
-            .await?;
-        }
+        } => create_daemon_pods(client, &namespace, &node_label, &image, concurrency).await,
         Command::DaemonRoll {
             namespace,
             image,
             batch,
-        } => {
-            let api = Arc::new(Api::<Pod>::namespaced(client, &namespace));
-            let pods = api
-                .list(&ListParams::default().labels(&format!("{LABEL}=true")))
-                .await?
-                .items;
-            let mut nodes: Vec<String> = pods
-                .iter()
-                .filter_map(|p| p.spec.as_ref()?.node_name.clone())
-                .collect();
-            nodes.sort();
-            for chunk in nodes.chunks(batch.max(1)) {
-                let names: Vec<String> = chunk.iter().map(|n| format!("daemon-{n}-1")).collect();
-                for_each(&api, &names, args.concurrency, |api, name| async move {
-                    api.delete(&name, &kube::api::DeleteParams::default().grace_period(0))
-                        .await?;
-                    Ok(())
-                })
-                .await?;
-                for_each(&api, chunk, args.concurrency, |api, node| {
-                    let pod = daemon_pod(&node, &image, 2);
-                    async move {
-                        api.create(&PostParams::default(), &pod?).await?;
-                        Ok(())
-                    }
-                })
-                .await?;
-                let want = nodes.len();
-                let new: Vec<String> = chunk.iter().map(|n| format!("daemon-{n}-2")).collect();
-                wait(&api, |pods| {
-                    let ready_new = (pods.iter())
-                        .filter(|p| new.contains(&p.name_any()) && condition(p, "Ready"))
-                        .count();
-                    ready_new == new.len() && pods.len() == want
-                })
-                .await?;
-            }
-        }
+        } => roll_daemon_pods(client, &namespace, &image, batch, concurrency).await,
         Command::ImagelistEntries { node_label, image } => {
-            let nodes = labelled_nodes(client.clone(), &node_label).await?;
-            let gvk = GroupVersionKind::gvk("stevedore.dev", "v1alpha1", "ImageList");
-            let resource = ApiResource::from_gvk_with_plural(&gvk, "imagelists");
-            let api = Arc::new(Api::<DynamicObject>::all_with(client, &resource));
-            let uids: BTreeMap<String, String> = (api.list(&ListParams::default()).await?.items)
-                .into_iter()
-                .filter(|l| nodes.contains(&l.name_any()))
-                .map(|l| (l.name_any(), l.metadata.uid.unwrap_or_default()))
-                .collect();
-            let names: Vec<String> = uids.keys().cloned().collect();
-            for apply in [true, false] {
-                let uids = &uids;
-                let image = &image;
-                for_each(&api, &names, args.concurrency, |api, name| async move {
-                    // The shape of an ImagePullJob's apply body (imagepulljob/entries.rs):
-                    // the UID refuses a recreated list; no spec releases the entry. The
-                    // entry names an image the nodes have, so no pull follows.
-                    let mut body = json!({
-                        "apiVersion": "stevedore.dev/v1alpha1",
-                        "kind": "ImageList",
-                        "metadata": { "name": name, "uid": uids[&name] },
-                    });
-                    if apply {
-                        body["spec"] = json!({ "images": { image.as_str(): {} } });
-                    }
-                    let params = PatchParams::apply("api-floor").force();
-                    api.patch(&name, &params, &Patch::Apply(body)).await?;
-                    Ok(())
-                })
-                .await?;
-            }
+            apply_and_release_imagelist_entries(client, &node_label, &image, concurrency).await
         }
-    }
+    };
+    outcome?;
     // The one line of output the benchmark script reads.
     let mut out = std::io::stdout().lock();
     writeln!(out, "{:.2}", started.elapsed().as_secs_f64())?;
+    Ok(())
+}
+
+/// `create`: `replicas` pods like a CloneSet's, then waits until all are Ready.
+async fn create_pods(
+    client: kube::Client,
+    namespace: &str,
+    node_label: &str,
+    replicas: usize,
+    image: &str,
+    concurrency: usize,
+) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(client, namespace);
+    let (key, value) = node_label
+        .split_once('=')
+        .context("--node-label must be key=value")?;
+    let api = Arc::new(api);
+    let results: Vec<Result<()>> = stream::iter(0..replicas)
+        .map(|i| {
+            let api = api.clone();
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": { "name": format!("floor-{i:05}"), "labels": { LABEL: "true" } },
+                "spec": {
+                    "nodeSelector": { key: value },
+                    "tolerations": [{ "operator": "Exists" }],
+                    "readinessGates": [{ "conditionType": "InPlaceUpdateReady" }],
+                    "containers": [{ "name": "web", "image": image }]
+                }
+            }))
+            .expect("valid pod");
+            async move {
+                api.create(&PostParams::default(), &pod).await?;
+                Ok(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    wait(&api, |pods| {
+        pods.len() == replicas && pods.iter().all(|p| condition(p, "Ready"))
+    })
+    .await
+}
+
+/// `inplace`: the writes of one in-place update of every pod, all at once.
+async fn update_in_place(
+    client: kube::Client,
+    namespace: &str,
+    image: &str,
+    concurrency: usize,
+) -> Result<()> {
+    let api = Arc::new(Api::<Pod>::namespaced(client, namespace));
+    let pods = api
+        .list(&ListParams::default().labels(&format!("{LABEL}=true")))
+        .await?
+        .items;
+    let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+    let state =
+        json!({ "revision": "floor", "updateTimestamp": "2000-01-01T00:00:00Z" }).to_string();
+    for_each(&api, &names, concurrency, |api, name| {
+        let state = state.clone();
+        let image = image.to_owned();
+        async move {
+            set_condition(&api, &name, "False").await?;
+            let patch = json!({
+                "metadata": { "annotations": { "apps.kruise.io/inplace-update-state": state } },
+                "spec": { "containers": [{ "name": "web", "image": image }] }
+            });
+            api.patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    wait(&api, |pods| {
+        pods.iter().all(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .is_some_and(|c| c.image == image)
+        })
+    })
+    .await?;
+    for_each(&api, &names, concurrency, |api, name| async move {
+        set_condition(&api, &name, "True").await?;
+        let patch = json!({ "metadata": { "annotations": { "apps.kruise.io/inplace-update-state": null } } });
+        api.patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await?;
+        Ok(())
+    })
+    .await
+}
+
+/// `tasks`: one task pod per labelled node, then waits until all Succeeded.
+async fn run_tasks(
+    client: kube::Client,
+    namespace: &str,
+    node_label: &str,
+    image: &str,
+    concurrency: usize,
+) -> Result<()> {
+    let nodes = labelled_nodes(client.clone(), node_label).await?;
+    let api = Arc::new(Api::<Pod>::namespaced(client, namespace));
+    for_each(&api, &nodes, concurrency, |api, node| {
+        let pod = task_pod(&node, image);
+        async move {
+            api.create(&PostParams::default(), &pod?).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let want = nodes.len();
+    wait(&api, |pods| {
+        pods.len() == want && pods.iter().all(|p| phase(p) == Some("Succeeded"))
+    })
+    .await
+}
+
+/// `daemon`: one running pod per labelled node, then waits until all are Ready.
+async fn create_daemon_pods(
+    client: kube::Client,
+    namespace: &str,
+    node_label: &str,
+    image: &str,
+    concurrency: usize,
+) -> Result<()> {
+    let nodes = labelled_nodes(client.clone(), node_label).await?;
+    let api = Arc::new(Api::<Pod>::namespaced(client, namespace));
+    for_each(&api, &nodes, concurrency, |api, node| {
+        let pod = daemon_pod(&node, image, 1);
+        async move {
+            api.create(&PostParams::default(), &pod?).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let want = nodes.len();
+    wait(&api, |pods| {
+        pods.len() == want && pods.iter().all(|p| condition(p, "Ready"))
+    })
+    .await
+}
+
+/// `daemon-roll`: replaces the daemon pods `batch` nodes at a time.
+async fn roll_daemon_pods(
+    client: kube::Client,
+    namespace: &str,
+    image: &str,
+    batch: usize,
+    concurrency: usize,
+) -> Result<()> {
+    let api = Arc::new(Api::<Pod>::namespaced(client, namespace));
+    let pods = api
+        .list(&ListParams::default().labels(&format!("{LABEL}=true")))
+        .await?
+        .items;
+    let mut nodes: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    nodes.sort();
+    for chunk in nodes.chunks(batch.max(1)) {
+        replace_daemon_pods(&api, chunk, nodes.len(), image, concurrency).await?;
+    }
+    Ok(())
+}
+
+/// One batch of `daemon-roll`: deletes the pods of `chunk`'s nodes, creates their
+/// replacements and waits until those are Ready (and the total is back to `want`).
+async fn replace_daemon_pods(
+    api: &Arc<Api<Pod>>,
+    chunk: &[String],
+    want: usize,
+    image: &str,
+    concurrency: usize,
+) -> Result<()> {
+    let names: Vec<String> = chunk.iter().map(|n| format!("daemon-{n}-1")).collect();
+    for_each(api, &names, concurrency, |api, name| async move {
+        api.delete(&name, &kube::api::DeleteParams::default().grace_period(0))
+            .await?;
+        Ok(())
+    })
+    .await?;
+    for_each(api, chunk, concurrency, |api, node| {
+        let pod = daemon_pod(&node, image, 2);
+        async move {
+            api.create(&PostParams::default(), &pod?).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let new: Vec<String> = chunk.iter().map(|n| format!("daemon-{n}-2")).collect();
+    wait(api, |pods| {
+        let ready_new = (pods.iter())
+            .filter(|p| new.contains(&p.name_any()) && condition(p, "Ready"))
+            .count();
+        ready_new == new.len() && pods.len() == want
+    })
+    .await
+}
+
+/// `imagelist-entries`: applies an entry for `image` to every labelled node's ImageList,
+/// then releases it, the way an ImagePullJob writes its entries.
+async fn apply_and_release_imagelist_entries(
+    client: kube::Client,
+    node_label: &str,
+    image: &str,
+    concurrency: usize,
+) -> Result<()> {
+    let nodes = labelled_nodes(client.clone(), node_label).await?;
+    let gvk = GroupVersionKind::gvk("stevedore.dev", "v1alpha1", "ImageList");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "imagelists");
+    let api = Arc::new(Api::<DynamicObject>::all_with(client, &resource));
+    let uids: BTreeMap<String, String> = (api.list(&ListParams::default()).await?.items)
+        .into_iter()
+        .filter(|l| nodes.contains(&l.name_any()))
+        .map(|l| (l.name_any(), l.metadata.uid.unwrap_or_default()))
+        .collect();
+    let names: Vec<String> = uids.keys().cloned().collect();
+    for apply in [true, false] {
+        let uids = &uids;
+        for_each(&api, &names, concurrency, |api, name| async move {
+            // The shape of an ImagePullJob's apply body (imagepulljob/entries.rs):
+            // the UID refuses a recreated list; no spec releases the entry. The
+            // entry names an image the nodes have, so no pull follows.
+            let mut body = json!({
+                "apiVersion": "stevedore.dev/v1alpha1",
+                "kind": "ImageList",
+                "metadata": { "name": name, "uid": uids[&name] },
+            });
+            if apply {
+                body["spec"] = json!({ "images": { image: {} } });
+            }
+            let params = PatchParams::apply("api-floor").force();
+            api.patch(&name, &params, &Patch::Apply(body)).await?;
+            Ok(())
+        })
+        .await?;
+    }
     Ok(())
 }
 

@@ -91,85 +91,135 @@ async fn main() -> Result<()> {
     let gvk = GroupVersionKind::gvk("stevedore.dev", "v1alpha1", "ImageList");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "imagelists");
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let names = node_names(client, &args).await?;
 
+    let (mut events, synced, watch) = watch_lists(api.clone());
+    synced.await.context("the ImageList watch ended")?;
+    let mut latest = first_lists(&mut events, &names, Instant::now() + timeout).await?;
+    let uids: BTreeMap<String, String> = names
+        .iter()
+        .map(|n| (n.clone(), latest[n].uid().unwrap_or_default()))
+        .collect();
+
+    let outcome = match args.command {
+        Command::Absent => wait_absent(&mut events, &mut latest, &names, &image, timeout).await,
+        Command::Fanout {
+            rounds,
+            concurrency,
+        } => {
+            let fanout = Fanout {
+                api: &api,
+                uids: &uids,
+                image: &image,
+                concurrency,
+                timeout,
+            };
+            fanout.run(&mut events, rounds).await
+        }
+    };
+    // Stopped (and waited for) before the client goes, so that it does not report the
+    // client's end as a watch error.
+    watch.abort();
+    let _ = watch.await;
+    outcome
+}
+
+/// The nodes the flags name: those listed by `--node` and those carrying `--nodes-label`.
+async fn node_names(client: kube::Client, args: &Args) -> Result<Vec<String>> {
     let mut names = args.nodes.clone();
     if let Some(label) = &args.nodes_label {
-        let nodes: Api<Node> = Api::all(client.clone());
+        let nodes: Api<Node> = Api::all(client);
         let listed = nodes.list(&ListParams::default().labels(label)).await?;
         names.extend(listed.items.iter().map(kube::ResourceExt::name_any));
     }
     names.sort();
     names.dedup();
     ensure!(!names.is_empty(), "no nodes: give --nodes-label or --node");
+    Ok(names)
+}
 
-    let (mut events, synced, watch) = watch_lists(api.clone());
-    synced.await.context("the ImageList watch ended")?;
+/// Follows the watch until every node in `names` has an ImageList; returns the latest
+/// version of each list seen.
+async fn first_lists(
+    events: &mut mpsc::UnboundedReceiver<Seen>,
+    names: &[String],
+    deadline: Instant,
+) -> Result<HashMap<String, DynamicObject>> {
     let mut latest: HashMap<String, DynamicObject> = HashMap::new();
-    let deadline = Instant::now() + timeout;
     while !names.iter().all(|n| latest.contains_key(n)) {
-        let seen = next(&mut events, deadline).await.with_context(|| {
+        let seen = next(events, deadline).await.with_context(|| {
             let missing: Vec<&String> = names.iter().filter(|n| !latest.contains_key(*n)).collect();
             format!("no ImageList yet for {} nodes: {missing:?}", missing.len())
         })?;
         latest.insert(seen.list.name_any(), seen.list);
     }
-    let uids: BTreeMap<String, String> = names
-        .iter()
-        .map(|n| (n.clone(), latest[n].uid().unwrap_or_default()))
-        .collect();
+    Ok(latest)
+}
 
+/// `absent`: waits until no list of `names` names `image` in spec or status, and prints
+/// how long that took.
+async fn wait_absent(
+    events: &mut mpsc::UnboundedReceiver<Seen>,
+    latest: &mut HashMap<String, DynamicObject>,
+    names: &[String],
+    image: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let started = Instant::now();
+    let names_image = |list: &DynamicObject| {
+        ["spec", "status"]
+            .iter()
+            .any(|part| list.data[part]["images"].get(image).is_some())
+    };
+    let deadline = started + timeout;
+    while names.iter().any(|n| names_image(&latest[n])) {
+        let seen = next(events, deadline).await?;
+        latest.insert(seen.list.name_any(), seen.list);
+    }
     let mut out = std::io::stdout().lock();
-    match args.command {
-        Command::Absent => {
-            let started = Instant::now();
-            let names_image = |list: &DynamicObject| {
-                ["spec", "status"]
-                    .iter()
-                    .any(|part| list.data[part]["images"].get(&image).is_some())
-            };
-            let deadline = started + timeout;
-            while names.iter().any(|n| names_image(&latest[n])) {
-                let seen = next(&mut events, deadline).await?;
-                latest.insert(seen.list.name_any(), seen.list);
-            }
-            writeln!(out, "{:.2}", started.elapsed().as_secs_f64())?;
-        }
-        Command::Fanout {
-            rounds,
-            concurrency,
-        } => {
-            let mut medians: [Vec<f64>; 3] = Default::default();
-            for round in 1..=rounds {
-                for add in [true, false] {
-                    let step =
-                        run_step(&api, &mut events, &uids, &image, add, concurrency, timeout)
-                            .await?;
-                    let line = describe(&step, add, uids.len());
-                    writeln!(out, "round {round}: {line}")?;
-                    out.flush()?;
-                    let all_ack = secs(step.started, last(&step.acked));
-                    if add {
-                        medians[0].push(all_ack);
-                        medians[1].push(secs(step.started, last(&step.done)));
-                    } else {
-                        medians[2].push(all_ack);
-                    }
+    writeln!(out, "{:.2}", started.elapsed().as_secs_f64())?;
+    Ok(())
+}
+
+/// `fanout`: what every step of every round writes, and how long it may take.
+struct Fanout<'a> {
+    api: &'a Api<DynamicObject>,
+    uids: &'a BTreeMap<String, String>,
+    image: &'a str,
+    concurrency: usize,
+    timeout: Duration,
+}
+
+impl Fanout<'_> {
+    /// Runs `rounds` rounds of add then remove, printing one line per step and, with
+    /// several rounds, a last line of medians.
+    async fn run(&self, events: &mut mpsc::UnboundedReceiver<Seen>, rounds: usize) -> Result<()> {
+        let mut out = std::io::stdout().lock();
+        let mut medians: [Vec<f64>; 3] = Default::default();
+        for round in 1..=rounds {
+            for add in [true, false] {
+                let step = self.run_step(events, add).await?;
+                let line = describe(&step, add, self.uids.len());
+                writeln!(out, "round {round}: {line}")?;
+                out.flush()?;
+                let all_ack = secs(step.started, last(&step.acked));
+                if add {
+                    medians[0].push(all_ack);
+                    medians[1].push(secs(step.started, last(&step.done)));
+                } else {
+                    medians[2].push(all_ack);
                 }
             }
-            if rounds > 1 {
-                let [add_ack, add_done, remove_ack] = medians.map(|mut v| percentile(&mut v, 0.5));
-                writeln!(
-                    out,
-                    "median of {rounds} rounds: add acknowledged {add_ack:.2}s, Succeeded {add_done:.2}s; remove acknowledged {remove_ack:.2}s"
-                )?;
-            }
         }
+        if rounds > 1 {
+            let [add_ack, add_done, remove_ack] = medians.map(|mut v| percentile(&mut v, 0.5));
+            writeln!(
+                out,
+                "median of {rounds} rounds: add acknowledged {add_ack:.2}s, Succeeded {add_done:.2}s; remove acknowledged {remove_ack:.2}s"
+            )?;
+        }
+        Ok(())
     }
-    // Stopped (and waited for) before the client goes, so that it does not report the
-    // client's end as a watch error.
-    watch.abort();
-    let _ = watch.await;
-    Ok(())
 }
 
 /// Every ImageList as the watch delivers it, stamped on arrival; the receiver resolves
@@ -223,96 +273,125 @@ async fn next(events: &mut mpsc::UnboundedReceiver<Seen>, deadline: Instant) -> 
     }
 }
 
-/// Adds (or removes) the image on every list at once and follows the lists until each
-/// acknowledged and finished.
-async fn run_step(
-    api: &Api<DynamicObject>,
-    events: &mut mpsc::UnboundedReceiver<Seen>,
-    uids: &BTreeMap<String, String>,
-    image: &str,
-    add: bool,
-    concurrency: usize,
-    timeout: Duration,
-) -> Result<Step> {
-    // Whatever arrived before this step is older than its writes.
-    while events.try_recv().is_ok() {}
-    let started = Instant::now();
-    let params = PatchParams::apply(MANAGER).force();
-    let writes: Vec<Result<(String, Instant, i64)>> = stream::iter(uids)
-        .map(|(name, uid)| {
-            let mut body = json!({
-                "apiVersion": "stevedore.dev/v1alpha1",
-                "kind": "ImageList",
-                "metadata": { "name": name, "uid": uid },
-            });
-            if add {
-                body["spec"] = json!({ "images": { image: {} } });
-            }
-            let params = &params;
-            async move {
-                let sent = Instant::now();
-                let written = api
-                    .patch(name, params, &Patch::Apply(body))
-                    .await
-                    .with_context(|| format!("writing ImageList {name}"))?;
-                let generation = written.metadata.generation.unwrap_or(0);
-                Ok((name.clone(), sent, generation))
-            }
+impl Fanout<'_> {
+    /// Adds (or removes) the image on every list at once and follows the lists until each
+    /// acknowledged and finished.
+    async fn run_step(
+        &self,
+        events: &mut mpsc::UnboundedReceiver<Seen>,
+        add: bool,
+    ) -> Result<Step> {
+        // Whatever arrived before this step is older than its writes.
+        while events.try_recv().is_ok() {}
+        let started = Instant::now();
+        let (sent, generations) = self.write_all(add).await?;
+        let writes_done = Instant::now();
+        let (acked, done) = self.follow(events, &generations, add).await?;
+        Ok(Step {
+            started,
+            writes_done,
+            sent,
+            acked,
+            done,
         })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    let writes_done = Instant::now();
-    let mut sent = HashMap::new();
-    let mut generations = HashMap::new();
-    for write in writes {
-        let (name, at, generation) = write?;
-        sent.insert(name.clone(), at);
-        generations.insert(name, generation);
     }
 
-    let mut acked: HashMap<String, Instant> = HashMap::new();
-    let mut done: HashMap<String, Instant> = HashMap::new();
-    let deadline = Instant::now() + timeout;
-    while done.len() < uids.len() {
-        let seen = next(events, deadline).await.with_context(|| {
-            let waiting: Vec<&String> = uids.keys().filter(|n| !done.contains_key(*n)).collect();
-            format!(
-                "{} lists not finished (acknowledged {} of {}): {waiting:?}",
-                waiting.len(),
-                acked.len(),
-                uids.len()
-            )
-        })?;
-        let name = seen.list.name_any();
-        let Some(&generation) = generations.get(&name) else {
-            continue;
-        };
-        let status = &seen.list.data["status"];
-        let observed = status["observedGeneration"].as_i64().unwrap_or(0);
-        if observed < generation {
-            continue;
+    /// Applies the entry (or its release) to every list, `concurrency` writes at a time;
+    /// returns when each write was sent and the generation it produced.
+    async fn write_all(
+        &self,
+        add: bool,
+    ) -> Result<(HashMap<String, Instant>, HashMap<String, i64>)> {
+        let params = PatchParams::apply(MANAGER).force();
+        let writes: Vec<Result<(String, Instant, i64)>> = stream::iter(self.uids)
+            .map(|(name, uid)| {
+                let mut body = json!({
+                    "apiVersion": "stevedore.dev/v1alpha1",
+                    "kind": "ImageList",
+                    "metadata": { "name": name, "uid": uid },
+                });
+                if add {
+                    body["spec"] = json!({ "images": { self.image: {} } });
+                }
+                let params = &params;
+                async move {
+                    let sent = Instant::now();
+                    let written = self
+                        .api
+                        .patch(name, params, &Patch::Apply(body))
+                        .await
+                        .with_context(|| format!("writing ImageList {name}"))?;
+                    let generation = written.metadata.generation.unwrap_or(0);
+                    Ok((name.clone(), sent, generation))
+                }
+            })
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
+        let mut sent = HashMap::new();
+        let mut generations = HashMap::new();
+        for write in writes {
+            let (name, at, generation) = write?;
+            sent.insert(name.clone(), at);
+            generations.insert(name, generation);
         }
-        let entry = status["images"].get(image);
-        let (is_acked, is_done) = match entry {
-            Some(entry) if add => (true, entry["phase"] == "Succeeded"),
-            Some(_) => (false, false),
-            None => (!add, !add),
-        };
-        if is_acked {
-            acked.entry(name.clone()).or_insert(seen.at);
-        }
-        if is_done {
-            done.entry(name).or_insert(seen.at);
-        }
+        Ok((sent, generations))
     }
-    Ok(Step {
-        started,
-        writes_done,
-        sent,
-        acked,
-        done,
-    })
+
+    /// Follows the watch until every list written finished; returns when each list
+    /// acknowledged the write and when it finished.
+    async fn follow(
+        &self,
+        events: &mut mpsc::UnboundedReceiver<Seen>,
+        generations: &HashMap<String, i64>,
+        add: bool,
+    ) -> Result<(HashMap<String, Instant>, HashMap<String, Instant>)> {
+        let mut acked: HashMap<String, Instant> = HashMap::new();
+        let mut done: HashMap<String, Instant> = HashMap::new();
+        let deadline = Instant::now() + self.timeout;
+        while done.len() < self.uids.len() {
+            let seen = next(events, deadline).await.with_context(|| {
+                let waiting: Vec<&String> = self
+                    .uids
+                    .keys()
+                    .filter(|n| !done.contains_key(*n))
+                    .collect();
+                format!(
+                    "{} lists not finished (acknowledged {} of {}): {waiting:?}",
+                    waiting.len(),
+                    acked.len(),
+                    self.uids.len()
+                )
+            })?;
+            let name = seen.list.name_any();
+            let Some(&generation) = generations.get(&name) else {
+                continue;
+            };
+            let (is_acked, is_done) = progress(&seen.list, generation, self.image, add);
+            if is_acked {
+                acked.entry(name.clone()).or_insert(seen.at);
+            }
+            if is_done {
+                done.entry(name).or_insert(seen.at);
+            }
+        }
+        Ok((acked, done))
+    }
+}
+
+/// Whether `list` acknowledged the write that produced `generation`, and whether it
+/// finished it (see the module comment).
+fn progress(list: &DynamicObject, generation: i64, image: &str, add: bool) -> (bool, bool) {
+    let status = &list.data["status"];
+    let observed = status["observedGeneration"].as_i64().unwrap_or(0);
+    if observed < generation {
+        return (false, false);
+    }
+    match status["images"].get(image) {
+        Some(entry) if add => (true, entry["phase"] == "Succeeded"),
+        Some(_) => (false, false),
+        None => (!add, !add),
+    }
 }
 
 fn describe(step: &Step, add: bool, lists: usize) -> String {

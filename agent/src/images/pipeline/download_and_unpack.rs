@@ -54,14 +54,7 @@ pub async fn download_and_unpack<'a, R: Registry, S: ImageStore>(
     let Some((config, layers)) = blobs.split_first() else {
         return parents.await;
     };
-    // Futures built in a loop, not a closure: a closure's borrowed future is not
-    // provably `Send` for every lifetime (rust-lang/rust#102211).
-    let mut fetches = Vec::with_capacity(blobs.len());
-    for (index, blob) in blobs.iter().enumerate() {
-        let fetch = download(registry, store, target, progress, index, blob);
-        fetches.push(fetch.map_ok(move |arrival| (index, arrival)));
-    }
-    let mut downloads = stream::iter(fetches).buffer_unordered(PARALLEL_BLOBS);
+    let mut downloads = download_all(registry, store, target, progress, blobs);
     // Holds at most one step: each layer is applied on top of the one below it.
     let mut lane: FuturesUnordered<Work<'a, Finished>> = FuturesUnordered::new();
     // Writes no step waits for.
@@ -75,30 +68,14 @@ pub async fn download_and_unpack<'a, R: Registry, S: ImageStore>(
     let mut look_first = true;
     while !schedule.complete() || !beside.is_empty() {
         if let Some(step) = schedule.start() {
-            lane.push(match (step, &known) {
-                (Step::ReadConfig, _) => read_layers(store, config, layers.len())
-                    .map_ok(Finished::Layers)
-                    .boxed(),
-                (Step::Unpack(n), Some(known)) => {
-                    let parent = n.checked_sub(1).map(|p| known.chain[p].clone());
-                    let unpack = LayerUnpack {
-                        layer: &layers[n],
-                        diff_id: known.diff_ids[n].clone(),
-                        parent,
-                        chain_id: known.chain[n].clone(),
-                    };
-                    unpack_layer(store, target.lease, unpack, look_first)
-                        .map_ok(Finished::Unpacked)
-                        .boxed()
-                }
-                // The schedule reads the config before any unpack; were it ever not so,
-                // the pull fails rather than the agent.
-                (Step::Unpack(n), None) => {
-                    let message =
-                        format!("layer {n} was to be unpacked before the image config was read");
-                    futures::future::ready(Err(PullError::Format(message))).boxed()
-                }
-            });
+            lane.push(lane_step(
+                store,
+                target,
+                (config, layers),
+                step,
+                known.as_ref(),
+                look_first,
+            ));
         }
         tokio::select! {
             Some(arrived) = downloads.next() => {
@@ -107,12 +84,7 @@ pub async fn download_and_unpack<'a, R: Registry, S: ImageStore>(
                 if arrival == Arrival::Present {
                     beside.push(merge_source(store, target, &blobs[blob]).boxed());
                 }
-                let was = schedule.phase();
-                schedule.downloaded(blob);
-                let phase = schedule.phase();
-                if phase != was {
-                    progress.report(&mut |p| p.phase = phase);
-                }
+                record_download(&mut schedule, blob, progress);
                 // Parents are written after their children, so garbage collection
                 // keeps the whole tree from the image record down.
                 if schedule.all_downloaded() {
@@ -149,6 +121,69 @@ pub async fn download_and_unpack<'a, R: Registry, S: ImageStore>(
         }
     }
     Ok(())
+}
+
+/// The downloads of `blobs`, [`PARALLEL_BLOBS`] at a time, each yielding its index.
+fn download_all<'a, R: Registry, S: ImageStore>(
+    registry: &'a R,
+    store: &'a S,
+    target: Target<'a>,
+    progress: &'a impl Report,
+    blobs: &'a [Descriptor],
+) -> impl futures::Stream<Item = Result<(usize, Arrival), PullError>> + Send + 'a {
+    // Futures built in a loop, not a closure: a closure's borrowed future is not
+    // provably `Send` for every lifetime (rust-lang/rust#102211).
+    let mut fetches = Vec::with_capacity(blobs.len());
+    for (index, blob) in blobs.iter().enumerate() {
+        let fetch = download(registry, store, target, progress, index, blob);
+        fetches.push(fetch.map_ok(move |arrival| (index, arrival)));
+    }
+    stream::iter(fetches).buffer_unordered(PARALLEL_BLOBS)
+}
+
+/// Tells the schedule that `blob` is in, and reports the pull's phase when that moved it.
+fn record_download(schedule: &mut Schedule, blob: usize, progress: &impl Report) {
+    let was = schedule.phase();
+    schedule.downloaded(blob);
+    let phase = schedule.phase();
+    if phase != was {
+        progress.report(&mut |p| p.phase = phase);
+    }
+}
+
+/// The work of one lane step: reading the config, or unpacking layer `n` of `layers`
+/// (whose diff and chain IDs the config gave, in `known`).
+fn lane_step<'a, S: ImageStore>(
+    store: &'a S,
+    target: Target<'a>,
+    (config, layers): (&'a Descriptor, &'a [Descriptor]),
+    step: Step,
+    known: Option<&Layers>,
+    look_first: bool,
+) -> Work<'a, Finished> {
+    match (step, known) {
+        (Step::ReadConfig, _) => read_layers(store, config, layers.len())
+            .map_ok(Finished::Layers)
+            .boxed(),
+        (Step::Unpack(n), Some(known)) => {
+            let parent = n.checked_sub(1).map(|p| known.chain[p].clone());
+            let unpack = LayerUnpack {
+                layer: &layers[n],
+                diff_id: known.diff_ids[n].clone(),
+                parent,
+                chain_id: known.chain[n].clone(),
+            };
+            unpack_layer(store, target.lease, unpack, look_first)
+                .map_ok(Finished::Unpacked)
+                .boxed()
+        }
+        // The schedule reads the config before any unpack; were it ever not so,
+        // the pull fails rather than the agent.
+        (Step::Unpack(n), None) => {
+            let message = format!("layer {n} was to be unpacked before the image config was read");
+            futures::future::ready(Err(PullError::Format(message))).boxed()
+        }
+    }
 }
 
 async fn read_layers<S: ImageStore>(

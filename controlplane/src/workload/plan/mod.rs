@@ -14,15 +14,21 @@ mod update;
 #[cfg(test)]
 mod env_restart_tests;
 #[cfg(test)]
+mod in_place_tests;
+#[cfg(test)]
 mod on_delete_tests;
 #[cfg(test)]
 mod preparing_update_tests;
 #[cfg(test)]
 mod resize_tests;
 #[cfg(test)]
+mod scale_tests;
+#[cfg(test)]
 mod toy_execute_tests;
 #[cfg(test)]
 mod toy_tests;
+#[cfg(test)]
+mod update_order_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{PodSet, PodSetSnapshot};
+use super::{PlanError, PodSet, PodSetSnapshot};
 use crate::api::common::{Lifecycle, LifecycleHook, PodUpdatePolicy};
 use crate::workload::actions::{ChangeReason, Create, DeleteReason, Plan};
 use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType, new_pod_and_claims};
@@ -36,6 +36,8 @@ pub(super) struct Toy {
     pub(super) strategy: UpdateStrategyType,
     pub(super) partition: Option<IntOrString>,
     pub(super) max_surge: Option<IntOrString>,
+    pub(super) max_unavailable: Option<IntOrString>,
+    pub(super) paused: bool,
     selector: LabelSelector,
     pub(super) lifecycle: Option<Lifecycle>,
 }
@@ -85,7 +87,8 @@ impl PodSetWorkload for Toy {
     fn rollout_params(&self, current: &str, update: &str) -> RolloutParams {
         RolloutParams {
             replicas: self.replicas,
-            max_unavailable: Some(IntOrString::Int(1)),
+            max_unavailable: self.max_unavailable.clone(),
+            paused: self.paused,
             partition: self.partition.clone(),
             max_surge: self.max_surge.clone(),
             revisions_consistent: current == update,
@@ -129,6 +132,8 @@ pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
         strategy: UpdateStrategyType::RollingUpdate,
         partition: None,
         max_surge: None,
+        max_unavailable: Some(IntOrString::Int(1)),
+        paused: false,
         selector: LabelSelector {
             match_labels: Some(BTreeMap::from([("app".to_owned(), "toy".to_owned())])),
             ..LabelSelector::default()
@@ -137,7 +142,7 @@ pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
     }
 }
 
-fn ts(secs: i64) -> Timestamp {
+pub(super) fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
@@ -208,6 +213,15 @@ fn container_status(image: &str, started: Timestamp) -> ContainerStatus {
 
 /// One sync of `toy` over `pods`, naming new pods `toy-new-<i>`.
 pub(super) fn sync(toy: &Toy, pods: &[Pod], revisions: &BTreeMap<String, PodTemplateSpec>) -> Plan {
+    try_sync(toy, pods, revisions).expect("plan")
+}
+
+/// [`sync`], returning the planner's error.
+pub(super) fn try_sync(
+    toy: &Toy,
+    pods: &[Pod],
+    revisions: &BTreeMap<String, PodTemplateSpec>,
+) -> Result<Plan, PlanError> {
     let named = BTreeSet::new();
     let snap = PodSetSnapshot {
         workload: toy,
@@ -221,7 +235,7 @@ pub(super) fn sync(toy: &Toy, pods: &[Pod], revisions: &BTreeMap<String, PodTemp
     };
     let mut set = PodSet::new(&snap);
     let mut plan = Plan::default();
-    set.refresh(&mut plan).expect("refresh");
+    set.refresh(&mut plan)?;
     set.scale_and_update(&mut plan, |scale, plan| {
         for (i, revision) in set.new_pod_revisions(scale).into_iter().enumerate() {
             plan.creates.push(Create {
@@ -229,9 +243,8 @@ pub(super) fn sync(toy: &Toy, pods: &[Pod], revisions: &BTreeMap<String, PodTemp
                 revision: revision.to_owned(),
             });
         }
-    })
-    .expect("plan");
-    plan
+    })?;
+    Ok(plan)
 }
 
 pub(super) fn revisions(v2: PodTemplateSpec) -> BTreeMap<String, PodTemplateSpec> {
