@@ -33,11 +33,8 @@ step "Go builds (Kubernetes, etcd, kwok, grpcurl, crictl, helm) start in the bac
 go_builds_log=$(mktemp)
 deploy/local/cluster.sh prebuild --tools >"$go_builds_log" 2>&1 &
 go_builds_pid=$!
-kill_tree() {
-  local child
-  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
-  kill "$1" 2>/dev/null || true
-}
+# shellcheck source=deploy/local/lib/processes.sh
+source deploy/local/lib/processes.sh
 crd_tmp=$(mktemp -d)
 cleanup() {
   kill_tree "$go_builds_pid"

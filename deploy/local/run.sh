@@ -6,6 +6,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null
 source "$HERE/lib/common.sh"
+# shellcheck source=/dev/null
+source "$HERE/lib/processes.sh"
 
 # Stevedore's binaries compile while `up` builds and starts Kubernetes: on a first run
 # both builds take minutes, and each leaves a core idle in its single-threaded link
@@ -14,11 +16,6 @@ source "$HERE/lib/common.sh"
 "$HERE/cluster.sh" compile &
 compile_pid=$!
 # If `up` fails, the compile (cargo and its rustc jobs) stops with it.
-kill_tree() {
-  local child
-  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
-  kill "$1" 2>/dev/null || true
-}
 trap 'kill_tree "$compile_pid"' EXIT
 "$HERE/cluster.sh" up "$@"
 wait "$compile_pid" || die "compiling Stevedore's binaries failed (log: $STEVEDORE_CACHE/build-stevedore.log)"
