@@ -72,9 +72,12 @@ subjectAltName=IP:127.0.0.1,IP:$KWOK_NODE_IP"
 # write_kubeconfig CERT FILE: a kubeconfig authenticating with the client certificate CERT.
 # Written in JSON (which is YAML too, so every Kubernetes tool reads it): the agent reads
 # kubeconfigs only in JSON form, to keep a YAML parser out of its memory (agent/src/kube_config.rs).
+# Written to a temporary file and renamed over FILE: `up` runs again while tests read the
+# admin kubeconfig, and a reader must never see it half written ("no current context").
 write_kubeconfig() {
   local cert=$1 file=$2
-  cat >"$file" <<KUBECONFIG
+  local tmp=$file.tmp.$$
+  cat >"$tmp" <<KUBECONFIG
 {
   "apiVersion": "v1",
   "kind": "Config",
@@ -88,7 +91,8 @@ write_kubeconfig() {
   "current-context": "stevedore-local"
 }
 KUBECONFIG
-  chmod 600 "$file"
+  chmod 600 "$tmp"
+  mv -f "$tmp" "$file"
 }
 
 # The common name of the apiserver's webhook client certificate; the control plane admits
