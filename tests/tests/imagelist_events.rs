@@ -6,8 +6,6 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams};
 use serde_json::json;
 use stevedore_api::imagelist::ImagePullPhase;
 use stevedore_tests::sim::SimAgents;
@@ -15,25 +13,9 @@ use stevedore_tests::{poll_until, run_in_namespace};
 
 mod imagelist_support;
 
-use imagelist_support::{apply, image_status, list_exists};
+use imagelist_support::{apply, failure_events, image_status, list_exists, times_recorded};
 
 const MANAGER: &str = "stevedore-tests-events";
-const REASON: &str = "FailedPullImage";
-
-/// The pull-failure Events on `node` about `image` (Events about cluster-scoped objects
-/// live in `default`).
-async fn failure_events(client: &kube::Client, node: &str, image: &str) -> Result<Vec<Event>> {
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let selector = format!("involvedObject.kind=Node,involvedObject.name={node},reason={REASON}");
-    let listed = events
-        .list(&ListParams::default().fields(&selector))
-        .await?;
-    Ok(listed
-        .items
-        .into_iter()
-        .filter(|e| e.message.as_deref().is_some_and(|m| m.contains(image)))
-        .collect())
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_pull_gives_one_event_on_the_node_and_retries_add_none() -> Result<()> {
@@ -89,12 +71,7 @@ async fn a_failing_pull_gives_one_event_on_the_node_and_retries_add_none() -> Re
             events.len() == 1,
             "one Event, not one per attempt: {events:?}"
         );
-        let repeats = events[0]
-            .series
-            .as_ref()
-            .and_then(|s| s.count)
-            .unwrap_or(1)
-            .max(events[0].count.unwrap_or(1));
+        let repeats = times_recorded(&events[0]);
         ensure!(
             repeats <= 1,
             "the Event was repeated {repeats} times: {events:?}"

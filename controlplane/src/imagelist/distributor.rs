@@ -289,7 +289,8 @@ impl Distributor {
                     Ok(Some(update)) => {
                         *last_ok = Instant::now();
                         let status = image_status(&update);
-                        self.record_failure(&node_object, &update.image, &status, failures);
+                        let on_record = self.recorded_status(node, &update.image, written.as_ref());
+                        self.record_failure(&node_object, &update.image, &status, on_record.as_ref(), failures);
                         pending.insert(update.image.clone(), status);
                         streamed = true;
                         flush_at.get_or_insert_with(|| next_flush(Instant::now(), last_write));
@@ -332,9 +333,10 @@ impl Distributor {
         node: &Node,
         image: &str,
         status: &ImageStatus,
+        on_record: Option<&ImageStatus>,
         failures: &mut PullEventLimiter,
     ) {
-        let Some(note) = failures.admit(image, status, Instant::now()) else {
+        let Some(note) = failures.admit(image, status, on_record, Instant::now()) else {
             return;
         };
         tracing::info!(node = node.name_any(), image, message = %status.message, "recording a pull failure");
@@ -345,6 +347,19 @@ impl Distributor {
                 .warning(&regarding, pull_events::REASON, pull_events::ACTION, note)
                 .await;
         });
+    }
+
+    /// `image`'s status as the node's ImageList holds it: the newer of the cache and this
+    /// session's last write.
+    fn recorded_status(
+        &self,
+        node: &str,
+        image: &str,
+        written: Option<&ImageList>,
+    ) -> Option<ImageStatus> {
+        let cached = self.stores.imagelists.get(&ObjectRef::new(node));
+        let list = freshest(cached.as_deref(), written)?;
+        list.status?.images.remove(image)
     }
 
     /// The request for `list` (credentials from its pull secrets, without the images

@@ -7,7 +7,10 @@
 //! A failing image is retried with backoff for as long as it stays in spec, so the
 //! Events are rate-limited: one per image and reason (the failure's message) per
 //! [`WINDOW`]. A status stream re-sent after a reconnect, or a retry failing the same
-//! way, adds nothing within the window; a new reason is recorded at once.
+//! way, adds nothing within the window; a new reason is recorded at once. The limiter
+//! lives in one node's session, so a failure the node's ImageList status already shows
+//! (written by an earlier session, leader term or control-plane process, whose limiter
+//! is gone) counts as recorded: a new leader replaying the agent's stream adds nothing.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -51,8 +54,15 @@ pub struct PullEventLimiter {
 
 impl PullEventLimiter {
     /// The note of the Event to record for `status` of `image` at `now`, if any: a
-    /// failure whose image and message were not recorded within [`WINDOW`].
-    pub fn admit(&mut self, image: &str, status: &ImageStatus, now: Instant) -> Option<String> {
+    /// failure whose image and message were not recorded within [`WINDOW`], and which
+    /// `on_record` (the image's status as the ImageList holds it) does not already show.
+    pub fn admit(
+        &mut self,
+        image: &str,
+        status: &ImageStatus,
+        on_record: Option<&ImageStatus>,
+        now: Instant,
+    ) -> Option<String> {
         // Forget what is out of the window, so the map holds only recent failures.
         self.recorded
             .retain(|_, at| now.saturating_duration_since(*at) < WINDOW);
@@ -64,7 +74,9 @@ impl PullEventLimiter {
             return None;
         }
         self.recorded.insert(key, now);
-        Some(note(image, status))
+        let reported_before =
+            on_record.is_some_and(|old| is_failure(old) && old.message == status.message);
+        (!reported_before).then(|| note(image, status))
     }
 }
 
@@ -118,19 +130,59 @@ mod tests {
         let retried = status(ImagePullPhase::Failed, 4, "manifest unknown");
         let refused = status(ImagePullPhase::Failed, 5, "unauthorized");
 
-        assert!(limiter.admit("a", &unknown, start).is_some());
+        assert!(limiter.admit("a", &unknown, None, start).is_some());
         // Retries failing the same way within the window: nothing.
-        assert!(limiter.admit("a", &unknown, start).is_none());
-        assert!(limiter.admit("a", &retried, start + WINDOW / 2).is_none());
+        assert!(limiter.admit("a", &unknown, None, start).is_none());
+        assert!(
+            limiter
+                .admit("a", &retried, None, start + WINDOW / 2)
+                .is_none()
+        );
         // Another image, or another reason, is recorded at once.
-        assert!(limiter.admit("b", &unknown, start + WINDOW / 2).is_some());
-        assert!(limiter.admit("a", &refused, start + WINDOW / 2).is_some());
+        assert!(
+            limiter
+                .admit("b", &unknown, None, start + WINDOW / 2)
+                .is_some()
+        );
+        assert!(
+            limiter
+                .admit("a", &refused, None, start + WINDOW / 2)
+                .is_some()
+        );
         // A success in between does not reset the window.
         let ok = status(ImagePullPhase::Succeeded, 1, "");
-        assert!(limiter.admit("a", &ok, start + WINDOW / 2).is_none());
-        assert!(limiter.admit("a", &unknown, start + WINDOW / 2).is_none());
+        assert!(limiter.admit("a", &ok, None, start + WINDOW / 2).is_none());
+        assert!(
+            limiter
+                .admit("a", &unknown, None, start + WINDOW / 2)
+                .is_none()
+        );
         // Once the window has passed, the same failure is recorded again.
-        assert!(limiter.admit("a", &retried, start + WINDOW).is_some());
+        assert!(limiter.admit("a", &retried, None, start + WINDOW).is_some());
         assert_eq!(limiter.recorded.len(), 3, "the expired entry was replaced");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_the_image_list_already_shows_is_not_recorded_again() {
+        let now = Instant::now();
+        let unknown = status(ImagePullPhase::Waiting, 1, "manifest unknown");
+        let later = status(ImagePullPhase::Failed, 3, "manifest unknown");
+        let refused = status(ImagePullPhase::Failed, 3, "unauthorized");
+        let pulling = status(ImagePullPhase::Pulling, 1, "");
+        let cases = [
+            ("nothing on record", None, true),
+            ("the list shows a pull in progress", Some(&pulling), true),
+            ("the list shows this failure", Some(&unknown), false),
+            ("the list shows it after more attempts", Some(&later), false),
+            ("the list shows another reason", Some(&refused), true),
+        ];
+        for (case, on_record, recorded) in cases {
+            // A fresh limiter: a new session, leader term or process.
+            let mut limiter = PullEventLimiter::default();
+            let admitted = limiter.admit("a", &unknown, on_record, now).is_some();
+            assert_eq!(admitted, recorded, "{case}");
+            // Either way the retries of this session add nothing.
+            assert!(limiter.admit("a", &unknown, None, now).is_none(), "{case}");
+        }
     }
 }

@@ -7,7 +7,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_api::ImageList;
 use stevedore_api::imagelist::ImageStatus;
@@ -114,4 +115,29 @@ pub fn complete_in_containerd(cluster: &ClusterInfo, image: &str) -> Result<bool
     );
     let out = String::from_utf8_lossy(&output.stdout);
     Ok(out.contains("complete") && !out.contains("incomplete"))
+}
+
+/// The reason of the control plane's pull-failure Events.
+pub const FAILED_PULL_REASON: &str = "FailedPullImage";
+
+/// The pull-failure Events on `node` about `image` (Events about cluster-scoped objects
+/// live in `default`).
+pub async fn failure_events(client: &kube::Client, node: &str, image: &str) -> Result<Vec<Event>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let selector =
+        format!("involvedObject.kind=Node,involvedObject.name={node},reason={FAILED_PULL_REASON}");
+    let listed = events
+        .list(&ListParams::default().fields(&selector))
+        .await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter(|e| e.message.as_deref().is_some_and(|m| m.contains(image)))
+        .collect())
+}
+
+/// How many times an Event was recorded: its series count, or its legacy count.
+pub fn times_recorded(event: &Event) -> i32 {
+    let series = event.series.as_ref().and_then(|s| s.count).unwrap_or(1);
+    series.max(event.count.unwrap_or(1))
 }
