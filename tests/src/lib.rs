@@ -25,6 +25,7 @@ pub mod registry_process;
 pub mod scratch;
 pub mod sim;
 pub mod slow_image;
+pub mod test_nodes;
 pub mod token_server;
 pub mod token_signer;
 pub mod wait;

@@ -16,53 +16,21 @@ use serde_json::{Value, json};
 use stevedore_api::BroadcastJob;
 use stevedore_api::broadcastjob::BroadcastJobPhase;
 use stevedore_controlplane::broadcastjob::pods::{JOB_NAME_LABEL, pinned_node};
+use stevedore_tests::test_nodes::{self, KWOK_TAINT, TEST_NODE_TAINT, TestNode};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
-
-const TEST_LABEL: &str = "stevedore.dev/bcj-test";
-const KWOK_TAINT: &str = "kwok.x-k8s.io/node";
 
 fn node_name(ctx: &TestContext, i: usize) -> String {
     format!("{}-node-{i}", ctx.namespace)
 }
 
-/// A kwok Node labelled and tainted for this test, with kwok's taint and `extra_taints`,
-/// Ready.
+/// A kwok Node of this test (its own taint, see `test_nodes`) with `extra_taints`, Ready.
 async fn add_node(ctx: &TestContext, i: usize, extra_taints: &[Value]) -> Result<String> {
     let name = node_name(ctx, i);
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    // Its own taint besides kwok's: other suites' pods tolerate kwok's taint, and would land
-    // on this test's nodes and lose their pods when the test deletes them.
-    let mut taints = vec![
-        json!({ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" }),
-        json!({ "key": TEST_LABEL, "value": ctx.namespace, "effect": "NoSchedule" }),
-    ];
-    taints.extend(extra_taints.iter().cloned());
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": { TEST_LABEL: ctx.namespace, "type": "kwok" },
-            "annotations": { "kwok.x-k8s.io/node": "fake" },
-        },
-        "spec": { "taints": taints },
-    }))?;
-    nodes.create(&PostParams::default(), &node).await?;
-    poll_until(
-        &format!("node {name} Ready"),
-        Duration::from_secs(60),
-        || {
-            let (nodes, name) = (nodes.clone(), name.clone());
-            async move {
-                let node = nodes.get(&name).await?;
-                let ready = (node.status.and_then(|s| s.conditions).unwrap_or_default())
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True");
-                Ok(ready.then_some(()))
-            }
-        },
-    )
-    .await?;
+    let spec = TestNode {
+        extra_taints: extra_taints.to_vec(),
+        ..TestNode::default()
+    };
+    test_nodes::create(ctx, &name, spec).await?;
     Ok(name)
 }
 
@@ -115,11 +83,8 @@ async fn create_job(ctx: &TestContext, name: &str, mut spec: Value) -> Result<Br
         "metadata": { "labels": { "app": name } },
         "spec": {
             "restartPolicy": "Never",
-            "nodeSelector": { TEST_LABEL: ctx.namespace },
-            "tolerations": [
-                { "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" },
-                { "key": TEST_LABEL, "operator": "Exists", "effect": "NoSchedule" },
-            ],
+            "nodeSelector": test_nodes::node_selector(ctx),
+            "tolerations": test_nodes::tolerations(ctx),
             "containers": [{ "name": "task", "image": ctx.cluster.image("web:v1") }],
         },
     });
@@ -250,7 +215,7 @@ async fn a_node_whose_blocking_taint_is_removed_gets_its_pod() -> Result<()> {
             let all: Api<Node> = Api::all(ctx.client.clone());
             let untainted = json!({ "spec": { "taints": [
                 { "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" },
-                { "key": TEST_LABEL, "value": ctx.namespace, "effect": "NoSchedule" },
+                { "key": TEST_NODE_TAINT, "value": ctx.namespace, "effect": "NoSchedule" },
             ] } });
             all.patch(&nodes[0], &PatchParams::default(), &Patch::Merge(untainted))
                 .await?;

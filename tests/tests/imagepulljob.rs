@@ -17,50 +17,20 @@ use serde_json::{Value, json};
 use stevedore_api::imagelist::ImagePullPhase;
 use stevedore_api::{ImageList, ImagePullJob};
 use stevedore_controlplane::imagepulljob::entries::field_manager;
+use stevedore_tests::test_nodes::{self, TestNode};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 const IMAGE: &str = "127.0.0.1:5000/stevedore/ipj-test:v1";
 const PERSON_IMAGE: &str = "127.0.0.1:5000/stevedore/person:v1";
-const TEST_LABEL: &str = "stevedore.dev/ipj-test";
 
 fn node_name(ctx: &TestContext, i: usize) -> String {
     format!("{}-node-{i}", ctx.namespace)
 }
 
-/// A kwok Node labelled for this test, Ready, and its ImageList (owned by the Node).
+/// A kwok Node of this test (`test_nodes`), Ready, and its ImageList (owned by the Node).
 async fn add_node(ctx: &TestContext, i: usize) -> Result<String> {
     let name = node_name(ctx, i);
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": { TEST_LABEL: ctx.namespace, "type": "kwok" },
-            "annotations": { "kwok.x-k8s.io/node": "fake" },
-        },
-        "spec": { "taints": [{ "key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule" }] },
-    }))?;
-    let node = nodes.create(&PostParams::default(), &node).await?;
-    poll_until(
-        &format!("node {name} Ready"),
-        Duration::from_secs(60),
-        || {
-            let nodes = nodes.clone();
-            let name = name.clone();
-            async move {
-                let node = nodes.get(&name).await?;
-                let ready = node
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True");
-                Ok(ready.then_some(()))
-            }
-        },
-    )
-    .await?;
+    let node = test_nodes::create(ctx, &name, TestNode::default()).await?;
     let list: ImageList = serde_json::from_value(json!({
         "apiVersion": "stevedore.dev/v1alpha1",
         "kind": "ImageList",
@@ -102,7 +72,7 @@ fn jobs(ctx: &TestContext) -> Api<ImagePullJob> {
 async fn create_job(ctx: &TestContext, name: &str, spec: Value) -> Result<ImagePullJob> {
     let mut spec = spec;
     spec["image"] = json!(IMAGE);
-    spec["selector"] = json!({ "matchLabels": { TEST_LABEL: ctx.namespace } });
+    spec["selector"] = json!({ "matchLabels": test_nodes::node_selector(ctx) });
     let job: ImagePullJob = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "ImagePullJob",

@@ -17,9 +17,10 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_api::{CloneSet, DaemonSet, StatefulSet};
 use stevedore_controlplane::workload::selector::SELECTOR_MISMATCH;
+use stevedore_tests::test_nodes::{self, KWOK_TAINT};
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
-use daemonset_support::{KWOK_TAINT, TEST_LABEL, with_nodes};
+use daemonset_support::with_nodes;
 
 const INSTANCE_ID: &str = "apps.kruise.io/cloneset-instance-id";
 const REVISION_HASH: &str = "controller-revision-hash";
@@ -85,14 +86,17 @@ impl Kind {
                 },
             },
         });
-        let node_selector = match self {
-            Self::CloneSet | Self::StatefulSet => json!({ "type": "kwok" }),
-            Self::DaemonSet => json!({ TEST_LABEL: ctx.namespace }),
+        // The DaemonSet runs on this test's own nodes; the others on the shared kwok nodes.
+        let (node_selector, tolerations) = match self {
+            Self::CloneSet | Self::StatefulSet => (
+                json!({ "type": "kwok" }),
+                json!([{ "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" }]),
+            ),
+            Self::DaemonSet => (test_nodes::node_selector(ctx), test_nodes::tolerations(ctx)),
         };
         let pod_spec = &mut object["spec"]["template"]["spec"];
         pod_spec["nodeSelector"] = node_selector;
-        pod_spec["tolerations"] =
-            json!([{ "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" }]);
+        pod_spec["tolerations"] = tolerations;
         let spec = &mut object["spec"];
         match self {
             Self::CloneSet => spec["replicas"] = json!(5),

@@ -18,9 +18,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use stevedore_api::{DaemonSet, StatefulSet};
+use stevedore_tests::test_nodes;
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
-use daemonset_support::{KWOK_TAINT, TEST_LABEL, with_nodes};
+use daemonset_support::with_nodes;
 
 /// How long the controller gets to report, and to create pods once fixed.
 const CONVERGE: Duration = Duration::from_secs(90);
@@ -73,8 +74,8 @@ impl Kind {
                 "template": {
                     "metadata": { "labels": { "app": name, "tier": "front" } },
                     "spec": {
-                        "nodeSelector": { TEST_LABEL: ctx.namespace },
-                        "tolerations": [{ "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" }],
+                        "nodeSelector": test_nodes::node_selector(ctx),
+                        "tolerations": test_nodes::tolerations(ctx),
                         "terminationGracePeriodSeconds": 0,
                         "containers": [{ "name": "main", "image": ctx.cluster.image("web:v1") }],
                     },

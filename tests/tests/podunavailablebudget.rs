@@ -22,6 +22,7 @@ use kube::api::{
 use serde_json::{Value, json};
 use stevedore_api::containerrecreaterequest::ContainerRecreateRequestPhase as Phase;
 use stevedore_api::{ContainerRecreateRequest, PodUnavailableBudget};
+use stevedore_tests::test_nodes::{self, TestNode};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod cloneset_support;
@@ -364,20 +365,10 @@ async fn bare_pods(
     Ok(())
 }
 
-/// A kwok node of this test alone: tainted and unlabelled, so no other test's pods land
-/// there, and drained by nobody else.
+/// A kwok node of this test alone (`test_nodes`: its own taint), drained by nobody else.
 async fn own_kwok_node(ctx: &TestContext) -> Result<String> {
-    use k8s_openapi::api::core::v1::Node;
     let name = format!("{}-drain", ctx.namespace);
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": { "name": name, "annotations": { "kwok.x-k8s.io/node": "fake" } },
-        "spec": { "taints": [{ "key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule" }] },
-    }))?;
-    kube::Api::<Node>::all(ctx.client.clone())
-        .create(&PostParams::default(), &node)
-        .await?;
+    test_nodes::create(ctx, &name, TestNode::default()).await?;
     Ok(name)
 }
 

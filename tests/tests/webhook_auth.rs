@@ -24,6 +24,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::{Value, json};
 use stevedore_api::PodUnavailableBudget;
+use stevedore_tests::test_nodes::{self, TestNode};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 const CONFIGURATION: &str = "stevedore-pod-budgets";
@@ -180,14 +181,7 @@ async fn budget_of_three(ctx: &TestContext, name: &str) -> Result<String> {
         .create(&PostParams::default(), &budget)
         .await?;
     let node = format!("{}-node", ctx.namespace);
-    let object: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": { "name": node, "annotations": { "kwok.x-k8s.io/node": "fake" } },
-        "spec": { "taints": [{ "key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule" }] },
-    }))?;
-    kube::Api::<Node>::all(ctx.client.clone())
-        .create(&PostParams::default(), &object)
-        .await?;
+    test_nodes::create(ctx, &node, TestNode::default()).await?;
     for i in 0..3 {
         let pod: Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",

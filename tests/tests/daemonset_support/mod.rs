@@ -12,10 +12,11 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_api::DaemonSet;
 use stevedore_controlplane::workload::node_pin::pinned_node;
+use stevedore_tests::test_nodes::{self, KWOK_TAINT, TEST_NODE_TAINT, TestNode};
 use stevedore_tests::{TestContext, invariant, poll_until};
 
-pub const TEST_LABEL: &str = "stevedore.dev/ds-test";
-pub const KWOK_TAINT: &str = "kwok.x-k8s.io/node";
+/// The label that keeps a DaemonSet on this test's nodes.
+pub const TEST_LABEL: &str = TEST_NODE_TAINT;
 pub const WAIT: Duration = Duration::from_secs(90);
 
 pub fn node_name(ctx: &TestContext, i: usize) -> String {
@@ -26,31 +27,10 @@ pub fn nodes(ctx: &TestContext) -> Api<Node> {
     Api::all(ctx.client.clone())
 }
 
-/// A Ready kwok Node labelled for this test.
+/// A Ready kwok Node of this test (`test_nodes`: its label and its own taint).
 pub async fn add_node(ctx: &TestContext, i: usize) -> Result<String> {
     let name = node_name(ctx, i);
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": { TEST_LABEL: ctx.namespace, "type": "kwok" },
-            "annotations": { "kwok.x-k8s.io/node": "fake" },
-        },
-        "spec": { "taints": [{ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" }] },
-    }))?;
-    nodes(ctx).create(&PostParams::default(), &node).await?;
-    poll_until(&format!("node {name} Ready"), WAIT, || {
-        let (api, name) = (nodes(ctx), name.clone());
-        async move {
-            let node = api.get(&name).await?;
-            let ready = (node.status.and_then(|s| s.conditions).unwrap_or_default())
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            Ok(ready.then_some(()))
-        }
-    })
-    .await?;
+    test_nodes::create(ctx, &name, TestNode::default()).await?;
     Ok(name)
 }
 
@@ -98,8 +78,8 @@ pub fn manifest(ctx: &TestContext, name: &str, image: &str, rolling_update: Valu
             "template": {
                 "metadata": { "labels": { "app": name } },
                 "spec": {
-                    "nodeSelector": { TEST_LABEL: ctx.namespace },
-                    "tolerations": [{ "key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule" }],
+                    "nodeSelector": test_nodes::node_selector(ctx),
+                    "tolerations": test_nodes::tolerations(ctx),
                     "terminationGracePeriodSeconds": 0,
                     "containers": [{ "name": "main", "image": ctx.cluster.image(image) }],
                 },
@@ -170,7 +150,10 @@ pub fn ready(pod: &Pod) -> bool {
 }
 
 pub async fn taint(ctx: &TestContext, node: &str, extra: &[Value]) -> Result<()> {
-    let mut taints = vec![json!({ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" })];
+    let mut taints = vec![
+        json!({ "key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule" }),
+        json!({ "key": TEST_NODE_TAINT, "value": ctx.namespace, "effect": "NoSchedule" }),
+    ];
     taints.extend(extra.iter().cloned());
     let patch = json!({ "spec": { "taints": taints } });
     nodes(ctx)
