@@ -18,7 +18,7 @@ BASE_PORT=${STEVEDORE_SIM_AGENT_BASE_PORT:-21000}
 ADMIN_OFFSET=5000 # health and metrics endpoint (one listener on loopback) = gRPC port + this
 # kubectl calls applying Nodes at once (each applies its share in order).
 APPLY_CONCURRENCY=${STEVEDORE_SIM_APPLY_CONCURRENCY:-16}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/cargo-target}
 # The agents are release builds unless asked otherwise (tests/run.sh asks for dev); a
 # release agent is built with its own size-optimised profile (Cargo.toml, release-agent).
 STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-release}
