@@ -160,6 +160,15 @@ pub struct Args {
     )]
     pub webhook_configuration: String,
 
+    /// The MutatingWebhookConfiguration of ContainerRecreateRequests whose `caBundle` the
+    /// control plane sets to its webhook CA.
+    #[arg(
+        long,
+        env = "STEVEDORE_CRR_WEBHOOK_CONFIGURATION",
+        default_value = "stevedore-container-recreate-requests"
+    )]
+    pub crr_webhook_configuration: String,
+
     /// CA bundle (PEM) of the client certificate the apiserver presents to admission
     /// webhooks (its `--admission-control-config-file`, docs/security.md). When given, pod
     /// delete and eviction reviews are answered only for a caller presenting a
@@ -282,6 +291,10 @@ mod tests {
         assert_eq!(args.webhook_service, "stevedore-controlplane-webhook");
         assert_eq!(args.webhook_ca_secret, "stevedore-webhook-ca");
         assert_eq!(args.webhook_configuration, "stevedore-pod-budgets");
+        assert_eq!(
+            args.crr_webhook_configuration,
+            "stevedore-container-recreate-requests"
+        );
         assert_eq!(args.webhook_client_ca, None);
         assert!(args.webhook_client_names.is_empty());
         assert_eq!(args.log_format, LogFormat::Text);
