@@ -6,7 +6,8 @@
 //! answers is `webhook`.
 //!
 //! What the CRD schema refuses on its own (no containers, a container named twice,
-//! negative seconds, an unknown failure policy) is left to it, unchanged: as OpenKruise
+//! negative seconds, an unknown failure policy, a pod name that is no DNS subdomain) is
+//! left to it, unchanged: as OpenKruise
 //! checks those before it looks for the pod, the writer is told about its own mistake
 //! rather than about the pod.
 
@@ -72,7 +73,19 @@ fn schema_refuses(request: &ContainerRecreateRequest) -> bool {
     .into_iter()
     .flatten()
     .any(|seconds| seconds < 0);
-    names.is_empty() || twice || negative
+    names.is_empty() || twice || negative || !is_dns_subdomain(&spec.pod_name)
+}
+
+/// Whether `name` is a DNS-1123 subdomain, as the schema's `podName` pattern requires (a
+/// name that is not could not be looked up as a pod: `../other/web-0`).
+fn is_dns_subdomain(name: &str) -> bool {
+    let label_ok = |label: &str| {
+        let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        label.starts_with(alnum)
+            && label.ends_with(alnum)
+            && label.chars().all(|c| alnum(c) || c == '-')
+    };
+    name.len() <= 253 && name.split('.').all(label_ok)
 }
 
 /// The node `pod` runs on, if it is one whose containers can be recreated: active (not

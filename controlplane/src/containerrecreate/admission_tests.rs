@@ -146,12 +146,34 @@ fn what_the_schema_refuses_is_left_to_it() {
         json!({ "podName": "absent", "containers": [{ "name": "a" }, { "name": "a" }] }),
         json!({ "podName": "absent", "containers": [{ "name": "a" }], "activeDeadlineSeconds": -1 }),
         json!({ "podName": "absent", "containers": [{ "name": "a" }], "strategy": { "unreadyGracePeriodSeconds": -1 } }),
+        json!({ "podName": "../other/web-0", "containers": [{ "name": "a" }] }),
+        json!({ "podName": "Web-0", "containers": [{ "name": "a" }] }),
+        json!({ "podName": "web-", "containers": [{ "name": "a" }] }),
+        json!({ "podName": "web..0", "containers": [{ "name": "a" }] }),
     ];
     for spec in cases {
         let patch =
             default_crr(&request(spec.clone(), json!(null)), None).expect("left to the schema");
         assert!(patch.is_empty(), "{spec}");
     }
+}
+
+#[test]
+fn a_pod_name_is_looked_up_only_when_the_schema_admits_it() {
+    let cases = [
+        ("web-0", true),
+        ("web-0.shop", true),
+        ("0", true),
+        ("", false),
+        ("web/0", false),
+        ("-web", false),
+        ("web.", false),
+        ("WEB", false),
+    ];
+    for (name, valid) in cases {
+        assert_eq!(is_dns_subdomain(name), valid, "{name:?}");
+    }
+    assert!(!is_dns_subdomain(&"a".repeat(254)));
 }
 
 #[test]
