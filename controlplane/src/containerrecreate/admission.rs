@@ -27,6 +27,10 @@ use crate::api::ContainerRecreateRequest;
 /// The labels a request carries from admission on, never changed afterwards.
 pub const IMMUTABLE_LABELS: [&str; 3] = [POD_NAME_LABEL, POD_UID_LABEL, NODE_NAME_LABEL];
 
+/// The shortest `activeDeadlineSeconds` OpenKruise admits: a shorter one would fail the
+/// request before the agent could answer.
+pub const MIN_DEADLINE_SECONDS: i64 = 3;
+
 /// The JSON patch that fills `request` from `pod` (the pod it names, `None` when there is
 /// none), or why it is refused. An empty patch admits it as it is.
 pub fn default_crr(
@@ -35,6 +39,13 @@ pub fn default_crr(
 ) -> Result<Vec<Value>, Refusal> {
     if schema_refuses(request) {
         return Ok(Vec::new());
+    }
+    if let Some(seconds) = request.spec.active_deadline_seconds
+        && seconds < MIN_DEADLINE_SECONDS
+    {
+        return Err(Refusal::bad_request(format!(
+            "spec.activeDeadlineSeconds must be at least {MIN_DEADLINE_SECONDS}, not {seconds}."
+        )));
     }
     let pod_name = &request.spec.pod_name;
     let pod = pod.ok_or_else(|| {

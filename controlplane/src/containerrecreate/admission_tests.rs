@@ -78,7 +78,15 @@ fn a_create_is_refused_naming_the_field_unless_the_pod_can_be_recreated_in() {
     let preset = json!({ "podName": "web-0", "containers": [
         { "name": "web", "statusContext": { "containerID": "x", "restartCount": 0 } },
     ] });
-    let cases: [(&str, Value, Option<&Pod>, &str); 7] = [
+    let mut short = web();
+    short["activeDeadlineSeconds"] = json!(2);
+    let cases: [(&str, Value, Option<&Pod>, &str); 8] = [
+        (
+            "deadline under 3 s",
+            short,
+            Some(&running),
+            "spec.activeDeadlineSeconds must be at least 3, not 2.",
+        ),
         (
             "no pod",
             web(),
