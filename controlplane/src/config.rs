@@ -128,8 +128,9 @@ pub struct Args {
     pub controllers: crate::switches::ControllerSwitches,
 
     /// Address of the webhook server (HTTPS), which the apiserver calls through
-    /// `--webhook-service` for pod deletes and evictions (PodUnavailableBudget admission)
-    /// and for PodUnavailableBudget `v1alpha1` <-> `v1beta1` conversion.
+    /// `--webhook-service` for pod deletes and evictions (PodUnavailableBudget admission),
+    /// ContainerRecreateRequest creates and updates, and PodUnavailableBudget `v1alpha1`
+    /// <-> `v1beta1` conversion.
     #[arg(long, env = "STEVEDORE_WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
     pub webhook_addr: SocketAddr,
 
