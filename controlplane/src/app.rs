@@ -12,15 +12,15 @@ use kube::CustomResourceExt as _;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::caller::CallerPolicy;
+use crate::admission::{Callers, Prepared, WebhookConfig, WebhookConfiguration, WebhookError};
 use crate::advancedcronjob::AdvancedCronJobController;
 use crate::agents::{AgentError, AgentPool, AgentPoolConfig};
 use crate::api::PodUnavailableBudget;
 use crate::broadcastjob::BroadcastJobController;
 use crate::budget::BudgetController;
 use crate::budget::admission::KubeBudgetSource;
-use crate::budget::webhook::caller::CallerPolicy;
 use crate::budget::webhook::review::Exempt;
-use crate::budget::webhook::{Callers, Prepared, WebhookConfig, WebhookError};
 use crate::caches::Stores;
 use crate::certs::{Authority, CaSecretError, CsrSigner};
 use crate::cloneset::CloneSetController;
@@ -57,7 +57,7 @@ pub enum AppError {
     #[error("the agent serving CA: {0}")]
     Ca(#[source] CaSecretError),
     #[error(
-        "the webhook server (CRD conversion, PodUnavailableBudget admission) cannot start: {0}"
+        "the webhook server (CRD conversion, PodUnavailableBudget and ContainerRecreateRequest admission) cannot start: {0}"
     )]
     Webhook(#[source] WebhookError),
     #[error("the {component} cannot start: {source}")]
@@ -96,9 +96,13 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let agent_username = args.agent_username.clone();
     // Trusted and listening before the runtime reports ready: `v1beta1` budgets are read
     // through this server's conversion as soon as the Service sends traffic here.
-    let webhook = crate::budget::webhook::prepare(&client, webhook_config(&args, owner.clone()))
+    let webhook = crate::admission::prepare(&client, webhook_config(&args, owner.clone()))
         .await
         .map_err(AppError::Webhook)?;
+    let budget_webhook = args
+        .controllers
+        .enabled("podunavailablebudget-webhook")
+        .then(|| control_plane_exempt(&args));
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
     let switches = args.controllers.clone();
@@ -127,6 +131,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             agent_username,
             switches,
             webhook,
+            budget_webhook,
         },
         &shutdown,
     )
@@ -152,25 +157,32 @@ struct Workloads {
     agent_username: String,
     switches: ControllerSwitches,
     webhook: Prepared,
+    /// Whether pod deletes and evictions are reviewed (`podunavailablebudget-webhook`),
+    /// and whose are never held.
+    budget_webhook: Option<Exempt>,
 }
 
 /// The webhook server's settings from the command line.
 fn webhook_config(args: &Args, ca_owner: Option<OwnerReference>) -> WebhookConfig {
+    let mut configurations = Vec::new();
+    if args.controllers.enabled("podunavailablebudget-webhook") {
+        configurations.push(WebhookConfiguration::Validating(
+            args.webhook_configuration.clone(),
+        ));
+    }
+    // Always trusted and served: its failurePolicy is Fail, so a replica without the
+    // route would refuse every ContainerRecreateRequest write.
+    configurations.push(WebhookConfiguration::Mutating(
+        args.crr_webhook_configuration.clone(),
+    ));
     WebhookConfig {
         addr: args.webhook_addr,
         namespace: args.namespace.clone(),
         service: args.webhook_service.clone(),
         ca_secret: args.webhook_ca_secret.clone(),
         ca_owner,
-        configuration: args.webhook_configuration.clone(),
+        configurations,
         conversion_crd: PodUnavailableBudget::crd_name().to_owned(),
-        review_disruptions: args.controllers.enabled("podunavailablebudget-webhook"),
-        exempt: Exempt {
-            control_plane: format!(
-                "system:serviceaccount:{}:{}",
-                args.namespace, args.service_account
-            ),
-        },
         callers: args.webhook_client_ca.clone().map(|ca_file| Callers {
             ca_file,
             policy: CallerPolicy {
@@ -178,6 +190,34 @@ fn webhook_config(args: &Args, ca_owner: Option<OwnerReference>) -> WebhookConfi
             },
         }),
     }
+}
+
+/// The control plane's own user, whose disruptions the budget webhook never holds.
+fn control_plane_exempt(args: &Args) -> Exempt {
+    Exempt {
+        control_plane: format!(
+            "system:serviceaccount:{}:{}",
+            args.namespace, args.service_account
+        ),
+    }
+}
+
+/// The admission routes this replica serves: ContainerRecreateRequest defaulting always,
+/// PodUnavailableBudgets against deletes and evictions when switched on.
+fn admission_routes(
+    client: &kube::Client,
+    stores: &Stores,
+    budget: Option<Exempt>,
+) -> axum::Router {
+    let mut routes = crate::containerrecreate::webhook::routes(client.clone());
+    if let Some(exempt) = budget {
+        routes = routes.merge(crate::budget::webhook::routes(
+            client.clone(),
+            stores.clone(),
+            exempt,
+        ));
+    }
+    routes
 }
 
 /// Serves metrics, then starts the ImageList distributor and the controllers; each acts
@@ -203,13 +243,11 @@ async fn start_workloads(
     let switches = workloads.switches;
     // Every replica serves the webhook (the Service spreads reviews over both), leader
     // or not: the budgets' check-and-decrement is safe from any number of writers, and
-    // conversion is pure. Always served: `podunavailablebudget-webhook` off only leaves
-    // out the admission route (budget/webhook/server.rs).
-    running.spawn(
-        workloads
-            .webhook
-            .serve(client.clone(), stores.clone(), shutdown.clone()),
-    );
+    // conversion is pure, defaulting a ContainerRecreateRequest only reads its pod.
+    // `/convert` is always served: `podunavailablebudget-webhook` off only leaves out the
+    // budget's route (admission/server.rs).
+    let admission = admission_routes(&client, &stores, workloads.budget_webhook);
+    running.spawn(workloads.webhook.serve(admission, shutdown.clone()));
     if switches.enabled("csr-signer") {
         start_signer(
             running,

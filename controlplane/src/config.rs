@@ -128,8 +128,9 @@ pub struct Args {
     pub controllers: crate::switches::ControllerSwitches,
 
     /// Address of the webhook server (HTTPS), which the apiserver calls through
-    /// `--webhook-service` for pod deletes and evictions (PodUnavailableBudget admission)
-    /// and for PodUnavailableBudget `v1alpha1` <-> `v1beta1` conversion.
+    /// `--webhook-service` for pod deletes and evictions (PodUnavailableBudget admission),
+    /// ContainerRecreateRequest creates and updates, and PodUnavailableBudget `v1alpha1`
+    /// <-> `v1beta1` conversion.
     #[arg(long, env = "STEVEDORE_WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
     pub webhook_addr: SocketAddr,
 
@@ -159,6 +160,15 @@ pub struct Args {
         default_value = "stevedore-pod-budgets"
     )]
     pub webhook_configuration: String,
+
+    /// The MutatingWebhookConfiguration of ContainerRecreateRequests whose `caBundle` the
+    /// control plane sets to its webhook CA.
+    #[arg(
+        long,
+        env = "STEVEDORE_CRR_WEBHOOK_CONFIGURATION",
+        default_value = "stevedore-container-recreate-requests"
+    )]
+    pub crr_webhook_configuration: String,
 
     /// CA bundle (PEM) of the client certificate the apiserver presents to admission
     /// webhooks (its `--admission-control-config-file`, docs/security.md). When given, pod
@@ -282,6 +292,10 @@ mod tests {
         assert_eq!(args.webhook_service, "stevedore-controlplane-webhook");
         assert_eq!(args.webhook_ca_secret, "stevedore-webhook-ca");
         assert_eq!(args.webhook_configuration, "stevedore-pod-budgets");
+        assert_eq!(
+            args.crr_webhook_configuration,
+            "stevedore-container-recreate-requests"
+        );
         assert_eq!(args.webhook_client_ca, None);
         assert!(args.webhook_client_names.is_empty());
         assert_eq!(args.log_format, LogFormat::Text);

@@ -5,6 +5,7 @@ pub mod advancedcronjob;
 pub mod agents;
 /// The API types, a crate of their own (`controlplane/api`), kept at this path.
 pub use stevedore_api as api;
+pub mod admission;
 pub mod app;
 pub mod broadcastjob;
 pub mod budget;

@@ -2,18 +2,20 @@
 //! of only a container's cpu request is applied through the pod's `resize` subresource —
 //! the same pod, no container restart under `resizePolicy` NotRequired, the new request in
 //! the container's status — and an image and a cpu change in one update restart the
-//! container once, on the new image with the new request.
+//! container once, on the new image with the new request; with two containers of
+//! different launch priorities each is resized with its own batch, not all with the first.
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
 use stevedore_api::CloneSet;
-use stevedore_tests::{TestContext, run_in_namespace};
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 mod cloneset_support;
 use cloneset_support::{
-    Nodes, ROLLOUT, apply, json_patch, pods_of, uid, wait_rolled_out, web_cloneset,
+    Nodes, ROLLOUT, STATE_ANNOTATION, apply, json_patch, pods_of, uid, wait_rolled_out,
+    web_cloneset,
 };
 
 /// The web CloneSet on the kubelet node with a 50m cpu request that resizes without a
@@ -141,6 +143,101 @@ async fn an_image_and_cpu_change_update_in_one_restart() -> Result<()> {
             cpu_request(now.resources.as_ref()) == "100m",
             "status resources {:?}",
             now.resources
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// The resizable set with a second container `sidecar` (a sleep of the same image) of
+/// launch priority 10, so an in-place update gives it a batch before `web`'s.
+fn two_priority_cloneset(ctx: &TestContext, name: &str) -> Result<Value> {
+    let mut cs = resizable_cloneset(ctx, name);
+    let web = cs["spec"]["template"]["spec"]["containers"][0].clone();
+    let sidecar = json!({
+        "name": "sidecar",
+        "image": ctx.cluster.image("web:v1"),
+        "command": ["/bin/sleep", "36000"],
+        "env": [{ "name": "KRUISE_CONTAINER_PRIORITY", "value": "10" }],
+        "resources": web["resources"],
+        "resizePolicy": web["resizePolicy"],
+    });
+    (cs["spec"]["template"]["spec"]["containers"].as_array_mut())
+        .context("the template's containers")?
+        .push(sidecar);
+    Ok(cs)
+}
+
+/// Container `name`'s image and cpu request in the pod's spec.
+fn spec_of(pod: &Pod, name: &str) -> (String, String) {
+    let container = (pod.spec.iter().flat_map(|s| &s.containers)).find(|c| c.name == name);
+    let image = container.and_then(|c| c.image.clone()).unwrap_or_default();
+    (
+        image,
+        cpu_request(container.and_then(|c| c.resources.as_ref())),
+    )
+}
+
+#[tokio::test]
+async fn each_container_is_resized_with_its_launch_priority_batch() -> Result<()> {
+    // OpenKruise applies a container's new resources with its own batch. The sidecar's
+    // new image cannot be pulled, so its batch never ends and web's batch never starts:
+    // web must keep its image and its cpu request, and wait in the state annotation.
+    run_in_namespace("cloneset-resize-priority", |ctx| async move {
+        let name = "web";
+        apply(&ctx, &two_priority_cloneset(&ctx, name)?).await?;
+        wait_rolled_out(&ctx, name, ROLLOUT).await?;
+        let v1 = ctx.cluster.image("web:v1");
+        let ops = json!([
+            { "op": "replace", "path": "/spec/template/spec/containers/0/image",
+              "value": ctx.cluster.image("web:v2") },
+            { "op": "replace",
+              "path": "/spec/template/spec/containers/0/resources/requests/cpu", "value": "100m" },
+            { "op": "replace", "path": "/spec/template/spec/containers/1/image",
+              "value": ctx.cluster.image("web:no-such-tag") },
+            { "op": "replace",
+              "path": "/spec/template/spec/containers/1/resources/requests/cpu", "value": "80m" },
+        ]);
+        json_patch(&ctx, name, ops).await?;
+        let pod = poll_until("the sidecar's batch failing to pull", ROLLOUT, || async {
+            let pod = only_pod(&ctx, name).await?;
+            let statuses = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref());
+            let sidecar = statuses.into_iter().flatten().find(|c| c.name == "sidecar");
+            let waiting = sidecar.and_then(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+            let failing = matches!(
+                waiting.as_deref(),
+                Some("ErrImagePull" | "ImagePullBackOff")
+            );
+            Ok(failing.then_some(pod))
+        })
+        .await?;
+        let (_, sidecar_cpu) = spec_of(&pod, "sidecar");
+        ensure!(
+            sidecar_cpu == "80m",
+            "the sidecar was not resized with its batch: {sidecar_cpu}"
+        );
+        let web = spec_of(&pod, "web");
+        ensure!(
+            web == (v1, "50m".to_owned()),
+            "web changed before its batch: {web:?}"
+        );
+        let state = pod
+            .annotations()
+            .get(STATE_ANNOTATION)
+            .context("no state annotation")?;
+        let state: Value = serde_json::from_str(state)?;
+        ensure!(
+            state["nextContainerResources"]["web"]["requests"]["cpu"] == json!("100m"),
+            "{state}"
+        );
+        let batches = &state["containerBatchesRecord"];
+        ensure!(
+            batches.as_array().map(Vec::len) == Some(1)
+                && batches[0]["containers"] == json!(["sidecar"]),
+            "{state}"
         );
         Ok(())
     })

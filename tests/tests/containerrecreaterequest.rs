@@ -2,21 +2,24 @@
 //! node's agent to restart containers of a real two-container pod in place (same pod UID,
 //! the named container's restartCount + 1, the other untouched), with
 //! `unreadyGracePeriodSeconds` (KruisePodReady False, then True) and `orderedRecreate`
-//! observable; a second request for the same pod waits for the first and then runs; a
-//! request for a missing container fails naming it; one whose pod is gone ends Completed
-//! with OpenKruise's `pod has gone`; the CRD refuses bad requests; a
+//! observable; a second request for the same pod waits for the first and then runs; as
+//! OpenKruise's mutating webhook, a request is filled from its pod at create (labels,
+//! `statusContext`, strategy defaults), its spec and those labels are immutable, and a
+//! request for a missing pod or container is refused naming the field; one whose pod goes
+//! ends Completed with OpenKruise's `pod has gone`; the CRD refuses bad requests; a
 //! PodUnavailableBudget with no disruption left holds a request Pending (naming it) until
 //! it allows one, and the admitted recreate is recorded until the pod is ready again.
 //!
 //! Run against a control plane with the `containerrecreaterequest` and
-//! `podunavailablebudget` controllers.
+//! `podunavailablebudget` controllers, and its ContainerRecreateRequest webhook installed
+//! (`deploy/controlplane/webhook.yaml`).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_api::containerrecreaterequest::{
     ContainerRecreateRequestPhase as Phase, NODE_NAME_LABEL, POD_NAME_LABEL, POD_UID_LABEL,
@@ -90,8 +93,8 @@ fn container(pod: &Pod, name: &str) -> Result<(i32, String, String)> {
 }
 
 /// Creates a request from raw JSON (untyped, so the apiserver judges what the types would
-/// refuse).
-async fn create_request(ctx: &TestContext, name: &str, spec: Value) -> Result<()> {
+/// refuse); returns the request as the create answered it (after admission).
+async fn create_request(ctx: &TestContext, name: &str, spec: Value) -> Result<Value> {
     let request: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "ContainerRecreateRequest",
@@ -99,10 +102,11 @@ async fn create_request(ctx: &TestContext, name: &str, spec: Value) -> Result<()
         "spec": spec,
     }))?;
     let resource = ApiResource::erase::<ContainerRecreateRequest>(&());
-    Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
-        .create(&PostParams::default(), &request)
-        .await?;
-    Ok(())
+    let created =
+        Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
+            .create(&PostParams::default(), &request)
+            .await?;
+    Ok(serde_json::to_value(created)?)
 }
 
 /// Waits until request `name` is finished; returns it.
@@ -375,30 +379,42 @@ async fn an_exhausted_budget_holds_the_request_pending_until_it_allows() -> Resu
 }
 
 #[tokio::test]
-async fn a_missing_container_fails_naming_it_and_ttl_deletes() -> Result<()> {
+async fn a_request_for_a_missing_pod_or_container_is_refused_naming_the_field() -> Result<()> {
+    // OpenKruise's mutating webhook refuses both at create; a request that is admitted
+    // is deleted once its ttlSecondsAfterFinished has passed.
     run_in_namespace("crr-missing", |ctx| async move {
         two_container_pod(&ctx, "two").await?;
-        create_request(
-            &ctx,
-            "ghost",
-            json!({ "podName": "two", "containers": [{ "name": "ghost" }] }),
-        )
-        .await?;
-        let request = finished(&ctx, "ghost").await?;
-        let status = request.status.unwrap_or_default();
-        ensure!(status.phase == Phase::Failed, "{status:?}");
-        ensure!(status.message.contains("ghost"), "{}", status.message);
+        let cases = [
+            (
+                "no-pod",
+                json!({ "podName": "absent", "containers": [{ "name": "web" }] }),
+                ["spec.podName", "absent"],
+            ),
+            (
+                "ghost",
+                json!({ "podName": "two", "containers": [{ "name": "ghost" }] }),
+                ["spec.containers[0].name", "ghost"],
+            ),
+        ];
+        for (name, spec, words) in cases {
+            let err = create_request(&ctx, name, spec)
+                .await
+                .err()
+                .with_context(|| format!("the request {name} was admitted"))?;
+            let message = format!("{err:#}");
+            ensure!(words.iter().all(|w| message.contains(w)), "{name}: {message}");
+        }
 
         create_request(
             &ctx,
-            "no-pod",
-            json!({ "podName": "absent", "containers": [{ "name": "web" }], "ttlSecondsAfterFinished": 1 }),
+            "short-lived",
+            json!({ "podName": "two", "containers": [{ "name": "side" }], "ttlSecondsAfterFinished": 1 }),
         )
         .await?;
-        poll_until("request no-pod deleted after its TTL", RECREATE, || async {
+        poll_until("request short-lived deleted after its TTL", RECREATE, || async {
             let gone = ctx
                 .api::<ContainerRecreateRequest>()
-                .get_opt("no-pod")
+                .get_opt("short-lived")
                 .await?
                 .is_none();
             Ok(gone.then_some(()))
@@ -410,14 +426,24 @@ async fn a_missing_container_fails_naming_it_and_ttl_deletes() -> Result<()> {
 
 #[tokio::test]
 async fn a_request_whose_pod_is_gone_ends_completed_saying_so() -> Result<()> {
-    // OpenKruise completes it (phase Completed, message "pod has gone"), not Failed.
+    // OpenKruise completes it (phase Completed, message "pod has gone"), not Failed. A
+    // request can only be made for a running pod, so the pod goes while the request
+    // waits out its unready grace.
     run_in_namespace("crr-pod-gone", |ctx| async move {
+        two_container_pod(&ctx, "two").await?;
         create_request(
             &ctx,
             "orphan",
-            json!({ "podName": "absent", "containers": [{ "name": "web" }] }),
+            json!({
+                "podName": "two",
+                "containers": [{ "name": "web" }],
+                "strategy": { "unreadyGracePeriodSeconds": 600 },
+            }),
         )
         .await?;
+        ctx.api::<Pod>()
+            .delete("two", &DeleteParams::default().grace_period(0))
+            .await?;
         let request = finished(&ctx, "orphan").await?;
         let status = request.status.unwrap_or_default();
         ensure!(
@@ -425,6 +451,83 @@ async fn a_request_whose_pod_is_gone_ends_completed_saying_so() -> Result<()> {
             "{status:?}"
         );
         ensure!(status.completion_time.is_some(), "{status:?}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn admission_fills_the_request_from_its_pod_and_keeps_it_immutable() -> Result<()> {
+    // As OpenKruise's mutating webhook: the created object already carries the pod's
+    // labels, each container's statusContext and the strategy's defaults; the spec and
+    // those labels cannot change afterwards, other labels can.
+    run_in_namespace("crr-admission", |ctx| async move {
+        let pod = two_container_pod(&ctx, "two").await?;
+        let (restarts, container_id, _) = container(&pod, "side")?;
+        let created = create_request(
+            &ctx,
+            "restart-side",
+            json!({ "podName": "two", "containers": [{ "name": "side" }] }),
+        )
+        .await?;
+        let labels = &created["metadata"]["labels"];
+        ensure!(labels[POD_NAME_LABEL] == json!("two"), "{labels}");
+        ensure!(labels[POD_UID_LABEL] == json!(pod.metadata.uid), "{labels}");
+        ensure!(
+            labels[NODE_NAME_LABEL] == json!(ctx.cluster.node_name),
+            "{labels}"
+        );
+        let context = &created["spec"]["containers"][0]["statusContext"];
+        ensure!(
+            *context == json!({ "containerID": container_id, "restartCount": restarts }),
+            "{context}"
+        );
+        let strategy = &created["spec"]["strategy"];
+        ensure!(
+            *strategy == json!({ "failurePolicy": "Fail", "terminationGracePeriodSeconds": 2 }),
+            "{strategy}"
+        );
+
+        let requests = ctx.api::<ContainerRecreateRequest>();
+        let refused = [
+            (
+                json!({ "spec": { "activeDeadlineSeconds": 600 } }),
+                "spec.activeDeadlineSeconds",
+            ),
+            (
+                json!({ "metadata": { "labels": { POD_UID_LABEL: "another" } } }),
+                POD_UID_LABEL,
+            ),
+            (
+                json!({ "metadata": { "labels": { NODE_NAME_LABEL: null } } }),
+                NODE_NAME_LABEL,
+            ),
+        ];
+        for (patch, field) in refused {
+            let err = requests
+                .patch(
+                    "restart-side",
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .err()
+                .with_context(|| format!("{patch} was admitted"))?;
+            let message = err.to_string();
+            ensure!(
+                message.contains(field) && message.contains("immutable"),
+                "{patch}: {message}"
+            );
+        }
+        let team = json!({ "metadata": { "labels": { "team": "shop" } } });
+        requests
+            .patch(
+                "restart-side",
+                &PatchParams::default(),
+                &Patch::Merge(&team),
+            )
+            .await
+            .context("a label of its own was refused")?;
         Ok(())
     })
     .await
@@ -458,30 +561,8 @@ async fn the_crd_refuses_bad_requests_naming_the_field() -> Result<()> {
                 .with_context(|| format!("{name} was accepted"))?;
             ensure!(format!("{err:#}").contains(field), "{name}: {err:#}");
         }
-        // Defaults, and the spec cannot change.
-        create_request(
-            &ctx,
-            "fine",
-            json!({ "podName": "absent", "containers": [{ "name": "a" }] }),
-        )
-        .await?;
-        let fine = ctx.api::<ContainerRecreateRequest>().get("fine").await?;
-        ensure!(
-            serde_json::to_value(&fine.spec)?["strategy"]["failurePolicy"] == json!("Fail"),
-            "{:?}",
-            fine.spec
-        );
-        let err = ctx
-            .api::<ContainerRecreateRequest>()
-            .patch(
-                "fine",
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "spec": { "podName": "other" } })),
-            )
-            .await
-            .err()
-            .context("the spec was changed")?;
-        ensure!(err.to_string().contains("immutable"), "{err}");
+        // The defaults and the immutable spec: see
+        // admission_fills_the_request_from_its_pod_and_keeps_it_immutable.
         Ok(())
     })
     .await

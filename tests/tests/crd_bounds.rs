@@ -140,7 +140,10 @@ async fn a_recreate_request_names_a_pod_not_a_path() -> Result<()> {
                 "spec": {"podName": pod, "containers": [{"name": "app"}]}
             })
         };
-        admitted::<ContainerRecreateRequest>(&ctx, &request("web-0")).await?;
+        // The schema admits the name; the admission webhook then refuses the request
+        // for want of the pod (a path is refused by the schema before it is looked up).
+        let no_pod = ["spec.podName: there is no pod web-0"];
+        refused::<ContainerRecreateRequest>(&ctx, &request("web-0"), &no_pod).await?;
         for pod in ["../other/web-0", "web/0", "Web-0"] {
             refused::<ContainerRecreateRequest>(&ctx, &request(pod), &["spec.podName"])
                 .await

@@ -89,10 +89,28 @@ pub struct ContainerRecreateRequestSpec {
 
 /// One container to recreate.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct ContainerRecreateRequestContainer {
     /// Name of the container; it must exist in the pod's spec.containers.
     #[schemars(length(min = 1, max = 63))]
     pub name: String,
+    /// The container as it ran when the request was admitted, set by the control plane's
+    /// admission webhook from the pod's status (read-only: a request must not set it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_context: Option<ContainerRecreateRequestContainerContext>,
+}
+
+/// The container a request was admitted for, as the pod's status named it then.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRecreateRequestContainerContext {
+    /// The container's ID (`containerd://...`) in the pod's status.
+    #[serde(rename = "containerID")]
+    #[schemars(length(max = 256))]
+    pub container_id: String,
+    /// The container's restartCount in the pod's status.
+    #[schemars(range(min = 0))]
+    pub restart_count: i32,
 }
 
 /// Whether a failed container fails the whole request.

@@ -508,7 +508,9 @@ fn with_message(
 }
 
 /// The pod name, UID and node labels OpenKruise puts on a request, where missing. The
-/// UID is recorded once, so a pod replaced under the same name is noticed.
+/// admission webhook (`containerrecreate::admission`) sets them at create; this is the
+/// fallback for a request made before the webhook was installed. The UID is recorded
+/// once, so a pod replaced under the same name is noticed.
 fn missing_labels(request: &ContainerRecreateRequest, pod: &Pod) -> BTreeMap<String, String> {
     let wanted = [
         (POD_NAME_LABEL, pod.name_any()),

@@ -322,10 +322,10 @@ pub fn begin_update(
     })
 }
 
-/// Records what the containers about to change run now (image and container IDs, or the
-/// resources of a resize), puts the resources and metadata into the patch, and starts the
-/// first batch of restarts (OpenKruise `defaultPatchUpdateSpecToPod`): containers whose
-/// image changes or whose env reads changed metadata, highest launch priority first.
+/// Puts the metadata into the patch, queues every container change (image, resources,
+/// metadata its env reads) and starts the first batch (OpenKruise
+/// `defaultPatchUpdateSpecToPodWithVerticalUpdate`): the containers of the highest launch
+/// priority get their new images and resources now, the others with their own batch.
 fn apply_spec(
     spec: &InPlaceUpdateSpec,
     pod: &Pod,
@@ -333,22 +333,13 @@ fn apply_spec(
     patch: &mut PodPatch,
     now: Timestamp,
 ) -> Result<(), InPlaceError> {
-    for name in spec.container_resources.keys() {
-        let entry = state
-            .last_container_statuses
-            .entry(name.clone())
-            .or_default();
-        entry.resources = Some(spec_resources(pod, name).cloned().unwrap_or_default());
-    }
-    patch
-        .container_resources
-        .extend(spec.container_resources.clone());
     patch.labels.extend(spec.labels.clone());
     patch.annotations.extend(spec.annotations.clone());
     let containers = pod_containers(pod);
     let readers = batches::env_readers(containers, &spec.labels, &spec.annotations);
     let mut queued = Batches {
         next_container_images: spec.container_images.clone(),
+        next_container_resources: spec.container_resources.clone(),
         update_env_from_metadata: !readers.is_empty(),
         next_container_ref_metadata: readers,
         ..Batches::default()
@@ -367,9 +358,10 @@ fn apply_spec(
 }
 
 /// Moves the highest-priority containers still queued into a running batch: an image
-/// change goes into the patch (the kubelet restarts the container), a container whose env
-/// alone changed is left for the node's agent to restart; what each runs now is recorded
-/// for the completion check.
+/// change goes into the patch (the kubelet restarts the container), new resources into
+/// the resize, and a container whose env alone changed is left for the node's agent to
+/// restart; what each runs now is recorded for the completion check (the image and
+/// container IDs of one that restarts, the resources of one that is resized).
 fn start_next_batch(
     queued: &mut Batches,
     priorities: &BTreeMap<String, i64>,
@@ -378,34 +370,36 @@ fn start_next_batch(
     patch: &mut PodPatch,
     now: Timestamp,
 ) {
-    let waiting: BTreeSet<String> = queued
-        .next_container_images
-        .keys()
-        .chain(queued.next_container_ref_metadata.keys())
-        .cloned()
-        .collect();
-    let batch = batches::next_batch(&waiting, priorities);
+    let batch = batches::next_batch(&queued.waiting(), priorities);
     let statuses = container_statuses(pod);
     for name in &batch {
-        let status = statuses.iter().find(|s| &s.name == name);
+        let image = queued.next_container_images.remove(name);
+        let resources = queued.next_container_resources.remove(name);
+        let env_changed = queued.next_container_ref_metadata.remove(name).is_some();
         let entry = state
             .last_container_statuses
             .entry(name.clone())
             .or_default();
-        entry.image_id = status.map(|s| s.image_id.clone()).unwrap_or_default();
-        entry.container_id = status
-            .and_then(|s| s.container_id.clone())
-            .unwrap_or_default();
-        match queued.next_container_images.remove(name) {
+        if image.is_some() || env_changed {
+            let status = statuses.iter().find(|s| &s.name == name);
+            entry.image_id = status.map(|s| s.image_id.clone()).unwrap_or_default();
+            entry.container_id = status
+                .and_then(|s| s.container_id.clone())
+                .unwrap_or_default();
+        }
+        if let Some(resources) = resources {
+            entry.resources = Some(spec_resources(pod, name).cloned().unwrap_or_default());
+            patch.container_resources.insert(name.clone(), resources);
+        }
+        match image {
             Some(image) => {
                 patch.container_images.insert(name.clone(), image);
             }
-            None => queued.agent_restarts.push(name.clone()),
+            None if env_changed => queued.agent_restarts.push(name.clone()),
+            None => {}
         }
-        queued.next_container_ref_metadata.remove(name);
     }
-    let more =
-        !queued.next_container_images.is_empty() || !queued.next_container_ref_metadata.is_empty();
+    let more = !queued.waiting().is_empty();
     queued.pre_check_before_next = more.then(|| PreCheckBeforeNext {
         containers_required_ready: batch.iter().cloned().collect(),
     });

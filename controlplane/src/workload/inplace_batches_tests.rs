@@ -1,6 +1,6 @@
 use k8s_openapi::api::core::v1::{
     ConfigMapKeySelector, ContainerState, ContainerStateRunning, ContainerStateWaiting, EnvVar,
-    EnvVarSource, ObjectFieldSelector, Pod, PodSpec, PodStatus,
+    EnvVarSource, ObjectFieldSelector, Pod, PodSpec, PodStatus, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -586,4 +586,161 @@ fn env_restarts_of_a_lower_priority_wait_for_the_image_batch() {
         plan_refresh(&pod, ts(103)),
         Ok(RefreshStep::RestartContainers { containers, .. }) if containers == ["app"]
     ));
+}
+
+fn cpu(quantity: &str) -> ResourceRequirements {
+    serde_json::from_value(serde_json::json!({ "requests": { "cpu": quantity } }))
+        .expect("resources")
+}
+
+/// The pod after the kubelet applied `patch`: new images running in new containers
+/// started at `at`, and new resources in the spec and the status.
+fn run_patched(pod: &mut Pod, patch: &PodPatch, at: i64) {
+    apply(pod, patch);
+    for (name, image) in &patch.container_images {
+        set_status(pod, running(name, image, &format!("{name}-{at}"), at, true));
+    }
+    for (name, resources) in &patch.container_resources {
+        let spec = pod.spec.get_or_insert_default();
+        let container = spec.containers.iter_mut().find(|c| &c.name == name);
+        container.expect("a container").resources = Some(resources.clone());
+        let statuses = pod
+            .status
+            .get_or_insert_default()
+            .container_statuses
+            .get_or_insert_default();
+        let status = statuses
+            .iter_mut()
+            .find(|s| &s.name == name)
+            .expect("a status");
+        status.resources = Some(resources.clone());
+    }
+}
+
+/// Container → image, or container → cpu request.
+fn named<V: Clone>(pairs: &[(&str, V)]) -> BTreeMap<String, V> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+/// A case: its name, the images and cpu requests the update changes, then what the first
+/// and the second batch patch (images, cpu requests).
+type ResizeCase = (
+    &'static str,
+    [Vec<(&'static str, &'static str)>; 2],
+    [Vec<(&'static str, &'static str)>; 2],
+    [Vec<(&'static str, &'static str)>; 2],
+);
+
+#[test]
+fn resources_are_resized_with_each_containers_batch() {
+    // sidecar (priority 10) before app (0), as OpenKruise's
+    // defaultPatchUpdateSpecToPodWithVerticalUpdate batches them.
+    let cases: [ResizeCase; 3] = [
+        (
+            "images and resources of both",
+            [
+                vec![("app", "app:2"), ("sidecar", "sidecar:2")],
+                vec![("app", "200m"), ("sidecar", "300m")],
+            ],
+            [vec![("sidecar", "sidecar:2")], vec![("sidecar", "300m")]],
+            [vec![("app", "app:2")], vec![("app", "200m")]],
+        ),
+        (
+            "the later batch only resized",
+            [vec![("sidecar", "sidecar:2")], vec![("app", "200m")]],
+            [vec![("sidecar", "sidecar:2")], vec![]],
+            [vec![], vec![("app", "200m")]],
+        ),
+        (
+            "the first batch only resized",
+            [vec![("app", "app:2")], vec![("sidecar", "300m")]],
+            [vec![], vec![("sidecar", "300m")]],
+            [vec![("app", "app:2")], vec![]],
+        ),
+    ];
+    for (case, [images, cpus], first, second) in cases {
+        let mut pod = pod(Some("10"));
+        let spec = InPlaceUpdateSpec {
+            container_images: named(&images)
+                .into_iter()
+                .map(|(k, v)| (k, v.to_owned()))
+                .collect(),
+            container_resources: named(&cpus).into_iter().map(|(k, v)| (k, cpu(v))).collect(),
+            ..InPlaceUpdateSpec::default()
+        };
+        let patch = begin(&pod, &spec);
+        let patched = |patch: &PodPatch| {
+            let images: BTreeMap<String, String> = patch.container_images.clone();
+            let cpus: BTreeMap<String, ResourceRequirements> = patch.container_resources.clone();
+            (images, cpus)
+        };
+        let want = |[images, cpus]: &[Vec<(&str, &str)>; 2]| {
+            let images = named(images)
+                .into_iter()
+                .map(|(k, v)| (k, v.to_owned()))
+                .collect();
+            let cpus = named(cpus).into_iter().map(|(k, v)| (k, cpu(v))).collect();
+            (images, cpus)
+        };
+        assert_eq!(patched(&patch), want(&first), "{case}: the first batch");
+        run_patched(&mut pod, &patch, 101);
+
+        let Ok(RefreshStep::NextBatch(next)) = plan_refresh(&pod, ts(102)) else {
+            panic!("{case}: expected the next batch");
+        };
+        assert_eq!(patched(&next), want(&second), "{case}: the second batch");
+        run_patched(&mut pod, &next, 103);
+        let state = state_of(&pod);
+        let queued = state.batches();
+        assert!(
+            queued.agent_restarts.is_empty(),
+            "{case}: a resize restarts nothing"
+        );
+        let record: Vec<Vec<String>> = queued
+            .container_batches_record
+            .iter()
+            .map(|b| b.containers.clone())
+            .collect();
+        assert_eq!(record, [["sidecar"], ["app"]], "{case}");
+        for (name, _) in &cpus {
+            let before = &state.last_container_statuses[*name];
+            assert_eq!(
+                before.resources,
+                Some(ResourceRequirements::default()),
+                "{case}: {name}"
+            );
+        }
+        assert!(
+            matches!(plan_refresh(&pod, ts(104)), Ok(RefreshStep::Finish { .. })),
+            "{case}: done once both batches ran"
+        );
+    }
+}
+
+#[test]
+fn a_resize_the_node_cannot_fit_is_reported_before_the_later_batches() {
+    let mut pod = pod(Some("10"));
+    let spec = InPlaceUpdateSpec {
+        container_images: BTreeMap::from([("app".to_owned(), "app:2".to_owned())]),
+        container_resources: BTreeMap::from([("sidecar".to_owned(), cpu("64"))]),
+        ..InPlaceUpdateSpec::default()
+    };
+    let patch = begin(&pod, &spec);
+    apply(&mut pod, &patch);
+    let infeasible = k8s_openapi::api::core::v1::PodCondition {
+        type_: "PodResizePending".into(),
+        status: "True".into(),
+        reason: Some("Infeasible".into()),
+        message: Some("Node didn't have enough capacity: cpu".into()),
+        ..Default::default()
+    };
+    pod.status.get_or_insert_default().conditions = Some(vec![infeasible]);
+    let step = plan_refresh(&pod, ts(102)).expect("a step");
+    assert_eq!(
+        step,
+        RefreshStep::Infeasible("Node didn't have enough capacity: cpu".into())
+    );
 }

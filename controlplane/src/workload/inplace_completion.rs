@@ -205,9 +205,7 @@ pub fn plan_refresh(pod: &Pod, now: Timestamp) -> Result<RefreshStep, InPlaceErr
             .insert(STATE_ANNOTATION.to_owned(), Some(state.to_annotation()?));
         return Ok(RefreshStep::RestartContainers { containers, record });
     }
-    let more =
-        !queued.next_container_images.is_empty() || !queued.next_container_ref_metadata.is_empty();
-    if more {
+    if !queued.waiting().is_empty() {
         return batch_step(state, queued, pod, now);
     }
     match check_completion(&state, &PodObservation::of(pod)) {
@@ -243,6 +241,11 @@ fn batch_step(
     now: Timestamp,
 ) -> Result<RefreshStep, InPlaceError> {
     let observed = PodObservation::of(pod);
+    // A resize the kubelet can never apply here holds the later batches forever.
+    let resized = (state.last_container_statuses.values()).any(|c| c.resources.is_some());
+    if let (true, ResizeStatus::Infeasible(message)) = (resized, &observed.resize) {
+        return Ok(RefreshStep::Infeasible(message.clone()));
+    }
     let running: Vec<String> = match &queued.pre_check_before_next {
         Some(check) => check.containers_required_ready.clone(),
         None => state.last_container_statuses.keys().cloned().collect(),
@@ -251,14 +254,7 @@ fn batch_step(
         let status = observed.statuses.iter().find(|s| &s.name == name)?;
         Some((name.clone(), batches::container_failure(status)?))
     });
-    let waiting: Vec<&String> = queued
-        .next_container_images
-        .keys()
-        .chain(queued.next_container_ref_metadata.keys())
-        .collect();
-    let waiting = waiting
-        .iter()
-        .map(|s| s.as_str())
+    let waiting = (queued.waiting().into_iter())
         .collect::<Vec<_>>()
         .join(", ");
     if let Some((container, reason)) = failed {

@@ -2,7 +2,7 @@
 //! with `apis/apps/pub/inplace_update.go` and `pkg/util/inplaceupdate` so pods updated by
 //! OpenKruise and by Stevedore can be taken over by either.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -191,6 +191,7 @@ const BATCH_MAPS: &[&str] = &[
 /// Every field [`Batches`] reads and writes.
 const BATCH_FIELDS: &[&str] = &[
     "nextContainerImages",
+    "nextContainerResources",
     "nextContainerRefMetadata",
     "preCheckBeforeNext",
     "containerBatchesRecord",
@@ -239,6 +240,10 @@ pub struct Batches {
     /// Container → image, for a later batch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub next_container_images: BTreeMap<String, String>,
+    /// Container → resources, resized with that container's batch (OpenKruise 1.8's
+    /// `nextContainerResources`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub next_container_resources: BTreeMap<String, ResourceRequirements>,
     /// Container → the metadata its env reads, restarted in a later batch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub next_container_ref_metadata: BTreeMap<String, RefMetadata>,
@@ -265,6 +270,18 @@ pub struct Batches {
         skip_serializing_if = "String::is_empty"
     )]
     pub failed_container: String,
+}
+
+impl Batches {
+    /// The containers queued for a later batch, for any change (image, resources, or
+    /// metadata their env reads).
+    pub fn waiting(&self) -> BTreeSet<String> {
+        (self.next_container_images.keys())
+            .chain(self.next_container_resources.keys())
+            .chain(self.next_container_ref_metadata.keys())
+            .cloned()
+            .collect()
+    }
 }
 
 impl GraceSpec {

@@ -2,7 +2,8 @@
 //! `kubectl delete pod`, `kubectl drain` (evictions), other controllers' deletes and
 //! evictions. A validating admission webhook on pod DELETE and `pods/eviction` CREATE
 //! runs the same check-and-decrement the workloads use (`admission::KubeBudgets`), so a
-//! person and a rollout disrupting the same pods at once never exceed a budget.
+//! person and a rollout disrupting the same pods at once never exceed a budget. It is
+//! served by the shared webhook server (`crate::admission`).
 //!
 //! Why a webhook and not a ValidatingAdmissionPolicy (docs/architecture.md, "Budgets"):
 //! a policy can only read, so two deletes admitted at once both see the same
@@ -10,18 +11,11 @@
 //! Eviction, which carries the pod's name but not its labels, so CEL cannot tell which
 //! budget protects it.
 //!
-//! - [`caller`]: which callers are answered, by their client certificate (pure);
 //! - [`review`]: which requests are checked, whether the pod a review names exists with
-//!   that UID (a forged review is answered, never recorded), and the response (pure);
-//! - [`server`]: the HTTPS endpoint every replica serves, with a certificate from the
-//!   control plane's own webhook CA; it also answers the PodUnavailableBudget CRD's
-//!   conversion reviews (`crate::conversion`), whatever `podunavailablebudget-webhook` says;
-//! - [`trust`]: the CA put into the ValidatingWebhookConfiguration's `caBundle` and the
-//!   CRD's conversion webhook, before the control plane reports ready.
+//!   that UID (a forged review is answered, never recorded), and the message (pure);
+//! - [`handler`]: the route, reading the pod and asking the budgets.
 
-pub mod caller;
+pub mod handler;
 pub mod review;
-pub mod server;
-pub mod trust;
 
-pub use server::{Callers, Prepared, WebhookConfig, WebhookError, prepare};
+pub use handler::{REVIEW_PATH, routes};

@@ -1,60 +1,12 @@
 //! The admission review of a pod delete or eviction, read and answered (pure): which
 //! requests a PodUnavailableBudget is asked about at all, whether the pod a review names
-//! exists with the UID it says ([`confirm`]), and the response the apiserver gets.
-//! `admission.k8s.io/v1` `AdmissionReview`, only the fields this webhook reads.
+//! exists with the UID it says ([`confirm`]), and the message of a refusal.
 
 use k8s_openapi::api::core::v1::Pod;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-/// The review as the apiserver sends it.
-#[derive(Clone, Debug, Deserialize)]
-pub struct AdmissionReview {
-    pub request: Option<AdmissionRequest>,
-}
-
-/// The request inside a review.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
-    pub uid: String,
-    #[serde(default)]
-    pub resource: Resource,
-    #[serde(default)]
-    pub sub_resource: Option<String>,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub namespace: Option<String>,
-    #[serde(default)]
-    pub operation: String,
-    #[serde(default)]
-    pub user_info: UserInfo,
-    /// The Eviction of a `pods/eviction` CREATE.
-    #[serde(default)]
-    pub object: Option<Value>,
-    /// The pod of a DELETE, as the apiserver read it before deleting.
-    #[serde(default)]
-    pub old_object: Option<Value>,
-    #[serde(default)]
-    pub dry_run: Option<bool>,
-}
-
-/// The group, version and resource the request is about.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct Resource {
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub resource: String,
-}
-
-/// Who asked.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct UserInfo {
-    #[serde(default)]
-    pub username: String,
-}
+pub use crate::admission::review::AdmissionRequest;
+use crate::admission::review::{Decision, Refusal};
 
 /// The users whose deletes are never held: the control plane itself (its disruptions
 /// went through the same check before it made them) and Kubernetes' recovery work.
@@ -212,26 +164,13 @@ pub enum Verdict {
     Deny(String),
 }
 
-/// The `AdmissionReview` response to request `uid`.
-pub fn respond(uid: &str, verdict: &Verdict) -> Value {
-    let response = match verdict {
-        Verdict::Allow => json!({ "uid": uid, "allowed": true }),
-        Verdict::Deny(message) => json!({
-            "uid": uid,
-            "allowed": false,
-            "status": {
-                "status": "Failure",
-                "code": 429,
-                "reason": "TooManyRequests",
-                "message": message,
-            },
-        }),
-    };
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": response,
-    })
+impl From<Verdict> for Decision {
+    fn from(verdict: Verdict) -> Self {
+        match verdict {
+            Verdict::Allow => Decision::Allow,
+            Verdict::Deny(message) => Decision::Refuse(Refusal::too_many_requests(message)),
+        }
+    }
 }
 
 /// The message of a refused disruption of `pod`.

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::admission::review::respond;
 
 fn exempt() -> Exempt {
     Exempt {
@@ -126,7 +127,10 @@ fn a_terminating_pod_passes_and_a_dry_run_is_checked_as_one() {
 
 #[test]
 fn a_refusal_answers_429_with_the_budget_named_and_an_allowance_carries_the_uid() {
-    let denied = respond("u-7", &Verdict::Deny("no room in pub web".to_owned()));
+    let denied = respond(
+        "u-7",
+        &Verdict::Deny("no room in pub web".to_owned()).into(),
+    );
     assert_eq!(denied["kind"], "AdmissionReview");
     assert_eq!(denied["response"]["uid"], "u-7");
     assert_eq!(denied["response"]["allowed"], false);
@@ -136,7 +140,7 @@ fn a_refusal_answers_429_with_the_budget_named_and_an_allowance_carries_the_uid(
         "no room in pub web"
     );
 
-    let allowed = respond("u-8", &Verdict::Allow);
+    let allowed = respond("u-8", &Verdict::Allow.into());
     assert_eq!(allowed["response"]["uid"], "u-8");
     assert_eq!(allowed["response"]["allowed"], true);
     assert!(allowed["response"].get("status").is_none());

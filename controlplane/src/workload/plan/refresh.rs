@@ -145,6 +145,8 @@ fn in_place_step(
         }
         RefreshStep::NextBatch(patch) => {
             change.reason = ChangeReason::InPlaceNextBatch;
+            // This batch's containers are resized with it (their launch priority).
+            change.resize = resize::resize_patch(&patch.container_resources);
             change.merge_patch(pod_patch_json(&patch));
             change.resource_version = pod.metadata.resource_version.clone();
         }

@@ -1,11 +1,16 @@
 //! Making the apiserver trust the webhook server: the webhook CA goes into the
-//! `caBundle` of the ValidatingWebhookConfiguration (pod deletes and evictions) and of the
+//! `caBundle` of each admission webhook configuration it serves (the
+//! ValidatingWebhookConfiguration of pod deletes and evictions, the
+//! MutatingWebhookConfiguration of ContainerRecreateRequests) and of the
 //! PodUnavailableBudget CRD's conversion webhook. The CRD ships without a `caBundle` and
 //! with the manifests' namespace (`kube-system`); its service namespace is set here to the
 //! one the control plane runs in, so an install in any namespace (the Helm chart) converts.
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    WebhookClientConfig as AdmissionClientConfig,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, WebhookClientConfig,
 };
@@ -25,33 +30,81 @@ pub struct ServiceRef<'a> {
     pub namespace: &'a str,
 }
 
-/// Sets every webhook's `caBundle` in `name` to `ca_pem` (left alone when it is so
-/// already). A configuration that is not installed is a warning, not an error: the
+/// An admission webhook configuration the apiserver calls this server through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebhookConfiguration {
+    Validating(String),
+    Mutating(String),
+}
+
+impl WebhookConfiguration {
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Validating(name) | Self::Mutating(name) => name,
+        }
+    }
+}
+
+/// Sets every webhook's `caBundle` in `configuration` to `ca_pem` (left alone when it is
+/// so already). A configuration that is not installed is a warning, not an error: the
 /// webhook then simply is not called.
-pub async fn trust_in_validating_configuration(
+pub async fn trust_in_configuration(
     client: &kube::Client,
-    name: &str,
+    configuration: &WebhookConfiguration,
     ca_pem: &str,
 ) -> Result<(), ApiError> {
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let reading = || format!("Reading the ValidatingWebhookConfiguration {name}");
+    let bundle = ByteString(ca_pem.as_bytes().to_vec());
+    match configuration {
+        WebhookConfiguration::Validating(name) => {
+            let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+            trust_in(&api, name, &bundle, |c| {
+                let webhooks = c.webhooks.iter_mut().flatten();
+                webhooks.map(|w| &mut w.client_config).collect()
+            })
+            .await
+        }
+        WebhookConfiguration::Mutating(name) => {
+            let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+            trust_in(&api, name, &bundle, |c| {
+                let webhooks = c.webhooks.iter_mut().flatten();
+                webhooks.map(|w| &mut w.client_config).collect()
+            })
+            .await
+        }
+    }
+}
+
+/// Reads the configuration `name`, sets the `caBundle` of every client config `configs`
+/// finds in it, and writes it back unless it already trusted `bundle`.
+async fn trust_in<K>(
+    api: &Api<K>,
+    name: &str,
+    bundle: &ByteString,
+    configs: impl Fn(&mut K) -> Vec<&mut AdmissionClientConfig>,
+) -> Result<(), ApiError>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let kind = K::kind(&()).into_owned();
+    let reading = || format!("Reading the {kind} {name}");
     let Some(mut configuration) = api.get_opt(name).await.map_err(api_error(reading()))? else {
         tracing::warn!(
             configuration = name,
-            "the ValidatingWebhookConfiguration is not installed: deletes and evictions from outside are not checked against PodUnavailableBudgets"
+            %kind,
+            "the webhook configuration is not installed: the apiserver does not call this webhook"
         );
         return Ok(());
     };
-    let bundle = ByteString(ca_pem.as_bytes().to_vec());
-    let webhooks = configuration.webhooks.get_or_insert_with(Vec::new);
-    if webhooks
-        .iter()
-        .all(|w| w.client_config.ca_bundle.as_ref() == Some(&bundle))
-    {
+    let mut client_configs = configs(&mut configuration);
+    if !needs_bundle(client_configs.iter().map(|c| c.ca_bundle.as_ref()), bundle) {
         return Ok(());
     }
-    for webhook in webhooks.iter_mut() {
-        webhook.client_config.ca_bundle = Some(bundle.clone());
+    for config in client_configs.iter_mut() {
+        config.ca_bundle = Some(bundle.clone());
     }
     match api
         .replace(name, &PostParams::default(), &configuration)
@@ -61,9 +114,17 @@ pub async fn trust_in_validating_configuration(
         // Another replica wrote it meanwhile; the CA is the same (one Secret).
         Err(err) if status_code(&err) == Some(409) => Ok(()),
         Err(err) => Err(api_error(format!(
-            "Setting the caBundle of the ValidatingWebhookConfiguration {name}"
+            "Setting the caBundle of the {kind} {name}"
         ))(err)),
     }
+}
+
+/// Whether any of the webhooks' `caBundle`s is not `bundle` yet.
+fn needs_bundle<'a>(
+    mut current: impl Iterator<Item = Option<&'a ByteString>>,
+    bundle: &ByteString,
+) -> bool {
+    current.any(|ca| ca != Some(bundle))
 }
 
 /// Points the conversion webhook of the CRD `name` at `service` and trusts `ca_pem` for
@@ -169,6 +230,22 @@ mod tests {
         ];
         for (config, trusted) in cases {
             assert_eq!(trusts(&config, &service, &ca), trusted, "{config:?}");
+        }
+    }
+
+    #[test]
+    fn a_configuration_is_written_unless_every_webhook_trusts_the_ca() {
+        let ca = ByteString(b"CA".to_vec());
+        let old = ByteString(b"old CA".to_vec());
+        let cases: [(&str, Vec<Option<&ByteString>>, bool); 5] = [
+            ("no webhooks", vec![], false),
+            ("one trusting", vec![Some(&ca)], false),
+            ("one without a bundle", vec![None], true),
+            ("one with the old CA", vec![Some(&ca), Some(&old)], true),
+            ("both trusting", vec![Some(&ca), Some(&ca)], false),
+        ];
+        for (case, current, written) in cases {
+            assert_eq!(needs_bundle(current.into_iter(), &ca), written, "{case}");
         }
     }
 

@@ -1,19 +1,19 @@
-//! The webhook server's HTTPS endpoint: a serving certificate from the webhook CA (a
-//! Secret the first replica creates), the CA put where the apiserver looks for it
-//! (`trust`), and two routes: `POST /validate-pod-disruption` answered from the shared
-//! caches and budgets, and `POST /convert` (CRD conversion, `crate::conversion`).
+//! The control plane's HTTPS endpoint for the apiserver's webhook calls: a serving
+//! certificate from the webhook CA (a Secret the first replica creates), the CA put where
+//! the apiserver looks for it (`trust`), `POST /convert` (CRD conversion,
+//! `crate::conversion`) and the admission routes each webhook brings (the
+//! PodUnavailableBudget's `budget::webhook`, the ContainerRecreateRequest's
+//! `containerrecreate::webhook`).
 //!
-//! With `--webhook-client-ca` the review route answers only a caller whose client
+//! With `--webhook-client-ca` the admission routes answer only a caller whose client
 //! certificate that CA signed (`caller`): the apiserver, given an `AdmissionConfiguration`
 //! that presents one. `/convert` stays open to any caller: the apiserver's CRD conversion
 //! client presents no client certificate whatever its configuration, and a conversion
 //! only translates the objects it is sent, changing nothing.
 //!
 //! `/convert` is always served: the PodUnavailableBudget CRD converts through it whenever
-//! its `conversion.strategy` is `Webhook`, so turning the admission webhook off
-//! (`--controllers *,-podunavailablebudget-webhook`) must not stop `v1beta1` reads. The
-//! switch leaves out the admission route (and the ValidatingWebhookConfiguration's
-//! `caBundle`) only; the configuration's `failurePolicy: Ignore` then lets deletes through.
+//! its `conversion.strategy` is `Webhook`, so turning an admission webhook off must not
+//! stop `v1beta1` reads.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,7 +30,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::serve::IncomingStream;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::core::conversion::ConversionReview;
 use rustls::pki_types::CertificateDer;
@@ -38,22 +37,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::caller::{CallerPolicy, admit_caller};
-use super::review::{
-    AdmissionReview, Disruption, Exempt, Screen, Unconfirmed, Verdict, confirm, refusal, respond,
-};
-use super::trust::{ServiceRef, trust_in_conversion, trust_in_validating_configuration};
-use crate::budget::admission::{KubeBudgets, Recording};
-use crate::caches::Stores;
+use super::trust::{ServiceRef, WebhookConfiguration, trust_in_configuration, trust_in_conversion};
 use crate::certs::{AuthorityError, CaSecretError};
-use crate::controller::api_error::{ApiError, api_error};
+use crate::controller::api_error::ApiError;
 use crate::conversion::CONVERSION_PATH;
 use crate::runtime::tls_listener::{
     ClientRoots, TlsError, TlsListener, server_config, verified_peer,
 };
-use crate::workload::budget::{Admission, DisruptionKind};
-
-/// The path the ValidatingWebhookConfiguration sends reviews to.
-pub const REVIEW_PATH: &str = "/validate-pod-disruption";
 
 /// Where and as what the webhook serves.
 #[derive(Clone, Debug)]
@@ -67,13 +57,11 @@ pub struct WebhookConfig {
     pub ca_secret: String,
     /// Owner the CA Secret is made with (the control plane's Deployment).
     pub ca_owner: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
-    /// The ValidatingWebhookConfiguration whose `caBundle` is set to the CA.
-    pub configuration: String,
+    /// The webhook configurations whose `caBundle` is set to the CA: those of the
+    /// admission routes this replica serves.
+    pub configurations: Vec<WebhookConfiguration>,
     /// The CRD whose conversion webhook is pointed at the Service and trusts the CA.
     pub conversion_crd: String,
-    /// Whether pod deletes and evictions are reviewed (`podunavailablebudget-webhook`).
-    pub review_disruptions: bool,
-    pub exempt: Exempt,
     /// The callers whose reviews are answered; `None` answers any caller.
     pub callers: Option<Callers>,
 }
@@ -142,9 +130,8 @@ pub async fn prepare(
         crate::certs::load_or_create(&secrets, &config.ca_secret, config.ca_owner.as_ref()).await?;
     let names = service_names(&config.service, &config.namespace);
     let identity = authority.issue_server(&names, SystemTime::now())?;
-    if config.review_disruptions {
-        trust_in_validating_configuration(client, &config.configuration, authority.cert_pem())
-            .await?;
+    for configuration in &config.configurations {
+        trust_in_configuration(client, configuration, authority.cert_pem()).await?;
     }
     let service = ServiceRef {
         name: &config.service,
@@ -168,30 +155,26 @@ pub async fn prepare(
 }
 
 impl Prepared {
-    /// The server, answering until `shutdown`.
+    /// The server, answering until `shutdown`: `/convert` and the `admission` routes
+    /// (each webhook's, merged), the latter only for the callers `--webhook-client-ca`
+    /// admits.
     pub fn serve(
         self,
-        client: kube::Client,
-        stores: Stores,
+        admission: Router,
         shutdown: CancellationToken,
     ) -> impl Future<Output = ()> + Send + 'static {
         let Prepared { listener, config } = self;
         let addr = config.addr;
-        let review_route = config.review_disruptions.then(|| {
-            let handler = Arc::new(Handler {
-                client,
-                stores,
-                exempt: config.exempt,
-            });
-            Router::new().route(REVIEW_PATH, post(review).with_state(handler))
-        });
         let authenticated = config.callers.is_some();
-        let router = routes(review_route, config.callers.map(|c| c.policy));
+        let router = routes(admission, config.callers.map(|c| c.policy));
+        let configurations: Vec<&str> = (config.configurations.iter())
+            .map(WebhookConfiguration::name)
+            .collect();
         tracing::info!(
             %addr,
-            review_disruptions = config.review_disruptions,
+            ?configurations,
             callers_authenticated = authenticated,
-            "serving the webhook (CRD conversion, PodUnavailableBudget admission)"
+            "serving the webhooks (CRD conversion and admission)"
         );
         async move {
             let app = router.into_make_service_with_connect_info::<Caller>();
@@ -255,15 +238,13 @@ async fn require_caller(
     }
 }
 
-/// The routes: `/convert` for anyone, the review route (when given) for the callers
-/// `policy` admits.
-fn routes(review: Option<Router>, policy: Option<CallerPolicy>) -> Router {
-    let mut router = Router::new().route(CONVERSION_PATH, post(convert));
-    if let Some(review) = review {
-        let guard = middleware::from_fn_with_state(policy.map(Arc::new), require_caller);
-        router = router.merge(review.route_layer(guard));
-    }
-    router
+/// The routes: `/convert` for anyone, the admission routes for the callers `policy`
+/// admits.
+fn routes(admission: Router, policy: Option<CallerPolicy>) -> Router {
+    let guard = middleware::from_fn_with_state(policy.map(Arc::new), require_caller);
+    Router::new()
+        .route(CONVERSION_PATH, post(convert))
+        .merge(admission.route_layer(guard))
 }
 
 /// The DNS names the apiserver may use for the Service.
@@ -294,104 +275,6 @@ async fn convert(body: Bytes) -> Response {
             (StatusCode::INTERNAL_SERVER_ERROR, message).into_response()
         }
     }
-}
-
-/// What a review is answered from.
-struct Handler {
-    client: kube::Client,
-    stores: Stores,
-    exempt: Exempt,
-}
-
-async fn review(State(handler): State<Arc<Handler>>, body: Bytes) -> Response {
-    let review: AdmissionReview = match serde_json::from_slice(&body) {
-        Ok(review) => review,
-        Err(err) => {
-            let message = format!("The request is not an AdmissionReview: {err}.");
-            return (StatusCode::BAD_REQUEST, message).into_response();
-        }
-    };
-    let Some(request) = review.request else {
-        let message = "The AdmissionReview has no request.";
-        return (StatusCode::BAD_REQUEST, message).into_response();
-    };
-    let verdict = match super::review::screen(&request, &handler.exempt) {
-        Screen::Pass(_) => Verdict::Allow,
-        Screen::Check(disruption) => handler.decide(&disruption).await,
-    };
-    if let Verdict::Deny(message) = &verdict {
-        tracing::info!(
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            pod = %request.name,
-            user = %request.user_info.username,
-            %message,
-            "refused a disruption"
-        );
-    }
-    let body = respond(&request.uid, &verdict).to_string();
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-impl Handler {
-    async fn decide(&self, disruption: &Disruption) -> Verdict {
-        // The pod as the apiserver has it now (a quorum read), never the review's copy: a
-        // review naming a pod that does not exist with that UID records nothing.
-        let pod = match pod_to_decide(&self.client, disruption).await {
-            Ok(Ok(pod)) => pod,
-            // Refused rather than let through unchecked: the caller tries again.
-            Err(err) => {
-                return Verdict::Deny(refusal(
-                    disruption,
-                    &format!("its PodUnavailableBudgets could not be checked: {err}"),
-                ));
-            }
-            Ok(Err(why)) => {
-                tracing::info!(
-                    namespace = %disruption.namespace,
-                    pod = %disruption.pod,
-                    reason = %why,
-                    "answered a review without asking any budget"
-                );
-                return Verdict::Allow;
-            }
-        };
-        let budgets = KubeBudgets {
-            client: &self.client,
-            stores: &self.stores,
-            namespace: &disruption.namespace,
-        };
-        let recording = if disruption.dry_run {
-            Recording::DryRun
-        } else {
-            Recording::Record
-        };
-        match budgets
-            .admit_pod(&pod, DisruptionKind::Delete, recording)
-            .await
-        {
-            Ok(Admission::Allowed { .. }) => Verdict::Allow,
-            Ok(Admission::Held(message)) => Verdict::Deny(refusal(disruption, &message)),
-            // Refused rather than let through unchecked: the caller tries again.
-            Err(err) => Verdict::Deny(refusal(
-                disruption,
-                &format!("its PodUnavailableBudgets could not be checked: {err}"),
-            )),
-        }
-    }
-}
-
-/// The pod `disruption` is decided for, read from the apiserver (a quorum read, newer
-/// than the review) and confirmed against the review (`review::confirm`).
-async fn pod_to_decide(
-    client: &kube::Client,
-    disruption: &Disruption,
-) -> Result<Result<Pod, Unconfirmed>, ApiError> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &disruption.namespace);
-    let found = api
-        .get_opt(&disruption.pod)
-        .await
-        .map_err(api_error(format!("reading pod {}", disruption.pod)))?;
-    Ok(confirm(disruption, found))
 }
 
 #[cfg(test)]
