@@ -2,14 +2,14 @@
 //! Advanced StatefulSet, every budget in its namespace (budgets are few per namespace,
 //! and a pod that appears after its budget must be counted: kruise #1857).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::Store;
-use tokio_util::sync::CancellationToken;
 
 use crate::api::PodUnavailableBudget;
 use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::controller::triggers::received;
+use crate::controller::triggers::Triggers;
 
 /// The budgets in `namespace`.
 fn in_namespace(budgets: &Store<PodUnavailableBudget>, namespace: Option<&str>) -> Vec<ObjectKey> {
@@ -19,33 +19,26 @@ fn in_namespace(budgets: &Store<PodUnavailableBudget>, namespace: Option<&str>) 
         .collect()
 }
 
-/// Feeds `queue` from the shared watches until `shutdown`.
-pub async fn run(
-    changes: Changes,
-    budgets: Store<PodUnavailableBudget>,
+/// What the PodUnavailableBudget controller listens to: its budgets, and pods, CloneSets
+/// and Advanced StatefulSets, each waking every budget in its namespace.
+pub fn watches(
+    changes: &Changes,
+    budgets: &Store<PodUnavailableBudget>,
     queue: WorkQueue<ObjectKey>,
-    shutdown: CancellationToken,
-) {
-    let mut budget_rx = changes.podunavailablebudgets.subscribe();
-    let mut pod_rx = changes.pods.subscribe();
-    let mut cloneset_rx = changes.clonesets.subscribe();
-    let mut statefulset_rx = changes.statefulsets.subscribe();
-    let all = || {
-        (budgets.state().iter())
-            .map(|budget| ObjectKey::of(budget.as_ref()))
-            .collect()
+) -> Triggers<ObjectKey> {
+    let near = |budgets: Store<PodUnavailableBudget>| {
+        move |meta: &ObjectMeta| in_namespace(&budgets, meta.namespace.as_deref())
     };
-    let near = |namespace: Option<&String>| in_namespace(&budgets, namespace.map(String::as_str));
-    loop {
-        let keys = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = budget_rx.recv() => received(r, |budget| vec![ObjectKey::of(budget.as_ref())]),
-            r = pod_rx.recv() => received(r, |pod| near(pod.metadata.namespace.as_ref())),
-            r = cloneset_rx.recv() => received(r, |set| near(set.metadata.namespace.as_ref())),
-            r = statefulset_rx.recv() => received(r, |set| near(set.metadata.namespace.as_ref())),
-        };
-        if !keys.queue(&queue, "PodUnavailableBudget", all) {
-            return;
-        }
-    }
+    let (pods, clonesets, statefulsets) = (
+        near(budgets.clone()),
+        near(budgets.clone()),
+        near(budgets.clone()),
+    );
+    Triggers::of(budgets, queue)
+        .watch_own(&changes.podunavailablebudgets)
+        .watch(&changes.pods, move |pod| pods(&pod.metadata))
+        .watch(&changes.clonesets, move |set| clonesets(&set.metadata))
+        .watch(&changes.statefulsets, move |set| {
+            statefulsets(&set.metadata)
+        })
 }
