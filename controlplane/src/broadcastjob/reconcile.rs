@@ -11,11 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -29,11 +28,12 @@ use crate::controller::api_error::{ApiError, api_error, api_message, status_code
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
+    EXPECTATION_TIMEOUT, Expectation, Expectations, resource_version,
 };
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
 use crate::controller::status_patch::status_merge_patch;
+use crate::runtime::stores::SyncState;
 use crate::workload::ownership::{delete_params, is_controlled_by};
 
 const ACTION: &str = "BroadcastJob";
@@ -82,23 +82,8 @@ impl ObjectReconciler for BroadcastJobController {
         &self.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        let meta: ObjectMeta = match kind {
-            "Pod" => {
-                let reference = ObjectRef::new(name).within(namespace);
-                self.stores.pods.get(&reference)?.metadata.clone()
-            }
-            "BroadcastJob" => {
-                let reference = ObjectRef::new(name).within(namespace);
-                self.stores.broadcastjobs.get(&reference)?.metadata.clone()
-            }
-            _ => return None,
-        };
-        Some(Seen::of(&meta))
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    fn caches(&self) -> &SyncState {
+        &self.stores.sync
     }
 
     fn needs_no_sync(&self, job: &BroadcastJob) -> bool {

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -30,11 +29,12 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
+    EXPECTATION_TIMEOUT, Expectation, Expectations, resource_version,
 };
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
 use crate::controller::status_patch::status_merge_patch;
+use crate::runtime::stores::SyncState;
 use crate::workload::ownership::delete_params;
 
 /// The annotation holding the agent's restart operation ID of a started request.
@@ -105,19 +105,8 @@ impl ObjectReconciler for ContainerRecreateController {
         &self.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        if kind != KIND {
-            return None;
-        }
-        let reference = ObjectRef::new(name).within(namespace);
-        let meta: ObjectMeta = (self.stores.containerrecreaterequests.get(&reference)?)
-            .metadata
-            .clone();
-        Some(Seen::of(&meta))
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    fn caches(&self) -> &SyncState {
+        &self.stores.sync
     }
 
     fn needs_no_sync(&self, request: &ContainerRecreateRequest) -> bool {

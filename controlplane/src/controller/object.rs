@@ -13,6 +13,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::ObjectKey;
 use super::expectations::{Expectations, Seen};
 use super::runner::{Outcome, Reconciler};
+use crate::runtime::stores::SyncState;
 
 /// One namespaced kind's sync, given the object from the cache.
 pub trait ObjectReconciler: Send + Sync + 'static {
@@ -34,11 +35,25 @@ pub trait ObjectReconciler: Send + Sync + 'static {
     /// The writes of earlier syncs, per object.
     fn expectations(&self) -> &Expectations<ObjectKey>;
 
-    /// What the cache shows of an object of `kind` a sync wrote (for expectations).
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen>;
+    /// The shared caches: whether they have listed, and what they hold of each kind.
+    fn caches(&self) -> &SyncState;
 
-    /// Whether the stores the sync reads have listed (see `Reconciler::caches_synced`).
-    fn caches_synced(&self) -> bool;
+    /// What the cache shows of an object of `kind` a sync wrote (for expectations): looked
+    /// up in the store of `kind` if the sync reads it (`READS`), so no kind matches kind
+    /// names to stores by hand.
+    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
+        if !Self::READS.contains(&kind) {
+            return None;
+        }
+        let object = self.caches().find(kind, namespace, name)?;
+        Some(Seen::of(object.metadata()))
+    }
+
+    /// Whether the stores the sync reads (`READS`) have listed (see
+    /// `Reconciler::caches_synced`).
+    fn caches_synced(&self) -> bool {
+        self.caches().synced(Self::READS)
+    }
 
     /// Forgets the kind's own state about an object that is gone (expectations are
     /// forgotten already).
@@ -115,6 +130,7 @@ mod tests {
     /// Records what the preamble let through to `sync` and `forget`.
     struct Toy {
         store: Store<ConfigMap>,
+        caches: SyncState,
         expectations: Expectations<ObjectKey>,
         /// Names the cache shows, for expectations.
         cached_pods: Vec<&'static str>,
@@ -141,14 +157,15 @@ mod tests {
             &self.expectations
         }
 
+        fn caches(&self) -> &SyncState {
+            &self.caches
+        }
+
+        // A stand-in for the stores: the pods named in `cached_pods`.
         fn seen(&self, _namespace: &str, _kind: &str, name: &str) -> Option<Seen> {
             self.cached_pods
                 .contains(&name)
                 .then(|| Seen::of(&ObjectMeta::default()))
-        }
-
-        fn caches_synced(&self) -> bool {
-            true
         }
 
         fn forget(&self, key: &ObjectKey) {
@@ -181,6 +198,7 @@ mod tests {
         }
         Toy {
             store: writer.as_reader(),
+            caches: SyncState::default(),
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
             cached_pods,
             synced: Mutex::new(Vec::new()),

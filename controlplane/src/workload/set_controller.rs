@@ -10,7 +10,6 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -25,7 +24,7 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error};
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::status_patch::status_merge_patch;
 
@@ -103,23 +102,6 @@ impl PodSetParts {
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
             create_backoff: CreateBackoff::default(),
             template_checks: TemplateChecks::default(),
-        }
-    }
-
-    /// What the cache shows of a pod or claim a sync wrote (for expectations).
-    pub fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        match kind {
-            "Pod" => (self
-                .stores
-                .pods
-                .get(&ObjectRef::new(name).within(namespace)))
-            .map(|p| Seen::of(&p.metadata)),
-            "PersistentVolumeClaim" => (self
-                .stores
-                .pvcs
-                .get(&ObjectRef::new(name).within(namespace)))
-            .map(|p| Seen::of(&p.metadata)),
-            _ => None,
         }
     }
 
