@@ -22,9 +22,7 @@ use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, resource_version,
-};
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
 use crate::runtime::stores::SyncState;
@@ -182,14 +180,7 @@ impl BudgetController {
             .await
         {
             Ok(written) => {
-                self.expectations.expect(
-                    key,
-                    Expectation::Update {
-                        kind: "PodUnavailableBudget",
-                        name: key.name.clone(),
-                        resource_version: resource_version(&written.metadata),
-                    },
-                );
+                self.expect_own_write(key, &written.metadata);
                 Ok(true)
             }
             Err(err) if status_code(&err) == Some(409) => Ok(false),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource as _;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::reflector::Store;
 
 use super::plan::{self, Plan, Snapshot};
@@ -26,7 +26,7 @@ use crate::controller::expectations::{
 };
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
+use crate::controller::status_patch::write_changed_status;
 use crate::runtime::stores::SyncState;
 use crate::workload::ownership::{delete_params, is_controlled_by};
 
@@ -206,23 +206,11 @@ impl ImageListPullJobController {
         job: &ImageListPullJob,
         planned: &Plan,
     ) -> Result<(), SyncError> {
-        if job.status.as_ref() == Some(&planned.status) {
-            return Ok(());
-        }
         let api: Api<ImageListPullJob> = Api::namespaced(self.client.clone(), &key.namespace);
-        let body = status_merge_patch(job.status.as_ref(), &planned.status);
-        let written = api
-            .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(body))
-            .await
-            .map_err(api_error("writing status"))?;
-        self.expectations.expect(
-            key,
-            Expectation::Update {
-                kind: "ImageListPullJob",
-                name: key.name.clone(),
-                resource_version: resource_version(&written.metadata),
-            },
-        );
+        let (old, new) = (job.status.as_ref(), &planned.status);
+        if let Some(written) = write_changed_status(&api, &key.name, old, new).await? {
+            self.expect_own_write(key, &written.metadata);
+        }
         Ok(())
     }
 

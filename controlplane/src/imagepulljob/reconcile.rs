@@ -93,7 +93,7 @@ impl ObjectReconciler for ImagePullJobController {
                     FINALIZER,
                 )
                 .await?;
-                self.expect_job_update(key, &written);
+                self.expect_own_write(key, &written.metadata);
                 // The update triggers the next reconcile.
                 Ok(Outcome::Done)
             }
@@ -224,7 +224,7 @@ impl ImagePullJobController {
             )
             .await
             .map_err(api_error("writing status"))?;
-        self.expect_job_update(key, &written);
+        self.expect_own_write(key, &written.metadata);
         Ok(())
     }
 
@@ -322,18 +322,6 @@ impl ImagePullJobController {
             .await;
         self.expectations.forget(key);
         Ok(Outcome::Done)
-    }
-
-    /// Holds the next reconcile of `key` until the cache shows the job as `written`.
-    fn expect_job_update(&self, key: &ObjectKey, written: &ImagePullJob) {
-        self.expectations.expect(
-            key,
-            Expectation::Update {
-                kind: "ImagePullJob",
-                name: key.name.clone(),
-                resource_version: resource_version(&written.metadata),
-            },
-        );
     }
 }
 

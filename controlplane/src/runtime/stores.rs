@@ -194,6 +194,16 @@ impl SyncState {
         find(namespace, name)
     }
 
+    /// A sync state that lists nothing but finds objects with `finders`, for the tests of
+    /// what reads the caches.
+    #[cfg(test)]
+    pub(crate) fn finding(finders: Vec<(Cow<'static, str>, Finder)>) -> Self {
+        Self {
+            finders: Arc::new(finders),
+            ..Self::default()
+        }
+    }
+
     /// Whether every store has listed at least once.
     pub fn all_synced(&self) -> bool {
         self.report().iter().all(|(_, synced)| *synced)
