@@ -30,3 +30,5 @@ pub mod workload;
 
 #[cfg(test)]
 mod api_agreement_tests;
+#[cfg(test)]
+mod triggers_tests;
