@@ -2,7 +2,9 @@
 //! Advanced StatefulSet, every budget in its namespace (budgets are few per namespace,
 //! and a pod that appears after its budget must be counted: kruise #1857).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::sync::Arc;
+
+use kube::Resource;
 use kube::runtime::reflector::Store;
 
 use crate::api::PodUnavailableBudget;
@@ -19,6 +21,14 @@ fn in_namespace(budgets: &Store<PodUnavailableBudget>, namespace: Option<&str>) 
         .collect()
 }
 
+/// Maps any object to the budgets in its namespace.
+fn budgets_near<T: Resource>(
+    budgets: &Store<PodUnavailableBudget>,
+) -> impl FnMut(&Arc<T>) -> Vec<ObjectKey> + Send + 'static {
+    let budgets = budgets.clone();
+    move |object| in_namespace(&budgets, object.meta().namespace.as_deref())
+}
+
 /// What the PodUnavailableBudget controller listens to: its budgets, and pods, CloneSets
 /// and Advanced StatefulSets, each waking every budget in its namespace.
 pub fn watches(
@@ -26,19 +36,48 @@ pub fn watches(
     budgets: &Store<PodUnavailableBudget>,
     queue: WorkQueue<ObjectKey>,
 ) -> Triggers<ObjectKey> {
-    let near = |budgets: Store<PodUnavailableBudget>| {
-        move |meta: &ObjectMeta| in_namespace(&budgets, meta.namespace.as_deref())
-    };
-    let (pods, clonesets, statefulsets) = (
-        near(budgets.clone()),
-        near(budgets.clone()),
-        near(budgets.clone()),
-    );
     Triggers::of(budgets, queue)
         .watch_own(&changes.podunavailablebudgets)
-        .watch(&changes.pods, move |pod| pods(&pod.metadata))
-        .watch(&changes.clonesets, move |set| clonesets(&set.metadata))
-        .watch(&changes.statefulsets, move |set| {
-            statefulsets(&set.metadata)
-        })
+        .watch(&changes.pods, budgets_near(budgets))
+        .watch(&changes.clonesets, budgets_near(budgets))
+        .watch(&changes.statefulsets, budgets_near(budgets))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+    use serde_json::json;
+
+    use super::*;
+
+    fn budget(namespace: &str, name: &str) -> PodUnavailableBudget {
+        serde_json::from_value(json!({
+            "apiVersion": "policy.kruise.io/v1alpha1",
+            "kind": "PodUnavailableBudget",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": { "maxUnavailable": 1 },
+        }))
+        .expect("a budget")
+    }
+
+    #[test]
+    fn an_object_concerns_every_budget_in_its_namespace_only() {
+        let mut writer = Writer::<PodUnavailableBudget>::default();
+        for (namespace, name) in [("a", "one"), ("a", "two"), ("b", "three")] {
+            writer.apply_watcher_event(&watcher::Event::Apply(budget(namespace, name)));
+        }
+        let mut near = budgets_near::<Pod>(&writer.as_reader());
+        let pod = |namespace: Option<&str>| {
+            let mut pod = Pod::default();
+            pod.metadata.namespace = namespace.map(str::to_owned);
+            Arc::new(pod)
+        };
+        let mut names: Vec<String> = near(&pod(Some("a"))).into_iter().map(|k| k.name).collect();
+        names.sort();
+        assert_eq!(names, ["one", "two"]);
+        assert!(near(&pod(Some("c"))).is_empty());
+        assert!(near(&pod(None)).is_empty());
+    }
 }
