@@ -364,12 +364,12 @@ fn start_container_recreates(
         c.events.clone(),
     );
     let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
-    running.spawn(crate::containerrecreate::triggers::run(
-        c.stores.changes.clone(),
-        c.stores.containerrecreaterequests.clone(),
+    let triggers = crate::containerrecreate::triggers::watches(
+        &c.stores.changes,
+        &c.stores.containerrecreaterequests,
         queue,
-        shutdown.clone(),
-    ));
+    );
+    running.spawn(triggers.run(shutdown.clone()));
     Ok(())
 }
 
@@ -410,35 +410,29 @@ fn start_pod_sets(
     if c.switches.enabled("cloneset") {
         let cloneset = CloneSetController::new(parts());
         let queue = start_reconciler(running, Arc::new(cloneset), c.workers, shutdown)?;
-        running.spawn(crate::cloneset::triggers::run(
-            stores.changes.clone(),
-            stores.clonesets.clone(),
-            queue,
-            shutdown.clone(),
-        ));
+        let triggers =
+            crate::cloneset::triggers::watches(&stores.changes, &stores.clonesets, queue);
+        running.spawn(triggers.run(shutdown.clone()));
     }
     if c.switches.enabled("statefulset") {
         let statefulset = StatefulSetController::new(parts());
         let queue = start_reconciler(running, Arc::new(statefulset), c.workers, shutdown)?;
-        running.spawn(crate::statefulset::triggers::run(
-            stores.changes.clone(),
-            stores.statefulsets.clone(),
-            queue,
-            shutdown.clone(),
-        ));
+        let triggers =
+            crate::statefulset::triggers::watches(&stores.changes, &stores.statefulsets, queue);
+        running.spawn(triggers.run(shutdown.clone()));
     }
     if c.switches.enabled("daemonset") {
         let daemonset = DaemonSetController::new(parts());
         let unplaced = daemonset.unplaced();
         let queue = start_reconciler(running, Arc::new(daemonset), c.workers, shutdown)?;
-        running.spawn(crate::daemonset::triggers::run(
-            stores.changes.clone(),
-            stores.daemonsets.clone(),
+        let triggers = crate::daemonset::triggers::watches(
+            &stores.changes,
+            &stores.daemonsets,
             stores.nodes.clone(),
             unplaced,
             queue,
-            shutdown.clone(),
-        ));
+        );
+        running.spawn(triggers.run(shutdown.clone()));
     }
     Ok(())
 }
@@ -455,59 +449,56 @@ fn start_jobs(
         // ImagePullJob: writes its entries into the ImageLists the distributor creates.
         let jobs = ImagePullJobController::new(client.clone(), stores.clone(), events.clone());
         let queue = start_reconciler(running, Arc::new(jobs), c.workers, shutdown)?;
-        running.spawn(crate::imagepulljob::triggers::run(
-            stores.changes.clone(),
-            stores.imagepulljobs.clone(),
+        let triggers = crate::imagepulljob::triggers::watches(
+            &stores.changes,
+            &stores.imagepulljobs,
             stores.nodes.clone(),
             stores.pods.clone(),
             queue,
-            shutdown.clone(),
-        ));
+        );
+        running.spawn(triggers.run(shutdown.clone()));
     }
     if c.switches.enabled("imagelistpulljob") {
         // ImageListPullJob: one ImagePullJob per image, created here.
         let jobs = ImageListPullJobController::new(client.clone(), stores.clone(), events.clone());
         let queue = start_reconciler(running, Arc::new(jobs), c.workers, shutdown)?;
-        running.spawn(crate::imagelistpulljob::triggers::run(
-            stores.changes.clone(),
-            stores.imagelistpulljobs.clone(),
+        let triggers = crate::imagelistpulljob::triggers::watches(
+            &stores.changes,
+            &stores.imagelistpulljobs,
             queue,
-            shutdown.clone(),
-        ));
+        );
+        running.spawn(triggers.run(shutdown.clone()));
     }
     if c.switches.enabled("broadcastjob") {
         // BroadcastJob: one pod per fit node, created here, run by the kubelets.
         let jobs = BroadcastJobController::new(client.clone(), stores.clone(), events.clone());
         let queue = start_reconciler(running, Arc::new(jobs), c.workers, shutdown)?;
-        running.spawn(crate::broadcastjob::triggers::run(
-            stores.changes.clone(),
-            stores.broadcastjobs.clone(),
+        let triggers = crate::broadcastjob::triggers::watches(
+            &stores.changes,
+            &stores.broadcastjobs,
             stores.nodes.clone(),
             queue,
-            shutdown.clone(),
-        ));
+        );
+        running.spawn(triggers.run(shutdown.clone()));
     }
     if c.switches.enabled("podunavailablebudget") {
         // PodUnavailableBudget: its status (how many more disruptions the pods allow).
         let budgets = BudgetController::new(client.clone(), stores.clone(), events.clone());
         let queue = start_reconciler(running, Arc::new(budgets), c.workers, shutdown)?;
-        running.spawn(crate::budget::triggers::run(
-            stores.changes.clone(),
-            stores.podunavailablebudgets.clone(),
-            queue,
-            shutdown.clone(),
-        ));
+        let triggers =
+            crate::budget::triggers::watches(&stores.changes, &stores.podunavailablebudgets, queue);
+        running.spawn(triggers.run(shutdown.clone()));
     }
     if c.switches.enabled("advancedcronjob") {
         // AdvancedCronJob: creates Jobs (run by the cluster's Job controller) or BroadcastJobs.
         let crons = AdvancedCronJobController::new(client.clone(), stores.clone(), events.clone());
         let queue = start_reconciler(running, Arc::new(crons), c.workers, shutdown)?;
-        running.spawn(crate::advancedcronjob::triggers::run(
-            stores.changes.clone(),
-            stores.advancedcronjobs.clone(),
+        let triggers = crate::advancedcronjob::triggers::watches(
+            &stores.changes,
+            &stores.advancedcronjobs,
             queue,
-            shutdown.clone(),
-        ));
+        );
+        running.spawn(triggers.run(shutdown.clone()));
     }
     Ok(())
 }

@@ -69,6 +69,67 @@ pub struct Changes {
     pub containerrecreaterequests: broadcast::Sender<Arc<ContainerRecreateRequest>>,
 }
 
+#[cfg(test)]
+impl Changes {
+    /// Broadcasts no store feeds, for tests of what listens to them.
+    pub(crate) fn unfed() -> Self {
+        let capacity = 16;
+        Self {
+            pods: broadcast::channel(capacity).0,
+            nodes: broadcast::channel(capacity).0,
+            pvcs: broadcast::channel(capacity).0,
+            revisions: broadcast::channel(capacity).0,
+            clonesets: broadcast::channel(capacity).0,
+            statefulsets: broadcast::channel(capacity).0,
+            daemonsets: broadcast::channel(capacity).0,
+            imagelists: broadcast::channel(capacity).0,
+            imagepulljobs: broadcast::channel(capacity).0,
+            imagelistpulljobs: broadcast::channel(capacity).0,
+            broadcastjobs: broadcast::channel(capacity).0,
+            advancedcronjobs: broadcast::channel(capacity).0,
+            jobs: broadcast::channel(capacity).0,
+            podunavailablebudgets: broadcast::channel(capacity).0,
+            poddisruptionbudgets: broadcast::channel(capacity).0,
+            containerrecreaterequests: broadcast::channel(capacity).0,
+        }
+    }
+
+    /// The kinds whose changes someone listens to.
+    pub(crate) fn listened(&self) -> Vec<&'static str> {
+        let counts = [
+            ("Pod", self.pods.receiver_count()),
+            ("Node", self.nodes.receiver_count()),
+            ("PersistentVolumeClaim", self.pvcs.receiver_count()),
+            ("ControllerRevision", self.revisions.receiver_count()),
+            ("CloneSet", self.clonesets.receiver_count()),
+            ("StatefulSet", self.statefulsets.receiver_count()),
+            ("DaemonSet", self.daemonsets.receiver_count()),
+            ("ImageList", self.imagelists.receiver_count()),
+            ("ImagePullJob", self.imagepulljobs.receiver_count()),
+            ("ImageListPullJob", self.imagelistpulljobs.receiver_count()),
+            ("BroadcastJob", self.broadcastjobs.receiver_count()),
+            ("AdvancedCronJob", self.advancedcronjobs.receiver_count()),
+            ("Job", self.jobs.receiver_count()),
+            (
+                "PodUnavailableBudget",
+                self.podunavailablebudgets.receiver_count(),
+            ),
+            (
+                "PodDisruptionBudget",
+                self.poddisruptionbudgets.receiver_count(),
+            ),
+            (
+                "ContainerRecreateRequest",
+                self.containerrecreaterequests.receiver_count(),
+            ),
+        ];
+        (counts.into_iter())
+            .filter(|(_, receivers)| *receivers > 0)
+            .map(|(kind, _)| kind)
+            .collect()
+    }
+}
+
 /// The kinds of this API, by group and kind, whose status has `conditions`: an object of one
 /// that does not decode gets an `Undecodable` condition besides its Event
 /// (`controller::undecodable_condition`). Every other kind (ImagePullJob, ImageListPullJob,

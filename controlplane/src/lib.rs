@@ -31,3 +31,5 @@ pub mod workload;
 
 #[cfg(test)]
 mod api_agreement_tests;
+#[cfg(test)]
+mod triggers_tests;

@@ -14,8 +14,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource as _;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::runtime::reflector::Store;
 
 use super::children::{broadcast_child, facts, job_child, reference, run_meta};
 use super::plan::{self, Child, CronPlan, Notice, Run, RunState};
@@ -26,12 +26,11 @@ use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
-};
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectation, Expectations};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
+use crate::controller::status_patch::write_changed_status;
+use crate::runtime::stores::SyncState;
 use crate::workload::ownership::is_controlled_by;
 
 const ACTION: &str = "Schedule";
@@ -84,31 +83,8 @@ impl ObjectReconciler for AdvancedCronJobController {
         &self.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        let meta: ObjectMeta = match kind {
-            "Job" => {
-                let reference = ObjectRef::new(name).within(namespace);
-                self.stores.jobs.get(&reference)?.metadata.clone()
-            }
-            "BroadcastJob" => {
-                let reference = ObjectRef::new(name).within(namespace);
-                self.stores.broadcastjobs.get(&reference)?.metadata.clone()
-            }
-            "AdvancedCronJob" => {
-                let reference = ObjectRef::new(name).within(namespace);
-                self.stores
-                    .advancedcronjobs
-                    .get(&reference)?
-                    .metadata
-                    .clone()
-            }
-            _ => return None,
-        };
-        Some(Seen::of(&meta))
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    fn caches(&self) -> &SyncState {
+        &self.stores.sync
     }
 
     fn needs_no_sync(&self, cron: &AdvancedCronJob) -> bool {
@@ -386,26 +362,10 @@ impl AdvancedCronJobController {
                 .map(Time)
                 .or(old.last_schedule_time.clone()),
         };
-        if status == old {
-            return Ok(());
+        let api = self.crons(&key.namespace);
+        if let Some(written) = write_changed_status(&api, &key.name, Some(&old), &status).await? {
+            self.expect_own_write(key, &written.metadata);
         }
-        let written = self
-            .crons(&key.namespace)
-            .patch_status(
-                &key.name,
-                &PatchParams::default(),
-                &Patch::Merge(status_merge_patch(Some(&old), &status)),
-            )
-            .await
-            .map_err(api_error("writing status"))?;
-        self.expectations.expect(
-            key,
-            Expectation::Update {
-                kind: "AdvancedCronJob",
-                name: key.name.clone(),
-                resource_version: resource_version(&written.metadata),
-            },
-        );
         Ok(())
     }
 }

@@ -11,11 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -28,12 +27,11 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, api_message, status_code};
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
-};
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectation, Expectations};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
+use crate::controller::status_patch::write_changed_status;
+use crate::runtime::stores::SyncState;
 use crate::workload::ownership::{delete_params, is_controlled_by};
 
 const ACTION: &str = "BroadcastJob";
@@ -82,23 +80,8 @@ impl ObjectReconciler for BroadcastJobController {
         &self.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        let meta: ObjectMeta = match kind {
-            "Pod" => {
-                let reference = ObjectRef::new(name).within(namespace);
-                self.stores.pods.get(&reference)?.metadata.clone()
-            }
-            "BroadcastJob" => {
-                let reference = ObjectRef::new(name).within(namespace);
-                self.stores.broadcastjobs.get(&reference)?.metadata.clone()
-            }
-            _ => return None,
-        };
-        Some(Seen::of(&meta))
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    fn caches(&self) -> &SyncState {
+        &self.stores.sync
     }
 
     fn needs_no_sync(&self, job: &BroadcastJob) -> bool {
@@ -271,7 +254,7 @@ impl BroadcastJobController {
             .patch(&key.name, &PatchParams::default(), &body)
             .await
             .map_err(api_error("pausing the job"))?;
-        self.expect_job_update(key, &written);
+        self.expect_own_write(key, &written.metadata);
         Ok(())
     }
 
@@ -282,19 +265,12 @@ impl BroadcastJobController {
         job: &BroadcastJob,
         status: &BroadcastJobStatus,
     ) -> Result<(), SyncError> {
-        if job.status.as_ref() == Some(status) {
-            return Ok(());
+        let api = self.jobs(&key.namespace);
+        if let Some(written) =
+            write_changed_status(&api, &key.name, job.status.as_ref(), status).await?
+        {
+            self.expect_own_write(key, &written.metadata);
         }
-        let written = self
-            .jobs(&key.namespace)
-            .patch_status(
-                &key.name,
-                &PatchParams::default(),
-                &Patch::Merge(status_merge_patch(job.status.as_ref(), status)),
-            )
-            .await
-            .map_err(api_error("writing status"))?;
-        self.expect_job_update(key, &written);
         Ok(())
     }
 
@@ -306,16 +282,5 @@ impl BroadcastJobController {
             Err(err) if matches!(status_code(&err), Some(404 | 409)) => Ok(()),
             Err(err) => Err(api_error("deleting the job after its TTL")(err).into()),
         }
-    }
-
-    fn expect_job_update(&self, key: &ObjectKey, written: &BroadcastJob) {
-        self.expectations.expect(
-            key,
-            Expectation::Update {
-                kind: "BroadcastJob",
-                name: key.name.clone(),
-                resource_version: resource_version(&written.metadata),
-            },
-        );
     }
 }

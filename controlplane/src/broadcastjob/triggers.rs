@@ -8,14 +8,13 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::runtime::reflector::Store;
-use tokio_util::sync::CancellationToken;
 
 use crate::api::BroadcastJob;
 use crate::api::common::CompletionPolicyType;
 use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::controller::triggers::received;
+use crate::controller::triggers::Triggers;
 use crate::workload::node_changes::SeenNodes;
 use crate::workload::triggers::owner_keys;
 
@@ -42,41 +41,27 @@ pub fn keys_for_node(jobs: &[Arc<BroadcastJob>]) -> Vec<ObjectKey> {
         .collect()
 }
 
-/// Feeds `queue` from the shared watches until `shutdown`.
-pub async fn run(
-    changes: Changes,
-    jobs: Store<BroadcastJob>,
+/// What the BroadcastJob controller listens to: its jobs, their pods (by controller
+/// reference only), and nodes (only a change of what node evaluation reads).
+pub fn watches(
+    changes: &Changes,
+    jobs: &Store<BroadcastJob>,
     nodes: Store<Node>,
     queue: WorkQueue<ObjectKey>,
-    shutdown: CancellationToken,
-) {
-    let mut job_rx = changes.broadcastjobs.subscribe();
-    let mut pod_rx = changes.pods.subscribe();
-    let mut node_rx = changes.nodes.subscribe();
+) -> Triggers<ObjectKey> {
+    let placing_jobs = jobs.clone();
     let mut seen_nodes = SeenNodes::default();
-    let all = || {
-        (jobs.state().iter())
-            .map(|job| ObjectKey::of(job.as_ref()))
-            .collect()
-    };
-    loop {
-        let keys = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = job_rx.recv() => received(r, |job| vec![ObjectKey::of(job.as_ref())]),
-            r = pod_rx.recv() => received(r, |pod| {
-                owner_keys::<BroadcastJob>(&pod.metadata, &[], |_| &NO_SELECTOR, false)
-            }),
-            r = node_rx.recv() => received(r, |node| {
-                if !seen_nodes.changed(&nodes, node) {
-                    return Vec::new();
-                }
-                keys_for_node(&jobs.state())
-            }),
-        };
-        if !keys.queue(&queue, "BroadcastJob", all) {
-            return;
-        }
-    }
+    Triggers::of(jobs, queue)
+        .watch_own(&changes.broadcastjobs)
+        .watch(&changes.pods, |pod| {
+            owner_keys::<BroadcastJob>(&pod.metadata, &[], |_| &NO_SELECTOR, false)
+        })
+        .watch(&changes.nodes, move |node| {
+            if !seen_nodes.changed(&nodes, node) {
+                return Vec::new();
+            }
+            keys_for_node(&placing_jobs.state())
+        })
 }
 
 #[cfg(test)]

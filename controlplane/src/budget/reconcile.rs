@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource as _;
 use kube::api::{Api, PostParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 
 use super::arithmetic::{Amount, BudgetPod, Observed, compute};
 use super::target::{protected, selects};
@@ -22,11 +22,10 @@ use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
-};
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
+use crate::runtime::stores::SyncState;
 
 /// How soon to look again after a status write lost a race with an admission.
 const CONFLICT_RETRY: Duration = Duration::from_secs(1);
@@ -91,23 +90,8 @@ impl ObjectReconciler for BudgetController {
         &self.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        let meta: ObjectMeta = match kind {
-            "PodUnavailableBudget" => {
-                let reference = ObjectRef::new(name).within(namespace);
-                self.stores
-                    .podunavailablebudgets
-                    .get(&reference)?
-                    .metadata
-                    .clone()
-            }
-            _ => return None,
-        };
-        Some(Seen::of(&meta))
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    fn caches(&self) -> &SyncState {
+        &self.stores.sync
     }
 
     fn needs_no_sync(&self, budget: &PodUnavailableBudget) -> bool {
@@ -196,14 +180,7 @@ impl BudgetController {
             .await
         {
             Ok(written) => {
-                self.expectations.expect(
-                    key,
-                    Expectation::Update {
-                        kind: "PodUnavailableBudget",
-                        name: key.name.clone(),
-                        resource_version: resource_version(&written.metadata),
-                    },
-                );
+                self.expect_own_write(key, &written.metadata);
                 Ok(true)
             }
             Err(err) if status_code(&err) == Some(409) => Ok(false),

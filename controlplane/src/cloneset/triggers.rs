@@ -6,13 +6,12 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::Store;
-use tokio_util::sync::CancellationToken;
 
 use crate::api::CloneSet;
 use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::controller::triggers::received;
+use crate::controller::triggers::Triggers;
 use crate::workload::triggers::owner_keys;
 
 /// The CloneSet keys an object's change concerns.
@@ -24,32 +23,19 @@ pub fn keys_for(
     owner_keys(meta, clonesets, |cs| &cs.spec.selector, orphan_lookup)
 }
 
-/// Feeds `queue` from the shared watches until `shutdown`.
-pub async fn run(
-    changes: Changes,
-    clonesets: Store<CloneSet>,
+/// What the CloneSet controller listens to: its sets, their pods (an orphan may be
+/// adopted), claims and revisions.
+pub fn watches(
+    changes: &Changes,
+    clonesets: &Store<CloneSet>,
     queue: WorkQueue<ObjectKey>,
-    shutdown: CancellationToken,
-) {
-    let mut sets = changes.clonesets.subscribe();
-    let mut pods = changes.pods.subscribe();
-    let mut pvcs = changes.pvcs.subscribe();
-    let mut revisions = changes.revisions.subscribe();
-    let all = || {
-        (clonesets.state().iter())
-            .map(|cs| ObjectKey::of(cs.as_ref()))
-            .collect()
-    };
-    loop {
-        let keys = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = sets.recv() => received(r, |cs| vec![ObjectKey::of(cs.as_ref())]),
-            r = pods.recv() => received(r, |p| keys_for(&p.metadata, &clonesets.state(), true)),
-            r = pvcs.recv() => received(r, |p| keys_for(&p.metadata, &[], false)),
-            r = revisions.recv() => received(r, |r| keys_for(&r.metadata, &[], false)),
-        };
-        if !keys.queue(&queue, "CloneSet", all) {
-            return;
-        }
-    }
+) -> Triggers<ObjectKey> {
+    let owners = clonesets.clone();
+    Triggers::of(clonesets, queue)
+        .watch_own(&changes.clonesets)
+        .watch(&changes.pods, move |p| {
+            keys_for(&p.metadata, &owners.state(), true)
+        })
+        .watch(&changes.pvcs, |p| keys_for(&p.metadata, &[], false))
+        .watch(&changes.revisions, |r| keys_for(&r.metadata, &[], false))
 }

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -29,12 +28,11 @@ use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
-};
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
+use crate::controller::status_patch::write_changed_status;
+use crate::runtime::stores::SyncState;
 use crate::workload::ownership::delete_params;
 
 /// The annotation holding the agent's restart operation ID of a started request.
@@ -105,19 +103,8 @@ impl ObjectReconciler for ContainerRecreateController {
         &self.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        if kind != KIND {
-            return None;
-        }
-        let reference = ObjectRef::new(name).within(namespace);
-        let meta: ObjectMeta = (self.stores.containerrecreaterequests.get(&reference)?)
-            .metadata
-            .clone();
-        Some(Seen::of(&meta))
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    fn caches(&self) -> &SyncState {
+        &self.stores.sync
     }
 
     fn needs_no_sync(&self, request: &ContainerRecreateRequest) -> bool {
@@ -306,7 +293,7 @@ impl ContainerRecreateController {
             .patch(&key.name, &PatchParams::default(), &body)
             .await
             .map_err(api_error("labelling the request with its pod and node"))?;
-        self.expect_update(key, &written);
+        self.expect_own_write(key, &written.metadata);
         Ok(())
     }
 
@@ -319,7 +306,7 @@ impl ContainerRecreateController {
             .patch(&key.name, &PatchParams::default(), &body)
             .await
             .map_err(api_error("recording the agent's restart operation"))?;
-        self.expect_update(key, &written);
+        self.expect_own_write(key, &written.metadata);
         Ok(())
     }
 
@@ -331,19 +318,11 @@ impl ContainerRecreateController {
         status: &ContainerRecreateRequestStatus,
     ) -> Result<(), SyncError> {
         let old = request.status.as_ref();
-        if old == Some(status) {
+        let api = self.requests(&key.namespace);
+        let Some(written) = write_changed_status(&api, &key.name, old, status).await? else {
             return Ok(());
-        }
-        let written = self
-            .requests(&key.namespace)
-            .patch_status(
-                &key.name,
-                &PatchParams::default(),
-                &Patch::Merge(status_merge_patch(old, status)),
-            )
-            .await
-            .map_err(api_error("writing status"))?;
-        self.expect_update(key, &written);
+        };
+        self.expect_own_write(key, &written.metadata);
         let was_finished = old.is_some_and(|s| s.phase.is_finished());
         if status.phase.is_finished() && !was_finished {
             let reference = request.object_ref(&());
@@ -377,16 +356,5 @@ impl ContainerRecreateController {
             Err(err) if matches!(status_code(&err), Some(404 | 409)) => Ok(()),
             Err(err) => Err(api_error("deleting the request after its TTL")(err).into()),
         }
-    }
-
-    fn expect_update(&self, key: &ObjectKey, written: &ContainerRecreateRequest) {
-        self.expectations.expect(
-            key,
-            Expectation::Update {
-                kind: KIND,
-                name: key.name.clone(),
-                resource_version: resource_version(&written.metadata),
-            },
-        );
     }
 }

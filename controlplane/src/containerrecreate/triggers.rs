@@ -8,13 +8,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::runtime::reflector::Store;
-use tokio_util::sync::CancellationToken;
 
 use crate::api::ContainerRecreateRequest;
 use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::controller::triggers::received;
+use crate::controller::triggers::Triggers;
 
 fn unfinished(request: &ContainerRecreateRequest) -> bool {
     !request
@@ -62,30 +61,19 @@ pub fn keys_for_pod(pod: &Pod, requests: &[Arc<ContainerRecreateRequest>]) -> Ve
     )
 }
 
-/// Feeds `queue` from the shared watches until `shutdown`.
-pub async fn run(
-    changes: Changes,
-    requests: Store<ContainerRecreateRequest>,
+/// What the ContainerRecreateRequest controller listens to: its requests (each change
+/// also wakes the others of the same pod) and the pods they name.
+pub fn watches(
+    changes: &Changes,
+    requests: &Store<ContainerRecreateRequest>,
     queue: WorkQueue<ObjectKey>,
-    shutdown: CancellationToken,
-) {
-    let mut request_rx = changes.containerrecreaterequests.subscribe();
-    let mut pod_rx = changes.pods.subscribe();
-    let all = || {
-        (requests.state().iter())
-            .map(|r| ObjectKey::of(r.as_ref()))
-            .collect()
-    };
-    loop {
-        let keys = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = request_rx.recv() => received(r, |request| keys_for_request(request, &requests.state())),
-            r = pod_rx.recv() => received(r, |pod| keys_for_pod(pod, &requests.state())),
-        };
-        if !keys.queue(&queue, "ContainerRecreateRequest", all) {
-            return;
-        }
-    }
+) -> Triggers<ObjectKey> {
+    let (of_request, of_pod) = (requests.clone(), requests.clone());
+    Triggers::of(requests, queue)
+        .watch(&changes.containerrecreaterequests, move |request| {
+            keys_for_request(request, &of_request.state())
+        })
+        .watch(&changes.pods, move |pod| keys_for_pod(pod, &of_pod.state()))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::broadcastjob::JobCondition;
 use crate::api::cloneset::CloneSetCondition;
+use crate::api::daemonset::DaemonSetCondition;
 use crate::api::statefulset::StatefulSetCondition;
 
 /// A workload's status condition type (`type`, `status`, `reason`, `message`,
@@ -113,7 +114,7 @@ macro_rules! usual_status_condition {
     )+};
 }
 
-usual_status_condition!(CloneSetCondition, StatefulSetCondition);
+usual_status_condition!(CloneSetCondition, StatefulSetCondition, DaemonSetCondition);
 
 impl StatusCondition for JobCondition {
     fn condition_type(&self) -> &str {

@@ -7,12 +7,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::ObjectKey;
-use super::expectations::{Expectations, Seen};
+use super::expectations::{Expectation, Expectations, Seen, resource_version};
 use super::runner::{Outcome, Reconciler};
+use crate::runtime::stores::SyncState;
 
 /// One namespaced kind's sync, given the object from the cache.
 pub trait ObjectReconciler: Send + Sync + 'static {
@@ -34,11 +36,38 @@ pub trait ObjectReconciler: Send + Sync + 'static {
     /// The writes of earlier syncs, per object.
     fn expectations(&self) -> &Expectations<ObjectKey>;
 
-    /// What the cache shows of an object of `kind` a sync wrote (for expectations).
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen>;
+    /// The shared caches: whether they have listed, and what they hold of each kind.
+    fn caches(&self) -> &SyncState;
 
-    /// Whether the stores the sync reads have listed (see `Reconciler::caches_synced`).
-    fn caches_synced(&self) -> bool;
+    /// What the cache shows of an object of `kind` a sync wrote (for expectations): looked
+    /// up in the store of `kind` if the sync reads it (`READS`), so no kind matches kind
+    /// names to stores by hand.
+    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
+        if !Self::READS.contains(&kind) {
+            return None;
+        }
+        let object = self.caches().find(kind, namespace, name)?;
+        Some(Seen::of(object.metadata()))
+    }
+
+    /// Whether the stores the sync reads (`READS`) have listed (see
+    /// `Reconciler::caches_synced`).
+    fn caches_synced(&self) -> bool {
+        self.caches().synced(Self::READS)
+    }
+
+    /// Records that a sync wrote the object of `key` itself and the apiserver answered with
+    /// `written`: the next sync waits until the cache shows that write.
+    fn expect_own_write(&self, key: &ObjectKey, written: &ObjectMeta) {
+        self.expectations().expect(
+            key,
+            Expectation::Update {
+                kind: Self::KIND,
+                name: key.name.clone(),
+                resource_version: resource_version(written),
+            },
+        );
+    }
 
     /// Forgets the kind's own state about an object that is gone (expectations are
     /// forgotten already).
@@ -103,7 +132,7 @@ impl<R: ObjectReconciler> Reconciler for R {
 mod tests {
     use std::sync::Mutex;
 
-    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use k8s_openapi::jiff::Timestamp;
     use kube::runtime::reflector::store::Writer;
@@ -111,13 +140,13 @@ mod tests {
 
     use super::*;
     use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectation};
+    use crate::runtime::find::finder;
 
     /// Records what the preamble let through to `sync` and `forget`.
     struct Toy {
         store: Store<ConfigMap>,
+        caches: SyncState,
         expectations: Expectations<ObjectKey>,
-        /// Names the cache shows, for expectations.
-        cached_pods: Vec<&'static str>,
         synced: Mutex<Vec<String>>,
         forgotten: Mutex<Vec<ObjectKey>>,
     }
@@ -141,14 +170,8 @@ mod tests {
             &self.expectations
         }
 
-        fn seen(&self, _namespace: &str, _kind: &str, name: &str) -> Option<Seen> {
-            self.cached_pods
-                .contains(&name)
-                .then(|| Seen::of(&ObjectMeta::default()))
-        }
-
-        fn caches_synced(&self) -> bool {
-            true
+        fn caches(&self) -> &SyncState {
+            &self.caches
         }
 
         fn forget(&self, key: &ObjectKey) {
@@ -163,6 +186,28 @@ mod tests {
             self.synced.lock().expect("lock").push(key.name.clone());
             Ok(Outcome::Done)
         }
+    }
+
+    /// The caches a toy reads: its pods, named `cached_pods`, found as `Pod` (which it
+    /// reads) and as `Widget` (which it does not).
+    fn caches(cached_pods: &[&str]) -> SyncState {
+        let mut pods = Writer::<Pod>::default();
+        for name in cached_pods {
+            let pod = Pod {
+                metadata: ObjectMeta {
+                    name: Some((*name).to_owned()),
+                    namespace: Some("ns".to_owned()),
+                    ..ObjectMeta::default()
+                },
+                ..Pod::default()
+            };
+            pods.apply_watcher_event(&watcher::Event::Apply(pod));
+        }
+        let pods = pods.as_reader();
+        SyncState::finding(vec![
+            ("Pod".into(), finder(pods.clone())),
+            ("Widget".into(), finder(pods)),
+        ])
     }
 
     fn toy(objects: &[(&str, bool)], cached_pods: Vec<&'static str>) -> Toy {
@@ -181,8 +226,8 @@ mod tests {
         }
         Toy {
             store: writer.as_reader(),
+            caches: caches(&cached_pods),
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
-            cached_pods,
             synced: Mutex::new(Vec::new()),
             forgotten: Mutex::new(Vec::new()),
         }
@@ -240,5 +285,34 @@ mod tests {
         let mut keys = r.all_keys();
         keys.sort();
         assert_eq!(keys, [key, ObjectKey::new("ns", "b")]);
+    }
+
+    #[test]
+    fn only_a_kind_the_sync_reads_is_looked_up_for_expectations() {
+        let r = toy(&[], vec!["web"]);
+        assert!(r.seen("ns", "Pod", "web").is_some());
+        assert!(r.seen("ns", "Pod", "gone").is_none());
+        assert!(r.seen("other", "Pod", "web").is_none());
+        // Cached, but not a kind the toy names in READS.
+        assert!(r.seen("ns", "Widget", "web").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_own_write_is_expected_under_the_kind_and_the_written_version() {
+        let r = toy(&[], Vec::new());
+        let key = ObjectKey::new("ns", "a");
+        let written = ObjectMeta {
+            resource_version: Some("42".to_owned()),
+            ..ObjectMeta::default()
+        };
+        r.expect_own_write(&key, &written);
+        assert_eq!(
+            r.expectations.pending(&key),
+            [Expectation::Update {
+                kind: "Toy",
+                name: "a".to_owned(),
+                resource_version: 42,
+            }]
+        );
     }
 }

@@ -9,10 +9,39 @@
 //! decoded, carrying over the conditions that copy had, so it would keep a stale one
 //! forever, or bring back one that writer just removed.
 
+use std::fmt::Debug;
+
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
+use super::api_error::{ApiError, api_error};
 use super::undecodable_condition::UNDECODABLE;
+
+/// Writes `new` as the status of the object `name` with [`status_merge_patch`], unless the
+/// status is `new` already: the object as the apiserver wrote it, or `None` when there was
+/// nothing to write.
+pub async fn write_changed_status<K, S>(
+    api: &Api<K>,
+    name: &str,
+    old: Option<&S>,
+    new: &S,
+) -> Result<Option<K>, ApiError>
+where
+    K: Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
+    if old == Some(new) {
+        return Ok(None);
+    }
+    let patch = Patch::Merge(status_merge_patch(old, new));
+    (api.patch_status(name, &PatchParams::default(), &patch)
+        .await)
+        .map(Some)
+        .map_err(api_error("writing status"))
+}
 
 /// `{"status": new}`, with `null` for every field `old` has that `new` leaves out, and
 /// without the `Undecodable` condition.
@@ -194,5 +223,75 @@ mod tests {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod write_tests {
+    use k8s_openapi::api::core::v1::{Pod, PodStatus};
+    use serde_json::json;
+
+    use super::*;
+    use crate::workload::scripted_api::{ScriptedApi, failure};
+
+    fn status(phase: &str, message: Option<&str>) -> PodStatus {
+        PodStatus {
+            phase: Some(phase.to_owned()),
+            message: message.map(str::to_owned),
+            ..PodStatus::default()
+        }
+    }
+
+    fn written_pod() -> serde_json::Value {
+        json!({ "apiVersion": "v1", "kind": "Pod",
+                "metadata": { "name": "web", "namespace": "ns", "resourceVersion": "7" } })
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_status_is_not_written() {
+        let server = ScriptedApi::new(Vec::new());
+        let api: Api<Pod> = Api::namespaced(server.client(), "ns");
+        let old = status("Running", None);
+        let written = write_changed_status(&api, "web", Some(&old), &old.clone()).await;
+        assert!(matches!(written, Ok(None)));
+        assert!(server.sent().is_empty(), "{:?}", server.sent());
+    }
+
+    #[tokio::test]
+    async fn a_changed_status_is_merge_patched_and_the_written_object_returned() {
+        let server = ScriptedApi::new(vec![(200, written_pod())]);
+        let api: Api<Pod> = Api::namespaced(server.client(), "ns");
+        let (old, new) = (status("Pending", Some("waiting")), status("Running", None));
+        let written = write_changed_status(&api, "web", Some(&old), &new).await;
+        let written = written.expect("written").expect("a write");
+        assert_eq!(written.metadata.resource_version.as_deref(), Some("7"));
+        let sent = server.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].method, "PATCH");
+        assert!(
+            sent[0]
+                .uri
+                .starts_with("/api/v1/namespaces/ns/pods/web/status"),
+            "{}",
+            sent[0].uri
+        );
+        assert_eq!(sent[0].content_type, "application/merge-patch+json");
+        assert_eq!(
+            sent[0].body,
+            json!({ "status": { "phase": "Running", "message": null } })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_write_says_what_was_written_and_the_apiserver_message() {
+        let server = ScriptedApi::new(vec![(422, failure(422, "status.phase is invalid"))]);
+        let api: Api<Pod> = Api::namespaced(server.client(), "ns");
+        let new = status("Running", None);
+        let refused = write_changed_status(&api, "web", None, &new).await;
+        let refused = refused.expect_err("refused");
+        assert_eq!(
+            refused.to_string(),
+            "writing status: status.phase is invalid"
+        );
     }
 }

@@ -7,13 +7,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 
 use super::nodes::{NodePods, oldest_first};
 use crate::api::DaemonSet;
 use crate::api::daemonset::{DaemonSetCondition, DaemonSetStatus};
-use crate::controller::conditions::{StatusCondition, set_problem};
+use crate::controller::conditions::set_problem;
 use crate::pod_set::kind::SharedProblems;
 use crate::workload::node_eval::NodeFit;
 use crate::workload::pod_view::{PodView, ViewContext};
@@ -152,35 +152,6 @@ pub fn updated_ready_nodes(
         })
         .count();
     i32::try_from(updated_ready).unwrap_or(i32::MAX)
-}
-
-impl StatusCondition for DaemonSetCondition {
-    fn condition_type(&self) -> &str {
-        &self.type_
-    }
-
-    fn status(&self) -> &str {
-        &self.status
-    }
-
-    fn new(type_: &str, status: &str, reason: &str, message: String, transition: Time) -> Self {
-        Self {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            last_transition_time: Some(transition),
-            reason: reason.to_owned(),
-            message,
-        }
-    }
-
-    fn update(&mut self, status: &str, reason: &str, message: String, transition: Option<Time>) {
-        if transition.is_some() {
-            self.last_transition_time = transition;
-        }
-        status.clone_into(&mut self.status);
-        reason.clone_into(&mut self.reason);
-        self.message = message;
-    }
 }
 
 /// What the selector guard (`workload::selector_guard`) reads of a DaemonSet.

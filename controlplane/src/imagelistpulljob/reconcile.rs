@@ -10,11 +10,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource as _;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::api::{Api, PostParams};
+use kube::runtime::reflector::Store;
 
 use super::plan::{self, Plan, Snapshot};
 use crate::api::{ImageListPullJob, ImagePullJob};
@@ -23,11 +22,12 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
+    EXPECTATION_TIMEOUT, Expectation, Expectations, resource_version,
 };
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
-use crate::controller::status_patch::status_merge_patch;
+use crate::controller::status_patch::write_changed_status;
+use crate::runtime::stores::SyncState;
 use crate::workload::ownership::{delete_params, is_controlled_by};
 
 const ACTION: &str = "ImageListPull";
@@ -73,23 +73,8 @@ impl ObjectReconciler for ImageListPullJobController {
         &self.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        let meta: ObjectMeta = match kind {
-            "ImagePullJob" => (self.stores.imagepulljobs)
-                .get(&ObjectRef::new(name).within(namespace))?
-                .metadata
-                .clone(),
-            "ImageListPullJob" => (self.stores.imagelistpulljobs)
-                .get(&ObjectRef::new(name).within(namespace))?
-                .metadata
-                .clone(),
-            _ => return None,
-        };
-        Some(Seen::of(&meta))
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    fn caches(&self) -> &SyncState {
+        &self.stores.sync
     }
 
     fn needs_no_sync(&self, job: &ImageListPullJob) -> bool {
@@ -221,23 +206,11 @@ impl ImageListPullJobController {
         job: &ImageListPullJob,
         planned: &Plan,
     ) -> Result<(), SyncError> {
-        if job.status.as_ref() == Some(&planned.status) {
-            return Ok(());
-        }
         let api: Api<ImageListPullJob> = Api::namespaced(self.client.clone(), &key.namespace);
-        let body = status_merge_patch(job.status.as_ref(), &planned.status);
-        let written = api
-            .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(body))
-            .await
-            .map_err(api_error("writing status"))?;
-        self.expectations.expect(
-            key,
-            Expectation::Update {
-                kind: "ImageListPullJob",
-                name: key.name.clone(),
-                resource_version: resource_version(&written.metadata),
-            },
-        );
+        let (old, new) = (job.status.as_ref(), &planned.status);
+        if let Some(written) = write_changed_status(&api, &key.name, old, new).await? {
+            self.expect_own_write(key, &written.metadata);
+        }
         Ok(())
     }
 

@@ -4,13 +4,12 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::runtime::reflector::Store;
-use tokio_util::sync::CancellationToken;
 
 use crate::api::ImageListPullJob;
 use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::controller::triggers::received;
+use crate::controller::triggers::Triggers;
 use crate::workload::triggers::owner_keys;
 
 /// A job has no selector: its ImagePullJobs are found by controller reference only.
@@ -24,30 +23,16 @@ pub fn owner(meta: &ObjectMeta) -> Vec<ObjectKey> {
     owner_keys::<ImageListPullJob>(meta, &[], |_| &NO_SELECTOR, false)
 }
 
-/// Feeds `queue` from the shared watches until `shutdown`.
-pub async fn run(
-    changes: Changes,
-    jobs: Store<ImageListPullJob>,
+/// What the ImageListPullJob controller listens to: its jobs and the ImagePullJobs they
+/// control.
+pub fn watches(
+    changes: &Changes,
+    jobs: &Store<ImageListPullJob>,
     queue: WorkQueue<ObjectKey>,
-    shutdown: CancellationToken,
-) {
-    let mut list_rx = changes.imagelistpulljobs.subscribe();
-    let mut child_rx = changes.imagepulljobs.subscribe();
-    let all = || {
-        (jobs.state().iter())
-            .map(|job| ObjectKey::of(job.as_ref()))
-            .collect()
-    };
-    loop {
-        let keys = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = list_rx.recv() => received(r, |job| vec![ObjectKey::of(job.as_ref())]),
-            r = child_rx.recv() => received(r, |child| owner(&child.metadata)),
-        };
-        if !keys.queue(&queue, "ImageListPullJob", all) {
-            return;
-        }
-    }
+) -> Triggers<ObjectKey> {
+    Triggers::of(jobs, queue)
+        .watch_own(&changes.imagelistpulljobs)
+        .watch(&changes.imagepulljobs, |child| owner(&child.metadata))
 }
 
 #[cfg(test)]

@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
@@ -25,11 +24,12 @@ use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error};
 use crate::controller::events::EventSink;
 use crate::controller::expectations::{
-    EXPECTATION_TIMEOUT, Expectation, Expectations, Seen, resource_version,
+    EXPECTATION_TIMEOUT, Expectation, Expectations, resource_version,
 };
 use crate::controller::finalizer::{self, FinalizerState};
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
+use crate::runtime::stores::SyncState;
 use crate::workload::ownership::delete_params;
 
 /// Holds a deleted job until its entries are released from every ImageList.
@@ -59,25 +59,6 @@ impl ImagePullJobController {
             expectations: Expectations::new(EXPECTATION_TIMEOUT),
         }
     }
-
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        let meta: ObjectMeta = match kind {
-            "ImageList" => self
-                .stores
-                .imagelists
-                .get(&ObjectRef::new(name))?
-                .metadata
-                .clone(),
-            "ImagePullJob" => self
-                .stores
-                .imagepulljobs
-                .get(&ObjectRef::new(name).within(namespace))?
-                .metadata
-                .clone(),
-            _ => return None,
-        };
-        Some(Seen::of(&meta))
-    }
 }
 
 impl ObjectReconciler for ImagePullJobController {
@@ -95,12 +76,8 @@ impl ObjectReconciler for ImagePullJobController {
         &self.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        ImagePullJobController::seen(self, namespace, kind, name)
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.stores.sync.synced(<Self as ObjectReconciler>::READS)
+    fn caches(&self) -> &SyncState {
+        &self.stores.sync
     }
 
     async fn sync(&self, key: &ObjectKey, job: Arc<ImagePullJob>) -> Result<Outcome, SyncError> {
@@ -116,7 +93,7 @@ impl ObjectReconciler for ImagePullJobController {
                     FINALIZER,
                 )
                 .await?;
-                self.expect_job_update(key, &written);
+                self.expect_own_write(key, &written.metadata);
                 // The update triggers the next reconcile.
                 Ok(Outcome::Done)
             }
@@ -247,7 +224,7 @@ impl ImagePullJobController {
             )
             .await
             .map_err(api_error("writing status"))?;
-        self.expect_job_update(key, &written);
+        self.expect_own_write(key, &written.metadata);
         Ok(())
     }
 
@@ -345,18 +322,6 @@ impl ImagePullJobController {
             .await;
         self.expectations.forget(key);
         Ok(Outcome::Done)
-    }
-
-    /// Holds the next reconcile of `key` until the cache shows the job as `written`.
-    fn expect_job_update(&self, key: &ObjectKey, written: &ImagePullJob) {
-        self.expectations.expect(
-            key,
-            Expectation::Update {
-                kind: "ImagePullJob",
-                name: key.name.clone(),
-                resource_version: resource_version(&written.metadata),
-            },
-        );
     }
 }
 

@@ -10,14 +10,13 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt as _;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio_util::sync::CancellationToken;
 
 use crate::api::common::CompletionPolicyType;
 use crate::api::{ImageList, ImagePullJob};
 use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::controller::triggers::received;
+use crate::controller::triggers::Triggers;
 use crate::workload::node::is_ready;
 use crate::workload::selector::selector_matches;
 
@@ -100,63 +99,70 @@ fn pod_facts(pod: &Pod) -> PodFacts {
     ))
 }
 
-/// Feeds `queue` from the shared watches until `shutdown`.
-pub async fn run(
-    changes: Changes,
-    jobs: Store<ImagePullJob>,
+/// The jobs a node's change concerns, if it changed what node selection reads since
+/// `seen` (the store already holds the event's outcome; a deleted node is absent).
+fn node_changed(
+    seen: &mut HashMap<String, NodeFacts>,
+    nodes: &Store<Node>,
+    node: &Node,
+    jobs: &Store<ImagePullJob>,
+) -> Vec<ObjectKey> {
+    let name = node.name_any();
+    let facts = node_facts(nodes, &name);
+    if seen.get(&name) == Some(&facts) {
+        return Vec::new();
+    }
+    let keys = keys_for_node(&name, &jobs.state());
+    match facts {
+        Some(_) => seen.insert(name, facts),
+        None => seen.remove(&name),
+    };
+    keys
+}
+
+/// The jobs a pod's change concerns, if it changed what pod selection reads since `seen`.
+fn pod_changed(
+    seen: &mut HashMap<(String, String), PodFacts>,
+    pods: &Store<Pod>,
+    pod: &Pod,
+    jobs: &Store<ImagePullJob>,
+) -> Vec<ObjectKey> {
+    let namespace = pod.namespace().unwrap_or_default();
+    let id = (namespace.clone(), pod.name_any());
+    let gone = pods.get(&ObjectRef::new(&id.1).within(&id.0)).is_none();
+    let facts = if gone { None } else { pod_facts(pod) };
+    if seen.get(&id) == Some(&facts) {
+        return Vec::new();
+    }
+    let keys = keys_for_pod(&namespace, pod.labels(), &jobs.state());
+    match facts {
+        Some(_) => seen.insert(id, facts),
+        None => seen.remove(&id),
+    };
+    keys
+}
+
+/// What the ImagePullJob controller listens to: its jobs, ImageLists, and nodes and pods
+/// (only a change of what selection reads).
+pub fn watches(
+    changes: &Changes,
+    jobs: &Store<ImagePullJob>,
     nodes: Store<Node>,
     pods: Store<Pod>,
     queue: WorkQueue<ObjectKey>,
-    shutdown: CancellationToken,
-) {
-    let mut job_rx = changes.imagepulljobs.subscribe();
-    let mut list_rx = changes.imagelists.subscribe();
-    let mut node_rx = changes.nodes.subscribe();
-    let mut pod_rx = changes.pods.subscribe();
-    let mut seen_nodes: HashMap<String, NodeFacts> = HashMap::new();
-    let mut seen_pods: HashMap<(String, String), PodFacts> = HashMap::new();
-    let all = || {
-        (jobs.state().iter())
-            .map(|job| ObjectKey::of(job.as_ref()))
-            .collect()
-    };
-    loop {
-        let keys = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = job_rx.recv() => received(r, |job| vec![ObjectKey::of(job.as_ref())]),
-            r = list_rx.recv() => received(r, |list| keys_for_imagelist(list, &jobs.state())),
-            r = node_rx.recv() => received(r, |node| {
-                let name = node.name_any();
-                // The store already holds the event's outcome; a deleted node is absent.
-                let facts = node_facts(&nodes, &name);
-                if seen_nodes.get(&name) == Some(&facts) {
-                    return Vec::new();
-                }
-                let keys = keys_for_node(&name, &jobs.state());
-                match facts {
-                    Some(_) => seen_nodes.insert(name, facts),
-                    None => seen_nodes.remove(&name),
-                };
-                keys
-            }),
-            r = pod_rx.recv() => received(r, |pod| {
-                let namespace = pod.namespace().unwrap_or_default();
-                let id = (namespace.clone(), pod.name_any());
-                let gone = pods.get(&ObjectRef::new(&id.1).within(&id.0)).is_none();
-                let facts = if gone { None } else { pod_facts(pod) };
-                if seen_pods.get(&id) == Some(&facts) {
-                    return Vec::new();
-                }
-                let keys = keys_for_pod(&namespace, pod.labels(), &jobs.state());
-                match facts {
-                    Some(_) => seen_pods.insert(id, facts),
-                    None => seen_pods.remove(&id),
-                };
-                keys
-            }),
-        };
-        if !keys.queue(&queue, "ImagePullJob", all) {
-            return;
-        }
-    }
+) -> Triggers<ObjectKey> {
+    let (for_list, for_node, for_pod) = (jobs.clone(), jobs.clone(), jobs.clone());
+    let mut seen_nodes = HashMap::new();
+    let mut seen_pods = HashMap::new();
+    Triggers::of(jobs, queue)
+        .watch_own(&changes.imagepulljobs)
+        .watch(&changes.imagelists, move |list| {
+            keys_for_imagelist(list, &for_list.state())
+        })
+        .watch(&changes.nodes, move |node| {
+            node_changed(&mut seen_nodes, &nodes, node, &for_node)
+        })
+        .watch(&changes.pods, move |pod| {
+            pod_changed(&mut seen_pods, &pods, pod, &for_pod)
+        })
 }

@@ -17,10 +17,11 @@ use super::pods::SetPods;
 use super::read::read_owned;
 use crate::controller::ObjectKey;
 use crate::controller::conditions::set_problem;
-use crate::controller::expectations::{Expectations, Seen};
+use crate::controller::expectations::Expectations;
 use crate::controller::object::ObjectReconciler;
 use crate::controller::runner::Outcome;
 use crate::predownload::workload as predownload;
+use crate::runtime::stores::SyncState;
 use crate::workload::execute::Problems;
 use crate::workload::selector_guard::{GuardedSet, RefusableStatus, refuse_unselected_template};
 use crate::workload::set_controller::{PodSetParts, PodSetSyncError};
@@ -72,12 +73,8 @@ impl<K: PodSetKind> ObjectReconciler for PodSetController<K> {
         &self.parts.expectations
     }
 
-    fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        self.parts.seen(namespace, kind, name)
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.parts.stores.sync.synced(K::READS)
+    fn caches(&self) -> &SyncState {
+        &self.parts.stores.sync
     }
 
     /// What every pod-set kind keeps per set (create backoff, the template's verdict),

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod condition_outbox;
 pub mod decode;
 pub mod elector;
+pub mod find;
 pub mod leader;
 pub mod metrics;
 pub mod owner;

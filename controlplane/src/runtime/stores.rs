@@ -43,6 +43,7 @@ use tracing::Instrument as _;
 
 use super::condition_outbox::{ConditionChange, ConditionOutbox};
 use super::decode::{Decoded, Decoder, Undecodable};
+use super::find::{Finder, KnownScope, ObjectMetadata, finder};
 use super::metrics::Metrics;
 
 /// The set of stores a binary starts, chosen by its wiring and given to
@@ -114,11 +115,15 @@ pub struct UnknownStore {
 /// listed).
 type KindProgress = (Cow<'static, str>, Arc<AtomicU64>);
 
-/// Which stores have finished a list, and for which leadership term.
+/// Which stores have finished a list, and for which leadership term; and how to find an
+/// object of each kind by name (so a reconciler names the kinds it reads and never matches
+/// a kind's name to its store itself).
 #[derive(Clone)]
 pub struct SyncState {
     /// Per kind started, in the order they were registered.
     kinds: Arc<Vec<KindProgress>>,
+    /// Per kind started, how to find an object of it.
+    finders: Arc<Vec<(Cow<'static, str>, Finder)>>,
     /// The term this replica is in (0 before it first leads).
     term: watch::Receiver<u64>,
     /// Moves whenever any list completes, to wake [`SyncState::wait_synced`].
@@ -135,6 +140,7 @@ impl SyncState {
     fn new(kinds: Vec<KindProgress>, term: watch::Receiver<u64>) -> Self {
         Self {
             kinds: Arc::new(kinds),
+            finders: Arc::default(),
             term,
             listed: Arc::new(watch::Sender::new(0)),
         }
@@ -181,6 +187,23 @@ impl SyncState {
         })
     }
 
+    /// The object of `kind` named `name` (in `namespace`, for a namespaced kind) as its
+    /// store holds it; `None` when it holds none, or no store of `kind` was started.
+    pub fn find(&self, kind: &str, namespace: &str, name: &str) -> Option<Arc<dyn ObjectMetadata>> {
+        let (_, find) = self.finders.iter().find(|(started, _)| started == kind)?;
+        find(namespace, name)
+    }
+
+    /// A sync state that lists nothing but finds objects with `finders`, for the tests of
+    /// what reads the caches.
+    #[cfg(test)]
+    pub(crate) fn finding(finders: Vec<(Cow<'static, str>, Finder)>) -> Self {
+        Self {
+            finders: Arc::new(finders),
+            ..Self::default()
+        }
+    }
+
     /// Whether every store has listed at least once.
     pub fn all_synced(&self) -> bool {
         self.report().iter().all(|(_, synced)| *synced)
@@ -215,6 +238,7 @@ pub struct StoreRegistry<'a> {
     /// Shared by every store; `kinds` joins it in [`StoreRegistry::finish`].
     sync: SyncState,
     kinds: Vec<KindProgress>,
+    finders: Vec<(Cow<'static, str>, Finder)>,
 }
 
 impl<'a> StoreRegistry<'a> {
@@ -232,6 +256,7 @@ impl<'a> StoreRegistry<'a> {
             undecodable,
             sync: SyncState::new(Vec::new(), terms),
             kinds: Vec::new(),
+            finders: Vec::new(),
         }
     }
 
@@ -239,6 +264,7 @@ impl<'a> StoreRegistry<'a> {
     pub fn watch<K>(&mut self, options: WatchOptions) -> Cache<K>
     where
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: KnownScope,
     {
         let kind = K::kind(&());
         let (store, writer) = reflector::store();
@@ -256,6 +282,7 @@ impl<'a> StoreRegistry<'a> {
         let span = tracing::info_span!("store", kind = kind.as_ref());
         self.tasks
             .spawn(follower.run(self.shutdown.clone()).instrument(span));
+        self.finders.push((kind.clone(), finder(store.clone())));
         self.kinds.push((kind, listed));
         Cache { store, changes }
     }
@@ -264,6 +291,7 @@ impl<'a> StoreRegistry<'a> {
     pub fn finish(self) -> SyncState {
         SyncState {
             kinds: Arc::new(self.kinds),
+            finders: Arc::new(self.finders),
             ..self.sync
         }
     }

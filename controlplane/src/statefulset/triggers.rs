@@ -8,13 +8,12 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::Store;
-use tokio_util::sync::CancellationToken;
 
 use crate::api::StatefulSet;
 use crate::caches::Changes;
 use crate::controller::ObjectKey;
 use crate::controller::queue::WorkQueue;
-use crate::controller::triggers::received;
+use crate::controller::triggers::Triggers;
 use crate::workload::triggers::owner_keys;
 
 /// The StatefulSet keys an object's change concerns.
@@ -26,34 +25,23 @@ pub fn keys_for(
     owner_keys(meta, sets, |s| &s.spec.selector, orphan_lookup)
 }
 
-/// Feeds `queue` from the shared watches until `shutdown`.
-pub async fn run(
-    changes: Changes,
-    sets: Store<StatefulSet>,
+/// What the StatefulSet controller listens to: its sets, their pods (an orphan may be
+/// adopted), revisions, and claims (found by the selector's labels they carry).
+pub fn watches(
+    changes: &Changes,
+    sets: &Store<StatefulSet>,
     queue: WorkQueue<ObjectKey>,
-    shutdown: CancellationToken,
-) {
-    let mut own = changes.statefulsets.subscribe();
-    let mut pods = changes.pods.subscribe();
-    let mut revisions = changes.revisions.subscribe();
-    let mut claims = changes.pvcs.subscribe();
-    let all = || {
-        (sets.state().iter())
-            .map(|s| ObjectKey::of(s.as_ref()))
-            .collect()
-    };
-    loop {
-        let keys = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = own.recv() => received(r, |s| vec![ObjectKey::of(s.as_ref())]),
-            r = pods.recv() => received(r, |p| keys_for(&p.metadata, &sets.state(), true)),
-            r = revisions.recv() => received(r, |r| keys_for(&r.metadata, &[], false)),
-            r = claims.recv() => received(r, |c| keys_for(&c.metadata, &sets.state(), true)),
-        };
-        if !keys.queue(&queue, "StatefulSet", all) {
-            return;
-        }
-    }
+) -> Triggers<ObjectKey> {
+    let (pod_owners, claim_owners) = (sets.clone(), sets.clone());
+    Triggers::of(sets, queue)
+        .watch_own(&changes.statefulsets)
+        .watch(&changes.pods, move |p| {
+            keys_for(&p.metadata, &pod_owners.state(), true)
+        })
+        .watch(&changes.revisions, |r| keys_for(&r.metadata, &[], false))
+        .watch(&changes.pvcs, move |c| {
+            keys_for(&c.metadata, &claim_owners.state(), true)
+        })
 }
 
 #[cfg(test)]

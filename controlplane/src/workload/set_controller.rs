@@ -9,8 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Resource;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::ObjectRef;
+use kube::api::Api;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -22,12 +21,12 @@ use super::revision::RevisionError;
 use super::template_check::TemplateChecks;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::{ApiError, api_error};
+use crate::controller::api_error::ApiError;
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::events::EventSink;
-use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations, Seen};
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::pod_conditions::PodConditions;
-use crate::controller::status_patch::status_merge_patch;
+use crate::controller::status_patch::write_changed_status;
 
 /// Why a pod-set sync failed (it is retried with backoff); `P` is the kind's plan error,
 /// which the kind converts with a `From` of its own.
@@ -106,23 +105,6 @@ impl PodSetParts {
         }
     }
 
-    /// What the cache shows of a pod or claim a sync wrote (for expectations).
-    pub fn seen(&self, namespace: &str, kind: &str, name: &str) -> Option<Seen> {
-        match kind {
-            "Pod" => (self
-                .stores
-                .pods
-                .get(&ObjectRef::new(name).within(namespace)))
-            .map(|p| Seen::of(&p.metadata)),
-            "PersistentVolumeClaim" => (self
-                .stores
-                .pvcs
-                .get(&ObjectRef::new(name).within(namespace)))
-            .map(|p| Seen::of(&p.metadata)),
-            _ => None,
-        }
-    }
-
     /// Forgets what was kept about a set that is gone.
     pub fn forget(&self, key: &ObjectKey) {
         self.create_backoff.forget(key);
@@ -195,14 +177,8 @@ impl PodSetParts {
         K::DynamicType: Default,
         S: Serialize + PartialEq,
     {
-        if old == Some(new) {
-            return Ok(());
-        }
         let api: Api<K> = Api::namespaced(self.client.clone(), &key.namespace);
-        let patch = Patch::Merge(status_merge_patch(old, new));
-        api.patch_status(&key.name, &PatchParams::default(), &patch)
-            .await
-            .map_err(api_error("writing status"))?;
+        write_changed_status(&api, &key.name, old, new).await?;
         Ok(())
     }
 
