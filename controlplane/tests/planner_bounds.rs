@@ -44,6 +44,7 @@ use stevedore_controlplane::workload::actions::Create;
 use stevedore_controlplane::workload::adapter::PodSetWorkload as _;
 use stevedore_controlplane::workload::execute::MAX_CREATES_PER_SYNC;
 use stevedore_controlplane::workload::revision_spec::RevisionSpec;
+use stevedore_controlplane::workload::template_defaults;
 use stevedore_controlplane::{broadcastjob, cloneset, daemonset, statefulset};
 
 #[global_allocator]
@@ -59,10 +60,17 @@ const TIME_BOUND: Duration = Duration::from_secs(5);
 const OLD: &str = "web-old";
 const NEW: &str = "web-new";
 
+/// The measuring lock, once the planners' process-wide tables are built: the pod-spec
+/// schemas that template comparisons strip defaults with are made at their first use
+/// (~10 MB allocated once per process), which is no plan's cost, and would otherwise fall
+/// on whichever case happens to plan first.
 fn measuring() -> MutexGuard<'static, ()> {
-    MEASURING
+    let guard = MEASURING
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let template = template(image(NEW));
+    assert!(template_defaults::same_template(&template, &template));
+    guard
 }
 
 /// The most a plan may allocate (bytes, counted over the call, freed or not): a fixed
@@ -774,4 +782,29 @@ fn check_broadcastjob(case: &BroadcastJobCase) -> Result<(), TestCaseError> {
 fn broadcastjob_planning_is_bounded() {
     let _measuring = measuring();
     proptest!(config(96), |(case in broadcastjob_case())| check_broadcastjob(&case)?);
+}
+
+/// The case proptest once failed on (its seeds change run to run, so it is kept here): a
+/// recreate rollout of 289 pods allocated 15.6 MB when it was the first case to compare
+/// templates (see `measuring`), and compared the same two revisions once per pod.
+#[test]
+fn a_recreate_rollout_of_the_first_case_is_within_bounds() {
+    let _measuring = measuring();
+    let case = CloneSetCase {
+        replicas: i32::MAX,
+        partition: None,
+        max_unavailable: Some(IntOrString::String("100%".into())),
+        max_surge: None,
+        scale_max_unavailable: Some(IntOrString::String("0%".into())),
+        paused: false,
+        in_place: false,
+        disable_pvc_reuse: false,
+        pods_to_delete: 0,
+        pods: 289,
+        rollout: true,
+        seed: 15_744_904_977_559_193_654,
+    };
+    if let Err(err) = check_cloneset(&case) {
+        panic!("{err}");
+    }
 }

@@ -206,8 +206,7 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
     /// can the pod.
     fn update_method(&self, pod: &Pod) -> Result<UpdateMethod, InPlaceError> {
         let revisions = self.snap.revisions;
-        let workload = self.snap.workload;
-        let Some(((_, old), new)) = self
+        let Some(((old_name, old), new)) = self
             .pod_revision(pod)
             .zip(revisions.get(self.snap.update_revision))
         else {
@@ -215,18 +214,18 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
                 changed: vec!["the pod's revision is gone".to_owned()],
             });
         };
-        let method = workload.update_method(old, new)?;
+        let method = self.method_from(old_name, old, new)?;
         let created_from = pod
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(CLAIMS_REVISION_ANNOTATION))
-            .and_then(|name| revisions.get(name));
+            .and_then(|name| revisions.get_key_value(name));
         let method = match (&method, created_from) {
-            (UpdateMethod::InPlace(spec), Some(created_from))
+            (UpdateMethod::InPlace(spec), Some((created_name, created_from)))
                 if *spec != InPlaceUpdateSpec::default() =>
             {
-                match workload.update_method(created_from, new)? {
+                match self.method_from(created_name, created_from, new)? {
                     recreate @ UpdateMethod::Recreate { .. } => recreate,
                     UpdateMethod::InPlace(_) => method,
                 }
@@ -234,6 +233,22 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
             _ => method,
         };
         self.unless_resize_refused(pod, method)
+    }
+
+    /// `workload.update_method(from, to)` for the revision named `name` (`to` is always
+    /// the update revision), from the sync's memo when it was worked out already.
+    fn method_from(
+        &self,
+        name: &str,
+        from: &W::Revision,
+        to: &W::Revision,
+    ) -> Result<UpdateMethod, InPlaceError> {
+        if let Some(method) = self.update_methods.borrow().get(name) {
+            return Ok(method.clone());
+        }
+        let method = self.snap.workload.update_method(from, to)?;
+        (self.update_methods.borrow_mut()).insert(name.to_owned(), method.clone());
+        Ok(method)
     }
 
     /// An in-place update that resizes a pod the apiserver would refuse to resize (see
