@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStatus, EnvVar, Pod, PodCondition,
-    PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
+    Container, ContainerState, ContainerStateRunning, ContainerStatus, EnvVar,
+    PersistentVolumeClaim, Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus,
+    PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
@@ -31,15 +32,20 @@ pub(super) const V2: &str = "toy-bbb222";
 
 /// The toy: a fixed number of pods named `toy-<n>`, revisions that are just templates.
 pub(super) struct Toy {
-    replicas: i32,
-    policy: PodUpdatePolicy,
+    pub(super) replicas: i32,
+    pub(super) policy: PodUpdatePolicy,
     pub(super) strategy: UpdateStrategyType,
     pub(super) partition: Option<IntOrString>,
     pub(super) max_surge: Option<IntOrString>,
     pub(super) max_unavailable: Option<IntOrString>,
     pub(super) paused: bool,
-    selector: LabelSelector,
+    pub(super) selector: LabelSelector,
     pub(super) lifecycle: Option<Lifecycle>,
+    pub(super) min_ready_seconds: i32,
+    pub(super) in_place_grace_seconds: i32,
+    pub(super) scale_max_unavailable: Option<IntOrString>,
+    /// How its pods name their revision (the toy's own: the short hash).
+    pub(super) revision_labels: RevisionAdapter,
 }
 
 impl PodSetWorkload for Toy {
@@ -73,15 +79,15 @@ impl PodSetWorkload for Toy {
     }
 
     fn in_place_grace_seconds(&self) -> i32 {
-        0
+        self.in_place_grace_seconds
     }
 
     fn min_ready_seconds(&self) -> i32 {
-        0
+        self.min_ready_seconds
     }
 
     fn revision_adapter(&self) -> RevisionAdapter {
-        RevisionAdapter::ShortHash
+        self.revision_labels
     }
 
     fn rollout_params(&self, current: &str, update: &str) -> RolloutParams {
@@ -91,6 +97,7 @@ impl PodSetWorkload for Toy {
             paused: self.paused,
             partition: self.partition.clone(),
             max_surge: self.max_surge.clone(),
+            scale_max_unavailable: self.scale_max_unavailable.clone(),
             revisions_consistent: current == update,
             ..RolloutParams::default()
         }
@@ -123,6 +130,15 @@ impl PodSetWorkload for Toy {
             status: None,
         }
     }
+
+    /// A pod `toy-x` owns the claim `data-toy-x`, which goes with it.
+    fn claims_of(&self, pod: &Pod, claims: &[&PersistentVolumeClaim]) -> Vec<String> {
+        let own = format!("data-{}", pod.metadata.name.as_deref().unwrap_or_default());
+        (claims.iter())
+            .filter_map(|claim| claim.metadata.name.clone())
+            .filter(|name| *name == own)
+            .collect()
+    }
 }
 
 pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
@@ -139,6 +155,10 @@ pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
             ..LabelSelector::default()
         },
         lifecycle: None,
+        min_ready_seconds: 0,
+        in_place_grace_seconds: 0,
+        scale_max_unavailable: None,
+        revision_labels: RevisionAdapter::ShortHash,
     }
 }
 
@@ -223,7 +243,7 @@ pub(super) fn try_sync(
     revisions: &BTreeMap<String, PodTemplateSpec>,
 ) -> Result<Plan, PlanError> {
     let named = BTreeSet::new();
-    let snap = PodSetSnapshot {
+    plan_snapshot(&PodSetSnapshot {
         workload: toy,
         pods: pods.iter().collect(),
         claims: Vec::new(),
@@ -232,8 +252,13 @@ pub(super) fn try_sync(
         revisions,
         named_for_deletion: &named,
         now: ts(100),
-    };
-    let mut set = PodSet::new(&snap);
+    })
+}
+
+/// One sync of the toy as its kind would run it: refresh, then scale (new pods named
+/// `toy-new-<i>`) or update.
+pub(super) fn plan_snapshot(snap: &PodSetSnapshot<'_, Toy>) -> Result<Plan, PlanError> {
+    let mut set = PodSet::new(snap);
     let mut plan = Plan::default();
     set.refresh(&mut plan)?;
     set.scale_and_update(&mut plan, |scale, plan| {
