@@ -6,14 +6,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStatus, PersistentVolumeClaim, Pod,
-    PodCondition, PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
+    PersistentVolumeClaim, Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::toy_tests::{Toy, V1, V2, plan_snapshot, template, toy, ts};
+use super::toy_tests::{Toy, V1, V2, container_status, plan_snapshot, template, toy, ts};
 use super::{PlanError, PodSetSnapshot};
 use crate::api::common::{LifecycleHook, PodUpdatePolicy};
 use crate::workload::actions::{Delete, DeleteReason, Plan, PodChange};
@@ -179,19 +178,8 @@ impl PodBuilder {
         started: Timestamp,
         ready: bool,
     ) -> Self {
-        self.0.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
-            name: "app".to_owned(),
-            image: image.to_owned(),
-            image_id: image_id.to_owned(),
-            ready,
-            state: Some(ContainerState {
-                running: Some(ContainerStateRunning {
-                    started_at: Some(Time(started)),
-                }),
-                ..ContainerState::default()
-            }),
-            ..ContainerStatus::default()
-        }]);
+        let status = container_status(image, image_id, started, ready);
+        self.0.status.get_or_insert_default().container_statuses = Some(vec![status]);
         self
     }
 

@@ -209,18 +209,29 @@ pub(super) fn running_pod(toy: &Toy, n: usize, revision: &str, image: &str) -> P
     pod.status = Some(PodStatus {
         phase: Some("Running".to_owned()),
         conditions: Some(conditions),
-        container_statuses: Some(vec![container_status(image, ts(0))]),
+        container_statuses: Some(vec![container_status(
+            image,
+            &format!("sha-{image}"),
+            ts(0),
+            true,
+        )]),
         ..PodStatus::default()
     });
     pod
 }
 
-fn container_status(image: &str, started: Timestamp) -> ContainerStatus {
+/// The toy's one container, reported running `image` (`image_id`) since `started`.
+pub(super) fn container_status(
+    image: &str,
+    image_id: &str,
+    started: Timestamp,
+    ready: bool,
+) -> ContainerStatus {
     ContainerStatus {
         name: "app".to_owned(),
         image: image.to_owned(),
-        image_id: format!("sha-{image}"),
-        ready: true,
+        image_id: image_id.to_owned(),
+        ready,
         state: Some(ContainerState {
             running: Some(ContainerStateRunning {
                 started_at: Some(Time(started)),
@@ -394,7 +405,12 @@ fn toy_updates_in_place_then_finishes_once_the_container_restarted() {
     )]));
     updated.spec.get_or_insert_default().containers[0].image = Some("toy:v2".to_owned());
     let status = updated.status.get_or_insert_default();
-    status.container_statuses = Some(vec![container_status("toy:v2", ts(101))]);
+    status.container_statuses = Some(vec![container_status(
+        "toy:v2",
+        "sha-toy:v2",
+        ts(101),
+        true,
+    )]);
     for c in status.conditions.iter_mut().flatten() {
         if c.type_ == INPLACE_UPDATE_READY {
             c.status = "False".to_owned();
