@@ -23,6 +23,7 @@ use crate::workload::lifecycle::STATE_LABEL;
 use crate::workload::revision::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL,
 };
+use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::selector_guard::check_template_selected;
 
 fn template(image: &str) -> PodTemplateSpec {
@@ -102,7 +103,8 @@ fn the_executor_gets_the_pod_of_an_ordinal_with_its_claims_first() {
 #[test]
 fn a_revision_records_the_template_and_reads_it_back() {
     let set = web();
-    let spec = RevisionSpec::template_only(set.spec.template.clone());
+    let spec = StatefulSetKind::revision_spec(&set);
+    assert!(spec.volume_claim_templates.is_empty(), "{spec:#?}");
     let data = spec.to_data().expect("serializes");
     let read = RevisionSpec::from_data(&data).expect("reads back");
     assert_eq!(read.template, set.spec.template);
