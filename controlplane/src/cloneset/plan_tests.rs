@@ -10,9 +10,7 @@
 )]
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStatus, PersistentVolumeClaimSpec,
-    PodCondition, PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
-    VolumeResourceRequirements,
+    Container, PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
@@ -23,20 +21,17 @@ use crate::api::cloneset::{CloneSetSpec, SCALING_EXCLUDE_PREPARING_DELETE_LABEL}
 use crate::api::common::{Lifecycle, LifecycleHook, PodUpdatePolicy};
 use crate::workload::actions::{Delete, DeleteReason, PodChange};
 use crate::workload::deletion::{REVISION_LABEL, SPECIFIED_DELETE_LABEL};
-use crate::workload::inplace::{INPLACE_UPDATE_READY, STATE_ANNOTATION};
+use crate::workload::inplace::STATE_ANNOTATION;
 use crate::workload::lifecycle::{self, LifecycleState};
 use crate::workload::plan::CLAIMS_REVISION_ANNOTATION;
 use crate::workload::revision::POD_TEMPLATE_HASH_LABEL;
+use crate::workload::test_pods::{PodBuilder, at as ts, run_on};
 
 const SET: &str = "web";
 const OLD: &str = "web-oldhash1";
 const NEW: &str = "web-newhash2";
 const OLD_IMAGE: &str = "web:v1";
 const NEW_IMAGE: &str = "web:v2";
-
-fn ts(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_800_000_000 + secs).unwrap()
-}
 
 fn now() -> Timestamp {
     ts(1_000)
@@ -123,10 +118,8 @@ fn hook(labels: &[(&str, &str)], mark_pod_not_ready: bool) -> LifecycleHook {
     }
 }
 
-/// A pod under construction: by default scheduled on its own node, Running, Ready since
-/// `ts(0)`, running the image of its revision, instance id = the name without `web-`.
-struct PodBuilder(Pod);
-
+/// The pod `name` (`web-<id>`) at `revision`, running its image on `node-<id>` (see
+/// `workload::test_pods::run_on`), its instance id the name without `web-`.
 fn pod(name: &str, revision: &str) -> PodBuilder {
     let id = name.strip_prefix("web-").unwrap_or(name);
     let image = if revision == OLD {
@@ -140,7 +133,7 @@ fn pod(name: &str, revision: &str) -> PodBuilder {
         crate::cloneset::pods::INSTANCE_ID_LABEL.to_owned(),
         id.to_owned(),
     );
-    PodBuilder(Pod {
+    let pod = Pod {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some("default".to_owned()),
@@ -150,119 +143,10 @@ fn pod(name: &str, revision: &str) -> PodBuilder {
             creation_timestamp: Some(Time(ts(0))),
             ..ObjectMeta::default()
         },
-        spec: Some(PodSpec {
-            node_name: Some(format!("node-{id}")),
-            containers: vec![Container {
-                name: "app".to_owned(),
-                image: Some(image.to_owned()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some("Running".to_owned()),
-            conditions: Some(vec![PodCondition {
-                type_: "Ready".to_owned(),
-                status: "True".to_owned(),
-                last_transition_time: Some(Time(ts(0))),
-                ..PodCondition::default()
-            }]),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "app".to_owned(),
-                image: image.to_owned(),
-                image_id: format!("sha-{image}"),
-                ready: true,
-                state: Some(ContainerState {
-                    running: Some(ContainerStateRunning {
-                        started_at: Some(Time(ts(0))),
-                    }),
-                    ..ContainerState::default()
-                }),
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        }),
-    })
-}
-
-impl PodBuilder {
-    fn label(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .labels
-            .get_or_insert_default()
-            .insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    fn state(self, state: LifecycleState) -> Self {
-        self.label(lifecycle::STATE_LABEL, state.as_str())
-    }
-
-    fn condition(mut self, type_: &str, status: &str) -> Self {
-        let conditions = self
-            .0
-            .status
-            .get_or_insert_default()
-            .conditions
-            .get_or_insert_default();
-        conditions.retain(|c| c.type_ != type_);
-        conditions.push(PodCondition {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            last_transition_time: Some(Time(ts(0))),
-            ..PodCondition::default()
-        });
-        self
-    }
-
-    fn not_ready(self) -> Self {
-        self.condition("Ready", "False")
-    }
-
-    fn unscheduled(mut self) -> Self {
-        self.0.spec.get_or_insert_default().node_name = None;
-        let status = self.0.status.get_or_insert_default();
-        status.phase = Some("Pending".to_owned());
-        status.container_statuses = None;
-        self.not_ready()
-    }
-
-    fn terminating(mut self) -> Self {
-        self.0.metadata.deletion_timestamp = Some(Time(ts(900)));
-        self
-    }
-
-    /// The `InPlaceUpdateReady` gate with its condition True: an in-place pod at rest.
-    fn in_place_ready(self) -> Self {
-        self.gate(INPLACE_UPDATE_READY)
-            .condition(INPLACE_UPDATE_READY, "True")
-    }
-
-    fn gate(mut self, gate: &str) -> Self {
-        self.0
-            .spec
-            .get_or_insert_default()
-            .readiness_gates
-            .get_or_insert_default()
-            .push(PodReadinessGate {
-                condition_type: gate.to_owned(),
-            });
-        self
-    }
-
-    fn build(self) -> Pod {
-        self.0
-    }
+        spec: template(image).spec,
+        status: None,
+    };
+    PodBuilder(run_on(pod, &format!("node-{id}")))
 }
 
 fn pvc(name: &str, id: &str) -> PersistentVolumeClaim {

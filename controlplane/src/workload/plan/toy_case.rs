@@ -5,20 +5,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
-};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::toy_tests::{Toy, V1, V2, container_status, plan_snapshot, template, toy, ts};
+use super::toy_tests::{Toy, V1, V2, plan_snapshot, template, toy, ts};
 use super::{PlanError, PodSetSnapshot};
 use crate::api::common::{LifecycleHook, PodUpdatePolicy};
 use crate::workload::actions::{Delete, DeleteReason, Plan, PodChange};
-use crate::workload::inplace::INPLACE_UPDATE_READY;
-use crate::workload::lifecycle::{self, LifecycleState};
+use crate::workload::lifecycle;
 use crate::workload::revision_adapter::RevisionAdapter;
+pub(super) use crate::workload::test_pods::PodBuilder;
+use crate::workload::test_pods::run_on;
 
 pub(super) const OLD: &str = V1;
 pub(super) const NEW: &str = V2;
@@ -55,10 +54,8 @@ pub(super) fn hook(labels: &[(&str, &str)], mark_pod_not_ready: bool) -> Lifecyc
     }
 }
 
-/// A pod under construction (see the module doc), labelled at `revision` by its short
-/// hash, as the toy labels its pods.
-pub(super) struct PodBuilder(pub(super) Pod);
-
+/// The pod `name` (`toy-<id>`) at `revision`, labelled by its short hash as the toy labels
+/// its pods, running on `node-<id>`.
 pub(super) fn pod(name: &str, revision: &str) -> PodBuilder {
     let id = name.strip_prefix("toy-").unwrap_or(name);
     let image = if revision == OLD {
@@ -68,15 +65,7 @@ pub(super) fn pod(name: &str, revision: &str) -> PodBuilder {
     };
     let mut labels = BTreeMap::from([("app".to_owned(), "toy".to_owned())]);
     labels.extend(RevisionAdapter::ShortHash.pod_labels(revision));
-    let spec = PodSpec {
-        node_name: Some(format!("node-{id}")),
-        ..template(image, None).spec.unwrap_or_default()
-    };
-    let status = PodStatus {
-        phase: Some("Running".to_owned()),
-        ..PodStatus::default()
-    };
-    PodBuilder(Pod {
+    let pod = Pod {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some("default".to_owned()),
@@ -86,107 +75,10 @@ pub(super) fn pod(name: &str, revision: &str) -> PodBuilder {
             creation_timestamp: Some(Time(ts(0))),
             ..ObjectMeta::default()
         },
-        spec: Some(spec),
-        status: Some(status),
-    })
-    .condition("Ready", "True")
-    .running(image, &format!("sha-{image}"), ts(0), true)
-}
-
-impl PodBuilder {
-    pub(super) fn label(mut self, key: &str, value: &str) -> Self {
-        let labels = self.0.metadata.labels.get_or_insert_default();
-        labels.insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    pub(super) fn annotation(mut self, key: &str, value: &str) -> Self {
-        let annotations = self.0.metadata.annotations.get_or_insert_default();
-        annotations.insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    pub(super) fn state(self, state: LifecycleState) -> Self {
-        self.label(lifecycle::STATE_LABEL, state.as_str())
-    }
-
-    /// The condition `type_` at `status`, True or False since `ts(0)`.
-    pub(super) fn condition(mut self, type_: &str, status: &str) -> Self {
-        let status_ = self.0.status.get_or_insert_default();
-        let conditions = status_.conditions.get_or_insert_default();
-        conditions.retain(|c| c.type_ != type_);
-        conditions.push(PodCondition {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            last_transition_time: Some(Time(ts(0))),
-            ..PodCondition::default()
-        });
-        self
-    }
-
-    pub(super) fn not_ready(self) -> Self {
-        self.condition("Ready", "False")
-    }
-
-    pub(super) fn ready_since(mut self, at: Timestamp) -> Self {
-        let conditions = (self.0.status.iter_mut()).flat_map(|s| s.conditions.iter_mut().flatten());
-        for c in conditions.filter(|c| c.type_ == "Ready") {
-            c.last_transition_time = Some(Time(at));
-        }
-        self
-    }
-
-    pub(super) fn unscheduled(mut self) -> Self {
-        self.0.spec.get_or_insert_default().node_name = None;
-        let status = self.0.status.get_or_insert_default();
-        status.phase = Some("Pending".to_owned());
-        status.container_statuses = None;
-        self.not_ready()
-    }
-
-    pub(super) fn terminating(mut self) -> Self {
-        self.0.metadata.deletion_timestamp = Some(Time(ts(900)));
-        self
-    }
-
-    pub(super) fn phase(mut self, phase: &str) -> Self {
-        self.0.status.get_or_insert_default().phase = Some(phase.to_owned());
-        self
-    }
-
-    /// The `InPlaceUpdateReady` gate with its condition True: an in-place pod at rest.
-    pub(super) fn in_place_ready(self) -> Self {
-        self.gate(INPLACE_UPDATE_READY)
-            .condition(INPLACE_UPDATE_READY, "True")
-    }
-
-    pub(super) fn gate(mut self, gate: &str) -> Self {
-        let spec = self.0.spec.get_or_insert_default();
-        spec.readiness_gates
-            .get_or_insert_default()
-            .push(PodReadinessGate {
-                condition_type: gate.to_owned(),
-            });
-        self
-    }
-
-    /// The running container: its image ID, when it started and whether it is ready.
-    pub(super) fn running(
-        mut self,
-        image: &str,
-        image_id: &str,
-        started: Timestamp,
-        ready: bool,
-    ) -> Self {
-        let status = container_status(image, image_id, started, ready);
-        self.0.status.get_or_insert_default().container_statuses = Some(vec![status]);
-        self
-    }
-
-    pub(super) fn spec_image(mut self, image: &str) -> Self {
-        self.0.spec.get_or_insert_default().containers[0].image = Some(image.to_owned());
-        self
-    }
+        spec: template(image, None).spec,
+        status: None,
+    };
+    PodBuilder(run_on(pod, &format!("node-{id}")))
 }
 
 /// `n` pods `toy-p0`, `toy-p1`, ... at `revision`.

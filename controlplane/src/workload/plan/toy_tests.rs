@@ -5,15 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStatus, EnvVar,
-    PersistentVolumeClaim, Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus,
-    PodTemplateSpec,
+    Container, EnvVar, PersistentVolumeClaim, Pod, PodReadinessGate, PodSpec, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::Timestamp;
 
 use super::{PlanError, PodSet, PodSetSnapshot};
 use crate::api::common::{Lifecycle, LifecycleHook, PodUpdatePolicy};
@@ -26,6 +23,8 @@ use crate::workload::revision_adapter::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, RevisionAdapter,
 };
 use crate::workload::rollout::RolloutParams;
+pub(super) use crate::workload::test_pods::at as ts;
+use crate::workload::test_pods::{container_running, run_on};
 
 pub(super) const V1: &str = "toy-aaa111";
 pub(super) const V2: &str = "toy-bbb222";
@@ -162,10 +161,6 @@ pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
     }
 }
 
-pub(super) fn ts(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_800_000_000 + secs).unwrap()
-}
-
 pub(super) fn template(image: &str, env: Option<&str>) -> PodTemplateSpec {
     PodTemplateSpec {
         metadata: None,
@@ -197,49 +192,7 @@ pub(super) fn running_pod(toy: &Toy, n: usize, revision: &str, image: &str) -> P
     let mut pod = toy.new_pod(&create, &template(image, None));
     pod.metadata.uid = Some(format!("uid-{n}"));
     pod.metadata.creation_timestamp = Some(Time(ts(i64::try_from(n).unwrap())));
-    pod.spec.get_or_insert_default().node_name = Some(format!("node-{n}"));
-    let condition = |type_: &str| PodCondition {
-        type_: type_.to_owned(),
-        status: "True".to_owned(),
-        last_transition_time: Some(Time(ts(0))),
-        ..PodCondition::default()
-    };
-    let mut conditions = vec![condition("Ready")];
-    conditions.extend(toy.readiness_gates().into_iter().map(condition));
-    pod.status = Some(PodStatus {
-        phase: Some("Running".to_owned()),
-        conditions: Some(conditions),
-        container_statuses: Some(vec![container_status(
-            image,
-            &format!("sha-{image}"),
-            ts(0),
-            true,
-        )]),
-        ..PodStatus::default()
-    });
-    pod
-}
-
-/// The toy's one container, reported running `image` (`image_id`) since `started`.
-pub(super) fn container_status(
-    image: &str,
-    image_id: &str,
-    started: Timestamp,
-    ready: bool,
-) -> ContainerStatus {
-    ContainerStatus {
-        name: "app".to_owned(),
-        image: image.to_owned(),
-        image_id: image_id.to_owned(),
-        ready,
-        state: Some(ContainerState {
-            running: Some(ContainerStateRunning {
-                started_at: Some(Time(started)),
-            }),
-            ..ContainerState::default()
-        }),
-        ..ContainerStatus::default()
-    }
+    run_on(pod, &format!("node-{n}"))
 }
 
 /// One sync of `toy` over `pods`, naming new pods `toy-new-<i>`.
@@ -405,7 +358,8 @@ fn toy_updates_in_place_then_finishes_once_the_container_restarted() {
     )]));
     updated.spec.get_or_insert_default().containers[0].image = Some("toy:v2".to_owned());
     let status = updated.status.get_or_insert_default();
-    status.container_statuses = Some(vec![container_status(
+    status.container_statuses = Some(vec![container_running(
+        "app",
         "toy:v2",
         "sha-toy:v2",
         ts(101),
