@@ -27,7 +27,7 @@ use crate::api::broadcastjob::{
 use crate::api::common::CompletionPolicyType;
 use crate::controller::conditions::{find, set_condition};
 use crate::controller::events::PlannedEvent;
-use crate::controller::job_ttl::job_ttl;
+use crate::controller::job_ttl::{earlier, job_ttl, until};
 use crate::workload::node_eval;
 use crate::workload::node_resources::{NodeUsage, pod_requests};
 use crate::workload::plan::MAX_CREATES_PER_SYNC;
@@ -337,14 +337,6 @@ fn ttl(plan: &mut Plan, spec: &BroadcastJobSpec, finished: Timestamp, now: Times
 
 fn name_of(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
-}
-
-fn until(now: Timestamp, then: Timestamp) -> Option<Duration> {
-    Duration::try_from(then.duration_since(now)).ok()
-}
-
-fn earlier(current: Option<Duration>, other: Duration) -> Option<Duration> {
-    Some(current.map_or(other, |c| c.min(other)))
 }
 
 fn to_i32(n: usize) -> i32 {

@@ -25,7 +25,7 @@ use crate::workload::inplace::STATE_ANNOTATION;
 use crate::workload::lifecycle::{self, LifecycleState};
 use crate::workload::plan::CLAIMS_REVISION_ANNOTATION;
 use crate::workload::revision::POD_TEMPLATE_HASH_LABEL;
-use crate::workload::test_pods::{PodBuilder, at as ts, run_on};
+use crate::workload::test_pods::{PodBuilder, at as ts, new_pod, run_on};
 
 const SET: &str = "web";
 const OLD: &str = "web-oldhash1";
@@ -133,19 +133,7 @@ fn pod(name: &str, revision: &str) -> PodBuilder {
         crate::cloneset::pods::INSTANCE_ID_LABEL.to_owned(),
         id.to_owned(),
     );
-    let pod = Pod {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".to_owned()),
-            uid: Some(format!("uid-{name}")),
-            resource_version: Some("7".to_owned()),
-            labels: Some(labels),
-            creation_timestamp: Some(Time(ts(0))),
-            ..ObjectMeta::default()
-        },
-        spec: template(image).spec,
-        status: None,
-    };
+    let pod = new_pod(name, labels, template(image).spec);
     PodBuilder(run_on(pod, &format!("node-{id}")))
 }
 

@@ -1,6 +1,6 @@
 //! `completionPolicy.ttlSecondsAfterFinished` of the job kinds (BroadcastJob, ImagePullJob,
 //! ImageListPullJob): one rule for when a finished job is deleted, as the upstream
-//! TTL-after-finished controller has it.
+//! TTL-after-finished controller has it; and the look-again arithmetic the job plans share.
 
 use std::time::Duration;
 
@@ -37,7 +37,17 @@ pub fn job_ttl(seconds: Option<i32>, finished: Timestamp, now: Timestamp, delete
             ),
         });
     }
-    Duration::try_from(expiry.duration_since(now)).map_or(JobTtl::Keep, JobTtl::LookAgainIn)
+    until(now, expiry).map_or(JobTtl::Keep, JobTtl::LookAgainIn)
+}
+
+/// How long from `now` until `then`; `None` when `then` has come.
+pub fn until(now: Timestamp, then: Timestamp) -> Option<Duration> {
+    Duration::try_from(then.duration_since(now)).ok()
+}
+
+/// The sooner of a look again already asked for (`current`) and `other`.
+pub fn earlier(current: Option<Duration>, other: Duration) -> Option<Duration> {
+    Some(current.map_or(other, |c| c.min(other)))
 }
 
 impl JobTtl {
@@ -55,9 +65,7 @@ impl JobTtl {
                 *delete_job = true;
                 events.push(event);
             }
-            Self::LookAgainIn(wait) => {
-                *requeue_after = Some(requeue_after.map_or(wait, |r| r.min(wait)));
-            }
+            Self::LookAgainIn(wait) => *requeue_after = earlier(*requeue_after, wait),
         }
     }
 }

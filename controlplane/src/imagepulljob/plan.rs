@@ -22,7 +22,7 @@ use crate::api::common::CompletionPolicyType;
 use crate::api::imagelist::{ImageListEntry, ImagePullPhase, ImageStatus, PullSecretReference};
 use crate::api::imagepulljob::{ImagePullJobStatus, ImagePullPolicy};
 use crate::controller::events::PlannedEvent;
-use crate::controller::job_ttl::job_ttl;
+use crate::controller::job_ttl::{earlier, job_ttl, until};
 use crate::imagepulljob::progress::{self, Part};
 use crate::workload::node::is_ready;
 pub use crate::workload::rollout::parallelism;
@@ -490,14 +490,6 @@ pub fn entry_for(job: &ImagePullJob, repull: bool) -> ImageListEntry {
         timeout_seconds: pull_policy.timeout_seconds,
         backoff_limit: pull_policy.backoff_limit,
     }
-}
-
-fn until(now: Timestamp, then: Timestamp) -> Option<Duration> {
-    Duration::try_from(then.duration_since(now)).ok()
-}
-
-fn earlier(current: Option<Duration>, other: Duration) -> Option<Duration> {
-    Some(current.map_or(other, |c| c.min(other)))
 }
 
 fn to_i32(n: usize) -> i32 {

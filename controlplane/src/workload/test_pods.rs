@@ -2,11 +2,13 @@
 //! Running, Ready and every readiness gate True since `at(0)`, its first container running
 //! its image), and a builder that changes one thing at a time.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodReadinessGate,
-    PodStatus,
+    PodSpec, PodStatus,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::inplace::INPLACE_UPDATE_READY;
@@ -37,6 +39,24 @@ pub fn container_running(
             ..ContainerState::default()
         }),
         ..ContainerStatus::default()
+    }
+}
+
+/// The pod `name` in `default` (UID `uid-<name>`, resourceVersion 7, created at `at(0)`)
+/// with `labels` and `spec`, not yet running.
+pub fn new_pod(name: &str, labels: BTreeMap<String, String>, spec: Option<PodSpec>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("default".to_owned()),
+            uid: Some(format!("uid-{name}")),
+            resource_version: Some("7".to_owned()),
+            labels: Some(labels),
+            creation_timestamp: Some(Time(at(0))),
+            ..ObjectMeta::default()
+        },
+        spec,
+        status: None,
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
@@ -17,7 +17,7 @@ use crate::workload::actions::{Delete, DeleteReason, Plan, PodChange};
 use crate::workload::lifecycle;
 use crate::workload::revision_adapter::RevisionAdapter;
 pub(super) use crate::workload::test_pods::PodBuilder;
-use crate::workload::test_pods::run_on;
+use crate::workload::test_pods::{new_pod, run_on};
 
 pub(super) const OLD: &str = V1;
 pub(super) const NEW: &str = V2;
@@ -65,19 +65,7 @@ pub(super) fn pod(name: &str, revision: &str) -> PodBuilder {
     };
     let mut labels = BTreeMap::from([("app".to_owned(), "toy".to_owned())]);
     labels.extend(RevisionAdapter::ShortHash.pod_labels(revision));
-    let pod = Pod {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".to_owned()),
-            uid: Some(format!("uid-{name}")),
-            resource_version: Some("7".to_owned()),
-            labels: Some(labels),
-            creation_timestamp: Some(Time(ts(0))),
-            ..ObjectMeta::default()
-        },
-        spec: template(image, None).spec,
-        status: None,
-    };
+    let pod = new_pod(name, labels, template(image, None).spec);
     PodBuilder(run_on(pod, &format!("node-{id}")))
 }
 
