@@ -113,6 +113,27 @@ async fn a_controller_reading_only_cached_kinds_starts() {
     shutdown.cancel();
 }
 
+/// A pod-set kind's reads follow from what it is (`PodSetKind::READS`): itself, its pods,
+/// the nodes, revisions and budgets, and claims only when it makes them.
+#[test]
+fn pod_set_kinds_read_claims_only_when_they_make_them() {
+    let kinds: [(&str, &[&str], bool); 3] = [
+        ("CloneSet", CloneSetController::READS, true),
+        ("StatefulSet", StatefulSetController::READS, true),
+        ("DaemonSet", DaemonSetController::READS, false),
+    ];
+    for (kind, reads, claims) in kinds {
+        for read in [kind, "Pod", "Node", "ControllerRevision"] {
+            assert!(reads.contains(&read), "{kind} reads {read}: {reads:?}");
+        }
+        for budget in ["PodUnavailableBudget", "PodDisruptionBudget"] {
+            assert!(reads.contains(&budget), "{kind} reads {budget}: {reads:?}");
+        }
+        let reads_claims = reads.contains(&"PersistentVolumeClaim");
+        assert_eq!(reads_claims, claims, "{kind}: {reads:?}");
+    }
+}
+
 #[tokio::test]
 async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();

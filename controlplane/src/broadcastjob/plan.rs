@@ -27,6 +27,7 @@ use crate::api::broadcastjob::{
 use crate::api::common::CompletionPolicyType;
 use crate::controller::conditions::{find, set_condition};
 use crate::controller::events::PlannedEvent;
+use crate::controller::job_ttl::{earlier, job_ttl, until};
 use crate::workload::node_eval;
 use crate::workload::node_resources::{NodeUsage, pod_requests};
 use crate::workload::plan::MAX_CREATES_PER_SYNC;
@@ -325,34 +326,17 @@ fn deadline_requeue(plan: &mut Plan, spec: &BroadcastJobSpec, start: Timestamp, 
 
 /// Deletes the job `ttlSecondsAfterFinished` after `finished`, or looks again then.
 fn ttl(plan: &mut Plan, spec: &BroadcastJobSpec, finished: Timestamp, now: Timestamp) {
-    let Some(seconds) = spec.completion_policy.ttl_seconds_after_finished else {
-        return;
-    };
-    let Ok(expiry) = finished.saturating_add(SignedDuration::from_secs(i64::from(seconds))) else {
-        return;
-    };
-    if expiry <= now {
-        plan.delete_job = true;
-        plan.events.push(PlannedEvent {
-            warning: false,
-            reason: "Deleting",
-            note: format!("deleting the job and its pods {seconds}s after it finished (ttlSecondsAfterFinished)"),
-        });
-    } else if let Some(wait) = until(now, expiry) {
-        plan.requeue_after = earlier(plan.requeue_after, wait);
-    }
+    let seconds = spec.completion_policy.ttl_seconds_after_finished;
+    let ttl = job_ttl(seconds, finished, now, "the job and its pods");
+    ttl.apply(
+        &mut plan.delete_job,
+        &mut plan.events,
+        &mut plan.requeue_after,
+    );
 }
 
 fn name_of(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
-}
-
-fn until(now: Timestamp, then: Timestamp) -> Option<Duration> {
-    Duration::try_from(then.duration_since(now)).ok()
-}
-
-fn earlier(current: Option<Duration>, other: Duration) -> Option<Duration> {
-    Some(current.map_or(other, |c| c.min(other)))
 }
 
 fn to_i32(n: usize) -> i32 {

@@ -38,16 +38,6 @@ impl PodSetKind for CloneSetKind {
     type Problems = SyncProblems;
 
     const KIND: &'static str = "CloneSet";
-    const READS: &'static [&'static str] = &[
-        "Pod",
-        "Node",
-        "PersistentVolumeClaim",
-        "ControllerRevision",
-        "CloneSet",
-        // The budgets the executor's disruptions are admitted by.
-        "PodUnavailableBudget",
-        "PodDisruptionBudget",
-    ];
     const UPDATE_CONDITION: &'static str = FAILED_UPDATE;
     const CLAIMS: ClaimScope = ClaimScope::Controlled;
 
@@ -61,10 +51,6 @@ impl PodSetKind for CloneSetKind {
 
     fn revision_spec(cloneset: &CloneSet) -> RevisionSpec {
         revision_spec(cloneset)
-    }
-
-    fn revision_of(spec: RevisionSpec) -> RevisionSpec {
-        spec
     }
 
     fn recorded_revisions(cloneset: &CloneSet) -> (String, i32) {

@@ -8,6 +8,7 @@ pub mod create_backoff;
 pub mod events;
 pub mod expectations;
 pub mod finalizer;
+pub mod job_ttl;
 pub mod object;
 pub mod pod_conditions;
 pub mod queue;

@@ -32,7 +32,6 @@ use crate::workload::instance_id::{fresh_instance_id, random_u64};
 use crate::workload::node_eval::NodeFit;
 use crate::workload::node_resources::usage_by_node;
 use crate::workload::ownership::is_controlled_by;
-use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::set_controller::PodSetParts;
 
 /// Event: a failed pod is deleted (the native controller's reason).
@@ -76,15 +75,6 @@ impl PodSetKind for DaemonSetKind {
     type Problems = SyncProblems;
 
     const KIND: &'static str = "DaemonSet";
-    const READS: &'static [&'static str] = &[
-        "Pod",
-        "Node",
-        "ControllerRevision",
-        "DaemonSet",
-        // The budgets the executor's disruptions are admitted by.
-        "PodUnavailableBudget",
-        "PodDisruptionBudget",
-    ];
     const UPDATE_CONDITION: &'static str = FAILED_UPDATE;
     const CLAIMS: ClaimScope = ClaimScope::None;
 
@@ -100,14 +90,6 @@ impl PodSetKind for DaemonSetKind {
             desired: 0,
             held_back: BTreeSet::new(),
         })
-    }
-
-    fn revision_spec(ds: &DaemonSet) -> RevisionSpec {
-        RevisionSpec::template_only(ds.spec.template.clone())
-    }
-
-    fn revision_of(spec: RevisionSpec) -> PodTemplateSpec {
-        spec.template
     }
 
     /// A DaemonSet's status keeps no current revision.

@@ -6,16 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 use crate::api::DaemonSetSpec;
-use crate::controller::create_backoff::CreateBackoff;
 use crate::pod_set::pods::SetPods;
 use crate::workload::execute::Problems;
 use crate::workload::execute::recording::{
-    RecordingWrites, assert_refused_for_owned_label, created_pods, execute_creates,
+    RecordingWrites, assert_owned_labels_refused, create_in_one_sync, created_pods,
     selector_and_template,
 };
 use crate::workload::lifecycle::STATE_LABEL;
 use crate::workload::revision::{CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL};
-use crate::workload::selector_guard::check_template_selected;
 
 const REVISION: &str = "web-5d8f9c";
 
@@ -56,11 +54,7 @@ async fn create_three(owned: Option<&str>) -> (RecordingWrites, Problems) {
             revision: REVISION.to_owned(),
         })
         .into();
-    let writes = RecordingWrites::default();
-    let backoff = CreateBackoff::default();
-    let (result, problems) = execute_creates(&pods, &writes, &backoff, 1, creates).await;
-    result.expect("a refused create is not a sync error");
-    (writes, problems)
+    create_in_one_sync(&pods, creates).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -71,16 +65,7 @@ async fn a_selector_naming_a_label_the_controller_sets_creates_no_pod() {
         (POD_TEMPLATE_HASH_LABEL, "5d8f9c"),
         (STATE_LABEL, "PreparingNormal"),
     ];
-    for (label, value) in owned {
-        let (selector, template) = selector_and_template(Some(label));
-        assert_eq!(
-            check_template_selected(&selector, &template),
-            Ok(()),
-            "{label}: the template guard alone lets it through"
-        );
-        let (writes, problems) = create_three(Some(label)).await;
-        assert_refused_for_owned_label(&writes, &problems, label, value);
-    }
+    assert_owned_labels_refused(&owned, create_three).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::Resource as _;
 
 use crate::api::common::CompletionPolicyType;
@@ -22,6 +22,7 @@ use crate::api::imagelistpulljob::{FailedImageStatus, ImageListPullJobStatus};
 use crate::api::imagepulljob::ImagePullJobSpec;
 use crate::api::{ImageListPullJob, ImagePullJob};
 use crate::controller::events::PlannedEvent;
+use crate::controller::job_ttl::job_ttl;
 use crate::imagepulljob::progress::{Part, summarize};
 use crate::workload::revision::{fnv32a, safe_encode};
 
@@ -253,22 +254,11 @@ fn aggregate(
 
 /// Deletes the job `ttlSecondsAfterFinished` after `completed`, or looks again then.
 fn ttl(plan: &mut Plan, job: &ImageListPullJob, completed: Timestamp, now: Timestamp) {
-    let Some(seconds) = job.spec.completion_policy.ttl_seconds_after_finished else {
-        return;
-    };
-    let Ok(expiry) = completed.saturating_add(SignedDuration::from_secs(i64::from(seconds))) else {
-        return;
-    };
-    if expiry <= now {
-        plan.delete_job = true;
-        plan.events.push(PlannedEvent {
-            warning: false,
-            reason: "Deleting",
-            note: format!(
-                "deleting the job {seconds}s after it finished (ttlSecondsAfterFinished)"
-            ),
-        });
-    } else if let Ok(wait) = Duration::try_from(expiry.duration_since(now)) {
-        plan.requeue_after = Some(wait);
-    }
+    let seconds = job.spec.completion_policy.ttl_seconds_after_finished;
+    let ttl = job_ttl(seconds, completed, now, "the job");
+    ttl.apply(
+        &mut plan.delete_job,
+        &mut plan.events,
+        &mut plan.requeue_after,
+    );
 }

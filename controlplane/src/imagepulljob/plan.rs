@@ -22,6 +22,7 @@ use crate::api::common::CompletionPolicyType;
 use crate::api::imagelist::{ImageListEntry, ImagePullPhase, ImageStatus, PullSecretReference};
 use crate::api::imagepulljob::{ImagePullJobStatus, ImagePullPolicy};
 use crate::controller::events::PlannedEvent;
+use crate::controller::job_ttl::{earlier, job_ttl, until};
 use crate::imagepulljob::progress::{self, Part};
 use crate::workload::node::is_ready;
 pub use crate::workload::rollout::parallelism;
@@ -363,24 +364,13 @@ fn finish(
 
 /// Deletes the job `ttlSecondsAfterFinished` after `completed`, or looks again then.
 fn ttl(plan: &mut Plan, job: &ImagePullJob, completed: Timestamp, now: Timestamp) {
-    let Some(seconds) = job.spec.completion_policy.ttl_seconds_after_finished else {
-        return;
-    };
-    let Ok(expiry) = completed.saturating_add(SignedDuration::from_secs(i64::from(seconds))) else {
-        return;
-    };
-    if expiry <= now {
-        plan.delete_job = true;
-        plan.events.push(PlannedEvent {
-            warning: false,
-            reason: "Deleting",
-            note: format!(
-                "deleting the job {seconds}s after it finished (ttlSecondsAfterFinished)"
-            ),
-        });
-    } else if let Some(wait) = until(now, expiry) {
-        plan.requeue_after = Some(plan.requeue_after.map_or(wait, |r| r.min(wait)));
-    }
+    let seconds = job.spec.completion_policy.ttl_seconds_after_finished;
+    let ttl = job_ttl(seconds, completed, now, "the job");
+    ttl.apply(
+        &mut plan.delete_job,
+        &mut plan.events,
+        &mut plan.requeue_after,
+    );
 }
 
 fn running_message(
@@ -500,14 +490,6 @@ pub fn entry_for(job: &ImagePullJob, repull: bool) -> ImageListEntry {
         timeout_seconds: pull_policy.timeout_seconds,
         backoff_limit: pull_policy.backoff_limit,
     }
-}
-
-fn until(now: Timestamp, then: Timestamp) -> Option<Duration> {
-    Duration::try_from(then.duration_since(now)).ok()
-}
-
-fn earlier(current: Option<Duration>, other: Duration) -> Option<Duration> {
-    Some(current.map_or(other, |c| c.min(other)))
 }
 
 fn to_i32(n: usize) -> i32 {

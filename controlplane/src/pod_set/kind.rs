@@ -88,8 +88,9 @@ pub type KindSyncError<K> = PodSetSyncError<<K as PodSetKind>::PlanError>;
 pub trait PodSetKind: Sized + Send + Sync + 'static {
     /// The API type.
     type Set: GuardedSet<Status: Send + Sync> + Resource<DynamicType = ()> + Send + Sync + 'static;
-    /// What one revision records, as the adapter reads it.
-    type Revision: Send + Sync + 'static;
+    /// What one revision records, as the adapter reads it (the whole `RevisionSpec`, or
+    /// only its template).
+    type Revision: From<RevisionSpec> + Send + Sync + 'static;
     /// The adapter the shared planning, the executor's pods and the pre-download read.
     type Workload<'a>: PreDownloadRollout<Revision = Self::Revision> + Clone + Send + Sync + 'a
     where
@@ -100,12 +101,33 @@ pub trait PodSetKind: Sized + Send + Sync + 'static {
     /// What the sync ran into, for the kind's conditions.
     type Problems: SharedProblems + Send + Sync;
 
+    /// The kind's name, which is also the name of its cache.
     const KIND: &'static str;
-    /// The kinds of the shared caches the sync reads (`Reconciler::READS`).
-    const READS: &'static [&'static str];
     /// The condition a refused or failed update sets (FailedUpdate, FailedUpdatePod).
     const UPDATE_CONDITION: &'static str;
     const CLAIMS: ClaimScope;
+    /// The kinds of the shared caches the sync reads (`Reconciler::READS`): the kind, its
+    /// pods, the nodes, revisions and claims (when it makes any), and the budgets the
+    /// executor's disruptions are admitted by.
+    const READS: &'static [&'static str] = match Self::CLAIMS {
+        ClaimScope::None => &[
+            Self::KIND,
+            "Pod",
+            "Node",
+            "ControllerRevision",
+            "PodUnavailableBudget",
+            "PodDisruptionBudget",
+        ],
+        ClaimScope::Controlled | ClaimScope::Namespace => &[
+            Self::KIND,
+            "Pod",
+            "Node",
+            "ControllerRevision",
+            "PersistentVolumeClaim",
+            "PodUnavailableBudget",
+            "PodDisruptionBudget",
+        ],
+    };
 
     /// The kind's store.
     fn objects(stores: &Stores) -> &Store<Self::Set>;
@@ -113,11 +135,11 @@ pub trait PodSetKind: Sized + Send + Sync + 'static {
     /// The adapter of `set` for claims, revisions, new pods and the update guard.
     fn workload<'a>(&'a self, set: &'a Self::Set) -> Cow<'a, Self::Workload<'a>>;
 
-    /// What a revision of `set`'s current spec records.
-    fn revision_spec(set: &Self::Set) -> RevisionSpec;
-
-    /// A recorded revision as the adapter reads it.
-    fn revision_of(spec: RevisionSpec) -> Self::Revision;
+    /// What a revision of `set`'s current spec records: by default the pod template alone
+    /// (OpenKruise's `getPatch` of Advanced StatefulSet and DaemonSet).
+    fn revision_spec(set: &Self::Set) -> RevisionSpec {
+        RevisionSpec::template_only(set.template().clone())
+    }
 
     /// `status.currentRevision` as the kind keeps it ("" when it keeps none), and
     /// `status.collisionCount`.

@@ -77,14 +77,9 @@ pub async fn read_owned<K: PodSetKind>(
         return Ok(None);
     };
     let mut revisions: BTreeMap<String, K::Revision> = (history.revisions.iter())
-        .filter_map(|r| {
-            Some((
-                r.name.clone(),
-                K::revision_of(RevisionSpec::from_data(&r.data)?),
-            ))
-        })
+        .filter_map(|r| Some((r.name.clone(), RevisionSpec::from_data(&r.data)?.into())))
         .collect();
-    revisions.insert(history.update_revision.clone(), K::revision_of(spec));
+    revisions.insert(history.update_revision.clone(), spec.into());
     Ok(Some(Owned {
         pods,
         claims,

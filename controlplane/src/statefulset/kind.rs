@@ -25,7 +25,6 @@ use crate::pod_set::kind::{ClaimScope, KindStatus, PodSetKind, SyncScope};
 use crate::pod_set::sync::PROBLEM_RECHECK;
 use crate::workload::actions::{Create, Plan};
 use crate::workload::adapter::new_pod_and_claims;
-use crate::workload::revision_spec::RevisionSpec;
 use crate::workload::set_controller::PodSetParts;
 
 /// The Advanced StatefulSet kind; it keeps nothing of its own between syncs.
@@ -41,16 +40,6 @@ impl PodSetKind for StatefulSetKind {
     type Problems = SyncProblems;
 
     const KIND: &'static str = "StatefulSet";
-    const READS: &'static [&'static str] = &[
-        "Pod",
-        "Node",
-        "PersistentVolumeClaim",
-        "ControllerRevision",
-        "StatefulSet",
-        // The budgets the executor's disruptions are admitted by.
-        "PodUnavailableBudget",
-        "PodDisruptionBudget",
-    ];
     const UPDATE_CONDITION: &'static str = FAILED_UPDATE_POD;
     // Its claims carry no controller reference (the native controller's do not either);
     // the plan finds them by name.
@@ -62,15 +51,6 @@ impl PodSetKind for StatefulSetKind {
 
     fn workload<'a>(&'a self, set: &'a StatefulSet) -> Cow<'a, StatefulSet> {
         Cow::Borrowed(set)
-    }
-
-    /// Claim templates are fixed at admission: a revision records the template alone.
-    fn revision_spec(set: &StatefulSet) -> RevisionSpec {
-        RevisionSpec::template_only(set.spec.template.clone())
-    }
-
-    fn revision_of(spec: RevisionSpec) -> PodTemplateSpec {
-        spec.template
     }
 
     fn recorded_revisions(set: &StatefulSet) -> (String, i32) {

@@ -9,12 +9,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::*;
 use crate::api::{StatefulSetSpec, StatefulSetStatus};
-use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::status_patch::status_merge_patch;
 use crate::pod_set::pods::SetPods;
 use crate::statefulset::ordinals::{POD_INDEX_LABEL, POD_NAME_LABEL};
 use crate::workload::execute::recording::{
-    RecordingWrites, assert_refused_for_owned_label, created_pods, execute_creates,
+    RecordingWrites, assert_owned_labels_refused, create_in_one_sync, created_pods,
     selector_and_template,
 };
 use crate::workload::execute::{NewPods as _, Problems};
@@ -23,7 +22,7 @@ use crate::workload::lifecycle::STATE_LABEL;
 use crate::workload::revision::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, REVISION_HASH_LABEL,
 };
-use crate::workload::selector_guard::check_template_selected;
+use crate::workload::revision_spec::RevisionSpec;
 
 fn template(image: &str) -> PodTemplateSpec {
     PodTemplateSpec {
@@ -102,7 +101,8 @@ fn the_executor_gets_the_pod_of_an_ordinal_with_its_claims_first() {
 #[test]
 fn a_revision_records_the_template_and_reads_it_back() {
     let set = web();
-    let spec = RevisionSpec::template_only(set.spec.template.clone());
+    let spec = StatefulSetKind::revision_spec(&set);
+    assert!(spec.volume_claim_templates.is_empty(), "{spec:#?}");
     let data = spec.to_data().expect("serializes");
     let read = RevisionSpec::from_data(&data).expect("reads back");
     assert_eq!(read.template, set.spec.template);
@@ -154,11 +154,7 @@ async fn create_three(owned: Option<&str>) -> (RecordingWrites, Problems) {
     let creates = ["0", "1", "2"]
         .map(|ordinal| create(ordinal, "web-5d8f9c"))
         .into();
-    let writes = RecordingWrites::default();
-    let backoff = CreateBackoff::default();
-    let (result, problems) = execute_creates(&pods, &writes, &backoff, 1, creates).await;
-    result.expect("a refused create is not a sync error");
-    (writes, problems)
+    create_in_one_sync(&pods, creates).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -170,16 +166,7 @@ async fn a_selector_naming_a_label_the_controller_sets_creates_no_pod_or_claim()
         (POD_TEMPLATE_HASH_LABEL, "5d8f9c"),
         (STATE_LABEL, "PreparingNormal"),
     ];
-    for (label, value) in owned {
-        let (selector, template) = selector_and_template(Some(label));
-        assert_eq!(
-            check_template_selected(&selector, &template),
-            Ok(()),
-            "{label}: the template guard alone lets it through"
-        );
-        let (writes, problems) = create_three(Some(label)).await;
-        assert_refused_for_owned_label(&writes, &problems, label, value);
-    }
+    assert_owned_labels_refused(&owned, create_three).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,12 +5,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStatus, PersistentVolumeClaim, Pod,
-    PodCondition, PodSpec, PodStatus, PodTemplateSpec,
+    Container, PersistentVolumeClaim, Pod, PodSpec, PodStatus, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::Timestamp;
 
 use super::{Halt, Snapshot, StatefulSetPlan, plan};
 use crate::api::StatefulSet;
@@ -25,16 +23,13 @@ use crate::api::statefulset::{
 };
 use crate::workload::actions::{ChangeReason, Create, DeleteReason};
 use crate::workload::adapter::PodSetWorkload;
+use crate::workload::test_pods::{at as ts, run_on};
 
 /// (case, pods, ordinals created, halt)
 type CreateCase = (&'static str, Vec<Pod>, Vec<&'static str>, Option<Halt>);
 
 pub(super) const V1: &str = "web-aaa111";
 pub(super) const V2: &str = "web-bbb222";
-
-fn ts(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_800_000_000 + secs).expect("a valid time")
-}
 
 fn template(image: &str) -> PodTemplateSpec {
     PodTemplateSpec {
@@ -115,34 +110,7 @@ pub(super) fn running(set: &StatefulSet, ordinal: i32, revision: &str) -> Pod {
             .as_str()
             .to_owned(),
     );
-    pod.spec.get_or_insert_default().node_name = Some(format!("node-{ordinal}"));
-    let condition = |type_: &str| PodCondition {
-        type_: type_.to_owned(),
-        status: "True".to_owned(),
-        last_transition_time: Some(Time(ts(0))),
-        ..PodCondition::default()
-    };
-    let mut conditions = vec![condition("Ready")];
-    conditions.extend(set.readiness_gates().into_iter().map(condition));
-    pod.status = Some(PodStatus {
-        phase: Some("Running".to_owned()),
-        conditions: Some(conditions),
-        container_statuses: Some(vec![ContainerStatus {
-            name: "nginx".to_owned(),
-            image: image.to_owned(),
-            image_id: format!("sha-{image}"),
-            ready: true,
-            state: Some(ContainerState {
-                running: Some(ContainerStateRunning {
-                    started_at: Some(Time(ts(0))),
-                }),
-                ..ContainerState::default()
-            }),
-            ..ContainerStatus::default()
-        }]),
-        ..PodStatus::default()
-    });
-    pod
+    run_on(pod, &format!("node-{ordinal}"))
 }
 
 /// The pod of `ordinal`, created but not ready.

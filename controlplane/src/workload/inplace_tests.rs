@@ -1,15 +1,12 @@
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStateWaiting, EnvVar, PodCondition,
-    PodReadinessGate, PodSpec, PodStatus, Volume,
+    Container, ContainerState, ContainerStateWaiting, EnvVar, PodCondition, PodReadinessGate,
+    PodSpec, PodStatus, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
 use crate::workload::deletion::REVISION_LABEL;
-
-fn ts(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_800_000_000 + secs).unwrap()
-}
+use crate::workload::test_pods::{at as ts, container_running};
 
 fn container(name: &str, image: &str) -> Container {
     Container {
@@ -327,6 +324,7 @@ fn grace_annotation_round_trips() {
     );
 }
 
+/// The container `name` running `image` (`image_id`), since `started` seconds if known.
 fn running(
     name: &str,
     image: &str,
@@ -334,19 +332,11 @@ fn running(
     started: Option<i64>,
     ready: bool,
 ) -> ContainerStatus {
-    ContainerStatus {
-        name: name.to_owned(),
-        image: image.to_owned(),
-        image_id: image_id.to_owned(),
-        ready,
-        state: Some(ContainerState {
-            running: Some(ContainerStateRunning {
-                started_at: started.map(|s| Time(ts(s))),
-            }),
-            ..ContainerState::default()
-        }),
-        ..ContainerStatus::default()
+    let mut status = container_running(name, image, image_id, ts(0), ready);
+    if let Some(state) = status.state.as_mut().and_then(|s| s.running.as_mut()) {
+        state.started_at = started.map(|s| Time(ts(s)));
     }
+    status
 }
 
 /// A pod on revision `web-1` running nginx:1.25 (image ID sha256:aaa) since t=0.

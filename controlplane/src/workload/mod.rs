@@ -32,6 +32,8 @@ pub mod selector_guard;
 pub mod set_controller;
 pub mod template_check;
 pub mod template_defaults;
+#[cfg(test)]
+pub mod test_pods;
 pub mod triggers;
 pub mod update_guard;
 pub mod update_hold;

@@ -19,6 +19,14 @@ pub struct RevisionSpec {
     pub volume_claim_templates: Vec<PersistentVolumeClaim>,
 }
 
+/// What the adapter of a kind whose revisions record the pod template alone reads of a
+/// revision (Advanced StatefulSet, Advanced DaemonSet).
+impl From<RevisionSpec> for PodTemplateSpec {
+    fn from(spec: RevisionSpec) -> Self {
+        spec.template
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct RevisionData {
     spec: RevisionSpec,

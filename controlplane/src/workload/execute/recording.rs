@@ -21,6 +21,7 @@ use crate::workload::actions::{Create, Plan};
 use crate::workload::budget::NoBudgets;
 use crate::workload::revision_adapter::CONTROLLER_REVISION_HASH_LABEL;
 use crate::workload::selector::SELECTOR_MISMATCH;
+use crate::workload::selector_guard::check_template_selected;
 
 /// One call the executor made.
 #[derive(Clone, Debug, PartialEq)]
@@ -331,6 +332,40 @@ pub async fn execute_creates<N: NewPods>(
     let mut problems = Problems::default();
     let result = executor.execute(&plan, &mut problems).await;
     (result, problems)
+}
+
+/// One sync creating `creates` through `new_pods`; a refused create must not fail it.
+pub async fn create_in_one_sync<N: NewPods>(
+    new_pods: &N,
+    creates: Vec<Create>,
+) -> (RecordingWrites, Problems) {
+    let writes = RecordingWrites::default();
+    let backoff = CreateBackoff::default();
+    let (result, problems) = execute_creates(new_pods, &writes, &backoff, 1, creates).await;
+    result.expect("a refused create is not a sync error");
+    (writes, problems)
+}
+
+/// For each label a kind's controller sets on its pods (`owned`: the label and the value
+/// it sets), a selector requiring it passes the template guard, yet `sync_with_selector`
+/// (one sync of a set whose selector and template say `app=web` and `<label>=abc`)
+/// creates nothing and reports why.
+pub async fn assert_owned_labels_refused<F>(
+    owned: &[(&'static str, &'static str)],
+    sync_with_selector: impl Fn(Option<&'static str>) -> F,
+) where
+    F: Future<Output = (RecordingWrites, Problems)>,
+{
+    for &(label, value) in owned {
+        let (selector, template) = selector_and_template(Some(label));
+        assert_eq!(
+            check_template_selected(&selector, &template),
+            Ok(()),
+            "{label}: the template guard alone lets it through"
+        );
+        let (writes, problems) = sync_with_selector(Some(label)).await;
+        assert_refused_for_owned_label(&writes, &problems, label, value);
+    }
 }
 
 /// The sync created nothing (no pod, no claim), and reported a selector that names

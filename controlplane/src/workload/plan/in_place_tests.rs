@@ -4,13 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition,
-};
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 
+use super::toy_case::PodBuilder;
 use super::toy_tests::{Toy, V1, V2, revisions, running_pod, sync, template, toy, ts};
 use crate::api::common::PodUpdatePolicy;
 use crate::workload::actions::{ChangeReason, PodChange};
@@ -39,21 +38,8 @@ fn in_place_state(updated_at: Timestamp, old_image_id: &str) -> String {
 }
 
 /// `pod` with its container reported running `image` (`image_id`) since `started`.
-fn running(mut pod: Pod, image: &str, image_id: &str, started: Timestamp, ready: bool) -> Pod {
-    pod.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
-        name: "app".to_owned(),
-        image: image.to_owned(),
-        image_id: image_id.to_owned(),
-        ready,
-        state: Some(ContainerState {
-            running: Some(ContainerStateRunning {
-                started_at: Some(Time(started)),
-            }),
-            ..ContainerState::default()
-        }),
-        ..ContainerStatus::default()
-    }]);
-    pod
+fn running(pod: Pod, image: &str, image_id: &str, started: Timestamp, ready: bool) -> Pod {
+    PodBuilder(pod).running(image, image_id, started, ready).0
 }
 
 fn with_annotation(mut pod: Pod, key: &str, value: &str) -> Pod {

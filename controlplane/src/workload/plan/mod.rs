@@ -16,17 +16,27 @@ mod env_restart_tests;
 #[cfg(test)]
 mod in_place_tests;
 #[cfg(test)]
+mod lifecycle_hook_tests;
+#[cfg(test)]
 mod on_delete_tests;
 #[cfg(test)]
 mod preparing_update_tests;
 #[cfg(test)]
+mod refresh_tests;
+#[cfg(test)]
 mod resize_tests;
 #[cfg(test)]
+mod scale_down_tests;
+#[cfg(test)]
 mod scale_tests;
+#[cfg(test)]
+mod toy_case;
 #[cfg(test)]
 mod toy_execute_tests;
 #[cfg(test)]
 mod toy_tests;
+#[cfg(test)]
+mod update_method_tests;
 #[cfg(test)]
 mod update_order_tests;
 

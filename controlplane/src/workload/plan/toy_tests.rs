@@ -5,14 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStatus, EnvVar, Pod, PodCondition,
-    PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
+    Container, EnvVar, PersistentVolumeClaim, Pod, PodReadinessGate, PodSpec, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::Timestamp;
 
 use super::{PlanError, PodSet, PodSetSnapshot};
 use crate::api::common::{Lifecycle, LifecycleHook, PodUpdatePolicy};
@@ -25,21 +23,28 @@ use crate::workload::revision_adapter::{
     CONTROLLER_REVISION_HASH_LABEL, POD_TEMPLATE_HASH_LABEL, RevisionAdapter,
 };
 use crate::workload::rollout::RolloutParams;
+pub(super) use crate::workload::test_pods::at as ts;
+use crate::workload::test_pods::{container_running, run_on};
 
 pub(super) const V1: &str = "toy-aaa111";
 pub(super) const V2: &str = "toy-bbb222";
 
 /// The toy: a fixed number of pods named `toy-<n>`, revisions that are just templates.
 pub(super) struct Toy {
-    replicas: i32,
-    policy: PodUpdatePolicy,
+    pub(super) replicas: i32,
+    pub(super) policy: PodUpdatePolicy,
     pub(super) strategy: UpdateStrategyType,
     pub(super) partition: Option<IntOrString>,
     pub(super) max_surge: Option<IntOrString>,
     pub(super) max_unavailable: Option<IntOrString>,
     pub(super) paused: bool,
-    selector: LabelSelector,
+    pub(super) selector: LabelSelector,
     pub(super) lifecycle: Option<Lifecycle>,
+    pub(super) min_ready_seconds: i32,
+    pub(super) in_place_grace_seconds: i32,
+    pub(super) scale_max_unavailable: Option<IntOrString>,
+    /// How its pods name their revision (the toy's own: the short hash).
+    pub(super) revision_labels: RevisionAdapter,
 }
 
 impl PodSetWorkload for Toy {
@@ -73,15 +78,15 @@ impl PodSetWorkload for Toy {
     }
 
     fn in_place_grace_seconds(&self) -> i32 {
-        0
+        self.in_place_grace_seconds
     }
 
     fn min_ready_seconds(&self) -> i32 {
-        0
+        self.min_ready_seconds
     }
 
     fn revision_adapter(&self) -> RevisionAdapter {
-        RevisionAdapter::ShortHash
+        self.revision_labels
     }
 
     fn rollout_params(&self, current: &str, update: &str) -> RolloutParams {
@@ -91,6 +96,7 @@ impl PodSetWorkload for Toy {
             paused: self.paused,
             partition: self.partition.clone(),
             max_surge: self.max_surge.clone(),
+            scale_max_unavailable: self.scale_max_unavailable.clone(),
             revisions_consistent: current == update,
             ..RolloutParams::default()
         }
@@ -123,6 +129,15 @@ impl PodSetWorkload for Toy {
             status: None,
         }
     }
+
+    /// A pod `toy-x` owns the claim `data-toy-x`, which goes with it.
+    fn claims_of(&self, pod: &Pod, claims: &[&PersistentVolumeClaim]) -> Vec<String> {
+        let own = format!("data-{}", pod.metadata.name.as_deref().unwrap_or_default());
+        (claims.iter())
+            .filter_map(|claim| claim.metadata.name.clone())
+            .filter(|name| *name == own)
+            .collect()
+    }
 }
 
 pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
@@ -139,11 +154,11 @@ pub(super) fn toy(replicas: i32, policy: PodUpdatePolicy) -> Toy {
             ..LabelSelector::default()
         },
         lifecycle: None,
+        min_ready_seconds: 0,
+        in_place_grace_seconds: 0,
+        scale_max_unavailable: None,
+        revision_labels: RevisionAdapter::ShortHash,
     }
-}
-
-pub(super) fn ts(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
 pub(super) fn template(image: &str, env: Option<&str>) -> PodTemplateSpec {
@@ -177,38 +192,7 @@ pub(super) fn running_pod(toy: &Toy, n: usize, revision: &str, image: &str) -> P
     let mut pod = toy.new_pod(&create, &template(image, None));
     pod.metadata.uid = Some(format!("uid-{n}"));
     pod.metadata.creation_timestamp = Some(Time(ts(i64::try_from(n).unwrap())));
-    pod.spec.get_or_insert_default().node_name = Some(format!("node-{n}"));
-    let condition = |type_: &str| PodCondition {
-        type_: type_.to_owned(),
-        status: "True".to_owned(),
-        last_transition_time: Some(Time(ts(0))),
-        ..PodCondition::default()
-    };
-    let mut conditions = vec![condition("Ready")];
-    conditions.extend(toy.readiness_gates().into_iter().map(condition));
-    pod.status = Some(PodStatus {
-        phase: Some("Running".to_owned()),
-        conditions: Some(conditions),
-        container_statuses: Some(vec![container_status(image, ts(0))]),
-        ..PodStatus::default()
-    });
-    pod
-}
-
-fn container_status(image: &str, started: Timestamp) -> ContainerStatus {
-    ContainerStatus {
-        name: "app".to_owned(),
-        image: image.to_owned(),
-        image_id: format!("sha-{image}"),
-        ready: true,
-        state: Some(ContainerState {
-            running: Some(ContainerStateRunning {
-                started_at: Some(Time(started)),
-            }),
-            ..ContainerState::default()
-        }),
-        ..ContainerStatus::default()
-    }
+    run_on(pod, &format!("node-{n}"))
 }
 
 /// One sync of `toy` over `pods`, naming new pods `toy-new-<i>`.
@@ -223,7 +207,7 @@ pub(super) fn try_sync(
     revisions: &BTreeMap<String, PodTemplateSpec>,
 ) -> Result<Plan, PlanError> {
     let named = BTreeSet::new();
-    let snap = PodSetSnapshot {
+    plan_snapshot(&PodSetSnapshot {
         workload: toy,
         pods: pods.iter().collect(),
         claims: Vec::new(),
@@ -232,8 +216,13 @@ pub(super) fn try_sync(
         revisions,
         named_for_deletion: &named,
         now: ts(100),
-    };
-    let mut set = PodSet::new(&snap);
+    })
+}
+
+/// One sync of the toy as its kind would run it: refresh, then scale (new pods named
+/// `toy-new-<i>`) or update.
+pub(super) fn plan_snapshot(snap: &PodSetSnapshot<'_, Toy>) -> Result<Plan, PlanError> {
+    let mut set = PodSet::new(snap);
     let mut plan = Plan::default();
     set.refresh(&mut plan)?;
     set.scale_and_update(&mut plan, |scale, plan| {
@@ -369,7 +358,13 @@ fn toy_updates_in_place_then_finishes_once_the_container_restarted() {
     )]));
     updated.spec.get_or_insert_default().containers[0].image = Some("toy:v2".to_owned());
     let status = updated.status.get_or_insert_default();
-    status.container_statuses = Some(vec![container_status("toy:v2", ts(101))]);
+    status.container_statuses = Some(vec![container_running(
+        "app",
+        "toy:v2",
+        "sha-toy:v2",
+        ts(101),
+        true,
+    )]);
     for c in status.conditions.iter_mut().flatten() {
         if c.type_ == INPLACE_UPDATE_READY {
             c.status = "False".to_owned();

@@ -5,7 +5,8 @@
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::toy_tests::{Toy, V1, V2, revisions, running_pod, sync, template, toy, try_sync};
+use super::toy_case::{Case, NEW, OLD, PodBuilder, names, pod, set};
+use super::toy_tests::{Toy, V1, V2, revisions, running_pod, sync, template, toy, try_sync, ts};
 use crate::api::common::PodUpdatePolicy;
 use crate::workload::actions::DeleteReason;
 use crate::workload::inplace::{INPLACE_UPDATE_READY, STATE_ANNOTATION};
@@ -159,4 +160,114 @@ fn unavailable_old_pods_are_not_all_updated_at_once() {
     let pods: Vec<Pod> = old_pods(&toy, 10).into_iter().map(not_ready).collect();
     let plan = sync(&toy, &pods, &revisions);
     assert_eq!(plan.deletes.len(), 2, "{plan:#?}");
+}
+
+#[test]
+fn max_unavailable_and_partition_limit_the_pods_updated_per_sync() {
+    let int = |n| Some(IntOrString::Int(n));
+    let pct = |s: &str| Some(IntOrString::String(s.to_owned()));
+    let old_and = |old, extra: Vec<PodBuilder>| {
+        let mut pods = names(old, OLD);
+        pods.extend(extra);
+        pods
+    };
+    type Row = (
+        &'static str,
+        Option<IntOrString>, // maxUnavailable
+        Option<IntOrString>, // partition
+        Vec<PodBuilder>,
+        usize,
+    );
+    let cases: Vec<Row> = vec![
+        ("default 20% of 10", None, None, names(10, OLD), 2),
+        ("default 20% of 3 rounds up", None, None, names(3, OLD), 1),
+        ("int 3", int(3), None, names(10, OLD), 3),
+        ("35% of 10 rounds up", pct("35%"), None, names(10, OLD), 4),
+        ("0: nothing", int(0), None, names(10, OLD), 0),
+        ("100%: all", pct("100%"), None, names(10, OLD), 10),
+        (
+            "an unavailable updated pod uses up the budget",
+            int(2),
+            None,
+            old_and(9, vec![pod("toy-n", NEW).not_ready()]),
+            1,
+        ),
+        (
+            "as many unavailable updated pods as the budget: nothing",
+            int(2),
+            None,
+            old_and(
+                8,
+                vec![pod("toy-n", NEW).not_ready(), pod("toy-m", NEW).not_ready()],
+            ),
+            0,
+        ),
+        (
+            "an unready old pod is updated without budget",
+            int(1),
+            None,
+            old_and(9, vec![pod("toy-u", OLD).not_ready()]),
+            1,
+        ),
+        (
+            "a pod ready for less than minReadySeconds is unavailable",
+            int(2),
+            None,
+            old_and(9, vec![pod("toy-n", NEW).ready_since(ts(995))]),
+            1,
+        ),
+        (
+            "partition 3 of 5 keeps 3 old",
+            pct("100%"),
+            int(3),
+            names(5, OLD),
+            2,
+        ),
+        (
+            "partition 40% of 5 keeps 2 old",
+            pct("100%"),
+            pct("40%"),
+            names(5, OLD),
+            3,
+        ),
+        (
+            "partition reached: nothing",
+            pct("100%"),
+            int(3),
+            old_and(3, vec![pod("toy-n", NEW), pod("toy-m", NEW)]),
+            0,
+        ),
+        (
+            "partition 100% keeps all",
+            pct("100%"),
+            pct("100%"),
+            names(5, OLD),
+            0,
+        ),
+        (
+            "partition and maxUnavailable: the smaller wins",
+            int(1),
+            int(2),
+            names(5, OLD),
+            1,
+        ),
+    ];
+    for (name, max_unavailable, partition, pods, want) in cases {
+        let toy = Toy {
+            max_unavailable,
+            partition,
+            min_ready_seconds: 10,
+            ..set(i32::try_from(pods.len()).unwrap())
+        };
+        let plan = Case::new(toy).pods(pods).plan();
+        assert!(
+            (plan.deletes.iter()).all(|d| d.reason == DeleteReason::RecreateUpdate),
+            "{name}"
+        );
+        assert!(
+            (plan.deletes.iter()).all(|d| d.pod != "toy-n" && d.pod != "toy-m"),
+            "{name}: updated pods are left alone"
+        );
+        assert_eq!(plan.deletes.len(), want, "{name}: {plan:#?}");
+    }
 }
