@@ -28,19 +28,21 @@ pub struct WorkloadRef {
 }
 
 impl Kind {
-    /// The kind for a name as kubectl and kubectl-kruise accept it (singular, plural,
-    /// short name or `<plural>.apps.kruise.io`).
+    /// The kind for a name as kubectl and kubectl-kruise accept it: singular, plural,
+    /// OpenKruise's short name (`clone`, `asts`, `ads`/`daemon`) or
+    /// `<plural>.apps.kruise.io`. `cs`, `sts` and `ds` are not among them: kubectl gives
+    /// them to ComponentStatus and the native StatefulSet and DaemonSet.
     pub fn parse(word: &str) -> Option<Self> {
         let word = word.to_ascii_lowercase();
         let word = word
             .strip_suffix(".apps.kruise.io")
             .unwrap_or(word.as_str());
         match word {
-            "cloneset" | "clonesets" | "clone" | "cs" => Some(Self::CloneSet),
-            "statefulset" | "statefulsets" | "sts" | "asts" | "advancedstatefulset" => {
+            "cloneset" | "clonesets" | "clone" => Some(Self::CloneSet),
+            "statefulset" | "statefulsets" | "asts" | "advancedstatefulset" => {
                 Some(Self::StatefulSet)
             }
-            "daemonset" | "daemonsets" | "ds" | "ads" | "daemon" | "advanceddaemonset" => {
+            "daemonset" | "daemonsets" | "ads" | "daemon" | "advanceddaemonset" => {
                 Some(Self::DaemonSet)
             }
             _ => None,
@@ -86,7 +88,7 @@ impl std::str::FromStr for WorkloadRef {
         })?;
         let kind = Kind::parse(kind).ok_or_else(|| {
             format!(
-                "\"{kind}\" is not a kind with rollouts; use cloneset, statefulset (asts) or daemonset (ads)"
+                "\"{kind}\" is not a kind with rollouts; use cloneset (clone), statefulset (asts) or daemonset (ads)"
             )
         })?;
         if name.is_empty() || name.contains('/') {
