@@ -137,6 +137,7 @@ pub async fn scale(
     (replicas, current_replicas): (i32, Option<i32>),
     out: Output,
 ) -> Result<u8> {
+    replicas::scalable(target.kind).map_err(|e| anyhow!("cannot scale {target}: {e}"))?;
     let object = read(client, namespace, target).await?;
     let patch = replicas::scale_patch(target.kind, &object, replicas, current_replicas)
         .map_err(|e| anyhow!("cannot scale {target}: {e}"))?;

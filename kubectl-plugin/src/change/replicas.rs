@@ -5,6 +5,18 @@ use serde_json::{Value, json};
 
 use crate::workload::Kind;
 
+/// Refuses the kind without replicas (checked before the object is read, so the answer
+/// does not depend on whether it exists).
+pub fn scalable(kind: Kind) -> Result<(), String> {
+    if kind == Kind::DaemonSet {
+        return Err(
+            "an Advanced DaemonSet runs one pod per matching node and has no replicas to scale"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
 /// The merge patch of `scale --replicas N [--current-replicas M]`.
 pub fn scale_patch(
     kind: Kind,
@@ -12,12 +24,7 @@ pub fn scale_patch(
     replicas: i32,
     current_replicas: Option<i32>,
 ) -> Result<Value, String> {
-    if kind == Kind::DaemonSet {
-        return Err(
-            "an Advanced DaemonSet runs one pod per matching node and has no replicas to scale"
-                .to_owned(),
-        );
-    }
+    scalable(kind)?;
     if replicas < 0 {
         return Err(format!("--replicas must be 0 or more, not {replicas}"));
     }
