@@ -68,9 +68,30 @@ pub enum Command {
         #[arg(long)]
         pods: String,
     },
+    /// A Service for a workload's pods (its selector's matchLabels), as kubectl expose.
+    Expose(ExposeArgs),
     /// Create a Job or BroadcastJob from an AdvancedCronJob, or a ContainerRecreateRequest.
     #[command(subcommand)]
     Create(CreateCommand),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExposeArgs {
+    pub workload: WorkloadRef,
+    /// The Service's port (default: the pod template's container ports).
+    #[arg(long)]
+    pub port: Option<i32>,
+    /// The pods' port, a number or a name (default: --port).
+    #[arg(long)]
+    pub target_port: Option<String>,
+    /// The Service's name (default: the workload's).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value = "TCP")]
+    pub protocol: String,
+    /// ClusterIP, NodePort or LoadBalancer.
+    #[arg(long = "type", default_value = "ClusterIP")]
+    pub type_: String,
 }
 
 #[derive(Subcommand, Debug)]

@@ -4,6 +4,7 @@ mod apiserver;
 mod change;
 mod cli;
 mod create;
+mod expose;
 mod node_info;
 mod output;
 mod pulls;
@@ -64,6 +65,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Scaledown { cloneset, pods } => {
             change::scaledown(&client, &namespace, &cloneset, &pods, cli.output).await
         }
+        cli::Command::Expose(args) => expose::run(&client, &namespace, args, cli.output).await,
         cli::Command::Create(command) => {
             create::run(&client, &namespace, command, cli.output).await
         }

@@ -2,6 +2,7 @@
 //! (kubectl finds the plugin on PATH), each result checked with the API: `rollout
 //! restart` (a new restartedAt annotation, every pod replaced), `set image|env|resources`
 //! (the template changed, and the sentence on whether the pods take it in place),
+//! `expose` (a Service selecting the CloneSet's pods),
 //! `scale` (and its refusals), `scaledown --pods` (CloneSet's specified delete: that pod
 //! goes, the other stays), `create job|broadcastjob --from=acj/<name>` and `create crr`
 //! (a request for a real pod on the kubelet node that completes).
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -164,7 +165,8 @@ async fn rollout_restart_replaces_every_pod_with_the_annotation() -> Result<()> 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn set_image_env_and_resources_say_whether_pods_take_them_in_place() -> Result<()> {
+async fn set_image_env_and_resources_say_whether_pods_take_them_in_place_and_expose() -> Result<()>
+{
     run_in_namespace("kubectl-plugin-set", |ctx| async move {
         create(&ctx, &clonesets(), "web", json!({ "type": "InPlaceIfPossible" })).await?;
         let v2 = ctx.cluster.image("web:v2");
@@ -205,6 +207,14 @@ async fn set_image_env_and_resources_say_whether_pods_take_them_in_place() -> Re
             absent.code == 1 && absent.stderr.contains("the apiserver said") && absent.stderr.contains("not found"),
             "{absent:?}"
         );
+
+        let exposed = kubectl_stevedore(&ctx, &["expose", "cloneset/web", "--port", "80", "--target-port", "8080"]).await?;
+        exposed.ok()?;
+        let service = ctx.api::<Service>().get("web").await.context("the Service")?;
+        let spec = service.spec.context("no Service spec")?;
+        ensure!(spec.selector.unwrap_or_default().get("app").map(String::as_str) == Some("web"), "not selecting app=web");
+        let ports = spec.ports.unwrap_or_default();
+        ensure!(ports.len() == 1 && ports[0].port == 80, "{ports:?}");
         Ok(())
     })
     .await
