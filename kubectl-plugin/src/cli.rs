@@ -363,6 +363,16 @@ mod tests {
         assert!(parse(&["scaledown", "web", "--pods", "web-a,web-b"]).is_ok());
         assert!(parse(&["scale", "asts/db", "--replicas=3", "--current-replicas=2"]).is_ok());
         assert!(parse(&["rollout", "restart", "ads/agent"]).is_ok());
+        let versioned = parse(&[
+            "rollout",
+            "status",
+            "daemonsets.v1beta1.apps.kruise.io/agent",
+        ])
+        .expect("a kind with its version");
+        let Command::Rollout(RolloutCommand::Status { workload, .. }) = versioned.command else {
+            panic!("not rollout status");
+        };
+        assert_eq!(workload.to_string(), "daemonset.apps.kruise.io/agent");
         assert!(
             parse(&["set", "image", "cloneset/web"]).is_err(),
             "an image is required"

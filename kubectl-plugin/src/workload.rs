@@ -27,6 +27,16 @@ pub struct WorkloadRef {
     pub name: String,
 }
 
+/// `daemonsets.v1alpha1.apps.kruise.io` → `daemonsets`: the group and a version, as kubectl
+/// (and kubectl-kruise) accept them, name the same kind.
+pub fn strip_group_and_version(word: &str) -> &str {
+    let word = word.strip_suffix(".apps.kruise.io").unwrap_or(word);
+    ["v1alpha1", "v1beta1"]
+        .iter()
+        .find_map(|version| word.strip_suffix(&format!(".{version}")))
+        .unwrap_or(word)
+}
+
 impl Kind {
     /// The kind for a name as kubectl and kubectl-kruise accept it: singular, plural,
     /// OpenKruise's short name (`clone`, `asts`, `ads`/`daemon`) or
@@ -34,9 +44,7 @@ impl Kind {
     /// them to ComponentStatus and the native StatefulSet and DaemonSet.
     pub fn parse(word: &str) -> Option<Self> {
         let word = word.to_ascii_lowercase();
-        let word = word
-            .strip_suffix(".apps.kruise.io")
-            .unwrap_or(word.as_str());
+        let word = strip_group_and_version(&word);
         match word {
             "cloneset" | "clonesets" | "clone" => Some(Self::CloneSet),
             "statefulset" | "statefulsets" | "asts" | "advancedstatefulset" => {

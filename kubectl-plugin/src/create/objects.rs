@@ -14,7 +14,7 @@ pub fn from_cronjob(from: &str) -> Result<String, String> {
         .split_once('/')
         .ok_or_else(|| format!("--from=\"{from}\" is not acj/<name>"))?;
     let kind = kind.to_ascii_lowercase();
-    let kind = kind.strip_suffix(".apps.kruise.io").unwrap_or(&kind);
+    let kind = crate::workload::strip_group_and_version(&kind);
     match kind {
         "acj" | "advancedcronjob" | "advancedcronjobs"
             if !name.is_empty() && !name.contains('/') =>

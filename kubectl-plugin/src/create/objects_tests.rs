@@ -17,6 +17,10 @@ fn from_names_an_advanced_cronjob() {
         ("acj/nightly", Ok("nightly")),
         ("AdvancedCronJob/nightly", Ok("nightly")),
         ("advancedcronjobs.apps.kruise.io/nightly", Ok("nightly")),
+        (
+            "advancedcronjobs.v1alpha1.apps.kruise.io/nightly",
+            Ok("nightly"),
+        ),
         ("cronjob/nightly", Err("kubectl create job")),
         ("nightly", Err("is not acj/<name>")),
         ("cloneset/web", Err("does not name an AdvancedCronJob")),
