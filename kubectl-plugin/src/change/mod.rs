@@ -179,19 +179,18 @@ pub async fn scaledown(
     }
     let plan = replicas::scaledown(&object, &pods)
         .map_err(|e| anyhow!("cannot scale down {target}: {e}"))?;
-    write(
-        client,
-        namespace,
-        &target,
-        replicas::scaledown_patch(&object, &plan),
-    )
-    .await?;
+    if plan.added.is_empty() {
+        let message = format!("{target} already deletes pods {}", pods.join(", "));
+        return report(out, &target, "scaledown", false, message);
+    }
+    let patch = replicas::scaledown_patch(&object, &plan);
+    write(client, namespace, &target, patch).await?;
     let message = format!(
         "{target} scaled down to {} replicas, deleting pods {}",
         plan.replicas,
-        pods.join(", ")
+        plan.added.join(", ")
     );
-    report(out, &target, "scaledown", !plan.added.is_empty(), message)
+    report(out, &target, "scaledown", true, message)
 }
 
 impl WorkloadRef {
