@@ -18,6 +18,7 @@
 #   cluster.sh prebuild [--tools]    build the Go binaries `up` needs (and with --tools the
 #                                    tests' tools) without starting anything
 #   cluster.sh compile               compile Stevedore's agent and control plane (no cluster)
+#   cluster.sh plugin                where the `kubectl stevedore` plugin is, and how to build it
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -190,5 +191,6 @@ case ${1:-} in
   tools) cmd_tools ;;
   prebuild) shift; cmd_prebuild "$@" ;;
   compile) compile_binaries ;;
-  *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  plugin) plugin_hint ;;
+  *) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

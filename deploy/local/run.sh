@@ -21,3 +21,4 @@ trap 'kill_tree "$compile_pid"' EXIT
 wait "$compile_pid" || die "compiling Stevedore's binaries failed (log: $STEVEDORE_CACHE/build-stevedore.log)"
 trap - EXIT
 "$HERE/cluster.sh" deploy
+"$HERE/cluster.sh" plugin

@@ -45,6 +45,138 @@ pub enum Command {
     Pulls(PullsArgs),
     /// The node agent's own description of its node (GetNodeInfo).
     DescribeNode(DescribeNodeArgs),
+    /// Change a workload's pod template: image, env or resources (as kubectl set), and say
+    /// whether the pods take it in place under the workload's update strategy.
+    #[command(subcommand)]
+    Set(SetCommand),
+    /// Set the replicas of a CloneSet or Advanced StatefulSet.
+    Scale {
+        workload: WorkloadRef,
+        /// The new number of replicas.
+        #[arg(long)]
+        replicas: i32,
+        /// Scale only if the workload has this many replicas now.
+        #[arg(long)]
+        current_replicas: Option<i32>,
+    },
+    /// Scale a CloneSet down by deleting the pods named (specified delete: the pods go to
+    /// spec.scaleStrategy.podsToDelete and replicas go down by as many).
+    Scaledown {
+        /// The CloneSet: its name or cloneset/<name>.
+        cloneset: String,
+        /// The pods to delete, separated by commas.
+        #[arg(long)]
+        pods: String,
+    },
+    /// A Service for a workload's pods (its selector's matchLabels), as kubectl expose.
+    Expose(ExposeArgs),
+    /// Create a Job or BroadcastJob from an AdvancedCronJob, or a ContainerRecreateRequest.
+    #[command(subcommand)]
+    Create(CreateCommand),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExposeArgs {
+    pub workload: WorkloadRef,
+    /// The Service's port (default: the pod template's container ports).
+    #[arg(long)]
+    pub port: Option<i32>,
+    /// The pods' port, a number or a name (default: --port).
+    #[arg(long)]
+    pub target_port: Option<String>,
+    /// The Service's name (default: the workload's).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value = "TCP")]
+    pub protocol: String,
+    /// ClusterIP, NodePort or LoadBalancer.
+    #[arg(long = "type", default_value = "ClusterIP")]
+    pub type_: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SetCommand {
+    /// Set container images: `container=image` (`*=image`: every container).
+    Image {
+        workload: WorkloadRef,
+        #[arg(required = true)]
+        images: Vec<String>,
+    },
+    /// Set (`NAME=value`) or remove (`NAME-`) environment variables.
+    Env {
+        workload: WorkloadRef,
+        #[arg(required = true)]
+        env: Vec<String>,
+        /// The containers to change (a name, `*` as a wildcard).
+        #[arg(short = 'c', long, default_value = "*")]
+        containers: String,
+    },
+    /// Set resource limits and requests, e.g. --limits=cpu=200m,memory=512Mi.
+    Resources {
+        workload: WorkloadRef,
+        /// The containers to change (a name, `*` as a wildcard).
+        #[arg(short = 'c', long, default_value = "*")]
+        containers: String,
+        #[arg(long)]
+        limits: Option<String>,
+        #[arg(long)]
+        requests: Option<String>,
+    },
+}
+
+impl SetCommand {
+    pub fn workload(&self) -> &WorkloadRef {
+        match self {
+            Self::Image { workload, .. }
+            | Self::Env { workload, .. }
+            | Self::Resources { workload, .. } => workload,
+        }
+    }
+
+    /// What the command changes, as its result names it.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Self::Image { .. } => "image",
+            Self::Env { .. } => "env",
+            Self::Resources { .. } => "resources",
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CreateCommand {
+    /// A Job from an AdvancedCronJob's jobTemplate.
+    Job {
+        name: String,
+        /// The AdvancedCronJob: acj/<name>.
+        #[arg(long)]
+        from: String,
+    },
+    /// A BroadcastJob from an AdvancedCronJob's broadcastJobTemplate.
+    #[command(alias = "broadcastJob", alias = "bcj")]
+    Broadcastjob {
+        name: String,
+        /// The AdvancedCronJob: acj/<name>.
+        #[arg(long)]
+        from: String,
+    },
+    /// A ContainerRecreateRequest: recreate containers of a pod in place.
+    #[command(alias = "ContainerRecreateRequest", alias = "containerrecreaterequest")]
+    Crr {
+        name: String,
+        /// The pod whose containers to recreate.
+        #[arg(short = 'p', long)]
+        pod: String,
+        /// The containers to recreate, separated by commas (default: all of the pod's).
+        #[arg(long, value_delimiter = ',')]
+        containers: Vec<String>,
+        /// Seconds the pod is marked not ready before a container is stopped.
+        #[arg(short = 'u', long = "unreadyGracePeriodSeconds", default_value_t = 3)]
+        unready_grace_period_seconds: i64,
+        /// Seconds a recreated container must run ready to count as recreated.
+        #[arg(short = 'm', long = "minStartedSeconds", default_value_t = 3)]
+        min_started_seconds: i32,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -70,6 +202,8 @@ pub enum RolloutCommand {
     },
     /// The workload's revisions with their images.
     History { workload: WorkloadRef },
+    /// Replace every pod: a new `kubectl.kubernetes.io/restartedAt` template annotation.
+    Restart { workload: WorkloadRef },
 }
 
 #[derive(clap::Args, Debug)]
@@ -181,5 +315,69 @@ mod tests {
             "{bad}"
         );
         assert!(Cli::try_parse_from(["kubectl-stevedore", "pulls", "--until-done"]).is_err());
+    }
+
+    #[test]
+    fn kubectl_kruise_style_command_lines() {
+        let parse = |words: &[&str]| {
+            Cli::try_parse_from(std::iter::once("kubectl-stevedore").chain(words.iter().copied()))
+        };
+        let env = parse(&["set", "env", "clone/web", "A=1", "B-", "-c", "web"]).expect("set env");
+        let Command::Set(SetCommand::Env {
+            env, containers, ..
+        }) = env.command
+        else {
+            panic!("not set env");
+        };
+        assert_eq!(
+            (env, containers.as_str()),
+            (vec!["A=1".into(), "B-".into()], "web")
+        );
+
+        let crr = parse(&[
+            "create",
+            "crr",
+            "again",
+            "--pod",
+            "web-0",
+            "--containers",
+            "a,b",
+            "-u",
+            "5",
+        ])
+        .expect("create crr");
+        let Command::Create(CreateCommand::Crr {
+            containers,
+            unready_grace_period_seconds,
+            min_started_seconds,
+            ..
+        }) = crr.command
+        else {
+            panic!("not create crr");
+        };
+        assert_eq!(containers, vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!((unready_grace_period_seconds, min_started_seconds), (5, 3));
+
+        assert!(parse(&["create", "ContainerRecreateRequest", "x", "-p", "web-0"]).is_ok());
+        assert!(parse(&["create", "broadcastJob", "x", "--from=acj/nightly"]).is_ok());
+        assert!(parse(&["scaledown", "web", "--pods", "web-a,web-b"]).is_ok());
+        assert!(parse(&["scale", "asts/db", "--replicas=3", "--current-replicas=2"]).is_ok());
+        assert!(parse(&["rollout", "restart", "ads/agent"]).is_ok());
+        let versioned = parse(&[
+            "rollout",
+            "status",
+            "daemonsets.v1beta1.apps.kruise.io/agent",
+        ])
+        .expect("a kind with its version");
+        let Command::Rollout(RolloutCommand::Status { workload, .. }) = versioned.command else {
+            panic!("not rollout status");
+        };
+        assert_eq!(workload.to_string(), "daemonset.apps.kruise.io/agent");
+        assert!(
+            parse(&["set", "image", "cloneset/web"]).is_err(),
+            "an image is required"
+        );
+        let cs = parse(&["rollout", "status", "cs/web"]).expect_err("cs is ComponentStatus");
+        assert!(cs.to_string().contains("cloneset (clone)"), "{cs}");
     }
 }

@@ -1,6 +1,10 @@
 //! `kubectl stevedore`: rollouts of Stevedore's workloads and image pulls at a glance.
 
+mod apiserver;
+mod change;
 mod cli;
+mod create;
+mod expose;
 mod node_info;
 mod output;
 mod pulls;
@@ -19,6 +23,11 @@ async fn main() -> ExitCode {
         Err(error) => {
             let mut message = format!("error: {error}");
             for cause in error.chain().skip(1) {
+                // The apiserver's own sentence, not the client's dump of its Status.
+                if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
+                    message.push_str(&format!(": the apiserver said \"{}\"", status.message));
+                    break;
+                }
                 message.push_str(&format!(": {cause}"));
             }
             let _ = std::io::Write::write_all(
@@ -44,5 +53,21 @@ async fn run(cli: cli::Cli) -> anyhow::Result<u8> {
             pulls::run(&client, args, cli.namespace.as_deref(), cli.output).await
         }
         cli::Command::DescribeNode(args) => node_info::run(&client, args, cli.output).await,
+        cli::Command::Set(command) => change::set(&client, &namespace, command, cli.output).await,
+        cli::Command::Scale {
+            workload,
+            replicas,
+            current_replicas,
+        } => {
+            let counts = (replicas, current_replicas);
+            change::scale(&client, &namespace, &workload, counts, cli.output).await
+        }
+        cli::Command::Scaledown { cloneset, pods } => {
+            change::scaledown(&client, &namespace, &cloneset, &pods, cli.output).await
+        }
+        cli::Command::Expose(args) => expose::run(&client, &namespace, args, cli.output).await,
+        cli::Command::Create(command) => {
+            create::run(&client, &namespace, command, cli.output).await
+        }
     }
 }

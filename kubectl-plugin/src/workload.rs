@@ -27,20 +27,30 @@ pub struct WorkloadRef {
     pub name: String,
 }
 
+/// `daemonsets.v1alpha1.apps.kruise.io` → `daemonsets`: the group and a version, as kubectl
+/// (and kubectl-kruise) accept them, name the same kind.
+pub fn strip_group_and_version(word: &str) -> &str {
+    let word = word.strip_suffix(".apps.kruise.io").unwrap_or(word);
+    ["v1alpha1", "v1beta1"]
+        .iter()
+        .find_map(|version| word.strip_suffix(&format!(".{version}")))
+        .unwrap_or(word)
+}
+
 impl Kind {
-    /// The kind for a name as kubectl and kubectl-kruise accept it (singular, plural,
-    /// short name or `<plural>.apps.kruise.io`).
+    /// The kind for a name as kubectl and kubectl-kruise accept it: singular, plural,
+    /// OpenKruise's short name (`clone`, `asts`, `ads`/`daemon`) or
+    /// `<plural>.apps.kruise.io`. `cs`, `sts` and `ds` are not among them: kubectl gives
+    /// them to ComponentStatus and the native StatefulSet and DaemonSet.
     pub fn parse(word: &str) -> Option<Self> {
         let word = word.to_ascii_lowercase();
-        let word = word
-            .strip_suffix(".apps.kruise.io")
-            .unwrap_or(word.as_str());
+        let word = strip_group_and_version(&word);
         match word {
-            "cloneset" | "clonesets" | "clone" | "cs" => Some(Self::CloneSet),
-            "statefulset" | "statefulsets" | "sts" | "asts" | "advancedstatefulset" => {
+            "cloneset" | "clonesets" | "clone" => Some(Self::CloneSet),
+            "statefulset" | "statefulsets" | "asts" | "advancedstatefulset" => {
                 Some(Self::StatefulSet)
             }
-            "daemonset" | "daemonsets" | "ds" | "ads" | "daemon" | "advanceddaemonset" => {
+            "daemonset" | "daemonsets" | "ads" | "daemon" | "advanceddaemonset" => {
                 Some(Self::DaemonSet)
             }
             _ => None,
@@ -86,7 +96,7 @@ impl std::str::FromStr for WorkloadRef {
         })?;
         let kind = Kind::parse(kind).ok_or_else(|| {
             format!(
-                "\"{kind}\" is not a kind with rollouts; use cloneset, statefulset (asts) or daemonset (ads)"
+                "\"{kind}\" is not a kind with rollouts; use cloneset (clone), statefulset (asts) or daemonset (ads)"
             )
         })?;
         if name.is_empty() || name.contains('/') {

@@ -10,6 +10,8 @@ pub mod controlplane;
 pub mod crds;
 pub mod diagnostics;
 pub mod events;
+#[cfg(test)]
+mod grafana_dashboard;
 pub mod grpc;
 pub mod helm;
 pub mod kustomize_swap;

@@ -115,6 +115,9 @@ fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
             }]);
             ensure!(policy["spec"]["ingress"] == want, "{policy}");
             ensure!(container_env(ds, "STEVEDORE_LOG_FORMAT") == Some(&json!("json")));
+            // No dashboard by default.
+            ensure!(!objs.iter().any(|o| o["kind"] == "ConfigMap"
+                && o["metadata"]["name"] == "stevedore-grafana-dashboard"));
             // No metrics Service by default; the webhook's Service is always there.
             let metrics_service = |o: &Value| {
                 o["kind"] == "Service" && o["metadata"]["name"] != "stevedore-controlplane-webhook"
@@ -280,8 +283,33 @@ fn value_cases() -> Vec<(&'static str, &'static [&'static str], Check)> {
                         == json!({ "ports": [{ "port": "metrics", "protocol": "TCP" }] }),
                     "/metrics is admitted while metrics.enabled: {policy}"
                 );
-                find(objs, "ServiceMonitor", "stevedore-agent")?;
+                let agent_monitor = find(objs, "ServiceMonitor", "stevedore-agent")?;
+                ensure!(
+                    agent_monitor["spec"]["endpoints"][0]["relabelings"][0]["targetLabel"]
+                        == "node",
+                    "the dashboard's per-node panels need the node label: {agent_monitor}"
+                );
                 find(objs, "ServiceMonitor", "stevedore-controlplane").map(|_| ())
+            },
+        ),
+        (
+            "grafana dashboard",
+            &[
+                "metrics.grafanaDashboard.enabled=true",
+                "metrics.grafanaDashboard.namespace=monitoring",
+            ],
+            |objs| {
+                let map = find(objs, "ConfigMap", "stevedore-grafana-dashboard")?;
+                ensure!(map["metadata"]["namespace"] == "monitoring", "{map}");
+                ensure!(
+                    map["metadata"]["labels"]["grafana_dashboard"] == "1",
+                    "the sidecar's label: {map}"
+                );
+                let text = map["data"]["stevedore.json"].as_str().unwrap_or("");
+                let dashboard: Value = serde_json::from_str(text)
+                    .map_err(|e| anyhow!("the dashboard is not JSON ({e}): {text}"))?;
+                ensure!(dashboard["uid"] == "stevedore-overview", "{dashboard}");
+                Ok(())
             },
         ),
     ]

@@ -88,6 +88,19 @@ compile_binaries() {
   log "Stevedore's binaries are compiled"
 }
 
+# plugin_hint: the command that builds the `kubectl stevedore` plugin and the PATH line
+# that makes kubectl find it, and the binary if one is built. run.sh prints this rather
+# than building it: built on its own, the plugin's dependencies resolve with other
+# features than the control plane's (tracing, chrono, ...), so tonic, kube and the API
+# crate compile again, minutes on 2 cores that a first run would wait for.
+plugin_hint() {
+  local dir=$CARGO_TARGET_DIR/release
+  log "kubectl stevedore: cargo build --release -p kubectl-stevedore --locked (with CARGO_TARGET_DIR=$CARGO_TARGET_DIR), then export PATH=$dir:\$PATH"
+  if [[ -x $dir/kubectl-stevedore ]]; then
+    log "kubectl stevedore: built at $dir/kubectl-stevedore ($(date -r "$dir/kubectl-stevedore" '+%F %T'))"
+  fi
+}
+
 # compile NAME BIN: builds binary NAME (crate of the same name) with its profile
 # (crate_profile) and copies it, stripped, to BIN. The target directory may be shared by
 # several checkouts and cargo copies each build's binary to the same debug/NAME: a lock

@@ -91,7 +91,7 @@ fn watch_states(client: &Client, namespace: &str, target: &WorkloadRef) -> State
     }
 }
 
-fn dynamic_api(client: &Client, namespace: &str, kind: Kind) -> Api<DynamicObject> {
+pub fn dynamic_api(client: &Client, namespace: &str, kind: Kind) -> Api<DynamicObject> {
     let resource = match kind {
         Kind::CloneSet => ApiResource::erase::<CloneSet>(&()),
         Kind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
@@ -124,6 +124,9 @@ pub async fn run(
         RolloutCommand::History { workload } => {
             show_history(client, namespace, &workload, out).await
         }
+        RolloutCommand::Restart { workload } => {
+            crate::change::restart(client, namespace, &workload, out).await
+        }
     }
 }
 
@@ -135,7 +138,7 @@ struct ActionResult<'a> {
     message: String,
 }
 
-fn report(
+pub fn report(
     out: Output,
     target: &WorkloadRef,
     action: &str,

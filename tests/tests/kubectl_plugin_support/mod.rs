@@ -1,6 +1,7 @@
 //! Runs `kubectl stevedore ...` as a user would: kubectl from the cluster's binaries finds
 //! the plugin on PATH (the workspace's built `kubectl-stevedore`), in a pseudo-terminal
 //! (`script`) when the test wants the progress bars.
+#![allow(dead_code, reason = "each suite uses its own subset of these helpers")]
 
 use std::path::PathBuf;
 use std::process::Stdio;
