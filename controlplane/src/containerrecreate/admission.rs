@@ -68,7 +68,9 @@ pub fn default_crr(
 }
 
 /// Whether the CRD's schema refuses `request` anyway (its rules, read as it reads them).
-fn schema_refuses(request: &ContainerRecreateRequest) -> bool {
+/// Mutating webhooks run before the schema is checked: such a request is left to the
+/// schema, whose message names the field, and its pod is never looked up.
+pub(super) fn schema_refuses(request: &ContainerRecreateRequest) -> bool {
     let spec = &request.spec;
     let strategy = &spec.strategy;
     let names = &spec.containers;

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde_json::Value;
 
-use super::admission::{default_crr, validate_crr_update};
+use super::admission::{default_crr, schema_refuses, validate_crr_update};
 use crate::admission::review::{AdmissionRequest, Decision, Refusal, answer, read_request};
 use crate::api::ContainerRecreateRequest;
 use crate::controller::api_error::api_error;
@@ -56,6 +56,9 @@ async fn decide(client: &kube::Client, request: &AdmissionRequest) -> Result<Vec
         return Ok(Vec::new());
     };
     match request.operation.as_str() {
+        // A pod name that is no DNS subdomain (`../other/web-0`) must not reach a
+        // request path: the schema refuses it after this webhook, naming the field.
+        "CREATE" if schema_refuses(&new) => Ok(Vec::new()),
         "CREATE" => {
             let namespace = request.namespace.as_deref().unwrap_or_default();
             let pod = read_pod(client, namespace, &new.spec.pod_name).await?;
@@ -147,5 +150,15 @@ mod tests {
             "spec.podName is immutable: create a new ContainerRecreateRequest instead."
         );
         assert!(api.sent().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_pod_name_that_is_no_dns_name_is_left_to_the_schema_unread() {
+        for name in ["../other/web-0", "web/0", "Web-0", ""] {
+            let api = ScriptedApi::new(vec![]);
+            let patch = decide(&api.client(), &review("CREATE", crr(name), None)).await;
+            assert_eq!(patch.ok(), Some(Vec::new()), "{name}");
+            assert!(api.sent().is_empty(), "{name}: {:?}", api.sent());
+        }
     }
 }

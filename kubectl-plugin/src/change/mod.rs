@@ -34,6 +34,43 @@ async fn write(client: &Client, namespace: &str, target: &WorkloadRef, patch: Va
     Ok(())
 }
 
+/// How often a conflicting write is computed again from a fresh read (kubectl's
+/// `RetryOnConflict` tries five times).
+const WRITE_TRIES: usize = 5;
+
+/// Reads `target`, computes its patch from what was read (`None`: nothing to write) and
+/// writes it, conditional on the resourceVersion read. A controller writes the object
+/// often (its status, at every sync), so a conflict reads it again and computes the patch
+/// anew, as kubectl does. Returns the object the last patch was computed from, and whether
+/// it was written.
+async fn update<F>(
+    client: &Client,
+    namespace: &str,
+    target: &WorkloadRef,
+    mut compute: F,
+) -> Result<(Value, bool)>
+where
+    F: FnMut(&Value) -> Result<Option<Value>>,
+{
+    let mut tries = 1;
+    loop {
+        let object = read(client, namespace, target).await?;
+        let Some(patch) = compute(&object)? else {
+            return Ok((object, false));
+        };
+        let written = dynamic_api(client, namespace, target.kind)
+            .patch(&target.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await;
+        match written {
+            Ok(_) => return Ok((object, true)),
+            Err(kube::Error::Api(status)) if status.code == 409 && tries < WRITE_TRIES => {
+                tries += 1;
+            }
+            Err(e) => return Err(apiserver::error(format!("updating {target}"), e)),
+        }
+    }
+}
+
 /// `rollout restart`: a new restartedAt annotation on the pod template.
 pub async fn restart(
     client: &Client,
@@ -93,15 +130,26 @@ fn edit_pod_spec(
 /// `set image|env|resources`.
 pub async fn set(client: &Client, namespace: &str, command: SetCommand, out: Output) -> Result<u8> {
     let target = command.workload().clone();
-    let object = read(client, namespace, &target).await?;
-    let mut pod_spec = object
-        .pointer("/spec/template/spec")
-        .cloned()
-        .unwrap_or_default();
-    let (change, changed) = edit_pod_spec(&command, &mut pod_spec)
-        .map_err(|e| anyhow!("cannot change {target}: {e}"))?;
+    let mut outcome = None;
+    let (object, written) = update(client, namespace, &target, |object| {
+        let mut pod_spec = object
+            .pointer("/spec/template/spec")
+            .cloned()
+            .unwrap_or_default();
+        let (change, changed) = edit_pod_spec(&command, &mut pod_spec)
+            .map_err(|e| anyhow!("cannot change {target}: {e}"))?;
+        let resource_version = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let patch =
+            (!changed.is_empty()).then(|| template::containers_patch(&pod_spec, resource_version));
+        outcome = Some((change, changed));
+        Ok(patch)
+    })
+    .await?;
     let action = command.action();
-    if changed.is_empty() {
+    let Some((change, changed)) = outcome.filter(|_| written) else {
         return report(
             out,
             &target,
@@ -109,18 +157,7 @@ pub async fn set(client: &Client, namespace: &str, command: SetCommand, out: Out
             false,
             format!("{target} unchanged: every container already has it"),
         );
-    }
-    let resource_version = object
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    write(
-        client,
-        namespace,
-        &target,
-        template::containers_patch(&pod_spec, resource_version),
-    )
-    .await?;
+    };
     let verdict = strategy::verdict(strategy::policy(target.kind, &object), change);
     let message = format!(
         "{target} {action} updated ({}). {verdict}",
@@ -138,10 +175,12 @@ pub async fn scale(
     out: Output,
 ) -> Result<u8> {
     replicas::scalable(target.kind).map_err(|e| anyhow!("cannot scale {target}: {e}"))?;
-    let object = read(client, namespace, target).await?;
-    let patch = replicas::scale_patch(target.kind, &object, replicas, current_replicas)
-        .map_err(|e| anyhow!("cannot scale {target}: {e}"))?;
-    write(client, namespace, target, patch).await?;
+    update(client, namespace, target, |object| {
+        let patch = replicas::scale_patch(target.kind, object, replicas, current_replicas)
+            .map_err(|e| anyhow!("cannot scale {target}: {e}"))?;
+        Ok(Some(patch))
+    })
+    .await?;
     report(
         out,
         target,
@@ -177,14 +216,19 @@ pub async fn scaledown(
             ));
         }
     }
-    let plan = replicas::scaledown(&object, &pods)
-        .map_err(|e| anyhow!("cannot scale down {target}: {e}"))?;
-    if plan.added.is_empty() {
+    let mut planned = None;
+    let (_, written) = update(client, namespace, &target, |object| {
+        let plan = replicas::scaledown(object, &pods)
+            .map_err(|e| anyhow!("cannot scale down {target}: {e}"))?;
+        let patch = (!plan.added.is_empty()).then(|| replicas::scaledown_patch(object, &plan));
+        planned = Some(plan);
+        Ok(patch)
+    })
+    .await?;
+    let Some(plan) = planned.filter(|_| written) else {
         let message = format!("{target} already deletes pods {}", pods.join(", "));
         return report(out, &target, "scaledown", false, message);
-    }
-    let patch = replicas::scaledown_patch(&object, &plan);
-    write(client, namespace, &target, patch).await?;
+    };
     let message = format!(
         "{target} scaled down to {} replicas, deleting pods {}",
         plan.replicas,
