@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use crate::apiserver;
 use crate::cli::{ExposeArgs, Output};
 use crate::output;
-use crate::rollout::dynamic_api;
+use crate::workload_api::dynamic_api;
 
 fn service_ports(object: &Value, args: &ExposeArgs) -> Result<Vec<Value>, String> {
     if let Some(port) = args.port {

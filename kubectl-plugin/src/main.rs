@@ -10,6 +10,7 @@ mod output;
 mod pulls;
 mod rollout;
 mod workload;
+mod workload_api;
 
 use std::process::ExitCode;
 

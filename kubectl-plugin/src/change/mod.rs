@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use crate::apiserver;
 use crate::cli::{Output, SetCommand};
-use crate::rollout::{dynamic_api, report};
 use crate::workload::{Kind, WorkloadRef};
+use crate::workload_api::{dynamic_api, report};
 use strategy::Change;
 
 async fn read(client: &Client, namespace: &str, target: &WorkloadRef) -> Result<Value> {

@@ -7,16 +7,15 @@ mod status;
 use anyhow::{Context as _, Result, bail};
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::ApiResource;
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
-use serde::Serialize;
 use stevedore_api::{CloneSet, DaemonSet, StatefulSet};
 
 use crate::cli::{Output, RolloutCommand};
 use crate::output;
 use crate::workload::{self, Kind, WorkloadRef};
+use crate::workload_api::{dynamic_api, report};
 use state::RolloutState;
 
 pub use status::status;
@@ -91,15 +90,6 @@ fn watch_states(client: &Client, namespace: &str, target: &WorkloadRef) -> State
     }
 }
 
-pub fn dynamic_api(client: &Client, namespace: &str, kind: Kind) -> Api<DynamicObject> {
-    let resource = match kind {
-        Kind::CloneSet => ApiResource::erase::<CloneSet>(&()),
-        Kind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
-        Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
-    };
-    Api::namespaced_with(client.clone(), namespace, &resource)
-}
-
 /// Runs a rollout command; the process's exit code.
 pub async fn run(
     client: &Client,
@@ -128,33 +118,6 @@ pub async fn run(
             crate::change::restart(client, namespace, &workload, out).await
         }
     }
-}
-
-#[derive(Serialize)]
-struct ActionResult<'a> {
-    workload: String,
-    action: &'a str,
-    changed: bool,
-    message: String,
-}
-
-pub fn report(
-    out: Output,
-    target: &WorkloadRef,
-    action: &str,
-    changed: bool,
-    message: String,
-) -> Result<u8> {
-    let result = ActionResult {
-        workload: target.to_string(),
-        action,
-        changed,
-        message,
-    };
-    if !output::structured(out, &result)? {
-        output::line(&result.message)?;
-    }
-    Ok(0)
 }
 
 async fn set_paused(
