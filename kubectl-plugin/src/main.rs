@@ -9,6 +9,7 @@ mod node_info;
 mod output;
 mod pulls;
 mod rollout;
+mod rollout_state;
 mod workload;
 mod workload_api;
 

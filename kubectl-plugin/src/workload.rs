@@ -6,7 +6,7 @@ use stevedore_api::daemonset::DaemonSetUpdateStrategyType;
 use stevedore_api::statefulset::StatefulSetUpdateStrategyType;
 use stevedore_api::{CloneSet, DaemonSet, StatefulSet};
 
-use crate::rollout::state::RolloutState;
+use crate::rollout_state::RolloutState;
 
 /// The pod-set kinds with rollouts (OpenKruise's, group apps.kruise.io).
 #[allow(

@@ -1,7 +1,6 @@
 //! `rollout`: status (live), pause, resume, undo and history of the pod-set kinds.
 
 pub mod history;
-pub mod state;
 mod status;
 
 use anyhow::{Context as _, Result, bail};
@@ -14,9 +13,9 @@ use stevedore_api::{CloneSet, DaemonSet, StatefulSet};
 
 use crate::cli::{Output, RolloutCommand};
 use crate::output;
+use crate::rollout_state::RolloutState;
 use crate::workload::{self, Kind, WorkloadRef};
 use crate::workload_api::{dynamic_api, report};
-use state::RolloutState;
 
 pub use status::status;
 

@@ -10,10 +10,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kube::Client;
 use serde::Serialize;
 
-use super::state::{RolloutState, Verdict, assess, bar_position, revision_counts};
 use super::watch_states;
 use crate::cli::Output;
 use crate::output;
+use crate::rollout_state::{RolloutState, Verdict, assess, bar_position, revision_counts};
 use crate::workload::WorkloadRef;
 
 /// How the progress is shown while it moves.

@@ -175,5 +175,5 @@ pub fn bar_position(state: &RolloutState) -> (u64, u64) {
 }
 
 #[cfg(test)]
-#[path = "state_tests.rs"]
+#[path = "rollout_state_tests.rs"]
 mod tests;
