@@ -34,6 +34,8 @@ CONTROLPLANE_PROCESS=${CONTROLPLANE_PROCESS:-'(^|/)stevedore-controlplane( |$)'}
 source <(deploy/local/cluster.sh env)
 # shellcheck source=controlplane-metrics.sh
 source tests/bench/controlplane-metrics.sh
+# shellcheck source=rollout-lib.sh
+source tests/bench/rollout-lib.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
 V1=$STEVEDORE_REGISTRY/stevedore/web:v1
 V2=$STEVEDORE_REGISTRY/stevedore/web:v2
@@ -135,7 +137,7 @@ run() {
   # No settle time needed: settled() waits for the status to see the new generation.
   until settled "$resource" "$n" &&
     [[ $(kubectl -n "$NS" get pods -l app=ds-bench -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}' | grep -cx "$V2") == "$n" ]] &&
-    ! kubectl -n "$NS" get pods -l app=ds-bench -o jsonpath='{.items[*].metadata.annotations}' | grep -q inplace-update-state; do
+    ! in_place_pending "$NS" app=ds-bench; do
     sleep "$POLL"
   done
   rollout_s=$(since "$start")

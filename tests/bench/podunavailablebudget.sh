@@ -60,7 +60,7 @@ roll() {
   patch_observed cloneset bench \
     "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]"
   until [[ $(status '{.status.updatedReadyReplicas}/{.status.readyReplicas}/{.status.currentRevision}') == "$REPLICAS/$REPLICAS/$(status '{.status.updateRevision}')" ]] &&
-    ! kubectl -n "$NS" get pods -o jsonpath='{.items[*].metadata.annotations}' | grep -q inplace-update-state; do
+    ! in_place_pending "$NS"; do
     sleep 0.5
   done
   since "$start"

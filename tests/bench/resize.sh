@@ -64,7 +64,7 @@ YAML
   patch_observed cloneset "$name" \
     '[{"op":"replace","path":"/spec/template/spec/containers/0/resources/requests/cpu","value":"200m"}]'
   until [[ $(status "$name" '{.status.updatedReadyReplicas}/{.status.readyReplicas}/{.status.currentRevision}') == "$REPLICAS/$REPLICAS/$(status "$name" '{.status.updateRevision}')" ]] &&
-    ! kubectl -n "$NS" get pods -l "app=$name" -o jsonpath='{.items[*].metadata.annotations}' | grep -q inplace-update-state; do
+    ! in_place_pending "$NS" "app=$name"; do
     sleep 0.5
   done
   since "$start"

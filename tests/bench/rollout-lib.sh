@@ -11,3 +11,13 @@ patch_observed() {
     sleep 0.2
   done
 }
+
+# in_place_pending NS [SELECTOR]: true while a pod (of SELECTOR) has an in-place update that
+# has not completed: apps.kruise.io/inplace-update-state without Stevedore's completion mark.
+# The annotation itself stays once the update is done, as OpenKruise leaves it.
+in_place_pending() {
+  local ns=$1 selector=${2:-}
+  kubectl -n "$ns" get pods ${selector:+-l "$selector"} -o json |
+    jq -e '[.items[].metadata.annotations["apps.kruise.io/inplace-update-state"] // empty
+            | select(contains("\"stevedoreCompleted\":true") | not)] | length > 0' >/dev/null
+}

@@ -74,7 +74,7 @@ run() {
   patch_observed "$resource" bench \
     "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]"
   until [[ $(status "$resource" '{.status.updatedReplicas}/{.status.readyReplicas}/{.status.currentRevision}') == "$REPLICAS/$REPLICAS/$(status "$resource" '{.status.updateRevision}')" ]] &&
-    ! kubectl -n "$NS" get pods -o jsonpath='{.items[*].metadata.annotations}' | grep -q inplace-update-state; do
+    ! in_place_pending "$NS"; do
     sleep 0.5
   done
   rollout_s=$(since "$start")
