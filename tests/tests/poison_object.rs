@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_api::{CloneSet, PodUnavailableBudget};
 use stevedore_tests::controlplane::{stop_control_plane, wait_control_plane_ready};
@@ -276,6 +276,24 @@ async fn a_poison_object_blinds_the_control_plane_to_nothing_else() -> Result<()
                 .map(|pod| pod.name_any())
                 .collect();
             ensure!(protected.len() == 3, "protected pods: {protected:?}");
+            // The budget's webhook fails open (failurePolicy Ignore): right after both
+            // replicas were restarted, the apiserver may not reach it yet (its endpoints
+            // lag the pods' readiness), and a delete then goes through unreviewed. What
+            // is tested is that the poison object blinds the webhook to nothing, so wait
+            // until it answers: a dry-run delete refused.
+            let dry_run = DeleteParams {
+                dry_run: true,
+                ..DeleteParams::default()
+            };
+            poll_until(
+                "the budget webhook to refuse a dry-run delete",
+                Duration::from_secs(60),
+                || async {
+                    let refused = pods.delete(&protected[0], &dry_run).await.is_err();
+                    Ok(refused.then_some(()))
+                },
+            )
+            .await?;
             let mut attempted = 0;
             let mut allowed = Vec::new();
             for _round in 0..3 {
