@@ -25,7 +25,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::{Value, json};
 use stevedore_api::PodUnavailableBudget;
 use stevedore_tests::test_nodes::{self, TestNode};
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
 const CONFIGURATION: &str = "stevedore-pod-budgets";
 const SERVICE_HOST: &str = "stevedore-controlplane-webhook.kube-system.svc";
@@ -217,6 +217,57 @@ async fn allowance(ctx: &TestContext, name: &str) -> Result<(i32, Vec<String>)> 
     Ok((status.unavailable_allowed, disrupted))
 }
 
+/// Waits until the budget again allows one disruption with nothing recorded against it.
+/// A forged review that counted would leave its record for two minutes, so a short wait
+/// still catches it; what it forgives is a pod that a busy kwok node reports unready for
+/// a moment (once in a CI run: "allowed 0, disrupted []"), which no review caused. The
+/// failure names every number the budget reported and which pods were not ready.
+async fn budget_untouched_by_forgeries(ctx: &TestContext, name: &str) -> Result<()> {
+    poll_until(
+        "the budget untouched by a forged review",
+        Duration::from_secs(15),
+        || async {
+            let budget = ctx.api::<PodUnavailableBudget>().get(name).await?;
+            let status = budget.status.unwrap_or_default();
+            let recorded = !status.disrupted_pods.is_empty() || !status.unavailable_pods.is_empty();
+            invariant(!recorded, || {
+                format!(
+                    "a forged review drained the budget: disrupted {:?}, unavailable {:?}",
+                    status.disrupted_pods.keys().collect::<Vec<_>>(),
+                    status.unavailable_pods.keys().collect::<Vec<_>>()
+                )
+            })?;
+            if status.unavailable_allowed == 1 {
+                return Ok(Some(()));
+            }
+            bail!(
+                "the budget allows {} (available {} of desired {}); pods not ready: {:?}",
+                status.unavailable_allowed,
+                status.current_available,
+                status.desired_available,
+                pods_not_ready(ctx).await?
+            )
+        },
+    )
+    .await
+}
+
+/// The names of this test's pods whose Ready condition is not True.
+async fn pods_not_ready(ctx: &TestContext) -> Result<Vec<String>> {
+    let pods = ctx.api::<Pod>().list(&Default::default()).await?;
+    Ok(pods
+        .items
+        .into_iter()
+        .filter(|pod| {
+            !pod.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|pod| pod.metadata.name)
+        .collect())
+}
+
 /// Removes the budget first (or it would hold the deletes), the pods, then the node.
 async fn clean_up(ctx: &TestContext, name: &str, node: &str) {
     let _ = ctx
@@ -317,11 +368,7 @@ async fn a_forged_review_leaves_the_budget_and_a_real_delete_is_still_checked() 
                     status == 200 && answer["response"]["allowed"] == true,
                     "a forged review was not answered: {status} {body}"
                 );
-                let (allowed, disrupted) = allowance(&ctx, name).await?;
-                ensure!(
-                    allowed == 1 && disrupted.is_empty(),
-                    "a forged review drained the budget: allowed {allowed}, disrupted {disrupted:?}"
-                );
+                budget_untouched_by_forgeries(&ctx, name).await?;
             }
 
             // Through the apiserver, once the budget allows nothing, a real delete is
