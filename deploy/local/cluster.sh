@@ -18,7 +18,7 @@
 #   cluster.sh prebuild [--tools]    build the Go binaries `up` needs (and with --tools the
 #                                    tests' tools) without starting anything
 #   cluster.sh compile               compile Stevedore's agent and control plane (no cluster)
-#   cluster.sh plugin                where the `kubectl stevedore` plugin is, and how to build it
+#   cluster.sh plugin                puts the `kubectl stevedore` plugin (built with the control plane) on the env's PATH
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -71,7 +71,7 @@ export STEVEDORE_K8S_BIN=$K8S_BIN
 export STEVEDORE_GRPCURL=$GRPCURL_BIN/grpcurl
 export STEVEDORE_CRICTL=$CRICTL_BIN/crictl
 export STEVEDORE_HELM=$HELM_BIN/helm
-export PATH=$K8S_BIN:$GRPCURL_BIN:$HELM_BIN:\$PATH
+export PATH=$STATE_DIR/bin:$K8S_BIN:$GRPCURL_BIN:$HELM_BIN:\$PATH
 ENV
   mv "$STATE_DIR/env.tmp" "$STATE_DIR/env"
 }
@@ -191,6 +191,6 @@ case ${1:-} in
   tools) cmd_tools ;;
   prebuild) shift; cmd_prebuild "$@" ;;
   compile) compile_binaries ;;
-  plugin) plugin_hint ;;
+  plugin) install_plugin ;;
   *) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -67,3 +67,38 @@ async fn up_with_a_taken_port_names_the_component_and_port() -> Result<()> {
     );
     Ok(())
 }
+
+/// The run command ends with `cluster.sh plugin`: the `kubectl stevedore` plugin, built in
+/// the control plane's cargo invocation, is linked into the state directory's `bin`, and a
+/// shell that sources the env file (as the README says) runs it through kubectl.
+#[tokio::test]
+async fn the_plugin_step_puts_kubectl_stevedore_on_the_env_files_path() -> Result<()> {
+    let info = cluster().await?;
+    let out = tokio::task::spawn_blocking(|| run(&["plugin"], &[])).await??;
+    ensure!(
+        out.status.success(),
+        "cluster.sh plugin failed: {}",
+        stderr(&out)
+    );
+    let state_dir = info.state_dir.to_string_lossy().into_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .args([
+                "-c",
+                r#"source "$1/env" && command -v kubectl-stevedore && kubectl stevedore --help"#,
+                "plugin-check",
+                &state_dir,
+            ])
+            .output()
+    })
+    .await??;
+    let said = String::from_utf8_lossy(&out.stdout);
+    let expected_path = info.state_dir.join("bin/kubectl-stevedore");
+    ensure!(
+        out.status.success() && said.lines().next() == Some(&*expected_path.to_string_lossy()),
+        "kubectl-stevedore is not the one on the env file's PATH: {said}{}",
+        stderr(&out)
+    );
+    ensure!(said.contains("rollout"), "kubectl stevedore --help: {said}");
+    Ok(())
+}

@@ -60,17 +60,31 @@ cargo_progress() {
              /^ *Finished / { sub(/^ */, "    cargo: "); print; fflush() }' >&3)
 }
 
-# cargo_build NAME: builds binary NAME (crate of the same name) with its profile under the
-# target directory's image-build lock, which stays held (fd 9) until the caller's shell
-# ends, so what it built is not swapped by another checkout's build before it is used.
+# companions NAME: binaries built in the same cargo invocation as NAME. The `kubectl
+# stevedore` plugin rides with the control plane: built on its own, its dependencies
+# resolve with other features (tracing, chrono, ...) and tonic, kube and the API crate
+# compile a second time, minutes on 2 cores; built together, features unify and it costs
+# its own crate and a link.
+companions() {
+  [[ $1 == stevedore-controlplane ]] && echo kubectl-stevedore
+  return 0
+}
+
+# cargo_build NAME: builds binary NAME (crate of the same name), and its companions, with
+# its profile under the target directory's image-build lock, which stays held (fd 9) until
+# the caller's shell ends, so what it built is not swapped by another checkout's build
+# before it is used.
 cargo_build() {
-  local name=$1 profile
+  local name=$1 profile extra=() companion
   profile=$(crate_profile "$name")
+  for companion in $(companions "$name"); do
+    extra+=(-p "$companion" --bin "$companion")
+  done
   mkdir -p "$CARGO_TARGET_DIR"
   exec 9>"$CARGO_TARGET_DIR/.stevedore-image-build.lock"
   flock 9
   (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked \
-    --profile "$profile" -p "$name" --bin "$name") 2>&1 | cargo_progress
+    --profile "$profile" -p "$name" --bin "$name" "${extra[@]}") 2>&1 | cargo_progress
 }
 
 # compile_binaries: the agent's and the control plane's binaries, nothing packaged or
@@ -88,17 +102,16 @@ compile_binaries() {
   log "Stevedore's binaries are compiled"
 }
 
-# plugin_hint: the command that builds the `kubectl stevedore` plugin and the PATH line
-# that makes kubectl find it, and the binary if one is built. run.sh prints this rather
-# than building it: built on its own, the plugin's dependencies resolve with other
-# features than the control plane's (tracing, chrono, ...), so tonic, kube and the API
-# crate compile again, minutes on 2 cores that a first run would wait for.
-plugin_hint() {
-  local dir=$CARGO_TARGET_DIR/release
-  log "kubectl stevedore: cargo build --release -p kubectl-stevedore --locked (with CARGO_TARGET_DIR=$CARGO_TARGET_DIR), then export PATH=$dir:\$PATH"
-  if [[ -x $dir/kubectl-stevedore ]]; then
-    log "kubectl stevedore: built at $dir/kubectl-stevedore ($(date -r "$dir/kubectl-stevedore" '+%F %T'))"
-  fi
+# install_plugin: puts the `kubectl stevedore` plugin, built beside the control plane
+# (companions), on the PATH the env file sets ($STATE_DIR/bin), so kubectl finds it right
+# after the run command.
+install_plugin() {
+  local built
+  built=$CARGO_TARGET_DIR/$(profile_dir "$(crate_profile stevedore-controlplane)")/kubectl-stevedore
+  [[ -x $built ]] || die "the kubectl stevedore plugin was not built ($built is missing)"
+  mkdir -p "$STATE_DIR/bin"
+  ln -sfn "$built" "$STATE_DIR/bin/kubectl-stevedore"
+  log "kubectl stevedore: installed at $STATE_DIR/bin/kubectl-stevedore ($STEVEDORE_PROFILE build); 'source $STATE_DIR/env' puts it on PATH, then: kubectl stevedore rollout status clone/sample"
 }
 
 # compile NAME BIN: builds binary NAME (crate of the same name) with its profile
