@@ -5,6 +5,7 @@
 //! failure prints the namespace's events, pod statuses and each component's log tail.
 
 pub mod auth;
+pub mod chaos;
 pub mod cluster;
 pub mod controlplane;
 pub mod crds;

@@ -1,0 +1,199 @@
+//! Carrying out one fault of the schedule on the local cluster. Each returns what it did,
+//! in words for the run's history; a fault that finds nothing to act on says so.
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use super::invariants::Checker;
+use super::plan::Fault;
+use super::workloads::{self, Workload};
+use crate::TestContext;
+use crate::controlplane::{self, CONTROL_PLANE, SYSTEM_NAMESPACE};
+
+/// What a fault acts on.
+pub struct Targets<'a> {
+    pub ctx: &'a TestContext,
+    pub workloads: &'a [Workload],
+    pub nodes: &'a [String],
+    pub checker: &'a Arc<Mutex<Checker>>,
+    pub images: [&'a str; 2],
+}
+
+pub async fn inject(targets: &Targets<'_>, fault: &Fault) -> Result<String> {
+    let ctx = targets.ctx;
+    match fault {
+        Fault::KillLeader => {
+            let leader = controlplane::leader(&ctx.client).await?;
+            let how = controlplane::kill_leader(&ctx.client, &leader).await?;
+            Ok(format!("killed leader {leader} ({how})"))
+        }
+        Fault::KillStandby => kill_standby(ctx).await,
+        Fault::PauseEtcd { seconds } => pause_etcd(ctx, *seconds).await,
+        Fault::NodeNotReady { node } => {
+            let name = pick(targets.nodes, *node as u64).context("no node")?;
+            set_not_ready(ctx, name).await?;
+            Ok(format!("set node {name} NotReady"))
+        }
+        Fault::DeletePod { set, pick: which } => {
+            let workload = &targets.workloads[*set % targets.workloads.len()];
+            delete_pod(targets, workload, *which).await
+        }
+        Fault::DeleteRevision { set, pick: which } => {
+            let workload = &targets.workloads[*set % targets.workloads.len()];
+            delete_revision(ctx, workload, *which).await
+        }
+        Fault::UserEdit { set } => {
+            let workload = &targets.workloads[*set % targets.workloads.len()];
+            let now = workloads::current_image(ctx, workload).await?;
+            let next = other_image(targets.images, &now);
+            workloads::set_image(ctx, workload, next).await?;
+            Ok(format!("edited {} to {next} mid-rollout", workload.name()))
+        }
+    }
+}
+
+/// The other of the two images (the first when `now` is neither).
+pub fn other_image<'a>(images: [&'a str; 2], now: &str) -> &'a str {
+    if now == images[0] {
+        images[1]
+    } else {
+        images[0]
+    }
+}
+
+fn pick<T>(items: &[T], which: u64) -> Option<&T> {
+    let len = u64::try_from(items.len()).ok().filter(|n| *n > 0)?;
+    items.get(usize::try_from(which % len).ok()?)
+}
+
+async fn kill_standby(ctx: &TestContext) -> Result<String> {
+    let leader = controlplane::leader(&ctx.client).await?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
+    let standby = pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|p| {
+            let name = p.name_any();
+            name.starts_with(CONTROL_PLANE)
+                && name != leader
+                && p.metadata.deletion_timestamp.is_none()
+        });
+    let Some(standby) = standby else {
+        return Ok("no standby to kill".into());
+    };
+    let uid = standby.uid().unwrap_or_default();
+    let Some(pid) = controlplane::control_plane_pid(&uid) else {
+        return Ok(format!("standby {} has no process yet", standby.name_any()));
+    };
+    signal("KILL", pid)?;
+    Ok(format!("killed standby {} (pid {pid})", standby.name_any()))
+}
+
+fn signal(name: &str, pid: u32) -> Result<()> {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()?;
+    ensure!(status.success(), "kill -{name} {pid}: {status}");
+    Ok(())
+}
+
+/// Sends SIGCONT to etcd when dropped, so a failing or cancelled run never leaves it stopped.
+struct Stopped(u32);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = signal("CONT", self.0);
+    }
+}
+
+async fn pause_etcd(ctx: &TestContext, seconds: u64) -> Result<String> {
+    let pid_file = ctx.cluster.state_dir.join("pids/etcd.pid");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .with_context(|| format!("reading {}", pid_file.display()))?
+        .trim()
+        .parse()
+        .with_context(|| format!("{} holds no pid", pid_file.display()))?;
+    signal("STOP", pid)?;
+    let stopped = Stopped(pid);
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    drop(stopped);
+    Ok(format!("paused etcd (pid {pid}) for {seconds} s"))
+}
+
+/// Sets the node's Ready condition False; kwok's node stage sets it back at its next pass.
+async fn set_not_ready(ctx: &TestContext, node: &str) -> Result<()> {
+    let now = Timestamp::now().to_string();
+    let patch = json!({ "status": { "conditions": [{
+        "type": "Ready", "status": "False", "reason": "KubeletNotReady",
+        "message": "made NotReady by the chaos harness",
+        "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }] } });
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    nodes
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
+        .await?;
+    Ok(())
+}
+
+async fn delete_pod(targets: &Targets<'_>, workload: &Workload, which: u64) -> Result<String> {
+    let pods = targets.ctx.api::<Pod>();
+    let selector = format!("app={}", workload.name());
+    let mut live: Vec<Pod> = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    live.sort_by_key(|p| p.name_any());
+    let Some(pod) = pick(&live, which) else {
+        return Ok(format!("{} has no live pod to delete", workload.name()));
+    };
+    let uid = pod.uid().unwrap_or_default();
+    // Told first: the watch may report the deletion before the call returns.
+    lock(targets.checker)?.harness_deleted(&uid);
+    pods.delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
+        .await?;
+    Ok(format!("deleted pod {}", pod.name_any()))
+}
+
+async fn delete_revision(ctx: &TestContext, workload: &Workload, which: u64) -> Result<String> {
+    let revisions = ctx.api::<ControllerRevision>();
+    let mut owned: Vec<ControllerRevision> = revisions
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|r| {
+            r.owner_references()
+                .iter()
+                .any(|o| o.name == workload.name())
+        })
+        .collect();
+    owned.sort_by_key(|r| r.name_any());
+    let Some(revision) = pick(&owned, which) else {
+        return Ok(format!("{} has no revision to delete", workload.name()));
+    };
+    revisions
+        .delete(&revision.name_any(), &DeleteParams::default())
+        .await?;
+    Ok(format!("deleted revision {}", revision.name_any()))
+}
+
+pub fn lock<T>(mutex: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>> {
+    match mutex.lock() {
+        Ok(guard) => Ok(guard),
+        Err(_) => bail!("a checker thread panicked"),
+    }
+}

@@ -1,0 +1,256 @@
+//! The promises checked on every pod event of the watch stream, from what the apiserver
+//! says alone. Pure: the caller passes the time of each observation.
+//!
+//! - **maxUnavailable**: a controller never deletes a ready pod of a CloneSet or Advanced
+//!   StatefulSet while `maxUnavailable` pods of it are already unavailable (not ready, or
+//!   missing below `replicas`). What the harness deleted itself is not the controller's
+//!   deletion, but the hole it leaves counts, as OpenKruise counts it. A pod counts as
+//!   unavailable only after `grace` (the controller acts on a watch that may be a moment
+//!   behind ours), so a race of a few hundred milliseconds is not reported.
+//! - **identity**: no two live pods of one CloneSet share an instance id, nor of one
+//!   StatefulSet an ordinal.
+//! - **ownership**: no live pod that carries a set's labels lacks a controller owner.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetKind {
+    CloneSet,
+    StatefulSet,
+    DaemonSet,
+}
+
+/// A workload the harness created: its pods carry `app: <name>`.
+#[derive(Clone, Debug)]
+pub struct SetRule {
+    pub kind: SetKind,
+    pub name: String,
+    pub replicas: i32,
+    pub max_unavailable: i32,
+}
+
+/// What the checkers read of a pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodView {
+    pub uid: String,
+    pub name: String,
+    /// The `app` label: whose selector it matches.
+    pub app: Option<String>,
+    /// The kind of its controller owner reference, if it has one.
+    pub owner_kind: Option<String>,
+    /// `apps.kruise.io/cloneset-instance-id`.
+    pub instance_id: Option<String>,
+    /// `apps.kubernetes.io/pod-index`.
+    pub ordinal: Option<String>,
+    pub terminating: bool,
+    pub ready: bool,
+}
+
+/// A broken promise, at the time (since the run began) it was seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub at: Duration,
+    pub rule: &'static str,
+    pub detail: String,
+}
+
+struct Tracked {
+    view: PodView,
+    /// Since when the live pod has not been ready.
+    unready_since: Option<Duration>,
+}
+
+pub struct Checker {
+    rules: Vec<SetRule>,
+    pods: BTreeMap<String, Tracked>,
+    harness_deleted: BTreeSet<String>,
+    /// Per set, when a pod of it last stopped being live.
+    live_dropped_at: BTreeMap<String, Duration>,
+    grace: Duration,
+    reported: BTreeSet<(&'static str, String)>,
+    pods_seen: usize,
+}
+
+impl Checker {
+    pub fn new(rules: Vec<SetRule>, grace: Duration) -> Self {
+        Self {
+            rules,
+            pods: BTreeMap::new(),
+            harness_deleted: BTreeSet::new(),
+            live_dropped_at: BTreeMap::new(),
+            grace,
+            reported: BTreeSet::new(),
+            pods_seen: 0,
+        }
+    }
+
+    /// How many distinct pods the checkers have seen: a run that saw few checked little.
+    pub fn pods_seen(&self) -> usize {
+        self.pods_seen
+    }
+
+    /// The harness deleted the pod with `uid`: its going is not a controller's deletion.
+    pub fn harness_deleted(&mut self, uid: &str) {
+        self.harness_deleted.insert(uid.to_owned());
+    }
+
+    /// A pod was added or changed. Returns the promises this event breaks, each once.
+    pub fn observe(&mut self, at: Duration, view: PodView) -> Vec<Violation> {
+        let (was_live, unready_before) = match self.pods.get(&view.uid) {
+            Some(p) => (!p.view.terminating, p.unready_since),
+            None => {
+                self.pods_seen += 1;
+                (false, None)
+            }
+        };
+        let mut found = Vec::new();
+        if view.terminating && was_live {
+            found.extend(self.check_disruption(at, &view.uid));
+            self.note_live_drop(at, &view);
+        }
+        let unready_since = if view.terminating || view.ready {
+            None
+        } else {
+            unready_before.or(Some(at))
+        };
+        let name = view.app.clone();
+        self.pods.insert(
+            view.uid.clone(),
+            Tracked {
+                view,
+                unready_since,
+            },
+        );
+        if let Some(app) = name {
+            found.extend(self.check_identity(at, &app));
+        }
+        self.first_reports(found)
+    }
+
+    /// A pod is gone from the apiserver.
+    pub fn forget(&mut self, at: Duration, uid: &str) -> Vec<Violation> {
+        let Some(tracked) = self.pods.get(uid) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        if !tracked.view.terminating {
+            let view = tracked.view.clone();
+            found.extend(self.check_disruption(at, uid));
+            self.note_live_drop(at, &view);
+        }
+        self.pods.remove(uid);
+        self.first_reports(found)
+    }
+
+    /// A watch was listed again: every tracked pod the new list lacks went away unseen.
+    pub fn forget_all_but(&mut self, at: Duration, listed: &BTreeSet<String>) -> Vec<Violation> {
+        let gone: Vec<String> = self
+            .pods
+            .keys()
+            .filter(|uid| !listed.contains(*uid))
+            .cloned()
+            .collect();
+        gone.iter().flat_map(|uid| self.forget(at, uid)).collect()
+    }
+
+    fn note_live_drop(&mut self, at: Duration, view: &PodView) {
+        if let Some(app) = &view.app {
+            self.live_dropped_at.insert(app.clone(), at);
+        }
+    }
+
+    fn rule_of(&self, app: &str) -> Option<&SetRule> {
+        self.rules.iter().find(|r| r.name == app)
+    }
+
+    fn live_of<'a>(&'a self, app: &'a str) -> impl Iterator<Item = &'a Tracked> + 'a {
+        self.pods
+            .values()
+            .filter(move |t| !t.view.terminating && t.view.app.as_deref() == Some(app))
+    }
+
+    /// The pod `uid` (still tracked as live) is going: was that within maxUnavailable?
+    fn check_disruption(&self, at: Duration, uid: &str) -> Option<Violation> {
+        let going = &self.pods.get(uid)?.view;
+        let app = going.app.as_deref()?;
+        let rule = self.rule_of(app)?;
+        let counted = matches!(rule.kind, SetKind::CloneSet | SetKind::StatefulSet);
+        if !counted || !going.ready || going.owner_kind.is_none() {
+            return None;
+        }
+        if self.harness_deleted.contains(uid) {
+            return None;
+        }
+        let live: Vec<&Tracked> = self.live_of(app).collect();
+        let live_count = i32::try_from(live.len()).unwrap_or(i32::MAX);
+        if live_count > rule.replicas {
+            return None; // a surplus pod (scale-down, surge) is not a disruption
+        }
+        let settled = |since: Duration| at.saturating_sub(since) >= self.grace;
+        let unready: Vec<&str> = live
+            .iter()
+            .filter(|t| t.view.uid != uid && t.unready_since.is_some_and(settled))
+            .map(|t| t.view.name.as_str())
+            .collect();
+        let hole_settled = self.live_dropped_at.get(app).is_none_or(|at| settled(*at));
+        let missing = if hole_settled {
+            (rule.replicas - live_count).max(0)
+        } else {
+            0
+        };
+        let unavailable = i32::try_from(unready.len()).unwrap_or(i32::MAX) + missing;
+        (unavailable + 1 > rule.max_unavailable).then(|| Violation {
+            at,
+            rule: "maxUnavailable",
+            detail: format!(
+                "{:?} {app}: ready pod {} was deleted while {unavailable} of {} pods were \
+                 already unavailable (not ready: {unready:?}, missing: {missing}; \
+                 maxUnavailable {})",
+                rule.kind, going.name, rule.replicas, rule.max_unavailable
+            ),
+        })
+    }
+
+    fn check_identity(&self, at: Duration, app: &str) -> Vec<Violation> {
+        let mut found = Vec::new();
+        let mut instance_ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let mut ordinals: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for tracked in self.live_of(app) {
+            let view = &tracked.view;
+            if view.owner_kind.is_none() && self.rule_of(app).is_some() {
+                found.push(Violation {
+                    at,
+                    rule: "ownership",
+                    detail: format!("pod {} carries app={app} but has no controller", view.name),
+                });
+            }
+            if let Some(id) = &view.instance_id {
+                instance_ids.entry(id).or_default().push(&view.name);
+            }
+            if let Some(ordinal) = &view.ordinal {
+                ordinals.entry(ordinal).or_default().push(&view.name);
+            }
+        }
+        let shared = |what: &str, map: BTreeMap<&str, Vec<&str>>| {
+            map.into_iter()
+                .filter(|(_, pods)| pods.len() > 1)
+                .map(|(id, pods)| Violation {
+                    at,
+                    rule: "identity",
+                    detail: format!("{app}: live pods {pods:?} share {what} {id}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        found.extend(shared("instance id", instance_ids));
+        found.extend(shared("ordinal", ordinals));
+        found
+    }
+
+    fn first_reports(&mut self, found: Vec<Violation>) -> Vec<Violation> {
+        found
+            .into_iter()
+            .filter(|v| self.reported.insert((v.rule, v.detail.clone())))
+            .collect()
+    }
+}

@@ -1,0 +1,167 @@
+use std::time::Duration;
+
+use super::invariants::{Checker, PodView, SetKind, SetRule, Violation};
+
+const GRACE: Duration = Duration::from_secs(2);
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn checker(kind: SetKind, replicas: i32) -> Checker {
+    let rule = SetRule {
+        kind,
+        name: "web".into(),
+        replicas,
+        max_unavailable: 1,
+    };
+    Checker::new(vec![rule], GRACE)
+}
+
+fn pod(uid: &str, ready: bool) -> PodView {
+    PodView {
+        uid: uid.into(),
+        name: format!("web-{uid}"),
+        app: Some("web".into()),
+        owner_kind: Some("CloneSet".into()),
+        instance_id: Some(uid.into()),
+        ordinal: None,
+        terminating: false,
+        ready,
+    }
+}
+
+fn terminating(uid: &str) -> PodView {
+    PodView {
+        terminating: true,
+        ..pod(uid, true)
+    }
+}
+
+/// Three ready pods a, b, c at time 0.
+fn three_ready(kind: SetKind) -> Checker {
+    let mut c = checker(kind, 3);
+    for uid in ["a", "b", "c"] {
+        assert!(c.observe(secs(0), pod(uid, true)).is_empty());
+    }
+    c
+}
+
+fn rules(found: &[Violation]) -> Vec<&'static str> {
+    found.iter().map(|v| v.rule).collect()
+}
+
+#[test]
+fn a_rollout_one_pod_at_a_time_breaks_nothing() {
+    let mut c = three_ready(SetKind::CloneSet);
+    let mut t = 10;
+    for (old, new) in [("a", "a2"), ("b", "b2"), ("c", "c2")] {
+        assert!(c.observe(secs(t), terminating(old)).is_empty());
+        assert!(c.forget(secs(t + 1), old).is_empty());
+        assert!(c.observe(secs(t + 1), pod(new, false)).is_empty());
+        assert!(c.observe(secs(t + 5), pod(new, true)).is_empty());
+        t += 10;
+    }
+}
+
+#[test]
+fn a_second_deletion_while_a_replacement_is_unready_is_reported_naming_it() {
+    let mut c = three_ready(SetKind::CloneSet);
+    c.observe(secs(10), terminating("a"));
+    c.forget(secs(11), "a");
+    c.observe(secs(11), pod("a2", false));
+    let found = c.observe(secs(20), terminating("b"));
+    assert_eq!(rules(&found), ["maxUnavailable"]);
+    assert!(found[0].detail.contains("web-a2"), "{}", found[0].detail);
+    assert!(found[0].detail.contains("web-b"), "{}", found[0].detail);
+}
+
+#[test]
+fn a_hole_not_yet_refilled_counts_once_it_has_lasted_the_grace() {
+    let mut c = three_ready(SetKind::StatefulSet);
+    c.observe(secs(10), terminating("a"));
+    c.forget(secs(10), "a");
+    // Within the grace the controller may not have seen the hole yet.
+    assert!(c.observe(secs(11), terminating("b")).is_empty());
+
+    let mut c = three_ready(SetKind::StatefulSet);
+    c.observe(secs(10), terminating("a"));
+    c.forget(secs(10), "a");
+    assert_eq!(
+        rules(&c.observe(secs(30), terminating("b"))),
+        ["maxUnavailable"]
+    );
+}
+
+#[test]
+fn what_the_harness_deleted_is_not_the_controllers_but_its_hole_counts() {
+    let mut c = three_ready(SetKind::CloneSet);
+    c.harness_deleted("a");
+    assert!(c.observe(secs(10), terminating("a")).is_empty());
+    c.forget(secs(10), "a");
+    assert_eq!(
+        rules(&c.observe(secs(30), terminating("b"))),
+        ["maxUnavailable"]
+    );
+}
+
+#[test]
+fn surplus_unready_and_daemon_pods_are_not_counted_disruptions() {
+    // Four pods for three replicas: deleting one is a scale-down.
+    let mut c = three_ready(SetKind::CloneSet);
+    c.observe(secs(0), pod("d", true));
+    c.observe(secs(0), pod("e", false));
+    assert!(c.observe(secs(30), terminating("a")).is_empty());
+    // Deleting a pod that is not ready takes nothing more away.
+    let mut c = three_ready(SetKind::CloneSet);
+    c.observe(secs(1), pod("b", false));
+    assert!(c.observe(secs(30), terminating("b")).is_empty());
+    // DaemonSets are counted per node, not here.
+    let mut c = three_ready(SetKind::DaemonSet);
+    c.observe(secs(1), pod("b", false));
+    assert!(c.observe(secs(30), terminating("c")).is_empty());
+}
+
+#[test]
+fn two_live_pods_with_one_identity_are_reported_once() {
+    let mut c = three_ready(SetKind::CloneSet);
+    let twin = PodView {
+        uid: "z".into(),
+        name: "web-z".into(),
+        ..pod("a", true)
+    };
+    assert_eq!(rules(&c.observe(secs(5), twin.clone())), ["identity"]);
+    assert!(c.observe(secs(6), twin).is_empty(), "reported once");
+
+    let mut c = checker(SetKind::StatefulSet, 2);
+    let ordinal = |uid: &str| PodView {
+        ordinal: Some("0".into()),
+        instance_id: None,
+        ..pod(uid, true)
+    };
+    c.observe(secs(0), ordinal("a"));
+    let found = c.observe(secs(1), ordinal("b"));
+    assert_eq!(rules(&found), ["identity"]);
+    assert!(found[0].detail.contains("ordinal 0"), "{}", found[0].detail);
+    // A terminating twin is not live: no report.
+    let mut c = checker(SetKind::StatefulSet, 2);
+    c.observe(secs(0), ordinal("a"));
+    c.observe(
+        secs(1),
+        PodView {
+            terminating: true,
+            ..ordinal("a")
+        },
+    );
+    assert!(c.observe(secs(2), ordinal("b")).is_empty());
+}
+
+#[test]
+fn a_live_pod_with_a_sets_labels_and_no_controller_is_an_orphan() {
+    let mut c = three_ready(SetKind::CloneSet);
+    let orphan = PodView {
+        owner_kind: None,
+        ..pod("o", true)
+    };
+    assert_eq!(rules(&c.observe(secs(1), orphan)), ["ownership"]);
+}

@@ -1,0 +1,164 @@
+//! The fault schedule: which fault, on what, after how long, all drawn from one seed.
+//! Pure; the faults are carried out by [`super::faults`].
+
+use std::fmt;
+use std::time::Duration;
+
+use super::rng::Rng;
+
+/// The kinds of fault the harness injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// SIGKILL of the control plane's leader (it cannot release its Lease).
+    KillLeader,
+    /// SIGKILL of the standby replica.
+    KillStandby,
+    /// etcd stopped (SIGSTOP) for a few seconds: every apiserver call hangs.
+    PauseEtcd,
+    /// A simulated node's Ready condition set False (kwok sets it back).
+    NodeNotReady,
+    /// A pod of a workload deleted behind its controller's back.
+    DeletePod,
+    /// A ControllerRevision of a workload deleted behind its controller's back.
+    DeleteRevision,
+    /// A user's edit of the template in the middle of a rollout (a new revision).
+    UserEdit,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 7] = [
+        FaultKind::KillLeader,
+        FaultKind::KillStandby,
+        FaultKind::PauseEtcd,
+        FaultKind::NodeNotReady,
+        FaultKind::DeletePod,
+        FaultKind::DeleteRevision,
+        FaultKind::UserEdit,
+    ];
+
+    /// How often the kind is drawn relative to the others: the faults that take the
+    /// whole control plane away for a lease's length are rarer than the ones on one pod.
+    fn weight(self) -> u64 {
+        match self {
+            FaultKind::KillLeader | FaultKind::KillStandby | FaultKind::PauseEtcd => 1,
+            FaultKind::DeleteRevision => 1,
+            FaultKind::NodeNotReady | FaultKind::UserEdit => 2,
+            FaultKind::DeletePod => 3,
+        }
+    }
+}
+
+/// One fault with what it acts on. `pick` chooses among what exists when the fault runs
+/// (modulo their number), so the schedule does not depend on names the run creates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    KillLeader,
+    KillStandby,
+    PauseEtcd { seconds: u64 },
+    NodeNotReady { node: usize },
+    DeletePod { set: usize, pick: u64 },
+    DeleteRevision { set: usize, pick: u64 },
+    UserEdit { set: usize },
+}
+
+impl Fault {
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Fault::KillLeader => FaultKind::KillLeader,
+            Fault::KillStandby => FaultKind::KillStandby,
+            Fault::PauseEtcd { .. } => FaultKind::PauseEtcd,
+            Fault::NodeNotReady { .. } => FaultKind::NodeNotReady,
+            Fault::DeletePod { .. } => FaultKind::DeletePod,
+            Fault::DeleteRevision { .. } => FaultKind::DeleteRevision,
+            Fault::UserEdit { .. } => FaultKind::UserEdit,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::KillLeader => write!(f, "kill the leader"),
+            Fault::KillStandby => write!(f, "kill the standby"),
+            Fault::PauseEtcd { seconds } => write!(f, "pause etcd for {seconds} s"),
+            Fault::NodeNotReady { node } => write!(f, "node {node} NotReady"),
+            Fault::DeletePod { set, pick } => write!(f, "delete a pod of set {set} (pick {pick})"),
+            Fault::DeleteRevision { set, pick } => {
+                write!(f, "delete a revision of set {set} (pick {pick})")
+            }
+            Fault::UserEdit { set } => write!(f, "user edit of set {set}"),
+        }
+    }
+}
+
+/// A fault and the wait before it (after the previous one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub after: Duration,
+    pub fault: Fault,
+}
+
+/// What a schedule is drawn over.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub faults: usize,
+    /// Waits are drawn between half and one and a half times this.
+    pub mean_gap: Duration,
+    pub sets: usize,
+    pub nodes: usize,
+    pub kinds: Vec<FaultKind>,
+}
+
+/// The schedule of `shape.faults` faults for `seed`: the same seed and shape always give
+/// the same steps. Empty when no kind is enabled.
+pub fn plan(seed: u64, shape: &Shape) -> Vec<Step> {
+    let total: u64 = shape.kinds.iter().map(|k| k.weight()).sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut rng = Rng::new(seed);
+    let gap_ms = u64::try_from(shape.mean_gap.as_millis()).unwrap_or(u64::MAX);
+    (0..shape.faults)
+        .map(|_| {
+            let after = Duration::from_millis(rng.between(gap_ms / 2, gap_ms + gap_ms / 2));
+            let kind = weighted(&mut rng, &shape.kinds, total);
+            Step {
+                after,
+                fault: fault_of(kind, &mut rng, shape),
+            }
+        })
+        .collect()
+}
+
+fn weighted(rng: &mut Rng, kinds: &[FaultKind], total: u64) -> FaultKind {
+    let mut ticket = rng.below(total);
+    for kind in kinds {
+        if ticket < kind.weight() {
+            return *kind;
+        }
+        ticket -= kind.weight();
+    }
+    kinds[kinds.len() - 1]
+}
+
+fn fault_of(kind: FaultKind, rng: &mut Rng, shape: &Shape) -> Fault {
+    let set = usize::try_from(rng.below(shape.sets as u64)).unwrap_or(0);
+    let node = usize::try_from(rng.below(shape.nodes as u64)).unwrap_or(0);
+    match kind {
+        FaultKind::KillLeader => Fault::KillLeader,
+        FaultKind::KillStandby => Fault::KillStandby,
+        FaultKind::PauseEtcd => Fault::PauseEtcd {
+            seconds: rng.between(1, 4),
+        },
+        FaultKind::NodeNotReady => Fault::NodeNotReady { node },
+        FaultKind::DeletePod => Fault::DeletePod {
+            set,
+            pick: rng.next_u64(),
+        },
+        FaultKind::DeleteRevision => Fault::DeleteRevision {
+            set,
+            pick: rng.next_u64(),
+        },
+        FaultKind::UserEdit => Fault::UserEdit { set },
+    }
+}

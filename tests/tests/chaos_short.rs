@@ -1,0 +1,44 @@
+//! Runs alone: it kills the control plane's leader and standby and pauses etcd, which
+//! every other suite relies on.
+//!
+//! A short seeded run of the chaos harness (`tests/src/chaos/`, issue 33): rollouts of a
+//! CloneSet, an Advanced StatefulSet and an Advanced DaemonSet on simulated nodes while
+//! faults of every kind are injected; no checker may report a broken promise and every
+//! workload finishes its rollout after the last fault. `CHAOS_SEED` replays another seed.
+
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use stevedore_tests::chaos::plan::FaultKind;
+use stevedore_tests::chaos::run::{Options, run};
+use stevedore_tests::run_in_namespace;
+
+#[tokio::test]
+async fn rollouts_keep_their_promises_through_a_seeded_run_of_faults() -> Result<()> {
+    let seed = std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_261_128);
+    let options = Options {
+        seed,
+        faults: 14,
+        mean_gap: Duration::from_secs(3),
+        settle: Duration::from_secs(180),
+        kinds: FaultKind::ALL.to_vec(),
+    };
+    run_in_namespace("chaos-short", |ctx| async move {
+        let report = run(&ctx, &options).await?;
+        eprintln!("{report}");
+        ensure!(report.kept_every_promise(), "a promise broke:\n{report}");
+        ensure!(
+            report.faults == options.faults,
+            "not every fault ran:\n{report}"
+        );
+        ensure!(
+            report.rollouts >= 3,
+            "too few rollouts finished to say anything:\n{report}"
+        );
+        Ok(())
+    })
+    .await
+}
