@@ -21,7 +21,7 @@ pub enum AgentError {
 
     /// The agent answered with a gRPC status, or the transport failed (tonic reports
     /// connect failures as UNAVAILABLE), or the per-call deadline passed.
-    #[error("agent of node {node} at {addr}: {method} failed: {status}")]
+    #[error("agent of node {node} at {addr}: {method} failed: {}", in_words(.status))]
     Rpc {
         node: String,
         addr: SocketAddr,
@@ -51,6 +51,18 @@ pub enum AgentError {
     /// The token is empty or cannot be sent in an HTTP header.
     #[error("the agent bearer token is empty or not a valid header value")]
     InvalidToken,
+}
+
+/// A gRPC status as a sentence: the agent's (or the transport's) message and what the
+/// code means. tonic's own Display appends the Debug dump of the transport error's
+/// source chain, which then reached pod conditions and Events.
+pub fn in_words(status: &tonic::Status) -> String {
+    let meaning = status.code().description();
+    if status.message().is_empty() {
+        meaning.to_owned()
+    } else {
+        format!("{} ({})", status.message(), meaning.to_lowercase())
+    }
 }
 
 impl AgentError {
@@ -120,6 +132,29 @@ mod tests {
         };
         assert!(AgentError::from(no_ip).is_unreachable());
         assert!(!AgentError::from(bad_ip).is_unreachable());
+    }
+
+    #[test]
+    fn a_status_reads_as_its_message_and_meaning_without_a_debug_dump() {
+        let source: Box<dyn std::error::Error + Send + Sync> = "connect refused".into();
+        let mut status = tonic::Status::new(Code::Unavailable, "invalid peer certificate");
+        status.set_source(source.into());
+        let text = AgentError::Rpc {
+            node: "node-a".into(),
+            addr: "10.0.0.1:10350".parse().expect("valid address"),
+            method: "SetPodCondition",
+            status,
+        }
+        .to_string();
+        assert_eq!(
+            text,
+            "agent of node node-a at 10.0.0.1:10350: SetPodCondition failed: \
+             invalid peer certificate (the service is currently unavailable)"
+        );
+        assert_eq!(
+            in_words(&tonic::Status::new(Code::DeadlineExceeded, "")),
+            "Deadline expired before operation could complete"
+        );
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub async fn inject(targets: &Targets<'_>, fault: &Fault) -> Result<String> {
     match fault {
         Fault::KillLeader => {
             let leader = controlplane::leader(&ctx.client).await?;
+            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
+            if pods.get_opt(&leader).await?.is_none() {
+                return Ok(format!("the Lease still names {leader}, which is gone"));
+            }
             let how = controlplane::kill_leader(&ctx.client, &leader).await?;
             Ok(format!("killed leader {leader} ({how})"))
         }
@@ -189,6 +193,15 @@ async fn delete_revision(ctx: &TestContext, workload: &Workload, which: u64) -> 
         .delete(&revision.name_any(), &DeleteParams::default())
         .await?;
     Ok(format!("deleted revision {}", revision.name_any()))
+}
+
+/// An error in words: the apiserver's own message for a refusal, never a dump of the
+/// status object.
+pub fn in_words(err: &anyhow::Error) -> String {
+    match err.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => format!("the apiserver said \"{}\"", status.message),
+        _ => format!("{err:#}"),
+    }
 }
 
 pub fn lock<T>(mutex: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>> {

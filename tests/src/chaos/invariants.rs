@@ -1,7 +1,8 @@
 //! The promises checked on every pod event of the watch stream, from what the apiserver
 //! says alone. Pure: the caller passes the time of each observation.
 //!
-//! - **maxUnavailable**: a controller never deletes a ready pod of a CloneSet or Advanced
+//! - **maxUnavailable**: a controller never deletes (or takes down for an in-place
+//!   update: `InPlaceUpdateReady` False) a ready pod of a CloneSet or Advanced
 //!   StatefulSet while `maxUnavailable` pods of it are already unavailable (not ready, or
 //!   missing below `replicas`). What the harness deleted itself is not the controller's
 //!   deletion, but the hole it leaves counts, as OpenKruise counts it. A pod counts as
@@ -45,6 +46,8 @@ pub struct PodView {
     pub ordinal: Option<String>,
     pub terminating: bool,
     pub ready: bool,
+    /// `InPlaceUpdateReady` is False: a controller is updating it in place.
+    pub in_place_pending: bool,
 }
 
 /// A broken promise, at the time (since the run began) it was seen.
@@ -97,17 +100,22 @@ impl Checker {
 
     /// A pod was added or changed. Returns the promises this event breaks, each once.
     pub fn observe(&mut self, at: Duration, view: PodView) -> Vec<Violation> {
-        let (was_live, unready_before) = match self.pods.get(&view.uid) {
-            Some(p) => (!p.view.terminating, p.unready_since),
+        let (was_live, was_ready, unready_before) = match self.pods.get(&view.uid) {
+            Some(p) => (!p.view.terminating, p.view.ready, p.unready_since),
             None => {
                 self.pods_seen += 1;
-                (false, None)
+                (false, false, None)
             }
         };
         let mut found = Vec::new();
         if view.terminating && was_live {
             found.extend(self.check_disruption(at, &view.uid));
             self.note_live_drop(at, &view);
+        }
+        // An in-place update takes a live pod down as a deletion would.
+        let taken_in_place = was_live && was_ready && !view.ready && view.in_place_pending;
+        if taken_in_place && !view.terminating {
+            found.extend(self.check_disruption(at, &view.uid));
         }
         let unready_since = if view.terminating || view.ready {
             None
@@ -204,7 +212,7 @@ impl Checker {
             at,
             rule: "maxUnavailable",
             detail: format!(
-                "{:?} {app}: ready pod {} was deleted while {unavailable} of {} pods were \
+                "{:?} {app}: ready pod {} was taken down while {unavailable} of {} pods were \
                  already unavailable (not ready: {unready:?}, missing: {missing}; \
                  maxUnavailable {})",
                 rule.kind, going.name, rule.replicas, rule.max_unavailable

@@ -28,6 +28,7 @@ fn pod(uid: &str, ready: bool) -> PodView {
         ordinal: None,
         terminating: false,
         ready,
+        in_place_pending: false,
     }
 }
 
@@ -164,4 +165,30 @@ fn a_live_pod_with_a_sets_labels_and_no_controller_is_an_orphan() {
         ..pod("o", true)
     };
     assert_eq!(rules(&c.observe(secs(1), orphan)), ["ownership"]);
+}
+
+#[test]
+fn an_in_place_update_takes_a_pod_down_as_a_deletion_does() {
+    let in_place = |uid: &str| PodView {
+        ready: false,
+        in_place_pending: true,
+        ..pod(uid, true)
+    };
+    let mut c = three_ready(SetKind::CloneSet);
+    assert!(
+        c.observe(secs(10), in_place("a")).is_empty(),
+        "the first one is allowed"
+    );
+    let found = c.observe(secs(20), in_place("b"));
+    assert_eq!(rules(&found), ["maxUnavailable"]);
+    assert!(found[0].detail.contains("web-a"), "{}", found[0].detail);
+    // Once a is back, b may go.
+    let mut c = three_ready(SetKind::CloneSet);
+    c.observe(secs(10), in_place("a"));
+    c.observe(secs(12), pod("a", true));
+    assert!(c.observe(secs(20), in_place("b")).is_empty());
+    // Not ready for another reason (a probe) is not the controller's doing.
+    let mut c = three_ready(SetKind::CloneSet);
+    c.observe(secs(10), in_place("a"));
+    assert!(c.observe(secs(20), pod("b", false)).is_empty());
 }

@@ -184,7 +184,7 @@ async fn inject_all(targets: &Targets<'_>, options: &Options, started: Instant) 
         let outcome =
             match tokio::time::timeout(FAULT_TIMEOUT, faults::inject(targets, &step.fault)).await {
                 Ok(Ok(done)) => done,
-                Ok(Err(err)) => format!("failed: {err:#}"),
+                Ok(Err(err)) => format!("failed: {}", faults::in_words(&err)),
                 Err(_) => format!("gave up after {FAULT_TIMEOUT:?}"),
             };
         history.push(format!("{at:>7.1?} #{i} {}: {outcome}", step.fault));
@@ -305,11 +305,16 @@ async fn watch_pods(
 /// What the checkers read of a pod.
 pub fn view_of(pod: &Pod) -> PodView {
     let labels = pod.labels();
-    let ready = pod
+    let conditions = pod
         .status
         .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let has = |type_: &str, status: &str| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == status)
+    };
     PodView {
         uid: pod.uid().unwrap_or_default(),
         name: pod.name_any(),
@@ -322,6 +327,7 @@ pub fn view_of(pod: &Pod) -> PodView {
         instance_id: labels.get("apps.kruise.io/cloneset-instance-id").cloned(),
         ordinal: labels.get("apps.kubernetes.io/pod-index").cloned(),
         terminating: pod.metadata.deletion_timestamp.is_some(),
-        ready,
+        ready: has("Ready", "True"),
+        in_place_pending: has("InPlaceUpdateReady", "False"),
     }
 }

@@ -1,7 +1,9 @@
 //! The workloads a chaos run rolls: a CloneSet, an Advanced StatefulSet and an Advanced
-//! DaemonSet on the run's own simulated nodes, each updated by recreating pods with
-//! `maxUnavailable: 1` (kwok's pods have no containers to restart in place), their
-//! images flipped between two tags for every rollout. Dynamic objects, so the harness
+//! DaemonSet that recreate their pods, all with `maxUnavailable: 1`, on the run's own
+//! simulated nodes, their images flipped between two tags for every rollout. (In place
+//! needs an agent per node to flip `InPlaceUpdateReady`: the simulated nodes with agents
+//! of `deploy/local/sim-agents.sh`, a next step; the checkers already count in-place
+//! updates.) Dynamic objects, so the harness
 //! needs no API crate.
 
 use anyhow::{Context as _, Result};
