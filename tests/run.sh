@@ -51,6 +51,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "no function over 80 lines outside tests"
 tests/lib/long-functions.sh
 
+step "the benchmark results table is generated as its fixture says"
+tests/bench/table_test.sh
+
 step "generated CRDs match deploy/crds"
 cargo run --quiet --locked -p stevedore-api --bin crdgen -- "$crd_tmp"
 if ! diff -ru deploy/crds "$crd_tmp"; then

@@ -8,6 +8,8 @@
 # per controller.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 CRONS=${CRONS:-200}
 MINUTES=${MINUTES:-3}
 OURS=stevedore-bench-acj
@@ -66,3 +68,12 @@ stats() {
 }
 echo "AdvancedCronJob (Stevedore):    $(stats "$OURS")"
 echo "CronJob (kube-controller-manager): $(stats "$NATIVE")"
+# percentile NS Q: the Q-quantile of the delays in NS (nothing when there was no run).
+percentile() {
+  delays "$1" | awk -v q="$2" '{ d[NR] = $1 } END { if (NR > 0) print d[int((NR - 1) * q) + 1] }'
+}
+bench_params advancedcronjob CRONS MINUTES
+for q in 50 99; do
+  bench_figure advancedcronjob "delay-p$q" stevedore "$(percentile "$OURS" "0.$q")" s
+  bench_figure advancedcronjob "delay-p$q" native "$(percentile "$NATIVE" "0.$q")" s
+done

@@ -14,6 +14,8 @@
 #                     the kubelet node (pull-time runs need neither).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 RUNS=${RUNS:-5}
 AGENT=${AGENT:-deployed}
 # shellcheck source=/dev/null
@@ -109,6 +111,12 @@ done
 am=$(mean "${agent_times# }") cm=$(mean "${ctr_times# }") km=$(mean "${cri_times# }")
 printf 'mean: agent %.2fs, ctr %.2fs, crictl %.2fs; agent/ctr %.2f, agent/crictl %.2f (goal <= 0.95; %d bytes compressed)\n' \
   "$am" "$cm" "$km" "$(echo "$am / $cm" | bc -l)" "$(echo "$am / $km" | bc -l)" "$SIZE"
+bench_params agent RUNS AGENT
+# crictl pull is kubelet's own path (CRI), the native one; ctr pulls through containerd's
+# client library.
+bench_figure agent pull-mean stevedore "$(printf '%.2f' "$am")" s
+bench_figure agent pull-mean native "$(printf '%.2f' "$km")" s
+bench_figure agent pull-mean ctr "$(printf '%.2f' "$cm")" s
 remove_image "$IMAGE"
 
 if [[ -z ${SKIP_MEMORY:-} ]]; then
@@ -131,6 +139,7 @@ if [[ -z ${SKIP_MEMORY:-} ]]; then
   done
   wait "${pulls[@]}"
   echo "peak RSS during 10 concurrent pulls: $peak KiB; RSS after: $(rss_kib) KiB"
+  bench_figure agent peak-rss-10-pulls stevedore "$((peak / 1024))" MiB
   for i in $(seq 1 10); do remove_image "$STEVEDORE_REGISTRY/bench/large-$i:v1"; done
   sleep 5
   echo "idle RSS after the pulls: $(rss_kib) KiB"

@@ -12,6 +12,8 @@
 #   deploy/agent/daemonset.yaml) or STEVEDORE_WORKER_THREADS=1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 # shellcheck source=/dev/null
 source <(deploy/local/cluster.sh env)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
@@ -57,3 +59,6 @@ for run in $(seq 1 "$RUNS"); do
 done
 printf 'median: VmRSS %d KiB (%.1f MiB)  RssAnon %d KiB  RssFile %d KiB\n' \
   "$(median "$rss")" "$(echo "$(median "$rss") / 1024" | bc -l)" "$(median "$anon")" "$(median "$file")"
+bench_params agent_idle_rss RUNS IDLE
+bench_figure agent_idle_rss idle-vmrss-median stevedore "$(median "$rss")" KiB
+bench_figure agent_idle_rss idle-rssanon-median stevedore "$(median "$anon")" KiB

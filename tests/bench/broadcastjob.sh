@@ -13,6 +13,8 @@
 #      (api-floor tasks, 64 in flight) and run to success.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 NODES=${NODES:-500}
 PREFIX=bcj-bench
 NS=stevedore-bench-bcj
@@ -155,3 +157,8 @@ parallelism 50 → completed:    ${p50_s}s   reconciles $p50_rec ($(rate "$p50_r
 unlimited → completed:         ${all_s}s   reconciles $all_rec ($(rate "$all_rec" "$all_s")/s), API writes $all_req ($(rate "$all_req" "$all_s")/s), RSS now/peak $all_rss
 floor (same pods, 64 at once): ${floor_s}s   unlimited/floor: $(awk -v a="$all_s" -v b="$floor_s" 'BEGIN { printf "%.2f", a / b }')x
 EOF2
+bench_params broadcastjob NODES
+bench_figure broadcastjob completed-parallelism-50 stevedore "$p50_s" s
+bench_figure broadcastjob completed-unlimited stevedore "$all_s" s
+bench_figure broadcastjob completed-unlimited floor "$floor_s" s
+bench_figure broadcastjob api-writes-unlimited stevedore "$all_req" count

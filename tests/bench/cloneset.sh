@@ -18,6 +18,8 @@ NS=stevedore-bench
 source <(deploy/local/cluster.sh env)
 # shellcheck source=rollout-lib.sh
 source tests/bench/rollout-lib.sh
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 # shellcheck source=controlplane-metrics.sh
 source tests/bench/controlplane-metrics.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
@@ -96,3 +98,10 @@ control-plane RSS (now/peak): $rss
 CloneSet reconciles (leader): ${reconciles:-?}
 SetPodCondition calls OK:     $agent_ok
 EOF2
+bench_params cloneset NODES REPLICAS
+bench_figure cloneset create stevedore "$create_s" s
+bench_figure cloneset create floor "$floor_create_s" s
+bench_figure cloneset inplace-rollout stevedore "$rollout_s" s
+bench_figure cloneset inplace-rollout floor "$floor_inplace_s" s
+bench_figure cloneset restarted-in-place stevedore "$same_uids" pods
+bench_figure cloneset reconciles stevedore "${reconciles:-?}" count

@@ -11,6 +11,8 @@
 # agent's answer until the agent can simulate a restart for kwok pods.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 NODES=${NODES:-100}
 PREFIX=bench
 NS=stevedore-bench
@@ -77,7 +79,9 @@ failures=$(kubectl -n "$NS" get containerrecreaterequests \
 percentiles=$(awk '{ c = $2; d = $3; gsub(/[-:TZ]/, " ", c); gsub(/[-:TZ]/, " ", d);
     print mktime(d) - mktime(c) }' <<<"$times" | sort -n |
   awk '{ v[NR] = $1 } END { p50 = v[int((NR - 1) * 0.50) + 1]; p99 = v[int((NR - 1) * 0.99) + 1];
-    printf "%ds / %ds", p50, p99 }')
+    printf "%d %d", p50, p99 }')
+read -r p50_s p99_s <<<"$percentiles"
+percentiles="${p50_s}s / ${p99_s}s"
 
 cat <<EOF2
 nodes with agents:                 $NODES
@@ -88,3 +92,8 @@ per request p50 / p99 (whole s):   $percentiles
 failures (count, message):
 ${failures:-  none}
 EOF2
+bench_params containerrecreaterequest NODES
+bench_figure containerrecreaterequest all-finished stevedore "$all_s" s
+bench_figure containerrecreaterequest completed stevedore "$completed" requests
+bench_figure containerrecreaterequest request-p50 stevedore "$p50_s" s
+bench_figure containerrecreaterequest request-p99 stevedore "$p99_s" s

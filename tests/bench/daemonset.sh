@@ -17,6 +17,8 @@
 # of its command line.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 NODES=${NODES:-500}
 AGENT_NODES=${AGENT_NODES:-100}
 # Which parts to run: "kwok agents" (both, the default), or either alone.
@@ -210,4 +212,23 @@ InPlaceIfPossible rollout, 10%:    ${ip_roll}s  (native recreate ${native_recrea
                                    reconciles $ip_roll_rec ($(rate "$ip_roll_rec" "$ip_roll")/s); RSS now/peak $ip_rss
 pods restarted in place:           $in_place of $AGENT_NODES (restartCount 1, same pods)
 EOF2
+bench_params daemonset NODES AGENT_NODES PARTS POLL
+if part kwok; then
+  bench_figure daemonset create stevedore "$ads_create" s
+  bench_figure daemonset create floor "$floor_create" s
+  bench_figure daemonset create native "$native_create" s
+  bench_figure daemonset standard-rollout stevedore "$ads_roll" s
+  bench_figure daemonset standard-rollout floor "$floor_roll" s
+  bench_figure daemonset standard-rollout native "$native_roll" s
+fi
+if part agents; then
+  bench_figure daemonset create-with-agents stevedore "$ip_create" s
+  bench_figure daemonset create-with-agents floor "$floor_agent_create" s
+  bench_figure daemonset create-with-agents native "$native_ip_create" s
+  # The native controller has no in-place update: its figure is its recreate rollout.
+  bench_figure daemonset inplace-rollout stevedore "$ip_roll" s
+  bench_figure daemonset inplace-rollout floor "$floor_inplace" s
+  bench_figure daemonset inplace-rollout native "$native_recreate" s
+  bench_figure daemonset restarted-in-place stevedore "$in_place" pods
+fi
 exit 0

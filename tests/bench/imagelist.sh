@@ -21,6 +21,8 @@
 #   4. RSS of the leader control plane and of the agents.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 NODES=${NODES:-100}
 ROUNDS=${ROUNDS:-3}
 SINGLE_ROUNDS=${SINGLE_ROUNDS:-5}
@@ -180,6 +182,7 @@ echo "== one ImageList alone ($PREFIX-000), $SINGLE_ROUNDS rounds" >&2
 agents_rss_idle=$(agents_rss)
 
 job_report=""
+job_released=()
 i=0
 for parallelism in $PARALLELISM; do
   i=$((i + 1))
@@ -234,6 +237,8 @@ YAML
     -v b="$(after 'stevedore_controlplane_reconcile_duration_seconds_sum{kind="ImagePullJob"}')" 'BEGIN { print b - a }')
   pushes=$(($(after 'stevedore_controlplane_agent_rpcs_total{method="ApplyImageList",code="Ok"}') -
     $(before 'stevedore_controlplane_agent_rpcs_total{method="ApplyImageList",code="Ok"}')))
+  # One word per measure: parallelism 100% is "job-released-100pct".
+  job_released+=("job-released-${parallelism/\%/pct} $released_s")
   job_report+="
 ImagePullJob parallelism $parallelism, imagePullPolicy $PULL_POLICY, over $NODES nodes:
   completed (status.completionTime):   ${complete_s}s  ($counts)
@@ -279,3 +284,10 @@ leader control plane ($leader) RSS:  $(rss "$pid")
 agents RSS after the fan-out:        $agents_rss_idle
 agents RSS at the end:               $(agents_rss)
 EOF2
+bench_params imagelist NODES ROUNDS SINGLE_ROUNDS PARALLELISM PULL_POLICY
+for figure in "${job_released[@]}"; do
+  read -r measure seconds <<<"$figure"
+  bench_figure imagelist "$measure" stevedore "$seconds" s
+done
+# The floor's writes are those of a job at 100%, as many in flight as the job keeps (16).
+bench_figure imagelist job-released-100pct floor "$floor16" s

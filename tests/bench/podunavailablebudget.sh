@@ -11,6 +11,8 @@
 # all updated in place and ready; the set is deleted between runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 NODES=${NODES:-100}
 REPLICAS=${REPLICAS:-1000}
 PREFIX=bench
@@ -105,3 +107,6 @@ ratio (with / without):          $(awk -v a="$with_s" -v b="$without_s" 'BEGIN {
 budget after (allowed):          $allowed
 DisruptionHeld events:           $held
 EOF2
+bench_params podunavailablebudget NODES REPLICAS
+bench_figure podunavailablebudget inplace-rollout stevedore "$with_s" s
+bench_figure podunavailablebudget inplace-rollout without-budget "$without_s" s

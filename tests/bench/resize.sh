@@ -10,6 +10,8 @@
 # both from the same starting point, one after the other in one run. Prints both and the ratio.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 NODES=${NODES:-100}
 REPLICAS=${REPLICAS:-1000}
 PREFIX=bench
@@ -98,3 +100,6 @@ recreate (20%):                    ${recreate_s}s   (same pods kept: $recreate_k
 recreate / resize:                 $(awk -v a="$recreate_s" -v b="$resize_s" 'BEGIN { printf "%.2f", a / b }')x
 control-plane RSS (now/peak):      $rss
 EOF2
+bench_params resize NODES REPLICAS
+bench_figure resize cpu-change stevedore "$resize_s" s
+bench_figure resize cpu-change recreate "$recreate_s" s

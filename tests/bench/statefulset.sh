@@ -20,6 +20,8 @@ NS=stevedore-bench
 source <(deploy/local/cluster.sh env)
 # shellcheck source=rollout-lib.sh
 source tests/bench/rollout-lib.sh
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
 # shellcheck source=controlplane-metrics.sh
 source tests/bench/controlplane-metrics.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
@@ -125,3 +127,13 @@ control-plane RSS (now/peak):      $rss
 StatefulSet reconciles (leader):   ${reconciles:-?}
 SetPodCondition calls OK:          $agent_ok
 EOF2
+bench_params statefulset NODES REPLICAS
+bench_figure statefulset create stevedore "$asts_create_s" s
+bench_figure statefulset create floor "$floor_create_s" s
+bench_figure statefulset create native "$native_create_s" s
+# The native controller has no in-place update: its figure is its recreate rollout.
+bench_figure statefulset rollout stevedore "$asts_rollout_s" s
+bench_figure statefulset rollout floor "$floor_inplace_s" s
+bench_figure statefulset rollout native "$native_rollout_s" s
+bench_figure statefulset restarted-in-place stevedore "$in_place" pods
+bench_figure statefulset reconciles stevedore "${reconciles:-?}" count

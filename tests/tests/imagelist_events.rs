@@ -6,44 +6,27 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use serde_json::json;
 use stevedore_api::imagelist::ImagePullPhase;
-use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{poll_until, run_in_namespace};
 
 mod imagelist_support;
 
-use imagelist_support::{apply, failure_events, image_status, list_exists, times_recorded};
+use imagelist_support::{MissingImage, failure_events, image_status, times_recorded};
 
 const MANAGER: &str = "stevedore-tests-events";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_pull_gives_one_event_on_the_node_and_retries_add_none() -> Result<()> {
     run_in_namespace("imagelist-events", |ctx| async move {
-        let run = ctx
-            .namespace
-            .rsplit('-')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let sim = SimAgents::up(ctx.cluster, &format!("events-{run}"), 1)?;
-        let node = sim.node(0);
-        let missing = ctx.cluster.image(&format!("events-missing-{run}:v1"));
-        list_exists(&ctx.client, &node).await?;
         // backoffLimit 2: Failed after the third attempt (2 s and 4 s of backoff).
-        apply(
-            &ctx.client,
-            &node,
-            MANAGER,
-            json!({ missing.clone(): { "backoffLimit": 2 } }),
-        )
-        .await?;
+        let pull = MissingImage::on_sim_node(&ctx, "events", MANAGER, 2).await?;
+        let (node, missing) = (&pull.node, &pull.image);
 
         let events = poll_until(
             "a pull-failure Event on the node",
             Duration::from_secs(120),
             || async {
-                let events = failure_events(&ctx.client, &node, &missing).await?;
+                let events = failure_events(&ctx.client, node, missing).await?;
                 Ok((!events.is_empty()).then_some(events))
             },
         )
@@ -59,14 +42,14 @@ async fn a_failing_pull_gives_one_event_on_the_node_and_retries_add_none() -> Re
             "three failed attempts",
             Duration::from_secs(120),
             || async {
-                let status = image_status(&ctx.client, &node, &missing).await?;
+                let status = image_status(&ctx.client, node, missing).await?;
                 Ok(status.filter(|s| s.phase == ImagePullPhase::Failed && s.attempts >= 3))
             },
         )
         .await?;
         // Time for Events of the later attempts to land, were any recorded.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let events = failure_events(&ctx.client, &node, &missing).await?;
+        let events = failure_events(&ctx.client, node, missing).await?;
         ensure!(
             events.len() == 1,
             "one Event, not one per attempt: {events:?}"
@@ -77,9 +60,7 @@ async fn a_failing_pull_gives_one_event_on_the_node_and_retries_add_none() -> Re
             "the Event was repeated {repeats} times: {events:?}"
         );
 
-        apply(&ctx.client, &node, MANAGER, json!({})).await?;
-        drop(sim);
-        Ok(())
+        pull.remove(&ctx.client).await
     })
     .await
 }

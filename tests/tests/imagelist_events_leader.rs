@@ -8,16 +8,14 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use kube::api::Api;
-use serde_json::json;
 use stevedore_api::ImageList;
 use stevedore_api::imagelist::ImagePullPhase;
 use stevedore_tests::controlplane::{kill_leader, leader, new_leader, wait_control_plane_ready};
-use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{poll_until, run_in_namespace};
 
 mod imagelist_support;
 
-use imagelist_support::{apply, failure_events, image_status, list_exists, times_recorded};
+use imagelist_support::{MissingImage, failure_events, image_status, times_recorded};
 
 const MANAGER: &str = "stevedore-tests-events-leader";
 
@@ -34,28 +32,13 @@ async fn generations(client: &kube::Client, node: &str) -> Result<(i64, i64)> {
 async fn a_new_leader_does_not_record_a_failure_again() -> Result<()> {
     run_in_namespace("imagelist-events-leader", |ctx| async move {
         wait_control_plane_ready(&ctx.client).await?;
-        let run = ctx
-            .namespace
-            .rsplit('-')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let sim = SimAgents::up(ctx.cluster, &format!("evleader-{run}"), 1)?;
-        let node = sim.node(0);
-        let missing = ctx.cluster.image(&format!("evleader-missing-{run}:v1"));
-        list_exists(&ctx.client, &node).await?;
-        apply(
-            &ctx.client,
-            &node,
-            MANAGER,
-            json!({ missing.clone(): { "backoffLimit": 1 } }),
-        )
-        .await?;
+        let pull = MissingImage::on_sim_node(&ctx, "evleader", MANAGER, 1).await?;
+        let (node, missing) = (&pull.node, &pull.image);
         poll_until(
             "the pull to fail for good",
             Duration::from_secs(120),
             || async {
-                let status = image_status(&ctx.client, &node, &missing).await?;
+                let status = image_status(&ctx.client, node, missing).await?;
                 Ok(status.filter(|s| s.phase == ImagePullPhase::Failed))
             },
         )
@@ -64,7 +47,7 @@ async fn a_new_leader_does_not_record_a_failure_again() -> Result<()> {
             "the pull-failure Event",
             Duration::from_secs(60),
             || async {
-                let events = failure_events(&ctx.client, &node, &missing).await?;
+                let events = failure_events(&ctx.client, node, missing).await?;
                 Ok((!events.is_empty()).then_some(()))
             },
         )
@@ -75,34 +58,27 @@ async fn a_new_leader_does_not_record_a_failure_again() -> Result<()> {
         new_leader(&ctx.client, &old).await?;
         // A spec change the new leader must push and acknowledge: once the status
         // acknowledges it, the new session has connected and taken the agent's replay.
-        apply(
-            &ctx.client,
-            &node,
-            MANAGER,
-            json!({ missing.clone(): { "backoffLimit": 2 } }),
-        )
-        .await?;
-        let (generation, _) = generations(&ctx.client, &node).await?;
+        pull.ask(&ctx.client, 2).await?;
+        let (generation, _) = generations(&ctx.client, node).await?;
         poll_until(
             "the new leader to acknowledge the changed list",
             Duration::from_secs(120),
             || async {
-                let (_, observed) = generations(&ctx.client, &node).await?;
+                let (_, observed) = generations(&ctx.client, node).await?;
                 Ok((observed >= generation).then_some(()))
             },
         )
         .await?;
         // Time for an Event of the replay to land, were one recorded.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let events = failure_events(&ctx.client, &node, &missing).await?;
+        let events = failure_events(&ctx.client, node, missing).await?;
         let recorded: i32 = events.iter().map(times_recorded).sum();
         ensure!(
             recorded == 1,
             "the failure was recorded {recorded} times across the leader change: {events:?}"
         );
 
-        apply(&ctx.client, &node, MANAGER, json!({})).await?;
-        drop(sim);
+        pull.remove(&ctx.client).await?;
         wait_control_plane_ready(&ctx.client).await?;
         Ok(())
     })

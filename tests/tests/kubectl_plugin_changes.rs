@@ -9,6 +9,7 @@
 
 mod kubectl_plugin_support;
 
+use std::fmt::Debug;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
@@ -16,6 +17,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
@@ -98,6 +101,20 @@ async fn pods_of(ctx: &TestContext, app: &str) -> Result<Vec<Pod>> {
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .collect())
+}
+
+/// Waits until the object `name` of `api` shows `phase` as its `status.phase` (a pod, or
+/// a ContainerRecreateRequest read as a dynamic object).
+async fn phase_reached<K>(api: &kube::Api<K>, name: &str, phase: &str) -> Result<()>
+where
+    K: Clone + DeserializeOwned + Serialize + Debug,
+{
+    let what = format!("{name} to be {phase}");
+    poll_until(&what, SETTLE, || async {
+        let object = serde_json::to_value(api.get(name).await?)?;
+        Ok((object["status"]["phase"] == phase).then_some(()))
+    })
+    .await
 }
 
 async fn rolled_out(ctx: &TestContext, target: &str) -> Result<()> {
@@ -361,11 +378,7 @@ async fn create_crr_recreates_the_named_container_of_a_real_pod() -> Result<()> 
             },
         }))?;
         ctx.api::<Pod>().create(&PostParams::default(), &pod).await?;
-        poll_until("pod two running", SETTLE, || async {
-            let pod = ctx.api::<Pod>().get("two").await?;
-            Ok((pod.status.and_then(|s| s.phase).as_deref() == Some("Running")).then_some(()))
-        })
-        .await?;
+        phase_reached(&ctx.api::<Pod>(), "two", "Running").await?;
 
         let missing = kubectl_stevedore(&ctx, &["create", "crr", "bad", "--pod", "two", "--containers", "db"]).await?;
         ensure!(missing.code == 1 && missing.stderr.contains("has no container db"), "{missing:?}");
@@ -375,11 +388,7 @@ async fn create_crr_recreates_the_named_container_of_a_real_pod() -> Result<()> 
         let request = requests.get("again").await?;
         ensure!(request.data["spec"]["podName"] == "two", "{request:?}");
         ensure!(request.data["spec"]["containers"].as_array().map(Vec::len) == Some(1), "{request:?}");
-        poll_until("the request Completed", SETTLE, || async {
-            let request = requests.get("again").await?;
-            Ok((request.data["status"]["phase"] == "Completed").then_some(()))
-        })
-        .await?;
+        phase_reached(&requests, "again", "Completed").await?;
         let pod = ctx.api::<Pod>().get("two").await?;
         let restarts: Vec<(String, i32)> = pod
             .status

@@ -27,7 +27,7 @@ use crate::api::broadcastjob::{
 use crate::api::common::CompletionPolicyType;
 use crate::controller::conditions::{find, set_condition};
 use crate::controller::events::PlannedEvent;
-use crate::controller::job_ttl::{earlier, job_ttl, until};
+use crate::controller::job_ttl::{earlier, impl_job_plan, job_ttl, until};
 use crate::workload::node_eval;
 use crate::workload::node_resources::{NodeUsage, pod_requests};
 use crate::workload::plan::MAX_CREATES_PER_SYNC;
@@ -94,6 +94,8 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
 }
 
+impl_job_plan!(Plan);
+
 /// Where the job's pods stand.
 #[derive(Default)]
 struct PodCounts<'a> {
@@ -121,7 +123,8 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     plan.status.desired = to_i32(counts.nodes.len() + fit_without_pod.len());
 
     if let Some(Time(finished)) = s.status.completion_time {
-        ttl(&mut plan, s.spec, finished, s.now);
+        let ttl_seconds = s.spec.completion_policy.ttl_seconds_after_finished;
+        job_ttl(ttl_seconds, finished, s.now, "the job and its pods").apply(&mut plan);
         return plan;
     }
     if let Some(reason) = failure(s, &counts, start, &mut plan) {
@@ -129,7 +132,8 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         let mut to_stop = counts.active.clone();
         to_stop.extend(running.map(|(pod, _)| *pod));
         fail(&mut plan, s.now, reason, &to_stop);
-        ttl(&mut plan, s.spec, s.now, s.now);
+        let ttl_seconds = s.spec.completion_policy.ttl_seconds_after_finished;
+        job_ttl(ttl_seconds, s.now, s.now, "the job and its pods").apply(&mut plan);
         return plan;
     }
     let paused = s.spec.paused || plan.pause;
@@ -154,7 +158,8 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     if always && counts.active.is_empty() && plan.create_on.is_empty() && remaining <= 0 && !paused
     {
         complete(&mut plan, s.now);
-        ttl(&mut plan, s.spec, s.now, s.now);
+        let ttl_seconds = s.spec.completion_policy.ttl_seconds_after_finished;
+        job_ttl(ttl_seconds, s.now, s.now, "the job and its pods").apply(&mut plan);
         return plan;
     }
     plan.status.phase = if paused {
@@ -322,17 +327,6 @@ fn deadline_requeue(plan: &mut Plan, spec: &BroadcastJobSpec, start: Timestamp, 
     if let Some(wait) = deadline(spec, start).and_then(|d| until(now, d)) {
         plan.requeue_after = earlier(plan.requeue_after, wait);
     }
-}
-
-/// Deletes the job `ttlSecondsAfterFinished` after `finished`, or looks again then.
-fn ttl(plan: &mut Plan, spec: &BroadcastJobSpec, finished: Timestamp, now: Timestamp) {
-    let seconds = spec.completion_policy.ttl_seconds_after_finished;
-    let ttl = job_ttl(seconds, finished, now, "the job and its pods");
-    ttl.apply(
-        &mut plan.delete_job,
-        &mut plan.events,
-        &mut plan.requeue_after,
-    );
 }
 
 fn name_of(pod: &Pod) -> &str {

@@ -50,22 +50,49 @@ pub fn earlier(current: Option<Duration>, other: Duration) -> Option<Duration> {
     Some(current.map_or(other, |c| c.min(other)))
 }
 
+/// The fields of a job kind's plan that the TTL decides.
+pub struct JobPlanFields<'a> {
+    pub delete_job: &'a mut bool,
+    pub events: &'a mut Vec<PlannedEvent>,
+    pub requeue_after: &'a mut Option<Duration>,
+}
+
+/// A job kind's plan, which a finished job's TTL writes into.
+pub trait JobPlan {
+    fn job_fields(&mut self) -> JobPlanFields<'_>;
+}
+
+/// Implements [`JobPlan`] for a job plan type with the fields `delete_job`, `events` and
+/// `requeue_after` (every job kind's plan names them so).
+macro_rules! impl_job_plan {
+    ($plan:ty) => {
+        impl $crate::controller::job_ttl::JobPlan for $plan {
+            fn job_fields(&mut self) -> $crate::controller::job_ttl::JobPlanFields<'_> {
+                $crate::controller::job_ttl::JobPlanFields {
+                    delete_job: &mut self.delete_job,
+                    events: &mut self.events,
+                    requeue_after: &mut self.requeue_after,
+                }
+            }
+        }
+    };
+}
+pub(crate) use impl_job_plan;
+
 impl JobTtl {
-    /// Carries the decision into a job plan's fields: the deletion and its event, or a
-    /// look again no later than any the plan already asks for.
-    pub fn apply(
-        self,
-        delete_job: &mut bool,
-        events: &mut Vec<PlannedEvent>,
-        requeue_after: &mut Option<Duration>,
-    ) {
+    /// Carries the decision into a job plan: the deletion and its event, or a look again
+    /// no later than any the plan already asks for.
+    pub fn apply(self, plan: &mut impl JobPlan) {
+        let fields = plan.job_fields();
         match self {
             Self::Keep => {}
             Self::Delete(event) => {
-                *delete_job = true;
-                events.push(event);
+                *fields.delete_job = true;
+                fields.events.push(event);
             }
-            Self::LookAgainIn(wait) => *requeue_after = earlier(*requeue_after, wait),
+            Self::LookAgainIn(wait) => {
+                *fields.requeue_after = earlier(*fields.requeue_after, wait);
+            }
         }
     }
 }
@@ -112,23 +139,34 @@ mod tests {
         }
     }
 
+    #[derive(Default)]
+    struct ToyPlan {
+        delete_job: bool,
+        events: Vec<PlannedEvent>,
+        requeue_after: Option<Duration>,
+    }
+
+    impl_job_plan!(ToyPlan);
+
     #[test]
     fn applying_keeps_the_earliest_look_again() {
-        let (mut delete, mut events) = (false, Vec::new());
-        let mut requeue = Some(Duration::from_secs(5));
-        JobTtl::LookAgainIn(Duration::from_secs(20)).apply(&mut delete, &mut events, &mut requeue);
-        assert_eq!(requeue, Some(Duration::from_secs(5)));
-        JobTtl::LookAgainIn(Duration::from_secs(2)).apply(&mut delete, &mut events, &mut requeue);
-        assert_eq!(requeue, Some(Duration::from_secs(2)));
-        assert!(!delete && events.is_empty());
+        let mut plan = ToyPlan {
+            requeue_after: Some(Duration::from_secs(5)),
+            ..ToyPlan::default()
+        };
+        JobTtl::LookAgainIn(Duration::from_secs(20)).apply(&mut plan);
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(5)));
+        JobTtl::LookAgainIn(Duration::from_secs(2)).apply(&mut plan);
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(2)));
+        assert!(!plan.delete_job && plan.events.is_empty());
 
         let event = PlannedEvent {
             warning: false,
             reason: "Deleting",
             note: "gone".to_owned(),
         };
-        JobTtl::Delete(event.clone()).apply(&mut delete, &mut events, &mut requeue);
-        assert!(delete);
-        assert_eq!(events, [event]);
+        JobTtl::Delete(event.clone()).apply(&mut plan);
+        assert!(plan.delete_job);
+        assert_eq!(plan.events, [event]);
     }
 }

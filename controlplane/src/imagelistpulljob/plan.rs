@@ -22,7 +22,7 @@ use crate::api::imagelistpulljob::{FailedImageStatus, ImageListPullJobStatus};
 use crate::api::imagepulljob::ImagePullJobSpec;
 use crate::api::{ImageListPullJob, ImagePullJob};
 use crate::controller::events::PlannedEvent;
-use crate::controller::job_ttl::job_ttl;
+use crate::controller::job_ttl::{impl_job_plan, job_ttl};
 use crate::imagepulljob::progress::{Part, summarize};
 use crate::workload::revision::{fnv32a, safe_encode};
 
@@ -54,6 +54,8 @@ pub struct Plan {
     pub events: Vec<PlannedEvent>,
 }
 
+impl_job_plan!(Plan);
+
 /// The name of the ImagePullJob of `image`: the job's name (cut to fit) and a hash of
 /// the image, as Kubernetes names ControllerRevisions.
 pub fn child_name(job: &str, image: &str) -> String {
@@ -74,7 +76,8 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     };
     let always = job.spec.completion_policy.policy_type() == CompletionPolicyType::Always;
     if always && let Some(Time(completed)) = old.completion_time {
-        ttl(&mut plan, job, completed, s.now);
+        let ttl_seconds = job.spec.completion_policy.ttl_seconds_after_finished;
+        job_ttl(ttl_seconds, completed, s.now, "the job").apply(&mut plan);
         return plan;
     }
     let kept = sort_children(s, &mut plan);
@@ -99,7 +102,8 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
                 plan.status.succeeded, plan.status.desired
             ),
         });
-        ttl(&mut plan, job, s.now, s.now);
+        let ttl_seconds = job.spec.completion_policy.ttl_seconds_after_finished;
+        job_ttl(ttl_seconds, s.now, s.now, "the job").apply(&mut plan);
     }
     plan
 }
@@ -250,15 +254,4 @@ fn aggregate(
         old.desired,
     ));
     status
-}
-
-/// Deletes the job `ttlSecondsAfterFinished` after `completed`, or looks again then.
-fn ttl(plan: &mut Plan, job: &ImageListPullJob, completed: Timestamp, now: Timestamp) {
-    let seconds = job.spec.completion_policy.ttl_seconds_after_finished;
-    let ttl = job_ttl(seconds, completed, now, "the job");
-    ttl.apply(
-        &mut plan.delete_job,
-        &mut plan.events,
-        &mut plan.requeue_after,
-    );
 }

@@ -22,7 +22,7 @@ use crate::api::common::CompletionPolicyType;
 use crate::api::imagelist::{ImageListEntry, ImagePullPhase, ImageStatus, PullSecretReference};
 use crate::api::imagepulljob::{ImagePullJobStatus, ImagePullPolicy};
 use crate::controller::events::PlannedEvent;
-use crate::controller::job_ttl::{earlier, job_ttl, until};
+use crate::controller::job_ttl::{earlier, impl_job_plan, job_ttl, until};
 use crate::imagepulljob::progress::{self, Part};
 use crate::workload::node::is_ready;
 pub use crate::workload::rollout::parallelism;
@@ -72,6 +72,8 @@ pub struct Plan {
     pub events: Vec<PlannedEvent>,
 }
 
+impl_job_plan!(Plan);
+
 /// Where one selected node stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NodeState {
@@ -107,7 +109,8 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     {
         plan.release = owned.iter().map(|n| (*n).to_owned()).collect();
         plan.status.active = 0;
-        ttl(&mut plan, job, completed, s.now);
+        let ttl_seconds = job.spec.completion_policy.ttl_seconds_after_finished;
+        job_ttl(ttl_seconds, completed, s.now, "the job").apply(&mut plan);
         return plan;
     }
 
@@ -359,18 +362,8 @@ fn finish(
     plan.status.progress.get_or_insert_default().percent = 100;
     message.clone_into(&mut plan.status.message);
     plan.requeue_after = None;
-    ttl(plan, job, now, now);
-}
-
-/// Deletes the job `ttlSecondsAfterFinished` after `completed`, or looks again then.
-fn ttl(plan: &mut Plan, job: &ImagePullJob, completed: Timestamp, now: Timestamp) {
-    let seconds = job.spec.completion_policy.ttl_seconds_after_finished;
-    let ttl = job_ttl(seconds, completed, now, "the job");
-    ttl.apply(
-        &mut plan.delete_job,
-        &mut plan.events,
-        &mut plan.requeue_after,
-    );
+    let ttl_seconds = job.spec.completion_policy.ttl_seconds_after_finished;
+    job_ttl(ttl_seconds, now, now, "the job").apply(plan);
 }
 
 fn running_message(

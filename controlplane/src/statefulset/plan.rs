@@ -340,18 +340,16 @@ impl<'a> ScaleStep<'_, 'a> {
                 break;
             }
             budget -= 1;
-            let reason = DeleteReason::Specified;
-            plan_delete(
-                set,
-                pod,
-                Vec::new(),
-                reason,
-                String::new(),
-                self.snap.now,
-                plan,
-            );
+            self.delete(pod, DeleteReason::Specified, plan);
         }
         Ok(())
+    }
+
+    /// Deletes `pod` (or prepares its deletion, under lifecycle hooks); its claims go with
+    /// it only through owner references (`persistentVolumeClaimRetentionPolicy`).
+    fn delete(&self, pod: &Pod, reason: DeleteReason, plan: &mut Plan) {
+        let (set, now) = (self.snap.set, self.snap.now);
+        plan_delete(set, pod, Vec::new(), reason, String::new(), now, plan);
     }
 
     /// The lowest-ordinal condemned pod that is not healthy: under OrderedReady the only
@@ -379,7 +377,6 @@ impl<'a> ScaleStep<'_, 'a> {
         condemned: &[i32],
         plan: &mut Plan,
     ) -> Option<Halt> {
-        let set = self.snap.set;
         let first_unhealthy = self
             .ordered()
             .then(|| self.first_unhealthy(pods, condemned))
@@ -401,17 +398,7 @@ impl<'a> ScaleStep<'_, 'a> {
             {
                 return Some(Halt::NotHealthy(waited_on.clone()));
             }
-            // Its claims go with it only through owner references (`retention`).
-            let reason = DeleteReason::ScaleDown;
-            plan_delete(
-                set,
-                pod,
-                Vec::new(),
-                reason,
-                String::new(),
-                self.snap.now,
-                plan,
-            );
+            self.delete(pod, DeleteReason::ScaleDown, plan);
             if self.ordered() {
                 return None;
             }

@@ -10,9 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::jiff::Timestamp;
-
-use super::pod_view::PodView;
+use super::pod_view::{PodView, after_or_zero, phase_ordinal};
 
 /// Kept at this path for the planners and tests that name the marks beside the order.
 pub use super::deletion_marks::{POD_DELETION_COST_ANNOTATION, SPECIFIED_DELETE_LABEL};
@@ -20,22 +18,6 @@ pub use super::deletion_marks::{POD_DELETION_COST_ANNOTATION, SPECIFIED_DELETE_L
 /// Pod label carrying the revision the pod was created from or updated to; read and written
 /// only through [`super::revision_adapter::RevisionAdapter`].
 pub use super::revision_adapter::CONTROLLER_REVISION_HASH_LABEL as REVISION_LABEL;
-
-fn phase_ordinal(phase: &str) -> u8 {
-    match phase {
-        "Unknown" => 1,
-        "Running" => 2,
-        _ => 0,
-    }
-}
-
-/// `afterOrZero` in Kubernetes: a missing time counts as after any real one.
-fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => a > b,
-        (a, _) => a.is_none(),
-    }
-}
 
 /// Compares two pods for deletion: `Less` means `a` should be deleted before `b`.
 /// `rank_*` is the spread rank (higher = more crowded = delete first).

@@ -1,5 +1,7 @@
 use std::collections::BTreeMap;
 
+use k8s_openapi::jiff::Timestamp;
+
 use super::*;
 use crate::workload::deletion_marks::parse_deletion_cost;
 use crate::workload::lifecycle::LifecycleState;

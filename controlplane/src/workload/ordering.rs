@@ -10,9 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::jiff::Timestamp;
-
-use super::pod_view::PodView;
+use super::pod_view::{PodView, after_or_zero, phase_ordinal};
 use super::selector::selector_matches;
 use crate::api::common::{UpdatePriorityStrategy, UpdateScatterTerm};
 
@@ -77,23 +75,6 @@ fn less(a: &PodView, b: &PodView) -> bool {
         return after_or_zero(a.created, b.created);
     }
     false
-}
-
-/// `podPhaseToOrdinal`: phases not in Kubernetes' map count as Pending.
-fn phase_ordinal(phase: &str) -> u8 {
-    match phase {
-        "Unknown" => 1,
-        "Running" => 2,
-        _ => 0,
-    }
-}
-
-/// `afterOrZero`: a missing time sorts first, else the later time first.
-fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => a > b,
-        (a, _) => a.is_none(),
-    }
 }
 
 /// `prioritySort.Sort`: weight terms (the sum of the weights of matching selectors, higher

@@ -1,5 +1,6 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+use k8s_openapi::jiff::Timestamp;
 
 use super::*;
 use crate::api::common::{UpdatePriorityOrderTerm, UpdatePriorityWeightTerm};

@@ -176,6 +176,25 @@ pub fn is_active(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
+/// Kubernetes' `podPhaseToOrdinal`, by which both update order and deletion order rank
+/// pods: phases not in its map count as Pending.
+pub(super) fn phase_ordinal(phase: &str) -> u8 {
+    match phase {
+        "Unknown" => 1,
+        "Running" => 2,
+        _ => 0,
+    }
+}
+
+/// Kubernetes' `afterOrZero`: whether `a` is after `b`, a missing time counting as after
+/// any real one.
+pub(super) fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a > b,
+        (a, _) => a.is_none(),
+    }
+}
+
 #[cfg(test)]
 #[path = "pod_view_tests.rs"]
 mod tests;

@@ -2,6 +2,7 @@
 //! workload, compute the change with the pure functions beside this file, write it back
 //! conditional on the resourceVersion read, and say how the pods will take it.
 
+mod conflict;
 pub mod replicas;
 pub mod strategy;
 pub mod template;
@@ -16,6 +17,7 @@ use crate::apiserver;
 use crate::cli::{Output, SetCommand};
 use crate::workload::{Kind, WorkloadRef};
 use crate::workload_api::{dynamic_api, report};
+use conflict::Tries;
 use strategy::Change;
 
 async fn read(client: &Client, namespace: &str, target: &WorkloadRef) -> Result<Value> {
@@ -34,27 +36,26 @@ async fn write(client: &Client, namespace: &str, target: &WorkloadRef, patch: Va
     Ok(())
 }
 
-/// How often a conflicting write is computed again from a fresh read (kubectl's
-/// `RetryOnConflict` tries five times).
-const WRITE_TRIES: usize = 5;
-
-/// Reads `target`, computes its patch from what was read (`None`: nothing to write) and
-/// writes it, conditional on the resourceVersion read. A controller writes the object
-/// often (its status, at every sync), so a conflict reads it again and computes the patch
-/// anew, as kubectl does. Returns the object the last patch was computed from, and whether
-/// it was written.
+/// Reads `target` (unless `tries` holds the caller's read), computes its patch from what
+/// was read (`None`: nothing to write) and writes it, conditional on the resourceVersion
+/// read. A controller writes the object often (its status, at every sync), so a conflict
+/// reads it again and computes the patch anew, as kubectl does. Returns the object the
+/// last patch was computed from, and whether it was written.
 async fn update<F>(
     client: &Client,
     namespace: &str,
     target: &WorkloadRef,
+    mut tries: Tries,
     mut compute: F,
 ) -> Result<(Value, bool)>
 where
     F: FnMut(&Value) -> Result<Option<Value>>,
 {
-    let mut tries = 1;
     loop {
-        let object = read(client, namespace, target).await?;
+        let object = match tries.already_read() {
+            Some(object) => object,
+            None => read(client, namespace, target).await?,
+        };
         let Some(patch) = compute(&object)? else {
             return Ok((object, false));
         };
@@ -63,8 +64,7 @@ where
             .await;
         match written {
             Ok(_) => return Ok((object, true)),
-            Err(kube::Error::Api(status)) if status.code == 409 && tries < WRITE_TRIES => {
-                tries += 1;
+            Err(kube::Error::Api(status)) if status.code == 409 && tries.again_after_conflict() => {
             }
             Err(e) => return Err(apiserver::error(format!("updating {target}"), e)),
         }
@@ -131,7 +131,7 @@ fn edit_pod_spec(
 pub async fn set(client: &Client, namespace: &str, command: SetCommand, out: Output) -> Result<u8> {
     let target = command.workload().clone();
     let mut outcome = None;
-    let (object, written) = update(client, namespace, &target, |object| {
+    let (object, written) = update(client, namespace, &target, Tries::new(None), |object| {
         let mut pod_spec = object
             .pointer("/spec/template/spec")
             .cloned()
@@ -175,7 +175,7 @@ pub async fn scale(
     out: Output,
 ) -> Result<u8> {
     replicas::scalable(target.kind).map_err(|e| anyhow!("cannot scale {target}: {e}"))?;
-    update(client, namespace, target, |object| {
+    update(client, namespace, target, Tries::new(None), |object| {
         let patch = replicas::scale_patch(target.kind, object, replicas, current_replicas)
             .map_err(|e| anyhow!("cannot scale {target}: {e}"))?;
         Ok(Some(patch))
@@ -217,7 +217,9 @@ pub async fn scaledown(
         }
     }
     let mut planned = None;
-    let (_, written) = update(client, namespace, &target, |object| {
+    // The uid check's read is the first try's object: one GET fewer.
+    let tries = Tries::new(Some(object));
+    let (_, written) = update(client, namespace, &target, tries, |object| {
         let plan = replicas::scaledown(object, &pods)
             .map_err(|e| anyhow!("cannot scale down {target}: {e}"))?;
         let patch = (!plan.added.is_empty()).then(|| replicas::scaledown_patch(object, &plan));

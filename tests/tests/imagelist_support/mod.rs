@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use stevedore_api::ImageList;
 use stevedore_api::imagelist::ImageStatus;
 
-use stevedore_tests::{ClusterInfo, poll_until};
+use stevedore_tests::sim::SimAgents;
+use stevedore_tests::{ClusterInfo, TestContext, poll_until};
 
 /// Applies `images` to `node`'s ImageList as field manager `manager`: the manager's
 /// entries become exactly these, other writers' entries are left alone.
@@ -140,4 +141,51 @@ pub async fn failure_events(client: &kube::Client, node: &str, image: &str) -> R
 pub fn times_recorded(event: &Event) -> i32 {
     let series = event.series.as_ref().and_then(|s| s.count).unwrap_or(1);
     series.max(event.count.unwrap_or(1))
+}
+
+/// One simulated node (a real agent process) whose ImageList asks, as field manager
+/// `manager`, for an image no registry has: the set-up of the pull-failure suites.
+pub struct MissingImage {
+    /// The simulated node; it goes down when this is dropped.
+    pub sim: SimAgents,
+    pub node: String,
+    pub image: String,
+    manager: String,
+}
+
+impl MissingImage {
+    /// Brings up one simulated node named after `prefix` and the test's run, waits for its
+    /// ImageList, and asks it for a missing image that fails for good after
+    /// `backoff_limit` retries.
+    pub async fn on_sim_node(
+        ctx: &TestContext,
+        prefix: &str,
+        manager: &str,
+        backoff_limit: i32,
+    ) -> Result<Self> {
+        let run = ctx.namespace.rsplit('-').next().unwrap_or_default();
+        let sim = SimAgents::up(ctx.cluster, &format!("{prefix}-{run}"), 1)?;
+        let node = sim.node(0);
+        let image = ctx.cluster.image(&format!("{prefix}-missing-{run}:v1"));
+        let missing = Self {
+            sim,
+            node,
+            image,
+            manager: manager.to_owned(),
+        };
+        list_exists(&ctx.client, &missing.node).await?;
+        missing.ask(&ctx.client, backoff_limit).await?;
+        Ok(missing)
+    }
+
+    /// Asks for the image again with `backoff_limit` (a spec change the agent is sent).
+    pub async fn ask(&self, client: &kube::Client, backoff_limit: i32) -> Result<()> {
+        let images = json!({ self.image.clone(): { "backoffLimit": backoff_limit } });
+        apply(client, &self.node, &self.manager, images).await
+    }
+
+    /// Takes the entry out of the ImageList and the simulated node down.
+    pub async fn remove(self, client: &kube::Client) -> Result<()> {
+        apply(client, &self.node, &self.manager, json!({})).await
+    }
 }

@@ -2,26 +2,18 @@
 //! endpoints before its containers restart), then a resize of its containers' resources
 //! if any, then one strategic-merge patch.
 
-use std::hash::Hash;
-
 use futures::StreamExt as _;
 use serde_json::json;
 
 use super::writes::{ConditionWriteError, NewPods, PodWrites, WorkloadEvent};
-use super::{CONCURRENT_POD_WRITES, ExecuteError, Executor, Problems, is_not_found};
+use super::{CONCURRENT_POD_WRITES, ExecuteError, Executor, Problems, WorkloadKey, is_not_found};
 use crate::controller::api_error::api_error;
 use crate::controller::expectations::Expectation;
-use crate::controller::pod_conditions::ConditionRequest;
+use crate::controller::pod_conditions::{ConditionError, ConditionRequest};
 use crate::workload::actions::{ChangeReason, PodChange, deep_merge};
 use crate::workload::budget::{DisruptionBudgets, DisruptionKind};
 
-impl<K, W, N, B> Executor<'_, K, W, N, B>
-where
-    K: Clone + Eq + Hash + Send + Sync,
-    W: PodWrites,
-    N: NewPods,
-    B: DisruptionBudgets,
-{
+impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_, K, W, N, B> {
     /// Applies `changes`: the budgets are asked one change at a time, in plan order (each
     /// admission records a disruption in its budget, so asking in parallel would race on
     /// the budget's status); the admitted changes' writes, each to its own pod, then run
@@ -94,13 +86,10 @@ where
         change: &PodChange,
         problems: &mut Problems,
     ) -> Result<(), ExecuteError> {
+        let node = change.node.as_deref();
         if !change.conditions.is_empty() {
-            let Some(node) = change.node.as_deref() else {
-                // Not scheduled yet: the conditions wait for a node.
-                return Ok(());
-            };
-            if let Err(message) = self.set_conditions(change, node).await {
-                problems.update = Some(message);
+            let set = node.map(|node| self.set_conditions(change, node));
+            if !agent_write_done(set, problems).await {
                 return Ok(());
             }
         }
@@ -119,28 +108,18 @@ where
             precondition = precondition.map(|_| resource_version.to_string());
         }
         if !change.agent_restarts.is_empty() {
-            let Some(node) = change.node.as_deref() else {
-                return Ok(());
-            };
-            if let Err(message) = self.restart_containers(change, node).await {
-                problems.update = Some(message);
+            let restart = node.map(|node| self.restart_containers(change, node));
+            if !agent_write_done(restart, problems).await {
                 return Ok(());
             }
         }
         let Some(patch) = &change.patch else {
             return Ok(());
         };
-        let mut body = patch.clone();
-        if let Some(rv) = precondition {
-            deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
-        }
+        let body = under_precondition(patch, precondition.as_ref());
         match self.writes.patch_pod(&change.pod, body).await {
             Ok(resource_version) => {
-                self.expect(Expectation::Update {
-                    kind: "Pod",
-                    name: change.pod.clone(),
-                    resource_version,
-                });
+                self.expect_pod_update(change, resource_version);
                 if let Some((reason, action, note)) = change.reason.patched_event(&change.pod) {
                     let event = WorkloadEvent::normal(reason, action, note);
                     self.writes.publish(event).await;
@@ -168,17 +147,10 @@ where
         resize: &serde_json::Value,
         precondition: Option<&String>,
     ) -> Result<Option<u64>, ExecuteError> {
-        let mut body = resize.clone();
-        if let Some(rv) = precondition {
-            deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
-        }
+        let body = under_precondition(resize, precondition);
         match self.writes.resize_pod(&change.pod, body).await {
             Ok(resource_version) => {
-                self.expect(Expectation::Update {
-                    kind: "Pod",
-                    name: change.pod.clone(),
-                    resource_version,
-                });
+                self.expect_pod_update(change, resource_version);
                 Ok(Some(resource_version))
             }
             Err(err) if is_not_found(&err) => Ok(None),
@@ -186,6 +158,16 @@ where
                 api_error(format!("resizing pod {} ({})", change.pod, change.reason))(err).into(),
             ),
         }
+    }
+
+    /// Records that the change's pod was written at `resource_version`: the next sync waits
+    /// until the cache shows it.
+    fn expect_pod_update(&self, change: &PodChange, resource_version: u64) {
+        self.expect(Expectation::Update {
+            kind: "Pod",
+            name: change.pod.clone(),
+            resource_version,
+        });
     }
 
     /// Has `node`'s agent restart the change's containers; at a failure, the message for
@@ -210,6 +192,12 @@ where
             change.agent_restarts.join(", "),
             err.message
         );
+        Err(self.agent_failed(&err, message).await)
+    }
+
+    /// Says in a Warning event that an agent refused a write, or could not be reached;
+    /// returns `message`, for the FailedUpdate condition.
+    async fn agent_failed(&self, err: &ConditionError, message: String) -> String {
         let reason = if err.unreachable {
             "AgentUnreachable"
         } else {
@@ -217,7 +205,7 @@ where
         };
         let event = WorkloadEvent::warning(reason, "Update", message.clone());
         self.writes.publish(event).await;
-        Err(message)
+        message
     }
 
     /// Sets the change's conditions on `node`'s agent, in order; at the first that cannot
@@ -246,15 +234,40 @@ where
                 "pod {} ({}): cannot set {} through the agent on node {node}: {}",
                 change.pod, change.reason, condition.condition_type, err.message
             );
-            let reason = if err.unreachable {
-                "AgentUnreachable"
-            } else {
-                "AgentRefused"
-            };
-            let event = WorkloadEvent::warning(reason, "Update", message.clone());
-            self.writes.publish(event).await;
-            return Err(message);
+            return Err(self.agent_failed(&err, message).await);
         }
         Ok(())
+    }
+}
+
+/// The pod write `body` made conditional on the pod still being at `precondition` (the
+/// apiserver refuses it with a conflict otherwise), when one is given.
+fn under_precondition(
+    body: &serde_json::Value,
+    precondition: Option<&String>,
+) -> serde_json::Value {
+    let mut body = body.clone();
+    if let Some(rv) = precondition {
+        deep_merge(&mut body, json!({ "metadata": { "resourceVersion": rv } }));
+    }
+    body
+}
+
+/// Awaits a change's write through its node's agent; `None`: the pod is not scheduled yet,
+/// so the write waits for a node. Whether the change goes on; a failed write's message is
+/// kept in `problems` (the FailedUpdate condition) and ends the change for this sync.
+async fn agent_write_done(
+    write: Option<impl Future<Output = Result<(), String>>>,
+    problems: &mut Problems,
+) -> bool {
+    let Some(write) = write else {
+        return false;
+    };
+    match write.await {
+        Ok(()) => true,
+        Err(message) => {
+            problems.update = Some(message);
+            false
+        }
     }
 }

@@ -3,10 +3,8 @@
 //! reported in the FailedUpdate problem and a Warning event naming the budget, and the
 //! sync comes back after `BUDGET_RETRY`.
 
-use std::hash::Hash;
-
 use super::writes::{NewPods, PodWrites, WorkloadEvent};
-use super::{ExecuteError, Executor, Problems};
+use super::{ExecuteError, Executor, Problems, WorkloadKey};
 use crate::workload::budget::{Admission, DisruptionBudgets, DisruptionKind};
 
 /// The reason of the Warning event when a budget holds a disruption.
@@ -21,13 +19,7 @@ pub(super) enum Disrupted {
     Held,
 }
 
-impl<K, W, N, B> Executor<'_, K, W, N, B>
-where
-    K: Clone + Eq + Hash + Send + Sync,
-    W: PodWrites,
-    N: NewPods,
-    B: DisruptionBudgets,
-{
+impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_, K, W, N, B> {
     /// Asks the budgets to admit disrupting `pod`: `Some(evict)` when admitted (`evict`:
     /// delete through the Eviction API), `None` when held (reported here).
     pub(super) async fn admit(

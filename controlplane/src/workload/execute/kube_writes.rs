@@ -27,6 +27,27 @@ pub struct KubePodWrites<'a> {
     reference: &'a ObjectReference,
 }
 
+impl KubePodWrites<'_> {
+    /// The cached node whose agent acts on the pod `pod` (uid `uid`), and the pod as that
+    /// agent is told of it.
+    fn agent_target(
+        &self,
+        node: &str,
+        pod: &str,
+        uid: &str,
+    ) -> Result<(Arc<Node>, PodTarget), ConditionWriteError> {
+        let Some(node) = self.nodes.get(&ObjectRef::new(node)) else {
+            return Err(ConditionWriteError::UnknownNode);
+        };
+        let target = PodTarget {
+            namespace: self.namespace.to_owned(),
+            name: pod.to_owned(),
+            uid: uid.to_owned(),
+        };
+        Ok((node, target))
+    }
+}
+
 /// What `KubePodWrites` writes through and reads from.
 pub struct KubeParts<'a> {
     pub client: &'a kube::Client,
@@ -120,14 +141,7 @@ impl PodWrites for KubePodWrites<'_> {
         uid: &str,
         request: ConditionRequest<'_>,
     ) -> Result<(), ConditionWriteError> {
-        let Some(node) = self.nodes.get(&ObjectRef::new(node)) else {
-            return Err(ConditionWriteError::UnknownNode);
-        };
-        let target = PodTarget {
-            namespace: self.namespace.to_owned(),
-            name: pod.to_owned(),
-            uid: uid.to_owned(),
-        };
+        let (node, target) = self.agent_target(node, pod, uid)?;
         self.agents
             .set_condition(&node, target, request)
             .await
@@ -141,14 +155,7 @@ impl PodWrites for KubePodWrites<'_> {
         uid: &str,
         containers: &[String],
     ) -> Result<(), ConditionWriteError> {
-        let Some(node) = self.nodes.get(&ObjectRef::new(node)) else {
-            return Err(ConditionWriteError::UnknownNode);
-        };
-        let target = PodTarget {
-            namespace: self.namespace.to_owned(),
-            name: pod.to_owned(),
-            uid: uid.to_owned(),
-        };
+        let (node, target) = self.agent_target(node, pod, uid)?;
         self.agents
             .restart_containers(&node, target, containers)
             .await

@@ -83,6 +83,12 @@ pub const CONCURRENT_POD_WRITES: usize = 16;
 /// without any event on the workload: a pod of another workload became ready).
 pub const BUDGET_RETRY: Duration = Duration::from_secs(5);
 
+/// What names the workload object an executor works for: its key in the expectations and
+/// the create backoff, shared by the executor's workers.
+pub trait WorkloadKey: Clone + Eq + Hash + Send + Sync {}
+
+impl<T: Clone + Eq + Hash + Send + Sync> WorkloadKey for T {}
+
 /// Carries out plans of the workload object `key` (at `generation`, for the create
 /// backoff) through `writes`, building pods with `new_pods`, disrupting pods only as
 /// `budgets` admit.
@@ -96,13 +102,7 @@ pub struct Executor<'a, K, W, N, B> {
     pub create_backoff: &'a CreateBackoff<K>,
 }
 
-impl<K, W, N, B> Executor<'_, K, W, N, B>
-where
-    K: Clone + Eq + Hash + Send + Sync,
-    W: PodWrites,
-    N: NewPods,
-    B: DisruptionBudgets,
-{
+impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_, K, W, N, B> {
     /// Runs the plan; the first hard error is returned after the rest that can still run
     /// has run, and `problems` is filled in for the status conditions. `Ok(Some(wait))`:
     /// creates failed or are backing off, or a budget held a disruption: come back after
