@@ -10,6 +10,7 @@
 //!   behind ours), so a race of a few hundred milliseconds is not reported.
 //! - **identity**: no two live pods of one CloneSet share an instance id, nor of one
 //!   StatefulSet an ordinal.
+//! - **one per node**: no two running pods of one BroadcastJob on one node.
 //! - **ownership**: no live pod that carries a set's labels lacks a controller owner.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +21,8 @@ pub enum SetKind {
     CloneSet,
     StatefulSet,
     DaemonSet,
+    /// Its pods are checked for one running pod per node.
+    BroadcastJob,
 }
 
 /// A workload the harness created: its pods carry `app: <name>`.
@@ -48,6 +51,9 @@ pub struct PodView {
     pub ready: bool,
     /// `InPlaceUpdateReady` is False: a controller is updating it in place.
     pub in_place_pending: bool,
+    pub node: Option<String>,
+    /// Phase Succeeded or Failed.
+    pub finished: bool,
 }
 
 /// A broken promise, at the time (since the run began) it was seen.
@@ -96,6 +102,11 @@ impl Checker {
     /// The harness deleted the pod with `uid`: its going is not a controller's deletion.
     pub fn harness_deleted(&mut self, uid: &str) {
         self.harness_deleted.insert(uid.to_owned());
+    }
+
+    /// A workload created during the run (a job) joins the checked ones.
+    pub fn add_rule(&mut self, rule: SetRule) {
+        self.rules.push(rule);
     }
 
     /// A pod was added or changed. Returns the promises this event breaks, each once.
@@ -224,6 +235,10 @@ impl Checker {
         let mut found = Vec::new();
         let mut instance_ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut ordinals: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let mut running_on: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let is_job = self
+            .rule_of(app)
+            .is_some_and(|r| r.kind == SetKind::BroadcastJob);
         for tracked in self.live_of(app) {
             let view = &tracked.view;
             if view.owner_kind.is_none() && self.rule_of(app).is_some() {
@@ -239,6 +254,9 @@ impl Checker {
             if let Some(ordinal) = &view.ordinal {
                 ordinals.entry(ordinal).or_default().push(&view.name);
             }
+            if let (true, false, Some(node)) = (is_job, view.finished, &view.node) {
+                running_on.entry(node).or_default().push(&view.name);
+            }
         }
         let shared = |what: &str, map: BTreeMap<&str, Vec<&str>>| {
             map.into_iter()
@@ -252,6 +270,7 @@ impl Checker {
         };
         found.extend(shared("instance id", instance_ids));
         found.extend(shared("ordinal", ordinals));
+        found.extend(shared("running on node", running_on));
         found
     }
 

@@ -29,6 +29,8 @@ fn pod(uid: &str, ready: bool) -> PodView {
         terminating: false,
         ready,
         in_place_pending: false,
+        node: None,
+        finished: false,
     }
 }
 
@@ -191,4 +193,34 @@ fn an_in_place_update_takes_a_pod_down_as_a_deletion_does() {
     let mut c = three_ready(SetKind::CloneSet);
     c.observe(secs(10), in_place("a"));
     assert!(c.observe(secs(20), pod("b", false)).is_empty());
+}
+
+#[test]
+fn two_running_pods_of_one_job_on_one_node_are_reported_and_a_finished_one_is_not() {
+    let mut c = Checker::new(Vec::new(), GRACE);
+    c.add_rule(SetRule {
+        kind: SetKind::BroadcastJob,
+        name: "web".into(),
+        replicas: 2,
+        max_unavailable: 1,
+    });
+    let on = |uid: &str, node: &str, finished: bool| PodView {
+        node: Some(node.into()),
+        finished,
+        instance_id: None,
+        ..pod(uid, !finished)
+    };
+    assert!(c.observe(secs(0), on("a", "n1", true)).is_empty());
+    assert!(
+        c.observe(secs(1), on("b", "n1", false)).is_empty(),
+        "a finished pod is not running"
+    );
+    assert!(c.observe(secs(1), on("c", "n2", false)).is_empty());
+    let found = c.observe(secs(2), on("d", "n1", false));
+    assert_eq!(rules(&found), ["identity"]);
+    assert!(
+        found[0].detail.contains("running on node n1"),
+        "{}",
+        found[0].detail
+    );
 }

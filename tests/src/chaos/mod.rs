@@ -12,6 +12,7 @@
 
 pub mod faults;
 pub mod invariants;
+pub mod jobs;
 pub mod plan;
 pub mod rng;
 pub mod run;

@@ -18,7 +18,8 @@ use kube::runtime::watcher::{self, Event};
 use tokio_util::sync::CancellationToken;
 
 use super::faults::{self, Targets, lock};
-use super::invariants::{Checker, PodView, Violation};
+use super::invariants::{Checker, PodView, SetKind, SetRule, Violation};
+use super::jobs;
 use super::plan::{FaultKind, Shape, plan};
 use super::workloads::{self, Workload};
 use crate::TestContext;
@@ -46,6 +47,8 @@ pub struct Report {
     pub options: Options,
     pub faults: usize,
     pub rollouts: usize,
+    /// BroadcastJobs that completed.
+    pub jobs: usize,
     /// Distinct pods the checkers watched.
     pub pods_seen: usize,
     pub violations: Vec<Violation>,
@@ -66,11 +69,12 @@ impl fmt::Display for Report {
         let o = &self.options;
         writeln!(
             f,
-            "chaos seed {}: {} faults, {} rollouts completed, {} pods watched, {} violations, \
-             {} stuck, in {:.0?}",
+            "chaos seed {}: {} faults, {} rollouts and {} BroadcastJobs completed, {} pods \
+             watched, {} violations, {} stuck, in {:.0?}",
             o.seed,
             self.faults,
             self.rollouts,
+            self.jobs,
             self.pods_seen,
             self.violations.len(),
             self.stuck.len(),
@@ -134,6 +138,15 @@ async fn run_on(
     ));
     let stop = CancellationToken::new();
     let rollouts = Arc::new(AtomicUsize::new(0));
+    let jobs_done = Arc::new(AtomicUsize::new(0));
+    let job_runner = tokio::spawn(run_jobs(
+        ctx.clone(),
+        checker.clone(),
+        images[0].clone(),
+        nodes.len(),
+        stop.clone(),
+        jobs_done.clone(),
+    ));
     let roller = tokio::spawn(roll(
         ctx.clone(),
         sets.clone(),
@@ -152,7 +165,11 @@ async fn run_on(
     let history = inject_all(&targets, options, started).await;
     stop.cancel();
     let _ = roller.await;
-    let stuck = wait_rolled_out(ctx, &sets, options.settle).await?;
+    let last_job = job_runner.await.ok().flatten();
+    let mut stuck = wait_rolled_out(ctx, &sets, options.settle).await?;
+    if let Some(job) = last_job {
+        stuck.extend(wait_job(ctx, &job, options.settle).await);
+    }
     tokio::time::sleep(GRACE).await; // the watch's last events
     watch.abort();
     let violations = lock(&violations)?.clone();
@@ -161,6 +178,7 @@ async fn run_on(
         options: options.clone(),
         faults: history.len(),
         rollouts: rollouts.load(Ordering::Relaxed),
+        jobs: jobs_done.load(Ordering::Relaxed),
         pods_seen,
         violations,
         stuck,
@@ -225,6 +243,58 @@ async fn roll(
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
+}
+
+/// Runs BroadcastJobs one after another until `stop`; returns the last one's name if it
+/// had not completed by then.
+async fn run_jobs(
+    ctx: TestContext,
+    checker: Arc<Mutex<Checker>>,
+    image: String,
+    nodes: usize,
+    stop: CancellationToken,
+    done: Arc<AtomicUsize>,
+) -> Option<String> {
+    for n in 0.. {
+        let name = jobs::name(n);
+        if let Ok(mut checker) = lock(&checker) {
+            checker.add_rule(SetRule {
+                kind: SetKind::BroadcastJob,
+                name: name.clone(),
+                replicas: i32::try_from(nodes).unwrap_or(i32::MAX),
+                max_unavailable: 1,
+            });
+        }
+        while jobs::launch(&ctx, &name, &image).await.is_err() {
+            if stop.is_cancelled() {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        while !matches!(jobs::completed(&ctx, &name).await, Ok(true)) {
+            if stop.is_cancelled() {
+                return Some(name);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        done.fetch_add(1, Ordering::Relaxed);
+        if stop.is_cancelled() {
+            return None;
+        }
+    }
+    None
+}
+
+/// Waits up to `timeout` for BroadcastJob `name` to complete; what it said if it did not.
+async fn wait_job(ctx: &TestContext, name: &str, timeout: Duration) -> Option<String> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if matches!(jobs::completed(ctx, name).await, Ok(true)) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Some(format!("BroadcastJob {name} never completed"))
 }
 
 /// Waits up to `timeout` for every workload to be rolled out; the ones that are not, with
@@ -329,5 +399,11 @@ pub fn view_of(pod: &Pod) -> PodView {
         terminating: pod.metadata.deletion_timestamp.is_some(),
         ready: has("Ready", "True"),
         in_place_pending: has("InPlaceUpdateReady", "False"),
+        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        finished: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed"),
     }
 }

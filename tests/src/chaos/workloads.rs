@@ -90,6 +90,7 @@ pub fn manifest(ctx: &TestContext, workload: &Workload, image: &str) -> Value {
             "updateStrategy": { "type": "RollingUpdate", "rollingUpdate": {
                 "maxUnavailable": 1, "podUpdatePolicy": "ReCreate" } },
         }),
+        SetKind::BroadcastJob => return super::jobs::manifest(ctx, name, image),
         SetKind::DaemonSet => json!({
             "selector": selector, "template": template,
             "updateStrategy": { "type": "RollingUpdate", "rollingUpdate": {
@@ -173,6 +174,7 @@ pub fn rolled_out(kind: SetKind, replicas: i32, generation: i64, data: &Value) -
                 && int("updatedReplicas") == want
                 && int("readyReplicas") == want
         }
+        SetKind::BroadcastJob => super::jobs::is_complete(data),
         SetKind::DaemonSet => {
             int("desiredNumberScheduled") == want
                 && int("currentNumberScheduled") == want
