@@ -5,8 +5,10 @@
 //! the kubelet, and the kubelet's plugin registration API on a second socket in the
 //! kubelet's `plugins_registry` directory (node-driver-registrar's job).
 
+pub mod authority;
 pub mod capacity;
 pub mod controller;
+pub mod frames;
 pub mod identity;
 pub mod layout;
 pub mod mounts;

@@ -42,7 +42,9 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Logs go to a file (deploy/local/lib/csi.sh): no colour codes.
     tracing_subscriber::fmt()
+        .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
@@ -70,7 +72,7 @@ async fn main() -> Result<()> {
                 csi_endpoint: args.csi_socket.display().to_string(),
             }));
         let listener = serve::bind(&socket)?;
-        servers.push(tokio::spawn(serve::serve(
+        servers.push(tokio::spawn(serve::serve_rewriting_authority(
             registration,
             listener,
             socket,

@@ -303,3 +303,101 @@ async fn registration_names_the_csi_plugin_and_its_endpoint() {
         "the socket is removed on shutdown, so the kubelet drops the plugin"
     );
 }
+
+/// An HPACK string literal, not Huffman-coded (all lengths here are below 127).
+fn hpack_string(s: &[u8]) -> Vec<u8> {
+    [&[u8::try_from(s.len()).expect("short")][..], s].concat()
+}
+
+fn frame(kind: u8, flags: u8, stream: u8, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("small").to_be_bytes();
+    [
+        &[len[1], len[2], len[3], kind, flags, 0, 0, 0, stream][..],
+        payload,
+    ]
+    .concat()
+}
+
+/// A GetInfo call as the kubelet's registration client makes it: its `:authority` is the
+/// socket's path, which h2 refuses unless the driver rewrites it.
+fn kubelet_get_info(socket: &Path) -> Vec<u8> {
+    let block = [
+        &[0x83, 0x86][..], // :method POST, :scheme http
+        &[0x44],
+        &hpack_string(b"/pluginregistration.Registration/GetInfo"),
+        &[0x41],
+        &hpack_string(socket.display().to_string().as_bytes()),
+        &[0x5f],
+        &hpack_string(b"application/grpc"),
+        &[0x40],
+        &hpack_string(b"te"),
+        &hpack_string(b"trailers"),
+    ]
+    .concat();
+    let empty_message = [0u8, 0, 0, 0, 0];
+    [
+        &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+        &frame(0x4, 0, 0, &[]),              // SETTINGS
+        &frame(0x1, 0x4, 1, &block),         // HEADERS, END_HEADERS
+        &frame(0x0, 0x1, 1, &empty_message), // DATA, END_STREAM
+    ]
+    .concat()
+}
+
+/// Reads frames until a DATA frame on stream 1 (its payload) or a RST_STREAM (None).
+async fn first_response_data(stream: &mut tokio::net::UnixStream) -> Option<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let mut head = [0u8; 9];
+        stream.read_exact(&mut head).await.ok()?;
+        let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+        let mut payload = vec![0u8; len];
+        stream.read_exact(&mut payload).await.ok()?;
+        match head[3] {
+            0x0 if head[8] == 1 => return Some(payload),
+            0x3 => return None,
+            0x4 if head[4] & 0x1 == 0 => stream.write_all(&frame(0x4, 0x1, 0, &[])).await.ok()?,
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn registration_answers_a_request_whose_authority_is_the_socket_path() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("reg.sock");
+    let service = RegistrationService {
+        driver_name: "hostpath.csi.stevedore.dev".to_owned(),
+        csi_endpoint: "/csi.sock".to_owned(),
+    };
+    let router = Server::builder().add_service(RegistrationServer::new(service));
+    let listener = serve::bind(&socket).expect("bound");
+    let shutdown = CancellationToken::new();
+    tokio::spawn(serve::serve_rewriting_authority(
+        router,
+        listener,
+        socket.clone(),
+        shutdown.clone(),
+    ));
+    let mut stream = tokio::net::UnixStream::connect(&socket)
+        .await
+        .expect("connected");
+    stream
+        .write_all(&kubelet_get_info(&socket))
+        .await
+        .expect("sent");
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        first_response_data(&mut stream),
+    )
+    .await
+    .expect("an answer within 10 s")
+    .expect("a DATA frame, not a reset stream");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(
+        text.contains("CSIPlugin") && text.contains("hostpath.csi.stevedore.dev"),
+        "{text}"
+    );
+    shutdown.cancel();
+}
