@@ -18,7 +18,7 @@
 #                                    helm); `up` builds only what running needs
 #   cluster.sh prebuild [--tools]    build the Go binaries `up` needs (and with --tools the
 #                                    tests' tools) without starting anything
-#   cluster.sh compile               compile Stevedore's agent and control plane (no cluster)
+#   cluster.sh compile               compile Stevedore's CSI driver, agent and control plane
 #   cluster.sh plugin                where the `kubectl stevedore` plugin is, and how to build it
 set -euo pipefail
 
@@ -196,5 +196,5 @@ case ${1:-} in
   prebuild) shift; cmd_prebuild "$@" ;;
   compile) compile_binaries ;;
   plugin) plugin_hint ;;
-  *) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

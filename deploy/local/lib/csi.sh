@@ -98,9 +98,15 @@ allowVolumeExpansion: false
 YAML
 }
 
-# start_csi_storage: everything above; after the kubelet (whose registry it joins).
+# start_csi_storage: everything above; after the kubelet (whose registry it joins). The
+# sidecars exit at their first call after losing the driver's socket (csi-lib-utils), so a
+# driver started anew starts them anew too, rather than leave them to die at first use.
 start_csi_storage() {
   apply_csi_objects
+  if ! pid_alive csi-hostpath; then
+    stop_daemon csi-resizer
+    stop_daemon csi-provisioner
+  fi
   start_csi_driver
   start_csi_sidecars
 }
