@@ -401,3 +401,53 @@ async fn registration_answers_a_request_whose_authority_is_the_socket_path() {
     );
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn validate_volume_capabilities_confirms_mounts_and_explains_a_refusal() {
+    use stevedore_csi_hostpath::csi::ValidateVolumeCapabilitiesRequest;
+    use stevedore_csi_hostpath::csi::volume_capability::BlockVolume;
+    let driver = start_driver().await;
+    let mut controller = ControllerClient::new(channel(driver.socket.clone()).await);
+    let create = CreateVolumeRequest {
+        name: "pvc-3".to_owned(),
+        capacity_range: range(GIB),
+        volume_capabilities: vec![mount_capability()],
+        parameters: Default::default(),
+    };
+    controller.create_volume(create).await.expect("created");
+    let ask = |capability: VolumeCapability| ValidateVolumeCapabilitiesRequest {
+        volume_id: "pvc-3".to_owned(),
+        volume_context: Default::default(),
+        volume_capabilities: vec![capability],
+        parameters: Default::default(),
+    };
+    let confirmed = controller
+        .validate_volume_capabilities(ask(mount_capability()))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert!(confirmed.confirmed.is_some(), "a mount is confirmed");
+    let block = VolumeCapability {
+        access_type: Some(AccessType::Block(BlockVolume {})),
+        ..mount_capability()
+    };
+    let refused = controller
+        .validate_volume_capabilities(ask(block))
+        .await
+        .expect("a refusal is an answer, not an error")
+        .into_inner();
+    assert!(refused.confirmed.is_none());
+    assert!(
+        refused.message.contains("block volume"),
+        "{}",
+        refused.message
+    );
+    let mut unknown = ask(mount_capability());
+    unknown.volume_id = "pvc-none".to_owned();
+    let missing = controller
+        .validate_volume_capabilities(unknown)
+        .await
+        .expect_err("no such volume");
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+    driver.shutdown.cancel();
+}
