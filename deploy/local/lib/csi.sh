@@ -20,15 +20,21 @@ CSI_RESIZER_HTTP=127.0.0.1:10371
 # build_csi_driver: the driver with the profile of Stevedore's other binaries. run.sh's
 # `compile` built it already (a no-op here); `cluster.sh up` alone builds it.
 build_csi_driver() {
-  local name=stevedore-csi-hostpath profile log
-  log=$STEVEDORE_CACHE/build-$name.log
+  local log=$STEVEDORE_CACHE/build-stevedore-csi-hostpath.log
   ensure_cargo
-  profile=$(crate_profile "$name")
   : >"$log"
-  must "compiling $name (cargo build -p $name)" "$log" cargo_build "$name"
+  must "compiling stevedore-csi-hostpath (cargo build -p stevedore-csi-hostpath)" "$log" \
+    copy_built_csi_driver
+}
+
+# copy_built_csi_driver: builds and copies in one shell, so cargo_build's lock on the
+# target dir is held until the copy (another checkout's build cannot swap the binary).
+copy_built_csi_driver() {
+  local name=stevedore-csi-hostpath
+  cargo_build "$name"
   mkdir -p "$(dirname "$CSI_DRIVER_BIN")"
-  # Through a rename: the running driver keeps its (deleted) file until it restarts.
-  cp "$CARGO_TARGET_DIR/$(profile_dir "$profile")/$name" "$CSI_DRIVER_BIN.tmp"
+  # Through a rename: a running driver keeps its (deleted) file until it restarts.
+  cp "$CARGO_TARGET_DIR/$(profile_dir "$(crate_profile "$name")")/$name" "$CSI_DRIVER_BIN.tmp"
   mv "$CSI_DRIVER_BIN.tmp" "$CSI_DRIVER_BIN"
 }
 
