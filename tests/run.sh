@@ -26,7 +26,7 @@ step "Debian packages the build needs (protoc for the generated gRPC code, ...)"
 # builds the proto crate before that.
 deploy/local/cluster.sh packages
 
-step "Go builds (Kubernetes, etcd, kwok, grpcurl, crictl, helm) start in the background"
+step "Go builds (Kubernetes, etcd, the CSI provisioner and resizer, kwok, grpcurl, crictl, helm) start in the background"
 # On a first run they take ~20 min, as long as the cargo steps below; run side by side,
 # each fills the core the other leaves idle in its single-threaded link phases. The
 # cluster step waits for them; when they are cached this takes a second.

@@ -4,7 +4,8 @@
 # containerd + runc + CNI from Debian, a local registry with test images, and optional
 # kwok-simulated nodes.
 #
-#   cluster.sh up [--fake-nodes N]   start (idempotent); builds binaries on first use
+#   cluster.sh up [--fake-nodes N]   start (idempotent); builds binaries on first use; with
+#                                    the CSI host-path driver, its provisioner and resizer
 #   cluster.sh deploy                build Stevedore's agent and control-plane images, run
 #                                    them on the cluster, apply the sample CloneSet
 #   cluster.sh down                  stop everything it started and remove its state
@@ -17,20 +18,21 @@
 #                                    helm); `up` builds only what running needs
 #   cluster.sh prebuild [--tools]    build the Go binaries `up` needs (and with --tools the
 #                                    tests' tools) without starting anything
-#   cluster.sh compile               compile Stevedore's agent and control plane (no cluster)
+#   cluster.sh compile               compile Stevedore's CSI driver, agent and control plane
 #   cluster.sh plugin                puts the `kubectl stevedore` plugin (built with the control plane) on the env's PATH
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null
 source "$HERE/versions.env"
-for lib in common build network certs images containerd kube kwok stevedore; do
+for lib in common build network certs images containerd kube kwok stevedore csi; do
   # shellcheck source=/dev/null
   source "$HERE/lib/$lib.sh"
 done
 
 # Components in start order; `down` stops them in reverse.
-DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry registry-auth containerd kubelet kube-proxy kwok)
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry registry-auth containerd kubelet kube-proxy
+  csi-hostpath csi-provisioner csi-resizer kwok)
 DEBIAN_PACKAGES=(containerd runc containernetworking-plugins docker-registry skopeo umoci
   busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev ca-certificates binutils util-linux
   jq)
@@ -92,6 +94,7 @@ cmd_up() {
   # Only what running needs: kwok comes with the first simulated node (ensure_fake_nodes),
   # the test tools with `cluster.sh tools`.
   build_k8s
+  build_csi_sidecars
   build_images
   mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
   setup_network
@@ -108,6 +111,7 @@ cmd_up() {
   start_containerd
   start_kubelet
   start_kube_proxy
+  start_csi_storage
   ensure_fake_nodes "$fake_nodes"
   log "cluster is up: export KUBECONFIG=$STATE_DIR/kubeconfig (or: source $STATE_DIR/env)"
   log "logs: $LOG_DIR   registry: $REGISTRY   node: $NODE_NAME ($NODE_IP)"
@@ -125,8 +129,8 @@ cmd_tools() {
 # tests/run.sh runs it in the background while its cargo steps run.
 cmd_prebuild() {
   case ${1:-} in
-    "") build_k8s ;;
-    --tools) build_k8s && cmd_tools ;;
+    "") build_k8s && build_csi_sidecars ;;
+    --tools) build_k8s && build_csi_sidecars && cmd_tools ;;
     *) die "unknown argument to prebuild: $1 (expected --tools or nothing)" ;;
   esac
 }
@@ -194,5 +198,5 @@ case ${1:-} in
   prebuild) shift; cmd_prebuild "$@" ;;
   compile) compile_binaries ;;
   plugin) install_plugin ;;
-  *) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

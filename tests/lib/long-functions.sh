@@ -18,7 +18,7 @@ max=${1:-80}
 shift || true
 roots=("$@")
 if ((${#roots[@]} == 0)); then
-  roots=(agent/src controlplane/src controlplane/api/src proto kubectl-plugin/src tests/src)
+  roots=(agent/src controlplane/src controlplane/api/src proto kubectl-plugin/src tests/src tests/csi-hostpath/src)
 fi
 
 find "${roots[@]}" -name '*.rs' -print0 | sort -z | perl -0 -e '

@@ -6,6 +6,8 @@ KWOK_BIN=$STEVEDORE_CACHE/kwok-$KWOK_VERSION/bin
 GRPCURL_BIN=$STEVEDORE_CACHE/grpcurl-$GRPCURL_VERSION/bin
 CRICTL_BIN=$STEVEDORE_CACHE/crictl-$CRICTL_VERSION/bin
 HELM_BIN=$STEVEDORE_CACHE/helm-$HELM_VERSION/bin
+CSI_PROVISIONER_BIN=$STEVEDORE_CACHE/csi-provisioner-$CSI_PROVISIONER_VERSION/bin
+CSI_RESIZER_BIN=$STEVEDORE_CACHE/csi-resizer-$CSI_RESIZER_VERSION/bin
 K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 # Kubernetes 1.34 and etcd 3.6 need Go >= 1.24 (newer toolchains build them fine).
@@ -203,4 +205,36 @@ build_helm() {
     die "building helm failed (command: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION; log: $buildlog)"
   rm -rf "$HELM_BIN"
   mv "$HELM_BIN.tmp" "$HELM_BIN"
+}
+
+# build_csi_sidecar NAME MODULE VERSION BIN_DIR: a kubernetes-csi sidecar's command, built in
+# its module's own directory: `go install module@version` refuses modules whose go.mod has
+# replace directives, as these have (k8s.io staging modules).
+build_csi_sidecar() {
+  local name=$1 module=$2 version=$3 bin=$4
+  [[ -x $bin/$name ]] && return 0
+  ensure_go
+  local buildlog=$STEVEDORE_CACHE/build-$name-$version.log
+  log "building $name $version (first run only; log: $buildlog)"
+  rm -rf "$bin.tmp"
+  mkdir -p "$bin.tmp"
+  (
+    set -e
+    dir=$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    [[ -d $dir ]] || { echo "cannot download $module@$version"; exit 1; }
+    cd "$dir"
+    GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" \
+      -o "$bin.tmp/$name" "./cmd/$name"
+  ) >"$buildlog" 2>&1 ||
+    die "building $name failed (command: go build ./cmd/$name in the module $module@$version; log: $buildlog)"
+  rm -rf "$bin"
+  mv "$bin.tmp" "$bin"
+}
+
+# The CSI sidecars the local cluster's host-path driver runs with (csi.sh).
+build_csi_sidecars() {
+  build_csi_sidecar csi-provisioner github.com/kubernetes-csi/external-provisioner/v5 \
+    "$CSI_PROVISIONER_VERSION" "$CSI_PROVISIONER_BIN"
+  build_csi_sidecar csi-resizer github.com/kubernetes-csi/external-resizer \
+    "$CSI_RESIZER_VERSION" "$CSI_RESIZER_BIN"
 }

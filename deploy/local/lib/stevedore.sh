@@ -87,15 +87,16 @@ cargo_build() {
     --profile "$profile" -p "$name" --bin "$name" "${extra[@]}") 2>&1 | cargo_progress
 }
 
-# compile_binaries: the agent's and the control plane's binaries, nothing packaged or
-# deployed; run.sh runs it beside `up`, so on a first run the Rust and Go builds overlap
-# (each has long single-threaded link phases that leave the other core idle).
+# compile_binaries: the CSI host-path driver's, the agent's and the control plane's
+# binaries, nothing packaged or deployed; run.sh runs it beside `up`, so on a first run the
+# Rust and Go builds overlap (each has long single-threaded link phases that leave the
+# other core idle). The driver comes first: `up` starts it (csi.sh) and waits for its build.
 compile_binaries() {
   local name log=$STEVEDORE_CACHE/build-stevedore.log
   ensure_cargo
   mkdir -p "$STEVEDORE_CACHE"
   : >"$log"
-  for name in stevedore-agent stevedore-controlplane; do
+  for name in stevedore-csi-hostpath stevedore-agent stevedore-controlplane; do
     log "compiling $name ($(crate_profile "$name") profile) beside the cluster's start (log: $log)"
     must "compiling $name (cargo build -p $name)" "$log" cargo_build "$name" 3>&2
   done
