@@ -18,6 +18,7 @@ use super::tests::{V1, V2, running, sync_with, web};
 use super::*;
 use crate::api::statefulset::{VolumeClaimUpdateStrategy, VolumeClaimUpdateStrategyType};
 use crate::workload::actions::DeleteReason;
+use crate::workload::update_hold::{UpdateHold, UpdateHoldSeen};
 
 fn storage(q: &str) -> BTreeMap<String, Quantity> {
     BTreeMap::from([("storage".to_owned(), Quantity(q.to_owned()))])
@@ -171,4 +172,25 @@ fn pods_below_the_partition_keep_their_claims() {
     ];
     let out = sync_with(&set, &pods, &claims, V2);
     assert_eq!(outcome(&out), (vec![], vec![], None));
+}
+
+#[test]
+fn a_pod_growing_its_claims_holds_the_next_pod_within_max_unavailable_and_says_so() {
+    let set = set("2Gi", VolumeClaimUpdateStrategyType::OnPodRollingUpdate);
+    let pods = [running(&set, 0, V1), running(&set, 1, V2)];
+    let claims = [
+        sized("www-web-0", "1Gi", Some("1Gi")),
+        sized("www-web-1", "1Gi", Some("1Gi")),
+    ];
+    let out = sync_with(&set, &pods, &claims, V2);
+    assert_eq!(outcome(&out), (vec![grow("www-web-1")], vec![], None));
+    assert_eq!(
+        out.plan.update_hold,
+        UpdateHoldSeen::Held(UpdateHold::MaxUnavailable {
+            limit: 1,
+            unavailable: vec!["web-1".to_owned()],
+            waiting: 1,
+        }),
+        "web-0 waits for web-1's claims"
+    );
 }

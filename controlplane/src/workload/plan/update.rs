@@ -79,7 +79,9 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
             UpdateStop::NotRun => &none_started,
             UpdateStop::Budget { started } | UpdateStop::Done { started } => started,
         };
-        let waiting = old().count().saturating_sub(started.len());
+        // Only pods still on an older revision count (a pod started only to grow its
+        // claims is on the update revision already).
+        let waiting = old().filter(|v| !started.contains(&v.name)).count();
         if waiting == 0 {
             return None;
         }
@@ -125,9 +127,9 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
         let claims: Vec<PodClaims> = (self.active.iter())
             .map(|pod| workload.pod_claims(pod, &self.snap.claims))
             .collect();
-        let waiting = self.waiting(&claims);
+        let waiting = self.waiting(&claims, diffs);
         let claims_only = waiting.iter().filter(|&&i| views[i].updated).count();
-        let limit = diffs.update + i32::try_from(claims_only).unwrap_or(i32::MAX);
+        let limit = diffs.update.max(0) + i32::try_from(claims_only).unwrap_or(i32::MAX);
         if limit <= 0 {
             return Ok(UpdateStop::NotRun);
         }
@@ -197,13 +199,15 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
         Ok(rollout::update_max_unavailable(&self.params, &self.views)?)
     }
 
-    /// The pods the update step may take, by index: those not on the update revision and,
-    /// as OpenKruise's rolling update takes a pod whose claims do not match, those whose
-    /// claims must still grow; never one being deleted or held back (the partition).
-    fn waiting(&self, claims: &[PodClaims]) -> Vec<usize> {
+    /// The pods the update step may take, by index: those not on the update revision (when
+    /// the counts ask for updates) and, as OpenKruise's rolling update takes a pod whose
+    /// claims do not match, those whose claims must still grow; never one being deleted or
+    /// held back (the partition).
+    fn waiting(&self, claims: &[PodClaims], diffs: &RolloutDiffs) -> Vec<usize> {
         let (workload, views) = (self.snap.workload, &self.views);
+        let moves_revisions = diffs.update > 0;
         (0..views.len())
-            .filter(|&i| !views[i].updated || claims[i].step.needs_patch())
+            .filter(|&i| (!views[i].updated && moves_revisions) || claims[i].step.needs_patch())
             .filter(|&i| !views[i].preparing_delete())
             .filter(|&i| !views[i].specified_delete && !workload.holds_back(&views[i]))
             .collect()
