@@ -179,7 +179,9 @@ pub struct StatefulSetSpec {
     #[schemars(schema_with = "schema::pod_template")]
     pub template: PodTemplateSpec,
 
-    /// VolumeClaimTemplates is a list of claims that pods are allowed to reference.
+    /// VolumeClaimTemplates is a list of claims that pods are allowed to reference. A larger
+    /// storage request reaches existing claims only under volumeClaimUpdateStrategy
+    /// OnPodRollingUpdate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::statefulset_pvc_templates")]
     pub volume_claim_templates: Vec<PersistentVolumeClaim>,
