@@ -194,3 +194,36 @@ fn a_pod_growing_its_claims_holds_the_next_pod_within_max_unavailable_and_says_s
         "web-0 waits for web-1's claims"
     );
 }
+
+#[test]
+fn a_claim_template_change_alone_grows_as_many_pods_as_max_unavailable_allows() {
+    let mut set = set("2Gi", VolumeClaimUpdateStrategyType::OnPodRollingUpdate);
+    set.spec.pod_management_policy = Some(PodManagementPolicy::Parallel);
+    set.spec.replicas = Some(3);
+    let pods = [
+        running(&set, 0, V2),
+        running(&set, 1, V2),
+        running(&set, 2, V2),
+    ];
+    let claims = [
+        sized("www-web-0", "1Gi", Some("1Gi")),
+        sized("www-web-1", "1Gi", Some("1Gi")),
+        sized("www-web-2", "1Gi", Some("1Gi")),
+    ];
+    for (max_unavailable, grown) in [(1, vec!["www-web-2"]), (2, vec!["www-web-2", "www-web-1"])] {
+        super::tests::rolling(
+            &mut set,
+            crate::api::statefulset::RollingUpdateStatefulSetStrategy {
+                max_unavailable: Some(IntOrString::Int(max_unavailable)),
+                ..Default::default()
+            },
+        );
+        let out = sync_with(&set, &pods, &claims, V2);
+        let want = grown.into_iter().map(grow).collect();
+        assert_eq!(
+            outcome(&out),
+            (want, vec![], None),
+            "maxUnavailable {max_unavailable}"
+        );
+    }
+}
