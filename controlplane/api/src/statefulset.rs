@@ -179,10 +179,20 @@ pub struct StatefulSetSpec {
     #[schemars(schema_with = "schema::pod_template")]
     pub template: PodTemplateSpec,
 
-    /// VolumeClaimTemplates is a list of claims that pods are allowed to reference.
+    /// VolumeClaimTemplates is a list of claims that pods are allowed to reference. A larger
+    /// storage request reaches existing claims only under volumeClaimUpdateStrategy
+    /// OnPodRollingUpdate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::statefulset_pvc_templates")]
     pub volume_claim_templates: Vec<PersistentVolumeClaim>,
+
+    /// VolumeClaimUpdateStrategy says whether the claims of existing pods follow a larger
+    /// storage request in their template: OnDelete (default) leaves them as they are, a
+    /// claim made again after a delete takes the template; OnPodRollingUpdate grows each
+    /// pod's claims before the rolling update moves that pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = {}))]
+    pub volume_claim_update_strategy: Option<VolumeClaimUpdateStrategy>,
 
     /// ServiceName is the headless Service that gives each pod its DNS name
     /// `<pod>.<serviceName>`; the pods' subdomain.
@@ -282,6 +292,26 @@ pub struct PvcRetentionPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "Retain"))]
     pub when_scaled: Option<PvcRetentionPolicyType>,
+}
+
+/// When the claims of existing pods follow their template (OpenKruise 1.9).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum VolumeClaimUpdateStrategyType {
+    /// A pod's claims are grown to their template's storage request as part of that pod's
+    /// rolling update, before the pod itself is updated.
+    OnPodRollingUpdate,
+    /// Claims are left as they are; a claim deleted and made again takes the template.
+    #[default]
+    OnDelete,
+}
+
+/// How the claims of existing pods follow a change of their template.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct VolumeClaimUpdateStrategy {
+    /// OnDelete (default) or OnPodRollingUpdate.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "OnDelete"))]
+    pub type_: Option<VolumeClaimUpdateStrategyType>,
 }
 
 /// How pods are created and deleted.
@@ -418,6 +448,24 @@ pub struct StatefulSetStatus {
     /// The pod label selector in string form, for the scale subresource and HPAs.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub label_selector: String,
+    /// Per claim template, how many pods' claims hold at least its storage request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_claims: Vec<VolumeClaimStatus>,
+}
+
+/// How the claims of one template compare with it across the pods.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeClaimStatus {
+    /// The claim template's name.
+    pub volume_claim_name: String,
+    /// Pods whose claim asks for at least the template's storage request (and has its
+    /// storage class and access modes).
+    #[serde(default)]
+    pub compatible_replicas: i32,
+    /// Of those, the pods whose claim's capacity holds what the claim asks for.
+    #[serde(default)]
+    pub compatible_ready_replicas: i32,
 }
 
 /// One observation of a StatefulSet's state.
@@ -484,6 +532,13 @@ impl StatefulSetSpec {
         self.rolling_update()
             .min_ready_seconds
             .unwrap_or(self.min_ready_seconds)
+    }
+
+    /// The volume claim update strategy (default OnDelete).
+    pub fn claim_update_type(&self) -> VolumeClaimUpdateStrategyType {
+        (self.volume_claim_update_strategy.as_ref())
+            .and_then(|s| s.type_)
+            .unwrap_or_default()
     }
 
     /// The PVC retention policy (default Retain, Retain).

@@ -1,8 +1,10 @@
 //! What an Advanced StatefulSet says about itself to the shared pod-set planning: a
-//! revision is its pod template (claim templates cannot change after creation, see
-//! `api::statefulset`), pods are named by ordinal (a `Create`'s `instance_id` is the
-//! ordinal), the update goes from the highest ordinal down and never into the first
-//! `partition` pods, and an update never deletes a claim.
+//! revision is its pod template (claim templates are neither added nor removed after
+//! creation, see `api::statefulset`; a larger storage request reaches existing claims only
+//! under `volumeClaimUpdateStrategy: OnPodRollingUpdate`, see `pod_claims`), pods are
+//! named by ordinal (a `Create`'s `instance_id` is the ordinal), the update goes from the
+//! highest ordinal down and never into the first `partition` pods, and an update never
+//! deletes a claim.
 
 use std::cmp::Reverse;
 
@@ -18,9 +20,11 @@ use crate::api::StatefulSet;
 use crate::api::common::{Lifecycle, PodUpdatePolicy, UpdatePriorityStrategy};
 use crate::api::statefulset::{
     PodManagementPolicy, PvcRetentionPolicyType, StatefulSetUpdateStrategyType,
+    VolumeClaimUpdateStrategyType,
 };
 use crate::workload::actions::Create;
 use crate::workload::adapter::{PodSetWorkload, UpdateStrategyType, add_readiness_gates};
+use crate::workload::claim_resize::{self, PodClaims};
 use crate::workload::lifecycle::{self, STATE_LABEL};
 use crate::workload::pod_view::PodView;
 use crate::workload::rollout::RolloutParams;
@@ -67,6 +71,26 @@ impl PodSetWorkload for StatefulSet {
 
     fn lifecycle(&self) -> Option<&Lifecycle> {
         self.spec.lifecycle.as_ref()
+    }
+
+    /// Under `volumeClaimUpdateStrategy: OnPodRollingUpdate`: the pod's claims
+    /// (`<template>-<pod>`) against the set's claim templates as they are now (OpenKruise
+    /// keeps no claim templates in its revisions either); under OnDelete nothing to grow.
+    fn pod_claims(&self, pod: &Pod, claims: &[&PersistentVolumeClaim]) -> PodClaims {
+        let templates = &self.spec.volume_claim_templates;
+        let on_rolling =
+            self.spec.claim_update_type() == VolumeClaimUpdateStrategyType::OnPodRollingUpdate;
+        if !on_rolling || templates.is_empty() {
+            return PodClaims::READY;
+        }
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        let pairs = templates.iter().map(|template| {
+            let name = format!("{}-{pod_name}", template.name_any());
+            let claim = (claims.iter().copied())
+                .find(|c| c.metadata.name.as_deref() == Some(name.as_str()));
+            (template, claim)
+        });
+        claim_resize::pod_claims(pod_name, pairs)
     }
 
     fn in_place_grace_seconds(&self) -> i32 {

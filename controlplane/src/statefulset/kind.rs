@@ -11,6 +11,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 
+use super::claim_status::volume_claims;
 use super::plan::{self, Snapshot, StatefulSetPlan, StatefulSetPlanError};
 use super::retention::ClaimOwners;
 use super::status::{
@@ -118,7 +119,9 @@ impl PodSetKind for StatefulSetKind {
             collision_count: history.collision_count,
         };
         let pods = scope.owned.pods();
-        let (status, requeue) = compute_status(scope.set, &pods, revisions, problems, scope.now);
+        let (mut status, requeue) =
+            compute_status(scope.set, &pods, revisions, problems, scope.now);
+        status.volume_claims = volume_claims(scope.set, &pods, &scope.owned.claims());
         KindStatus { status, requeue }
     }
 

@@ -17,7 +17,7 @@ use crate::workload::actions::Create;
 
 /// One create per live Pending pod on a wanted ordinal some of whose template claims are
 /// not in `claims` (a claim being deleted counts as there: it is made again once gone).
-/// The claims do not depend on the revision (the claim templates are fixed at admission),
+/// The claims do not depend on the revision (the claim templates are in no revision),
 /// so each create names `update_revision`, which the history always holds.
 pub fn missing_claims(
     set: &StatefulSet,

@@ -4,6 +4,7 @@
 //! (`status`); what the generic pod-set sync runs of it (`kind`) and its `triggers`.
 
 pub mod adapter;
+mod claim_status;
 mod controller;
 pub mod kind;
 mod missing_claims;

@@ -36,6 +36,10 @@ use crate::workload::rollout::{
 mod tests;
 
 #[cfg(test)]
+#[path = "claim_resize_plan_tests.rs"]
+mod claim_resize_tests;
+
+#[cfg(test)]
 #[path = "update_hold_tests.rs"]
 mod update_hold_tests;
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::workload::claim_resize::ClaimResize;
 use crate::workload::inplace::PodPatch;
 use crate::workload::lifecycle::{KRUISE_POD_READY, ReadinessChange};
 use crate::workload::update_hold::UpdateHoldSeen;
@@ -92,6 +93,12 @@ pub struct Plan {
     pub missing_claims: Vec<Create>,
     pub deletes: Vec<Delete>,
     pub pod_changes: Vec<PodChange>,
+    /// Claims of pods in the rolling update to grow to their template's storage request
+    /// before the pods move (StatefulSet's `volumeClaimUpdateStrategy: OnPodRollingUpdate`).
+    pub claim_resizes: Vec<ClaimResize>,
+    /// A claim of a pod in the rolling update differs from its template in more than
+    /// size, so it cannot be patched: the message for the FailedUpdate condition.
+    pub claim_refusal: Option<String>,
     /// InPlaceOnly refused the template change: the message for the FailedUpdate
     /// condition.
     pub refusal: Option<String>,

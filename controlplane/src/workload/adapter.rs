@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 
 use super::actions::Create;
+use super::claim_resize::PodClaims;
 use super::inplace::{
     INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateSpec, UpdateMethod, choose_update_method,
 };
@@ -57,6 +58,13 @@ pub trait PodSetWorkload {
 
     /// The lifecycle hooks (preNormal, inPlaceUpdate, preDelete), if any.
     fn lifecycle(&self) -> Option<&Lifecycle>;
+
+    /// Where the claims of `pod` (among `claims`) stand against their templates, for a
+    /// workload whose rolling update grows claims before it moves the pod (StatefulSet's
+    /// `volumeClaimUpdateStrategy: OnPodRollingUpdate`); by default nothing to grow.
+    fn pod_claims(&self, _pod: &Pod, _claims: &[&PersistentVolumeClaim]) -> PodClaims {
+        PodClaims::READY
+    }
 
     /// Whether a new pod without a preNormal hook stays PreparingNormal until it is bound
     /// to a node (CloneSet, as OpenKruise 1.9's since kruise#2087; the StatefulSet and

@@ -5,6 +5,7 @@ pub mod actions;
 pub mod adapter;
 pub mod budget;
 pub mod claim;
+pub mod claim_resize;
 pub mod deletion;
 pub mod deletion_marks;
 pub mod execute;

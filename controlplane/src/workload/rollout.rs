@@ -342,9 +342,26 @@ pub fn calculate_diffs(
         -update_new_diff
     };
     if res.update != 0 {
-        res.update_max_unavailable = limits.max_unavailable + c.total - replicas;
+        res.update_max_unavailable = update_unavailable_limit(&limits, &c, replicas);
     }
     Ok(res.narrow())
+}
+
+/// maxUnavailable for an update, pods beyond replicas (surge) allowed on top.
+fn update_unavailable_limit(limits: &Limits, c: &Counts, replicas: i64) -> i64 {
+    limits.max_unavailable + c.total - replicas
+}
+
+/// The update's maxUnavailable when no pod changes revision but some still have work in
+/// the rolling update (claims to grow, `workload::claim_resize`), which `calculate_diffs`
+/// leaves at 0 then.
+pub fn update_max_unavailable(
+    params: &RolloutParams,
+    pods: &[PodView],
+) -> Result<i32, IntOrPercentError> {
+    let limits = Limits::of(params)?;
+    let limit = update_unavailable_limit(&limits, &count(pods), i64::from(params.replicas));
+    Ok(i32::try_from(limit.clamp(0, i64::from(i32::MAX))).unwrap_or(i32::MAX))
 }
 
 /// The int-or-percent settings scaled against the replicas.

@@ -134,6 +134,14 @@ impl PodWrites for KubePodWrites<'_> {
         Ok(resource_version(&pod.metadata))
     }
 
+    async fn patch_claim(&self, name: &str, body: Value) -> Result<u64, kube::Error> {
+        let claim = self
+            .claims
+            .patch(name, &PatchParams::default(), &Patch::Merge(body))
+            .await?;
+        Ok(resource_version(&claim.metadata))
+    }
+
     async fn set_condition(
         &self,
         node: &str,

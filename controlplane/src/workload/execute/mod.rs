@@ -8,6 +8,7 @@
 //! (`tests.rs`).
 
 mod changes;
+mod claim_resizes;
 mod disruption;
 
 pub use self::disruption::DISRUPTION_HELD;
@@ -130,6 +131,9 @@ impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_
                     first_error.get_or_insert(err);
                 }
             }
+        }
+        if let Err(err) = self.resize_claims(plan, problems).await {
+            first_error.get_or_insert(err);
         }
         let (changes_held, changes_error) = self.apply_changes(&plan.pod_changes, problems).await;
         held |= changes_held;

@@ -48,6 +48,10 @@ pub enum Write {
         name: String,
         body: Value,
     },
+    PatchClaim {
+        name: String,
+        body: Value,
+    },
     SetCondition {
         node: String,
         pod: String,
@@ -169,6 +173,14 @@ impl PodWrites for RecordingWrites {
             body,
         };
         self.record(&format!("{name}/resize"), write).map(|()| 41)
+    }
+
+    async fn patch_claim(&self, name: &str, body: Value) -> Result<u64, kube::Error> {
+        let write = Write::PatchClaim {
+            name: name.to_owned(),
+            body,
+        };
+        self.record(name, write).map(|()| 43)
     }
 
     async fn set_condition(

@@ -134,6 +134,14 @@ pub trait PodWrites: Send + Sync {
         body: Value,
     ) -> impl Future<Output = Result<u64, kube::Error>> + Send;
 
+    /// A merge patch of a claim (its storage request); the resourceVersion the apiserver
+    /// answered with.
+    fn patch_claim(
+        &self,
+        name: &str,
+        body: Value,
+    ) -> impl Future<Output = Result<u64, kube::Error>> + Send;
+
     /// Sets one condition of a pod through the agent of `node`.
     fn set_condition(
         &self,

@@ -13,6 +13,7 @@ use crate::workload::actions::{
     ChangeReason, ConditionChange, DeleteReason, Plan, PodChange, pod_patch_json,
 };
 use crate::workload::adapter::UpdateStrategyType;
+use crate::workload::claim_resize::{ClaimStep, PodClaims};
 use crate::workload::inplace::{
     self, INPLACE_UPDATE_READY, InPlaceError, InPlaceUpdateSpec, REASON_START, STATE_ANNOTATION,
     UpdateMethod, resize,
@@ -21,7 +22,7 @@ use crate::workload::lifecycle::{self, LifecycleState, UpdateStep};
 use crate::workload::ordering;
 use crate::workload::pod_view::pod_labels;
 use crate::workload::revision_adapter::RevisionAdapter;
-use crate::workload::rollout::RolloutDiffs;
+use crate::workload::rollout::{self, RolloutDiffs};
 use crate::workload::update_hold::{UpdateHold, UpdateHoldSeen};
 
 /// Where the update step stopped, and the pods it started moving.
@@ -34,6 +35,17 @@ enum UpdateStop {
     Refused,
     /// Every pod the counts allow was started.
     Done { started: BTreeSet<String> },
+}
+
+/// What a pod's claims let the update step do with the pod.
+enum ClaimsFirst {
+    /// Nothing to grow or wait for: update the pod.
+    Ready,
+    /// Its claims were patched now or are still growing: the pod waits (and counts as
+    /// started, so the budget sees it as unavailable).
+    Wait,
+    /// A claim cannot be patched: the update stops (a condition says why).
+    Refused,
 }
 
 /// Pod annotation naming the revision whose claim templates made the pod's claims, set
@@ -67,7 +79,9 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
             UpdateStop::NotRun => &none_started,
             UpdateStop::Budget { started } | UpdateStop::Done { started } => started,
         };
-        let waiting = old().count().saturating_sub(started.len());
+        // Only pods still on an older revision count (a pod started only to grow its
+        // claims is on the update revision already).
+        let waiting = old().filter(|v| !started.contains(&v.name)).count();
         if waiting == 0 {
             return None;
         }
@@ -106,14 +120,20 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
     ) -> Result<UpdateStop, PlanError> {
         let workload = self.snap.workload;
         let on_delete = workload.update_strategy_type() == UpdateStrategyType::OnDelete;
-        if on_delete || self.params.paused || diffs.update <= 0 {
+        if on_delete || self.params.paused {
             return Ok(UpdateStop::NotRun);
         }
         let views = &self.views;
-        let waiting: Vec<usize> = (0..views.len())
-            .filter(|&i| !views[i].updated && !views[i].preparing_delete())
-            .filter(|&i| !views[i].specified_delete && !workload.holds_back(&views[i]))
+        let claims: Vec<PodClaims> = (self.active.iter())
+            .map(|pod| workload.pod_claims(pod, &self.snap.claims))
             .collect();
+        let waiting = self.waiting(&claims, diffs);
+        let claims_only = waiting.iter().filter(|&&i| views[i].updated).count();
+        let limit = diffs.update.max(0) + i32::try_from(claims_only).unwrap_or(i32::MAX);
+        if limit <= 0 {
+            return Ok(UpdateStop::NotRun);
+        }
+        let max_unavailable = self.max_unavailable(diffs)?;
         let order = workload.update_order(views, &waiting).unwrap_or_else(|| {
             ordering::update_order(
                 views,
@@ -122,24 +142,24 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
                 workload.update_scatter(),
             )
         });
-        let unavailable = views
-            .iter()
-            .filter(|v| !v.serving() || v.preparing_delete())
+        // A pod whose claims' capacity is short of their request is unavailable too.
+        let available = |i: usize| views[i].serving() && claims[i].ready;
+        let unavailable = (0..views.len())
+            .filter(|&i| !available(i) || views[i].preparing_delete())
             .count();
-        let mut budget =
-            i64::from(diffs.update_max_unavailable) - i64::try_from(unavailable).unwrap_or(0);
+        let mut budget = i64::from(max_unavailable) - i64::try_from(unavailable).unwrap_or(0);
         // OpenKruise `limitUpdateIndexes`: unavailable pods of the update revision plus the
         // pods started now stay within maxUnavailable, so a bad revision cannot take every
         // already-unready pod at once.
         let updated_unavailable = views.iter().filter(|v| v.updated && !v.serving()).count();
-        let max_unavailable = usize::try_from(diffs.update_max_unavailable).unwrap_or(0);
+        let max_unavailable = usize::try_from(max_unavailable).unwrap_or(0);
         let mut started = 0;
         // The pods started now and those refreshed earlier in this sync (their next sync
         // plans from the new object): all of them are moving, none is held.
         let mut moving = BTreeSet::new();
         let touched: BTreeSet<String> = plan.pod_changes.iter().map(|c| c.pod.clone()).collect();
         for i in order {
-            if started >= diffs.update {
+            if started >= limit {
                 break;
             }
             if touched.contains(&views[i].name) {
@@ -149,7 +169,7 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
             if updated_unavailable + usize::try_from(started).unwrap_or(0) >= max_unavailable {
                 return Ok(UpdateStop::Budget { started: moving });
             }
-            if views[i].serving() {
+            if available(i) {
                 if budget <= 0 {
                     return Ok(UpdateStop::Budget { started: moving });
                 }
@@ -157,11 +177,61 @@ impl<'a, W: PodSetWorkload> PodSet<'_, 'a, W> {
             }
             started += 1;
             moving.insert(views[i].name.clone());
+            match self.claims_first(i, &claims[i].step, plan) {
+                ClaimsFirst::Wait => continue,
+                ClaimsFirst::Refused => return Ok(UpdateStop::Refused),
+                ClaimsFirst::Ready if views[i].updated => continue,
+                ClaimsFirst::Ready => {}
+            }
             if !self.update_pod(i, plan)? {
                 return Ok(UpdateStop::Refused);
             }
         }
         Ok(UpdateStop::Done { started: moving })
+    }
+
+    /// The update's maxUnavailable; worked out here when only claims are left to grow
+    /// (the diffs leave it at 0 when no pod changes revision).
+    fn max_unavailable(&self, diffs: &RolloutDiffs) -> Result<i32, PlanError> {
+        if diffs.update > 0 {
+            return Ok(diffs.update_max_unavailable);
+        }
+        Ok(rollout::update_max_unavailable(&self.params, &self.views)?)
+    }
+
+    /// The pods the update step may take, by index: those not on the update revision (when
+    /// the counts ask for updates) and, as OpenKruise's rolling update takes a pod whose
+    /// claims do not match, those whose claims must still grow; never one being deleted or
+    /// held back (the partition).
+    fn waiting(&self, claims: &[PodClaims], diffs: &RolloutDiffs) -> Vec<usize> {
+        let (workload, views) = (self.snap.workload, &self.views);
+        let moves_revisions = diffs.update > 0;
+        (0..views.len())
+            .filter(|&i| (!views[i].updated && moves_revisions) || claims[i].step.needs_patch())
+            .filter(|&i| !views[i].preparing_delete())
+            .filter(|&i| !views[i].specified_delete && !workload.holds_back(&views[i]))
+            .collect()
+    }
+
+    /// The claims of the pod at `i` before the pod itself (OpenKruise's `TryPatchPVC` then
+    /// `IsOwnedPVCsCompleted`): claims to grow are patched and the pod waits for them, as
+    /// it does while they grow; a claim that cannot be patched stops the update.
+    fn claims_first(&self, i: usize, step: &ClaimStep, plan: &mut Plan) -> ClaimsFirst {
+        match step {
+            ClaimStep::Complete => ClaimsFirst::Ready,
+            ClaimStep::Resizing => ClaimsFirst::Wait,
+            ClaimStep::Expand(resizes) => {
+                plan.claim_resizes.extend(resizes.iter().cloned());
+                ClaimsFirst::Wait
+            }
+            ClaimStep::Incompatible { claim } => {
+                plan.claim_refusal = Some(format!(
+                    "claim {claim} of pod {} differs from its template in more than its storage request (storage class or access modes), so it cannot be updated; delete the claim to have it made again from the template",
+                    self.views[i].name
+                ));
+                ClaimsFirst::Refused
+            }
+        }
     }
 
     /// Starts moving the pod at `i` to the update revision; `false` stops the update loop
