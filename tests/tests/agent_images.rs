@@ -760,6 +760,43 @@ async fn a_mirror_in_hosts_toml_serves_pulls_while_the_registry_is_down() -> Res
     Ok(())
 }
 
+/// containerd 2.x's CRI pins its sandbox image: it labels that image's records
+/// `io.cri-containerd.pinned=pinned`, whoever pulled it, and kubelet never removes such
+/// an image. RemoveImage refuses it too. A throwaway image is pinned the same way here
+/// (1.6 pins nothing), and once unpinned it is removed as any other.
+#[tokio::test]
+async fn an_image_pinned_by_cri_is_not_removed() -> Result<()> {
+    let agent = start_agent().await?;
+    let cluster = agent.cluster;
+    let image = cluster.image("web:v2");
+    agent
+        .pull(&image, api::PullPolicy::IfNotPresent)
+        .await?
+        .map_err(|s| anyhow::anyhow!("pull failed: {s:?}"))?;
+    ctr(
+        cluster,
+        &["images", "label", &image, "io.cri-containerd.pinned=pinned"],
+    )?;
+    let request = api::RemoveImageRequest {
+        image: image.clone(),
+    };
+    let refused = agent.client.clone().remove_image(request).await;
+    ctr(
+        cluster,
+        &["images", "label", &image, "io.cri-containerd.pinned="],
+    )?;
+    let status = refused.err().context("a pinned image was removed")?;
+    ensure!(status.code() == Code::FailedPrecondition, "{status:?}");
+    ensure!(status.message().contains("pinned"), "{status:?}");
+    ensure!(agent.status(&image).await?.is_some(), "the image is gone");
+    agent.remove(&image).await?;
+    ensure!(
+        agent.status(&image).await?.is_none(),
+        "the unpinned image was not removed"
+    );
+    Ok(())
+}
+
 /// The node's architecture as OCI names it, and another one.
 fn this_and_another_architecture() -> (&'static str, &'static str) {
     match std::env::consts::ARCH {
