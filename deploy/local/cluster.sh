@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The local Stevedore cluster: a real single-node Kubernetes built from upstream sources
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy),
-# containerd + runc + CNI from Debian, a local registry with test images, and optional
-# kwok-simulated nodes.
+# containerd (Debian's 1.6, or 2.x built from source) + runc + CNI from Debian, a local
+# registry with test images, and optional kwok-simulated nodes.
 #
 #   cluster.sh up [--fake-nodes N] [--containerd 1|2]
 #                                    start (idempotent); builds binaries on first use;
@@ -96,9 +96,11 @@ cmd_up() {
     esac
   done
   [[ $fake_nodes =~ ^[0-9]+$ ]] || die "--fake-nodes must be a non-negative integer, got '$fake_nodes'"
+  [[ -z $containerd || $containerd == 1 || $containerd == 2 ]] ||
+    die "--containerd must be 1 (Debian's 1.6) or 2 ($CONTAINERD2_VERSION), got '$containerd'"
   [[ $(id -u) == 0 ]] || die "up needs root (it runs containerd and kubelet)"
   # Without --containerd, a running cluster keeps its containerd and a new one gets 1.6.
-  [[ -n $containerd ]] && choose_cluster_containerd "$containerd"
+  [[ -z $containerd ]] || choose_cluster_containerd "$containerd"
 
   install_packages
   # Only what running needs: kwok comes with the first simulated node (ensure_fake_nodes),
@@ -221,5 +223,5 @@ case ${1:-} in
   containerd2) shift; cmd_containerd2 "$@" ;;
   compile) compile_binaries ;;
   plugin) plugin_hint ;;
-  *) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,/^set -euo pipefail$/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

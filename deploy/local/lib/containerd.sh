@@ -33,7 +33,7 @@ cluster_containerd_major() {
 # a later `up` asking for another one fails instead of swapping a runtime under kubelet.
 choose_cluster_containerd() {
   local wanted=$1 running
-  [[ $wanted == 1 || $wanted == 2 ]] || die "--containerd must be 1 (Debian's 1.6) or 2 ($CONTAINERD2_VERSION), got '$wanted'"
+  [[ $wanted == 1 || $wanted == 2 ]] || die "--containerd must be 1 or 2, got '$wanted'"
   if pid_alive containerd; then
     running=$(cluster_containerd_major)
     [[ $running == "$wanted" ]] ||
