@@ -102,8 +102,9 @@ TOML
 # containerd2_config DIR SOCK CNI_CONF_DIR: the same settings for containerd 2.x. Config
 # version 3 (CRI split into an images and a runtime plugin) is the one every 2.x reads;
 # 2.3 migrates it to its version 4 at start with a warning. NRI, on by default in 2.x, is
-# off: it listens on a machine-wide socket and nothing here uses it. `imports` is emptied:
-# 2.x otherwise also reads the machine's /etc/containerd/conf.d/*.toml.
+# off: it listens on a machine-wide socket and nothing here uses it. (The drop-in
+# directory /etc/containerd/conf.d is read only by configs that import it, as 2.x's
+# generated default does; this one does not.)
 containerd2_config() {
   local dir=$1 sock=$2 cni_conf=$3 restrict=false
   cannot_lower_oom_score && restrict=true
@@ -111,7 +112,6 @@ containerd2_config() {
 version = 3
 root = "$dir/root"
 state = "$dir/state"
-imports = []
 disabled_plugins = [$DISABLED_SNAPSHOTTERS, "io.containerd.nri.v1.nri"]
 
 [grpc]
