@@ -26,7 +26,7 @@ step "Debian packages the build needs (protoc for the generated gRPC code, ...)"
 # builds the proto crate before that.
 deploy/local/cluster.sh packages
 
-step "Go builds (Kubernetes, etcd, the CSI provisioner and resizer, kwok, grpcurl, crictl, helm) start in the background"
+step "Go builds (Kubernetes, etcd, the CSI provisioner and resizer, kwok, grpcurl, crictl, helm, containerd 2.x) start in the background"
 # On a first run they take ~20 min, as long as the cargo steps below; run side by side,
 # each fills the core the other leaves idle in its single-threaded link phases. The
 # cluster step waits for them; when they are cached this takes a second.
@@ -106,6 +106,19 @@ set +e
 run_test_binaries "$test_artifacts" "${STEVEDORE_TEST_JOBS:-3}"
 status=$?
 set -e
+
+step "the agent's suites again, against containerd 2.x beside the cluster's 1.6"
+# About a minute: the suites that take containerd from the test's environment, one at a
+# time, on a containerd 2.x of their own (tests/src/containerd.rs); it is stopped after.
+containerd2_status=1
+if deploy/local/cluster.sh containerd2 up; then
+  set +e
+  run_agent_suites_on_containerd2 "$test_artifacts" "$(deploy/local/cluster.sh containerd2 env)"
+  containerd2_status=$?
+  set -e
+fi
+deploy/local/cluster.sh containerd2 down
+((status != 0)) || status=$containerd2_status
 rm -f "$test_artifacts"
 step "done: the tests exited with $status"
 print_timings "$suite_durations"

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The local Stevedore cluster: a real single-node Kubernetes built from upstream sources
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy),
-# containerd + runc + CNI from Debian, a local registry with test images, and optional
-# kwok-simulated nodes.
+# containerd (Debian's 1.6, or 2.x built from source) + runc + CNI from Debian, a local
+# registry with test images, and optional kwok-simulated nodes.
 #
-#   cluster.sh up [--fake-nodes N]   start (idempotent); builds binaries on first use; with
-#                                    the CSI host-path driver, its provisioner and resizer
+#   cluster.sh up [--fake-nodes N] [--containerd 1|2]
+#                                    start (idempotent); builds binaries on first use; with
+#                                    the CSI host-path driver, its provisioner and resizer;
+#                                    kubelet's containerd is Debian's 1.6 or, with
+#                                    --containerd 2, the pinned 2.x (kept until `down`)
 #   cluster.sh deploy                build Stevedore's agent and control-plane images, run
 #                                    them on the cluster, apply the sample CloneSet
 #   cluster.sh down                  stop everything it started and remove its state
@@ -15,7 +18,11 @@
 #   cluster.sh packages              install the Debian packages it and the build need
 #                                    (protoc among them), nothing else
 #   cluster.sh tools                 build the tools the tests use (kwok, grpcurl, crictl,
-#                                    helm); `up` builds only what running needs
+#                                    helm, containerd 2.x); `up` builds only what running needs
+#   cluster.sh containerd2 up|down|env
+#                                    containerd 2.x beside the cluster's, on its own root,
+#                                    state and socket, for the agent's suites; `env` prints
+#                                    the exports that point those suites at it
 #   cluster.sh prebuild [--tools]    build the Go binaries `up` needs (and with --tools the
 #                                    tests' tools) without starting anything
 #   cluster.sh compile               compile Stevedore's CSI driver, agent and control plane
@@ -31,7 +38,7 @@ for lib in common build network certs images containerd kube kwok stevedore csi;
 done
 
 # Components in start order; `down` stops them in reverse.
-DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry registry-auth containerd kubelet kube-proxy
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry registry-auth containerd containerd2 kubelet kube-proxy
   csi-hostpath csi-provisioner csi-resizer kwok)
 DEBIAN_PACKAGES=(containerd runc containernetworking-plugins docker-registry skopeo umoci
   busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev ca-certificates binutils util-linux
@@ -66,6 +73,7 @@ export STEVEDORE_AUTH_REGISTRY=$AUTH_REGISTRY
 export STEVEDORE_AUTH_REGISTRY_USER=$AUTH_REGISTRY_USER
 export STEVEDORE_AUTH_REGISTRY_PASSWORD_FILE=$STATE_DIR/registry-auth/password
 export STEVEDORE_CONTAINERD_SOCK=$CONTAINERD_SOCK
+export STEVEDORE_CTR=$(containerd_bin_dir "$(cluster_containerd_major)")/ctr
 export STEVEDORE_NODE_NAME=$NODE_NAME
 export STEVEDORE_NODE_IP=$NODE_IP
 export STEVEDORE_STATE_DIR=$STATE_DIR
@@ -79,16 +87,22 @@ ENV
 }
 
 cmd_up() {
-  local fake_nodes=0
+  local fake_nodes=0 containerd=""
   while (($#)); do
     case $1 in
       --fake-nodes) fake_nodes=${2:?--fake-nodes needs a number}; shift 2 ;;
       --fake-nodes=*) fake_nodes=${1#*=}; shift ;;
-      *) die "unknown argument to up: $1 (expected --fake-nodes N)" ;;
+      --containerd) containerd=${2:?--containerd needs 1 or 2}; shift 2 ;;
+      --containerd=*) containerd=${1#*=}; shift ;;
+      *) die "unknown argument to up: $1 (expected --fake-nodes N or --containerd 1|2)" ;;
     esac
   done
   [[ $fake_nodes =~ ^[0-9]+$ ]] || die "--fake-nodes must be a non-negative integer, got '$fake_nodes'"
+  [[ -z $containerd || $containerd == 1 || $containerd == 2 ]] ||
+    die "--containerd must be 1 (Debian's 1.6) or 2 ($CONTAINERD2_VERSION), got '$containerd'"
   [[ $(id -u) == 0 ]] || die "up needs root (it runs containerd and kubelet)"
+  # Without --containerd, a running cluster keeps its containerd and a new one gets 1.6.
+  [[ -z $containerd ]] || choose_cluster_containerd "$containerd"
 
   install_packages
   # Only what running needs: kwok comes with the first simulated node (ensure_fake_nodes),
@@ -117,12 +131,28 @@ cmd_up() {
   log "logs: $LOG_DIR   registry: $REGISTRY   node: $NODE_NAME ($NODE_IP)"
 }
 
-# The tools the tests use beside the cluster: kwok, grpcurl, crictl and helm.
+# The tools the tests use beside the cluster: kwok, grpcurl, crictl, helm and containerd 2.x.
 cmd_tools() {
   build_kwok
   build_grpcurl
   build_crictl
   build_helm
+  build_containerd2
+}
+
+# containerd 2.x beside the cluster's containerd (see lib/containerd.sh).
+cmd_containerd2() {
+  case ${1:-} in
+    up)
+      [[ $(id -u) == 0 ]] || die "containerd2 up needs root (containerd mounts snapshots)"
+      start_containerd2_beside
+      log "containerd $CONTAINERD2_VERSION is up on $CONTAINERD2_SOCK (log: $LOG_DIR/containerd2.log)"
+      log "point the agent's suites at it with: source <(deploy/local/cluster.sh containerd2 env)"
+      ;;
+    down) stop_containerd2_beside ;;
+    env) containerd2_env ;;
+    *) die "unknown argument to containerd2: ${1:-(none)} (expected up, down or env)" ;;
+  esac
 }
 
 # Everything `up` builds with Go (and with --tools what `tools` builds), nothing started:
@@ -196,7 +226,8 @@ case ${1:-} in
     ;;
   tools) cmd_tools ;;
   prebuild) shift; cmd_prebuild "$@" ;;
+  containerd2) shift; cmd_containerd2 "$@" ;;
   compile) compile_binaries ;;
   plugin) install_plugin ;;
-  *) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,/^set -euo pipefail$/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs Stevedore on this machine: the local cluster (see cluster.sh) and, on it, the
 # Stevedore node agent (DaemonSet), the CRDs, the control plane (Deployment) and a sample
-# CloneSet. Arguments go to `cluster.sh up`. Run it as root.
+# CloneSet. Arguments go to `cluster.sh up` (`--fake-nodes N`; `--containerd 2` runs
+# kubelet on the pinned containerd 2.x instead of Debian's 1.6, until `cluster.sh down`).
+# Run it as root.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null

@@ -136,3 +136,31 @@ run_test_binaries() {
     return 1
   fi
 }
+
+# The agent's suites that run against the containerd the test environment names
+# (tests/src/containerd.rs), run again on containerd 2.x beside the cluster's 1.6. The
+# suites whose every test needs the deployed agent or no containerd at all are left out.
+CONTAINERD2_SUITES='^(agent_images|agent_node|agent_kill_mid_pull|agent_bearer_auth)$'
+
+# Runs those binaries of the build one at a time (they share one containerd's content and
+# leases), named "<suite> (containerd 2)" in the output and the timings, with
+# `cluster.sh containerd2 env` in their environment. Fails naming the failed ones.
+run_agent_suites_on_containerd2() {
+  local artifacts=$1 env=$2 logs binaries failed
+  logs=$(mktemp -d)
+  binaries=$(list_test_binaries "$artifacts" |
+    awk -F'\t' -v OFS='\t' -v suites="$CONTAINERD2_SUITES" '$1 ~ suites { $1 = $1 " (containerd 2)"; print }')
+  [[ -n $binaries ]] || { echo "no agent suite was built" >&2; return 1; }
+  (
+    # shellcheck source=/dev/null
+    source <(printf '%s\n' "$env")
+    run_pool 1 "$logs" containerd2 <<<"$binaries"
+  )
+  print_test_totals "$logs"
+  rm -rf "$logs"
+  failed=$(awk -F'\t' '$2 ~ /\(containerd 2\)$/ && $3 == "FAILED" { print "  " $2 }' "$suite_durations")
+  if [[ -n $failed ]]; then
+    printf 'failed on containerd 2:\n%s\n' "$failed" >&2
+    return 1
+  fi
+}

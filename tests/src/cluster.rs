@@ -10,6 +10,8 @@ use anyhow::{Context, Result, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::OnceCell;
 
+use crate::containerd::Containerd;
+
 /// Simulated (kwok) nodes every test run asks for.
 pub const FAKE_NODES: usize = 2;
 
@@ -31,6 +33,9 @@ pub struct ClusterInfo {
     pub kubectl: PathBuf,
     /// The cluster's own containerd socket (the one kubelet uses).
     pub containerd_sock: PathBuf,
+    /// The containerd the agent's suites run against: the cluster's unless the test's
+    /// environment names another (see [`crate::containerd`]).
+    pub containerd: Containerd,
     /// grpcurl, built by `cluster.sh up`, to call the agent as an operator would.
     pub grpcurl: PathBuf,
     /// helm, built by `cluster.sh up`, for the chart's suite; `None` when the env file was
@@ -128,12 +133,18 @@ pub fn parse_env(text: &str) -> HashMap<String, String> {
         .collect()
 }
 
-fn info_from_env(env: &HashMap<String, String>) -> Result<ClusterInfo> {
+fn info_from_env(
+    env: &HashMap<String, String>,
+    process_env: &HashMap<String, String>,
+) -> Result<ClusterInfo> {
     let get = |key: &str| {
         env.get(key)
             .cloned()
             .with_context(|| format!("cluster.sh env does not set {key}"))
     };
+    let containerd_sock = PathBuf::from(get("STEVEDORE_CONTAINERD_SOCK")?);
+    // Env files of checkouts before containerd 2.x name no ctr: theirs is Debian's.
+    let cluster_ctr = PathBuf::from(env.get("STEVEDORE_CTR").map_or("ctr", String::as_str));
     Ok(ClusterInfo {
         kubeconfig: get("KUBECONFIG")?.into(),
         registry: get("STEVEDORE_REGISTRY")?,
@@ -144,7 +155,8 @@ fn info_from_env(env: &HashMap<String, String>) -> Result<ClusterInfo> {
         node_ip: get("STEVEDORE_NODE_IP")?,
         state_dir: get("STEVEDORE_STATE_DIR")?.into(),
         kubectl: PathBuf::from(get("STEVEDORE_K8S_BIN")?).join("kubectl"),
-        containerd_sock: get("STEVEDORE_CONTAINERD_SOCK")?.into(),
+        containerd_sock: containerd_sock.clone(),
+        containerd: Containerd::choose(&containerd_sock, &cluster_ctr, process_env),
         grpcurl: get("STEVEDORE_GRPCURL")?.into(),
         helm: env.get("STEVEDORE_HELM").map(PathBuf::from),
     })
@@ -159,7 +171,8 @@ pub async fn cluster() -> Result<&'static ClusterInfo> {
             tokio::task::spawn_blocking(|| {
                 let fake_nodes = FAKE_NODES.to_string();
                 run_cluster_script(&["up", "--fake-nodes", &fake_nodes])?;
-                info_from_env(&parse_env(&run_cluster_script(&["env"])?))
+                let process_env = std::env::vars().collect();
+                info_from_env(&parse_env(&run_cluster_script(&["env"])?), &process_env)
             })
             .await?
         })
@@ -189,7 +202,7 @@ mod tests {
     #[test]
     fn missing_key_is_named_in_the_error() {
         let env = parse_env("export KUBECONFIG=/k\n");
-        let err = info_from_env(&env).expect_err("registry is missing");
+        let err = info_from_env(&env, &HashMap::new()).expect_err("registry is missing");
         assert!(err.to_string().contains("STEVEDORE_REGISTRY"), "{err}");
     }
 }

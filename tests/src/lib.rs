@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod chaos;
 pub mod cluster;
+pub mod containerd;
 pub mod controlplane;
 pub mod crds;
 pub mod diagnostics;
@@ -15,6 +16,8 @@ pub mod events;
 mod grafana_dashboard;
 pub mod grpc;
 pub mod helm;
+#[cfg(test)]
+mod helm_containerd_values;
 pub mod kustomize_swap;
 pub mod manifests;
 pub mod metrics;

@@ -56,7 +56,7 @@ async fn start_agent() -> Result<Agent> {
 async fn start_agent_with(extra: &[&str]) -> Result<Agent> {
     let serial = SERIAL.lock().await;
     let cluster = stevedore_tests::cluster().await?;
-    let socket = cluster.containerd_sock.to_string_lossy().into_owned();
+    let socket = cluster.containerd.socket.to_string_lossy().into_owned();
     let base = [
         "stevedore-agent",
         "--node-name",
@@ -144,7 +144,7 @@ impl Agent {
 
     async fn store(&self) -> Result<ContainerdStore> {
         Ok(ContainerdStore::connect(
-            &self.cluster.containerd_sock,
+            &self.cluster.containerd.socket,
             "k8s.io",
         )?)
     }
@@ -279,7 +279,12 @@ async fn pull_reports_per_layer_progress_and_creates_the_cri_image_records() -> 
 async fn if_not_present_makes_no_registry_request_for_a_present_image() -> Result<()> {
     let agent = start_agent().await?;
     let image = agent.cluster.image("pause:3.10");
-    // pause is always present (every pod sandbox uses it); never removed here.
+    // pause is on kubelet's containerd (every pod sandbox uses it) and never removed here,
+    // but a containerd beside the cluster's may not have it yet: make it present.
+    agent
+        .pull(&image, api::PullPolicy::IfNotPresent)
+        .await?
+        .map_err(|s| anyhow::anyhow!("the first pull failed: {s:?}"))?;
     let before = registry_requests("/v2/stevedore/pause/")?;
     let messages = agent
         .pull(&image, api::PullPolicy::IfNotPresent)
@@ -389,14 +394,7 @@ async fn failures_map_to_their_codes_and_leave_no_image() -> Result<()> {
 
 /// The agent's pull leases present in containerd.
 fn pull_leases(cluster: &ClusterInfo) -> Result<Vec<String>> {
-    let output = std::process::Command::new("ctr")
-        .arg("--address")
-        .arg(&cluster.containerd_sock)
-        .args(["-n", "k8s.io", "leases", "ls", "-q"])
-        .output()
-        .context("running ctr")?;
-    ensure!(output.status.success(), "ctr leases ls failed: {output:?}");
-    Ok(String::from_utf8_lossy(&output.stdout)
+    Ok(ctr(cluster, &["leases", "ls", "-q"])?
         .lines()
         .filter(|l| l.starts_with("stevedore-pull-"))
         .map(str::to_owned)
@@ -431,7 +429,7 @@ async fn a_pull_cut_short_by_shutdown_leaves_nothing_and_the_next_pull_completes
     let cluster = agent.cluster;
     drop(agent);
 
-    let store = ContainerdStore::connect(&cluster.containerd_sock, "k8s.io")?;
+    let store = ContainerdStore::connect(&cluster.containerd.socket, "k8s.io")?;
     ensure!(
         store.get_image(&image).await?.is_none(),
         "a cut-short pull left a record"
@@ -457,12 +455,7 @@ async fn a_pull_cut_short_by_shutdown_leaves_nothing_and_the_next_pull_completes
         last.bytes_done == last.bytes_total && last.layers.len() == 6,
         "{last:?}"
     );
-    let check = std::process::Command::new("ctr")
-        .arg("--address")
-        .arg(&cluster.containerd_sock)
-        .args(["-n", "k8s.io", "images", "check", &format!("name=={image}")])
-        .output()?;
-    let check = String::from_utf8_lossy(&check.stdout);
+    let check = ctr(cluster, &["images", "check", &format!("name=={image}")])?;
     ensure!(
         check.contains("complete (6/6)") && check.contains("true"),
         "{check}"
@@ -548,6 +541,13 @@ async fn image_list_pulls_and_streams_status_by_generation() -> Result<()> {
 
 #[tokio::test]
 async fn a_pod_with_pull_policy_never_runs_an_image_the_agent_pulled() -> Result<()> {
+    if !stevedore_tests::cluster()
+        .await?
+        .containerd
+        .runs_kubelets_pods("a_pod_with_pull_policy_never_runs_an_image_the_agent_pulled")
+    {
+        return Ok(());
+    }
     let agent = start_agent().await?;
     let image = agent.cluster.image("web:v2");
     agent.remove(&image).await?;
@@ -760,6 +760,43 @@ async fn a_mirror_in_hosts_toml_serves_pulls_while_the_registry_is_down() -> Res
     Ok(())
 }
 
+/// containerd 2.x's CRI pins its sandbox image: it labels that image's records
+/// `io.cri-containerd.pinned=pinned`, whoever pulled it, and kubelet never removes such
+/// an image. RemoveImage refuses it too. A throwaway image is pinned the same way here
+/// (1.6 pins nothing), and once unpinned it is removed as any other.
+#[tokio::test]
+async fn an_image_pinned_by_cri_is_not_removed() -> Result<()> {
+    let agent = start_agent().await?;
+    let cluster = agent.cluster;
+    let image = cluster.image("web:v2");
+    agent
+        .pull(&image, api::PullPolicy::IfNotPresent)
+        .await?
+        .map_err(|s| anyhow::anyhow!("pull failed: {s:?}"))?;
+    ctr(
+        cluster,
+        &["images", "label", &image, "io.cri-containerd.pinned=pinned"],
+    )?;
+    let request = api::RemoveImageRequest {
+        image: image.clone(),
+    };
+    let refused = agent.client.clone().remove_image(request).await;
+    ctr(
+        cluster,
+        &["images", "label", &image, "io.cri-containerd.pinned="],
+    )?;
+    let status = refused.err().context("a pinned image was removed")?;
+    ensure!(status.code() == Code::FailedPrecondition, "{status:?}");
+    ensure!(status.message().contains("pinned"), "{status:?}");
+    ensure!(agent.status(&image).await?.is_some(), "the image is gone");
+    agent.remove(&image).await?;
+    ensure!(
+        agent.status(&image).await?.is_none(),
+        "the unpinned image was not removed"
+    );
+    Ok(())
+}
+
 /// The node's architecture as OCI names it, and another one.
 fn this_and_another_architecture() -> (&'static str, &'static str) {
     match std::env::consts::ARCH {
@@ -922,21 +959,9 @@ fn updates_of(updates: &Updates, image: &str) -> Vec<api::ImageListStatusUpdate>
         .collect()
 }
 
-/// `ctr -n k8s.io <args>` against the cluster's containerd.
+/// `ctr -n k8s.io <args>` against the containerd under test.
 fn ctr(cluster: &ClusterInfo, args: &[&str]) -> Result<String> {
-    let output = std::process::Command::new("ctr")
-        .arg("--address")
-        .arg(&cluster.containerd_sock)
-        .args(["-n", "k8s.io"])
-        .args(args)
-        .output()
-        .context("running ctr")?;
-    ensure!(
-        output.status.success(),
-        "ctr {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    cluster.containerd.ctr(args)
 }
 
 /// Deletes `image` behind the agent's back as `crictl rmi` does: every containerd record

@@ -47,6 +47,48 @@ fn unknown_up_flag_is_refused_naming_it() -> Result<()> {
     Ok(())
 }
 
+#[test]
+fn a_containerd_other_than_1_or_2_is_refused_naming_the_value() -> Result<()> {
+    let out = run(&["up", "--containerd", "1.7"], &[])?;
+    ensure!(!out.status.success());
+    let err = stderr(&out);
+    ensure!(
+        err.contains("--containerd") && err.contains("'1.7'"),
+        "{err}"
+    );
+    Ok(())
+}
+
+/// The running cluster's containerd is never swapped under its kubelet: `up` asking for
+/// the other one stops before touching anything and says to run `down` first.
+#[tokio::test]
+async fn up_asking_for_the_other_containerd_is_refused() -> Result<()> {
+    let cluster = cluster().await?;
+    let running = std::fs::read_to_string(cluster.state_dir.join("containerd-major"))
+        .map_or_else(|_| "1".to_owned(), |major| major.trim().to_owned());
+    let other = if running == "2" { "1" } else { "2" };
+    let out = run(&["up", "--containerd", other], &[])?;
+    ensure!(!out.status.success(), "up --containerd {other} succeeded");
+    let err = stderr(&out);
+    ensure!(
+        err.contains(&format!("runs containerd {running}")) && err.contains("down"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn an_unknown_containerd2_command_is_refused_naming_it() -> Result<()> {
+    let out = run(&["containerd2", "start"], &[])?;
+    ensure!(!out.status.success());
+    let err = stderr(&out);
+    ensure!(
+        err.contains("start") && err.contains("up, down or env"),
+        "{err}"
+    );
+    Ok(())
+}
+
 /// A second cluster (another state directory) on this machine finds etcd's port taken by
 /// the running one and stops naming the component and the port, without waiting.
 #[tokio::test]

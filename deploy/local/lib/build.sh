@@ -8,6 +8,7 @@ CRICTL_BIN=$STEVEDORE_CACHE/crictl-$CRICTL_VERSION/bin
 HELM_BIN=$STEVEDORE_CACHE/helm-$HELM_VERSION/bin
 CSI_PROVISIONER_BIN=$STEVEDORE_CACHE/csi-provisioner-$CSI_PROVISIONER_VERSION/bin
 CSI_RESIZER_BIN=$STEVEDORE_CACHE/csi-resizer-$CSI_RESIZER_VERSION/bin
+CONTAINERD2_BIN=$STEVEDORE_CACHE/containerd-$CONTAINERD2_VERSION/bin
 K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 # Kubernetes 1.34 and etcd 3.6 need Go >= 1.24 (newer toolchains build them fine).
@@ -237,4 +238,31 @@ build_csi_sidecars() {
     "$CSI_PROVISIONER_VERSION" "$CSI_PROVISIONER_BIN"
   build_csi_sidecar csi-resizer github.com/kubernetes-csi/external-resizer \
     "$CSI_RESIZER_VERSION" "$CSI_RESIZER_BIN"
+}
+
+# containerd 2.x, its runc shim and ctr, from its Go module as its Makefile builds them
+# (version stamped by -X, the shim without gRPC). Pure Go: the btrfs snapshotter needs cgo
+# and is left out, as are devmapper and zfs, which the local cluster disables anyway.
+build_containerd2() {
+  [[ -x $CONTAINERD2_BIN/containerd && -x $CONTAINERD2_BIN/containerd-shim-runc-v2 && -x $CONTAINERD2_BIN/ctr ]] && return 0
+  ensure_go
+  local buildlog=$STEVEDORE_CACHE/build-containerd-$CONTAINERD2_VERSION.log
+  local module=github.com/containerd/containerd/v2
+  local stamp="-X $module/version.Version=$CONTAINERD2_VERSION -X $module/version.Package=$module"
+  log "building containerd $CONTAINERD2_VERSION (first run only; log: $buildlog)"
+  rm -rf "$CONTAINERD2_BIN.tmp"
+  mkdir -p "$CONTAINERD2_BIN.tmp"
+  (
+    set -e
+    export GOBIN=$CONTAINERD2_BIN.tmp CGO_ENABLED=0
+    tags="urfave_cli_no_docs no_btrfs no_devmapper no_zfs"
+    go install -trimpath -tags "$tags" -ldflags "-s -w $stamp" \
+      "$module/cmd/containerd@$CONTAINERD2_VERSION" "$module/cmd/ctr@$CONTAINERD2_VERSION"
+    go install -trimpath -tags "$tags no_grpc" -ldflags "-s -w $stamp" \
+      "$module/cmd/containerd-shim-runc-v2@$CONTAINERD2_VERSION"
+  ) >"$buildlog" 2>&1 ||
+    die "building containerd $CONTAINERD2_VERSION failed (command: go install $module/cmd/containerd@$CONTAINERD2_VERSION; log: $buildlog)"
+  rm -rf "$CONTAINERD2_BIN"
+  mv "$CONTAINERD2_BIN.tmp" "$CONTAINERD2_BIN"
+  log "containerd $CONTAINERD2_VERSION ready in $CONTAINERD2_BIN"
 }

@@ -1,5 +1,5 @@
-//! The agent binary as a process of its own on this machine, against the cluster's
-//! containerd: its stdout and stderr captured in a file, its gRPC API on a Unix socket of
+//! The agent binary as a process of its own on this machine, against the containerd
+//! under test (the cluster's unless the test's environment names another): its stdout and stderr captured in a file, its gRPC API on a Unix socket of
 //! its own (no token needed there), `/metrics` on a loopback port. Killed with SIGKILL,
 //! on purpose or when dropped.
 
@@ -70,7 +70,7 @@ impl AgentProcess {
             .arg("--node-name")
             .arg(&cluster.node_name)
             .arg("--containerd-socket")
-            .arg(&cluster.containerd_sock)
+            .arg(&cluster.containerd.socket)
             .args(["--containerd-namespace", "k8s.io"])
             .args(["--grpc-addr", &grpc])
             .args(["--health-addr", &admin, "--metrics-addr", &admin])

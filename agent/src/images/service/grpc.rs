@@ -22,7 +22,7 @@ use crate::images::{
     progress::Phase,
     registry::{Auth, HttpRegistry, Registry},
     store::{
-        ContainerdStore, ImageStore, StoreError,
+        CRI_PINNED_LABEL, ContainerdStore, ImageStore, StoreError,
         inventory::{self, ImageInfo, InventoryError},
     },
 };
@@ -315,6 +315,14 @@ impl<R: Registry, S: ImageStore> ImageService for ImageServiceImpl<R, S> {
         else {
             return Ok(Response::new(api::RemoveImageResponse {}));
         };
+        if found.pinned {
+            // As kubelet: the sandbox image goes, and every new pod's sandbox waits on a pull.
+            return Err(Status::failed_precondition(format!(
+                "image {image} is pinned by containerd's CRI (a record of it is labelled {}={}, \
+                 as the sandbox image is): kubelet never removes it, and neither does the agent",
+                CRI_PINNED_LABEL.0, CRI_PINNED_LABEL.1
+            )));
+        }
         let last = found.names.len().saturating_sub(1);
         for (i, name) in found.names.iter().enumerate() {
             // Garbage collection runs once, with the last record.

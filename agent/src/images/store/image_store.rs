@@ -52,6 +52,16 @@ pub struct ImageRecord {
 /// Label CRI puts on the image records it manages; kubelet sees images with it.
 pub const CRI_IMAGE_LABEL: (&str, &str) = ("io.cri-containerd.image", "managed");
 
+/// Label containerd 2.x's CRI puts on the records of the images it must keep (the sandbox
+/// image of its `pinned_images`), whoever wrote them: CRI reports them pinned and
+/// kubelet's image garbage collection never removes them. containerd 1.6 has no such label.
+pub const CRI_PINNED_LABEL: (&str, &str) = ("io.cri-containerd.pinned", "pinned");
+
+/// Whether a record with these labels pins its image.
+pub fn is_pinned(labels: &HashMap<String, String>) -> bool {
+    labels.get(CRI_PINNED_LABEL.0).map(String::as_str) == Some(CRI_PINNED_LABEL.1)
+}
+
 /// Writes one blob; committed only when all its bytes are in and match the digest.
 /// A writer opened on a blob whose earlier download was interrupted continues it.
 pub trait BlobWriter: Send {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use stevedore_parsers::oci::{self, Descriptor};
 
-use super::image_store::{ImageRecord, ImageStore, StoreError};
+use super::image_store::{ImageRecord, ImageStore, StoreError, is_pinned};
 use crate::reference::{Reference, ReferenceError, is_image_id};
 
 /// Why an image could not be described.
@@ -31,6 +31,8 @@ pub struct ImageInfo {
     pub target: Descriptor,
     /// Every record name that points at this image (what removal deletes).
     pub names: Vec<String>,
+    /// One of those records is pinned by CRI ([`is_pinned`]): kubelet never removes it.
+    pub pinned: bool,
 }
 
 /// The record name a reference is stored under: `repo@digest` when pinned, else
@@ -75,13 +77,21 @@ pub async fn describe_record<S: ImageStore>(
     store: &S,
     record: &ImageRecord,
 ) -> Result<ImageInfo, InventoryError> {
-    describe(store, record.target.clone(), vec![record.name.clone()]).await
+    let names = vec![record.name.clone()];
+    describe(
+        store,
+        record.target.clone(),
+        names,
+        is_pinned(&record.labels),
+    )
+    .await
 }
 
 async fn describe<S: ImageStore>(
     store: &S,
     target: Descriptor,
     mut names: Vec<String>,
+    pinned: bool,
 ) -> Result<ImageInfo, InventoryError> {
     let manifest = manifest_of(store, &target).await?;
     names.sort();
@@ -98,23 +108,24 @@ async fn describe<S: ImageStore>(
         size: manifest.config.size + manifest.layers.iter().map(|l| l.size).sum::<u64>(),
         target,
         names,
+        pinned,
     })
 }
 
 /// Every image on the node; records whose content is unreadable (e.g. partially
 /// pulled by another client) are skipped.
 pub async fn list<S: ImageStore>(store: &S) -> Result<Vec<ImageInfo>, InventoryError> {
-    let mut groups: BTreeMap<String, (Descriptor, Vec<String>)> = BTreeMap::new();
+    let mut groups: BTreeMap<String, (Descriptor, Vec<String>, bool)> = BTreeMap::new();
     for record in store.list_images().await? {
-        groups
+        let group = groups
             .entry(record.target.digest.clone())
-            .or_insert_with(|| (record.target.clone(), Vec::new()))
-            .1
-            .push(record.name);
+            .or_insert_with(|| (record.target.clone(), Vec::new(), false));
+        group.2 |= is_pinned(&record.labels);
+        group.1.push(record.name);
     }
     let mut images = Vec::with_capacity(groups.len());
-    for (target, names) in groups.into_values() {
-        match describe(store, target, names).await {
+    for (target, names, pinned) in groups.into_values() {
+        match describe(store, target, names, pinned).await {
             Ok(image) => images.push(image),
             Err(error) => tracing::debug!(%error, "skipping an unreadable image"),
         }
@@ -139,12 +150,102 @@ pub async fn find<S: ImageStore>(
         }
         return Ok(None);
     };
-    let names = store
+    let same_image: Vec<ImageRecord> = store
         .list_images()
         .await?
         .into_iter()
         .filter(|r| r.target.digest == record.target.digest)
-        .map(|r| r.name)
         .collect();
-    describe(store, record.target, names).await.map(Some)
+    let pinned = same_image.iter().any(|r| is_pinned(&r.labels));
+    let names = same_image.into_iter().map(|r| r.name).collect();
+    describe(store, record.target, names, pinned)
+        .await
+        .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::images::store::{CRI_IMAGE_LABEL, CRI_PINNED_LABEL};
+    use crate::images::testing::{FakeStore, test_image};
+
+    type Labels<'a> = &'a [(&'a str, &'a str)];
+
+    /// A store holding one image's manifest under `records`, each with its labels.
+    fn store_with(records: &[(&str, Labels<'_>)]) -> FakeStore {
+        let (image, _) = test_image("pause");
+        let store = FakeStore::default();
+        let target = Descriptor::new(
+            oci::OCI_MANIFEST.to_owned(),
+            image.manifest_digest.clone(),
+            image.manifest.len() as u64,
+        );
+        let mut state = store.state();
+        state.blobs.insert(
+            image.manifest_digest.clone(),
+            (image.manifest.clone(), HashMap::new()),
+        );
+        for (name, labels) in records {
+            let labels = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            let record = ImageRecord {
+                name: (*name).to_owned(),
+                target: target.clone(),
+                labels,
+            };
+            state.images.insert((*name).to_owned(), record);
+        }
+        drop(state);
+        store
+    }
+
+    /// Records of one image (name, labels) and whether the image counts as pinned.
+    struct Case<'a> {
+        name: &'a str,
+        records: &'a [(&'a str, Labels<'a>)],
+        pinned: bool,
+    }
+
+    #[tokio::test]
+    async fn an_image_is_pinned_when_any_of_its_records_is() {
+        let name = "127.0.0.1:5000/stevedore/pause:3.10";
+        let id_record = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let managed = [CRI_IMAGE_LABEL];
+        let pinned = [CRI_IMAGE_LABEL, CRI_PINNED_LABEL];
+        let not_the_value = [CRI_IMAGE_LABEL, (CRI_PINNED_LABEL.0, "no")];
+        let cases = [
+            Case {
+                name: "managed only (containerd 1.6)",
+                records: &[(name, &managed), (id_record, &managed)],
+                pinned: false,
+            },
+            Case {
+                name: "the name pinned (containerd 2.x)",
+                records: &[(name, &pinned), (id_record, &managed)],
+                pinned: true,
+            },
+            Case {
+                name: "only the ID record pinned",
+                records: &[(name, &managed), (id_record, &pinned)],
+                pinned: true,
+            },
+            Case {
+                name: "another value of the label",
+                records: &[(name, &not_the_value)],
+                pinned: false,
+            },
+        ];
+        for case in cases {
+            let store = store_with(case.records);
+            let found = find(&store, name).await.unwrap().expect("the image");
+            assert_eq!(found.pinned, case.pinned, "find: {}", case.name);
+            let listed = list(&store).await.unwrap();
+            assert_eq!(listed.len(), 1, "{}", case.name);
+            assert_eq!(listed[0].pinned, case.pinned, "list: {}", case.name);
+        }
+    }
 }

@@ -16,4 +16,7 @@ pub(super) mod records;
 pub mod source_label;
 
 pub use containerd::ContainerdStore;
-pub use image_store::{BlobWriter, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError};
+pub use image_store::{
+    BlobWriter, CRI_IMAGE_LABEL, CRI_PINNED_LABEL, ImageRecord, ImageStore, LeaseId, StoreError,
+    is_pinned,
+};
