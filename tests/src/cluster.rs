@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn missing_key_is_named_in_the_error() {
-        let env = parse_env("export KUBECONFIG=/k\n");
+        let env = parse_env("export KUBECONFIG=/k\nexport STEVEDORE_CONTAINERD_SOCK=/c.sock\n");
         let err = info_from_env(&env, &HashMap::new()).expect_err("registry is missing");
         assert!(err.to_string().contains("STEVEDORE_REGISTRY"), "{err}");
     }
