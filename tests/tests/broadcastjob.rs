@@ -59,6 +59,9 @@ where
         }
     }
     if result.is_ok() {
+        result = controller_sees_nodes(&ctx, count).await;
+    }
+    if result.is_ok() {
         result = body(ctx.clone(), nodes).await;
     }
     let _ = jobs(&ctx)
@@ -73,12 +76,37 @@ where
     result
 }
 
+/// Waits until the control plane's node cache holds the new nodes: a probe job (completed
+/// by kwok at once) reports them all as desired. A Ready node reaches the controller's
+/// watch a moment after the test sees it, and a job created in between was planned over
+/// fewer nodes (once in a loaded run: "the job completed: 0 pods succeeded, 0 failed").
+async fn controller_sees_nodes(ctx: &TestContext, count: usize) -> Result<()> {
+    let probe = "sees-nodes";
+    let mut spec = json!({});
+    spec["template"]["metadata"]["annotations"] = json!({ "stevedore.dev/kwok-complete": "true" });
+    create_job(ctx, probe, spec).await?;
+    let want = i32::try_from(count)?;
+    poll_until(
+        "the controller to see the test's nodes",
+        Duration::from_secs(60),
+        || async {
+            let job = jobs(ctx).get(probe).await?;
+            let desired = job.status.map(|s| s.desired).unwrap_or_default();
+            Ok((desired == want).then_some(()))
+        },
+    )
+    .await?;
+    jobs(ctx).delete(probe, &DeleteParams::background()).await?;
+    Ok(())
+}
+
 fn jobs(ctx: &TestContext) -> Api<BroadcastJob> {
     ctx.api()
 }
 
 /// A job whose pods go to this test's nodes only (nodeSelector) and tolerate their taints.
 async fn create_job(ctx: &TestContext, name: &str, mut spec: Value) -> Result<BroadcastJob> {
+    let annotations = spec.pointer("/template/metadata/annotations").cloned();
     spec["template"] = json!({
         "metadata": { "labels": { "app": name } },
         "spec": {
@@ -88,6 +116,9 @@ async fn create_job(ctx: &TestContext, name: &str, mut spec: Value) -> Result<Br
             "containers": [{ "name": "task", "image": ctx.cluster.image("web:v1") }],
         },
     });
+    if let Some(annotations) = annotations {
+        spec["template"]["metadata"]["annotations"] = annotations;
+    }
     let job: BroadcastJob = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "BroadcastJob",
