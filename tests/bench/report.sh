@@ -23,6 +23,7 @@ ALL=(cloneset statefulset daemonset broadcastjob podunavailablebudget resize
 RESULTS=${RESULTS:-tests/bench/results.json}
 README=${README:-README.md}
 LOGS=${LOGS:-$(mktemp -d -t stevedore-bench.XXXXXX)}
+mkdir -p "$LOGS"
 
 benches=("$@")
 [[ ${1:-} != --from-log ]] || benches=("${2:-}")
