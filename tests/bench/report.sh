@@ -41,7 +41,9 @@ commit=$(git rev-parse HEAD)
 cores=$(nproc)
 memory_gib=$(awk '/^MemTotal:/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)
 # deploy/local/cluster.sh deploy writes down the profile it built the images with.
-state_dir=$(deploy/local/cluster.sh env 2>/dev/null | sed -n 's/^export STEVEDORE_STATE_DIR=//p')
+# No cluster (`cluster.sh env` fails), as when CI checks the table before starting one: the
+# profile is unknown, and --from-log still records.
+state_dir=$(deploy/local/cluster.sh env 2>/dev/null | sed -n 's/^export STEVEDORE_STATE_DIR=//p' || true)
 profile=$(cat "${state_dir:-/nonexistent}/deployed-profile" 2>/dev/null || echo unknown)
 
 # entry BENCH LOG EXIT DATE: the JSON entry of one benchmark's run, from its output.
