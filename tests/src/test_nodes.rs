@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::{TestContext, poll_until};
@@ -89,4 +90,24 @@ pub async fn delete(ctx: &TestContext, names: &[String]) {
     for name in names {
         let _ = nodes.delete(name, &DeleteParams::default()).await;
     }
+}
+
+/// Sets node `node`'s Ready condition to `status` ("True" or "False") as a kubelet would
+/// report it; kwok leaves it as patched until its next pass over the node.
+pub async fn set_ready(ctx: &TestContext, node: &str, status: &str) -> Result<()> {
+    let reason = if status == "True" {
+        "KubeletReady"
+    } else {
+        "KubeletNotReady"
+    };
+    let now = Timestamp::now().to_string();
+    let patch = json!({ "status": { "conditions": [{
+        "type": "Ready", "status": status, "reason": reason,
+        "message": "set by the test", "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }] } });
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    nodes
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
+        .await?;
+    Ok(())
 }

@@ -14,19 +14,18 @@ use anyhow::{Result, bail, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt as _;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use stevedore_api::DaemonSet;
 use stevedore_controlplane::workload::deletion::REVISION_LABEL;
 use stevedore_controlplane::workload::node_pin::pinned_node;
 use stevedore_tests::controlplane::{kill_leader, leader, new_leader, wait_control_plane_ready};
-use stevedore_tests::{poll_until, run_in_namespace};
+use stevedore_tests::{poll_until, run_in_namespace, test_nodes};
 
 mod cloneset_support;
 mod daemonset_support;
 use cloneset_support::{Recorder, Seen};
 use daemonset_support::{
-    WAIT, create, image_of, manifest, nodes, patch_spec, pods_by_node, ready, with_nodes,
+    WAIT, create, image_of, manifest, patch_spec, pods_by_node, ready, with_nodes,
 };
 
 /// Seconds a new pod must be ready to be available (the test's `minReadySeconds`).
@@ -188,24 +187,6 @@ async fn a_surging_rollout_survives_a_leader_kill() -> Result<()> {
     .await
 }
 
-/// Sets the node's Ready condition (kwok leaves it as patched until its next heartbeat).
-async fn set_ready(ctx: &stevedore_tests::TestContext, node: &str, status: &str) -> Result<()> {
-    let reason = if status == "True" {
-        "KubeletReady"
-    } else {
-        "KubeletNotReady"
-    };
-    let now = Timestamp::now().to_string();
-    let patch = json!({ "status": { "conditions": [{
-        "type": "Ready", "status": status, "reason": reason,
-        "message": "flapped by the test", "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }] } });
-    nodes(ctx)
-        .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
-        .await?;
-    Ok(())
-}
-
 #[tokio::test]
 async fn a_node_flapping_ready_and_not_ready_keeps_its_pod() -> Result<()> {
     run_in_namespace("ds-flapping", |ctx| async move {
@@ -233,9 +214,9 @@ async fn a_node_flapping_ready_and_not_ready_keeps_its_pod() -> Result<()> {
             };
             let pod_log = Recorder::<Pod>::start(&ctx).await?;
             for not_ready in ["False", "Unknown", "False"] {
-                set_ready(&ctx, &n[0], not_ready).await?;
+                test_nodes::set_ready(&ctx, &n[0], not_ready).await?;
                 tokio::time::sleep(Duration::from_secs(4)).await;
-                set_ready(&ctx, &n[0], "True").await?;
+                test_nodes::set_ready(&ctx, &n[0], "True").await?;
                 tokio::time::sleep(Duration::from_secs(4)).await;
             }
             // Long enough for a controller that reacts to the flaps to have acted.

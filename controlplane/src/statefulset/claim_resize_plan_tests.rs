@@ -5,46 +5,18 @@
 //! alone grows claims without restarting pods, a smaller request asks nothing, a claim of
 //! another class stops the update; OnDelete patches nothing.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimCondition, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimStatus, Pod, VolumeResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimCondition, Pod};
 
 use super::tests::{V1, V2, running, sync_with, web};
 use super::*;
 use crate::api::statefulset::{VolumeClaimUpdateStrategy, VolumeClaimUpdateStrategyType};
 use crate::workload::actions::DeleteReason;
+use crate::workload::test_pods::sized_claim;
 use crate::workload::update_hold::{UpdateHold, UpdateHoldSeen};
-
-fn storage(q: &str) -> BTreeMap<String, Quantity> {
-    BTreeMap::from([("storage".to_owned(), Quantity(q.to_owned()))])
-}
 
 /// A claim of class `fast` asking for `request`, with `capacity` once bound.
 fn sized(name: &str, request: &str, capacity: Option<&str>) -> PersistentVolumeClaim {
-    PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            resource_version: Some("5".to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            storage_class_name: Some("fast".to_owned()),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(storage(request)),
-                ..VolumeResourceRequirements::default()
-            }),
-            ..PersistentVolumeClaimSpec::default()
-        }),
-        status: capacity.map(|c| PersistentVolumeClaimStatus {
-            capacity: Some(storage(c)),
-            ..PersistentVolumeClaimStatus::default()
-        }),
-    }
+    sized_claim(name, Some("fast"), request, capacity)
 }
 
 fn file_system_pending(mut claim: PersistentVolumeClaim) -> PersistentVolumeClaim {

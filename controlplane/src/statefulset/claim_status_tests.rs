@@ -1,36 +1,11 @@
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, VolumeResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
 use crate::api::StatefulSetSpec;
-
-fn storage(q: &str) -> BTreeMap<String, Quantity> {
-    BTreeMap::from([("storage".to_owned(), Quantity(q.to_owned()))])
-}
+use crate::workload::test_pods::sized_claim;
 
 fn claim(name: &str, request: &str, capacity: Option<&str>) -> PersistentVolumeClaim {
-    PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(storage(request)),
-                ..VolumeResourceRequirements::default()
-            }),
-            ..PersistentVolumeClaimSpec::default()
-        }),
-        status: capacity.map(|c| PersistentVolumeClaimStatus {
-            capacity: Some(storage(c)),
-            ..PersistentVolumeClaimStatus::default()
-        }),
-    }
+    sized_claim(name, None, request, capacity)
 }
 
 fn pod(name: &str) -> Pod {

@@ -1,35 +1,18 @@
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaimCondition, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
-    VolumeResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::PersistentVolumeClaimCondition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
+use crate::workload::test_pods::sized_claim;
 
-/// A claim (or template) `name` of `class` asking for `request`, with `capacity` when bound.
+/// A claim (or template) `name` of `class` asking for `request`, with `capacity` when bound,
+/// ReadWriteOnce.
 fn claim(name: &str, class: &str, request: &str, capacity: Option<&str>) -> PersistentVolumeClaim {
-    let storage = |q: &str| BTreeMap::from([("storage".to_owned(), Quantity(q.to_owned()))]);
-    PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            resource_version: Some("7".to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            storage_class_name: Some(class.to_owned()),
-            access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(storage(request)),
-                ..VolumeResourceRequirements::default()
-            }),
-            ..PersistentVolumeClaimSpec::default()
-        }),
-        status: capacity.map(|c| PersistentVolumeClaimStatus {
-            capacity: Some(storage(c)),
-            ..PersistentVolumeClaimStatus::default()
-        }),
+    let mut claim = sized_claim(name, Some(class), request, capacity);
+    if let Some(spec) = claim.spec.as_mut() {
+        spec.access_modes = Some(vec!["ReadWriteOnce".to_owned()]);
     }
+    claim
 }
 
 fn template(request: &str) -> PersistentVolumeClaim {

@@ -5,14 +5,46 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStatus, Pod, PodCondition, PodReadinessGate,
-    PodSpec, PodStatus,
+    ContainerState, ContainerStateRunning, ContainerStatus, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, Pod, PodCondition, PodReadinessGate,
+    PodSpec, PodStatus, VolumeResourceRequirements,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::inplace::INPLACE_UPDATE_READY;
 use super::lifecycle::{self, LifecycleState};
+
+/// A claim (or claim template) `name` of storage class `class` asking for `request` of
+/// storage, with `capacity` once bound; its resourceVersion is "7".
+pub fn sized_claim(
+    name: &str,
+    class: Option<&str>,
+    request: &str,
+    capacity: Option<&str>,
+) -> PersistentVolumeClaim {
+    let storage = |q: &str| BTreeMap::from([("storage".to_owned(), Quantity(q.to_owned()))]);
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            resource_version: Some("7".to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            storage_class_name: class.map(str::to_owned),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(storage(request)),
+                ..VolumeResourceRequirements::default()
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: capacity.map(|c| PersistentVolumeClaimStatus {
+            capacity: Some(storage(c)),
+            ..PersistentVolumeClaimStatus::default()
+        }),
+    }
+}
 
 /// `secs` after the tests' epoch, the time every planner test counts from.
 pub fn at(secs: i64) -> Timestamp {

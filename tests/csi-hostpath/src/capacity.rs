@@ -97,16 +97,18 @@ pub fn expanded_capacity(current: i64, bounds: Option<Bounds>) -> Result<i64, Ca
     Ok(current.max(bounds.required_bytes))
 }
 
+/// A requested range, as the tests of every module here write one.
+#[cfg(test)]
+pub(crate) fn bounds(required_bytes: i64, limit_bytes: i64) -> Option<Bounds> {
+    Some(Bounds {
+        required_bytes,
+        limit_bytes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn bounds(required_bytes: i64, limit_bytes: i64) -> Option<Bounds> {
-        Some(Bounds {
-            required_bytes,
-            limit_bytes,
-        })
-    }
 
     #[test]
     fn new_volume_capacity_follows_the_range() {

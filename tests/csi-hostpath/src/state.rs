@@ -159,14 +159,7 @@ impl StateFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capacity::{DEFAULT_CAPACITY_BYTES, GIB};
-
-    fn bounds(required_bytes: i64, limit_bytes: i64) -> Option<Bounds> {
-        Some(Bounds {
-            required_bytes,
-            limit_bytes,
-        })
-    }
+    use crate::capacity::{DEFAULT_CAPACITY_BYTES, GIB, bounds};
 
     #[test]
     fn create_is_idempotent_by_name_within_the_bounds() {

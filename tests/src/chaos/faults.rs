@@ -7,17 +7,16 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, ListParams};
 
 use super::invariants::Checker;
 use super::plan::Fault;
 use super::workloads::{self, Workload};
 use crate::TestContext;
 use crate::controlplane::{self, CONTROL_PLANE, SYSTEM_NAMESPACE};
+use crate::test_nodes;
 
 /// What a fault acts on.
 pub struct Targets<'a> {
@@ -44,7 +43,8 @@ pub async fn inject(targets: &Targets<'_>, fault: &Fault) -> Result<String> {
         Fault::PauseEtcd { seconds } => pause_etcd(ctx, *seconds).await,
         Fault::NodeNotReady { node } => {
             let name = pick(targets.nodes, *node as u64).context("no node")?;
-            set_not_ready(ctx, name).await?;
+            // kwok's node stage sets it back at its next pass.
+            test_nodes::set_ready(ctx, name, "False").await?;
             Ok(format!("set node {name} NotReady"))
         }
         Fault::DeletePod { set, pick: which } => {
@@ -133,21 +133,6 @@ async fn pause_etcd(ctx: &TestContext, seconds: u64) -> Result<String> {
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     drop(stopped);
     Ok(format!("paused etcd (pid {pid}) for {seconds} s"))
-}
-
-/// Sets the node's Ready condition False; kwok's node stage sets it back at its next pass.
-async fn set_not_ready(ctx: &TestContext, node: &str) -> Result<()> {
-    let now = Timestamp::now().to_string();
-    let patch = json!({ "status": { "conditions": [{
-        "type": "Ready", "status": "False", "reason": "KubeletNotReady",
-        "message": "made NotReady by the chaos harness",
-        "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }] } });
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    nodes
-        .patch_status(node, &PatchParams::default(), &Patch::Strategic(patch))
-        .await?;
-    Ok(())
 }
 
 async fn delete_pod(targets: &Targets<'_>, workload: &Workload, which: u64) -> Result<String> {
