@@ -83,7 +83,7 @@ step "local cluster with Stevedore deployed"
 if ! deploy/local/cluster.sh status >/dev/null 2>&1; then
   deploy/local/cluster.sh down
 fi
-time deploy/local/run.sh --fake-nodes 2
+time deploy/local/run.sh --fake-nodes 2 --real-nodes 3
 
 step "helm chart lints (deploy/helm/stevedore; its crds/ is deploy/crds, checked above)"
 helm=$(deploy/local/cluster.sh env | sed -n 's/^export STEVEDORE_HELM=//p')

@@ -4,11 +4,14 @@
 # containerd (Debian's 1.6, or 2.x built from source) + runc + CNI from Debian, a local
 # registry with test images, and optional kwok-simulated nodes.
 #
-#   cluster.sh up [--fake-nodes N] [--containerd 1|2]
+#   cluster.sh up [--fake-nodes N] [--real-nodes N] [--containerd 1|2]
 #                                    start (idempotent); builds binaries on first use; with
 #                                    the CSI host-path driver, its provisioner and resizer;
 #                                    kubelet's containerd is Debian's 1.6 or, with
-#                                    --containerd 2, the pinned 2.x (kept until `down`)
+#                                    --containerd 2, the pinned 2.x (kept until `down`);
+#                                    --real-nodes N: N real kubelet nodes (default 1), the
+#                                    N-1 besides the first tainted stevedore.dev/worker
+#                                    (lib/nodes.sh)
 #   cluster.sh deploy                build Stevedore's agent and control-plane images, run
 #                                    them on the cluster, apply the sample CloneSet
 #   cluster.sh down                  stop everything it started and remove its state
@@ -32,7 +35,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null
 source "$HERE/versions.env"
-for lib in common build network certs images containerd kube kwok stevedore csi; do
+for lib in common build network certs images containerd kube kwok stevedore csi nodes; do
   # shellcheck source=/dev/null
   source "$HERE/lib/$lib.sh"
 done
@@ -42,7 +45,7 @@ DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry reg
   csi-hostpath csi-provisioner csi-resizer kwok)
 DEBIAN_PACKAGES=(containerd runc containernetworking-plugins docker-registry skopeo umoci
   busybox-static protobuf-compiler iproute2 iptables conntrack openssl curl gcc libc6-dev ca-certificates binutils util-linux
-  jq)
+  jq socat)
 
 apt_updated=0
 apt_install() {
@@ -81,23 +84,28 @@ export STEVEDORE_K8S_BIN=$K8S_BIN
 export STEVEDORE_GRPCURL=$GRPCURL_BIN/grpcurl
 export STEVEDORE_CRICTL=$CRICTL_BIN/crictl
 export STEVEDORE_HELM=$HELM_BIN/helm
+export STEVEDORE_WORKERS_RUN=$WORKERS_RUN
 export PATH=$STATE_DIR/bin:$K8S_BIN:$GRPCURL_BIN:$HELM_BIN:\$PATH
 ENV
   mv "$STATE_DIR/env.tmp" "$STATE_DIR/env"
 }
 
 cmd_up() {
-  local fake_nodes=0 containerd=""
+  local fake_nodes=0 real_nodes=1 containerd=""
   while (($#)); do
     case $1 in
       --fake-nodes) fake_nodes=${2:?--fake-nodes needs a number}; shift 2 ;;
       --fake-nodes=*) fake_nodes=${1#*=}; shift ;;
+      --real-nodes) real_nodes=${2:?--real-nodes needs a number}; shift 2 ;;
+      --real-nodes=*) real_nodes=${1#*=}; shift ;;
       --containerd) containerd=${2:?--containerd needs 1 or 2}; shift 2 ;;
       --containerd=*) containerd=${1#*=}; shift ;;
-      *) die "unknown argument to up: $1 (expected --fake-nodes N or --containerd 1|2)" ;;
+      *) die "unknown argument to up: $1 (expected --fake-nodes N, --real-nodes N or --containerd 1|2)" ;;
     esac
   done
   [[ $fake_nodes =~ ^[0-9]+$ ]] || die "--fake-nodes must be a non-negative integer, got '$fake_nodes'"
+  [[ $real_nodes =~ ^[1-9][0-9]*$ ]] && ((real_nodes <= 50)) ||
+    die "--real-nodes must be a whole number from 1 to 50 (the kubelet node counts), got '$real_nodes'"
   [[ -z $containerd || $containerd == 1 || $containerd == 2 ]] ||
     die "--containerd must be 1 (Debian's 1.6) or 2 ($CONTAINERD2_VERSION), got '$containerd'"
   [[ $(id -u) == 0 ]] || die "up needs root (it runs containerd and kubelet)"
@@ -126,6 +134,7 @@ cmd_up() {
   start_kubelet
   start_kube_proxy
   start_csi_storage
+  ensure_real_nodes "$real_nodes"
   ensure_fake_nodes "$fake_nodes"
   log "cluster is up: export KUBECONFIG=$STATE_DIR/kubeconfig (or: source $STATE_DIR/env)"
   log "logs: $LOG_DIR   registry: $REGISTRY   node: $NODE_NAME ($NODE_IP)"
@@ -167,6 +176,7 @@ cmd_prebuild() {
 
 cmd_down() {
   local i
+  stop_workers
   for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
     stop_daemon "${DAEMONS[i]}"
   done
@@ -187,7 +197,7 @@ cmd_down() {
 
 cmd_status() {
   local d state rc=0
-  for d in "${DAEMONS[@]}"; do
+  for d in "${DAEMONS[@]}" $(worker_daemons); do
     if pid_alive "$d"; then
       state="running (pid $(cat "$PID_DIR/$d.pid"))"
     elif [[ -f $PID_DIR/$d.pid ]]; then

@@ -40,6 +40,20 @@ fn non_numeric_fake_nodes_is_refused_naming_the_value() -> Result<()> {
 }
 
 #[test]
+fn a_real_node_count_outside_one_to_fifty_is_refused_naming_the_value() -> Result<()> {
+    for bad in ["0", "51", "three", "-1"] {
+        let out = run(&["up", "--real-nodes", bad], &[])?;
+        ensure!(!out.status.success(), "--real-nodes {bad} was accepted");
+        let err = stderr(&out);
+        ensure!(
+            err.contains("--real-nodes") && err.contains(&format!("'{bad}'")),
+            "{err}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn unknown_up_flag_is_refused_naming_it() -> Result<()> {
     let out = run(&["up", "--nodes", "3"], &[])?;
     ensure!(!out.status.success());

@@ -59,6 +59,85 @@ async fn chart_lints_clean() -> Result<()> {
     Ok(())
 }
 
+/// Whether the rendered control plane is required on control-plane nodes (or only
+/// prefers them).
+fn requires_control_plane_nodes(rendered: &str) -> Result<bool> {
+    let objs = objects(rendered)?;
+    let cp = find(&objs, "Deployment", "stevedore-controlplane")?;
+    let node_affinity = &cp["spec"]["template"]["spec"]["affinity"]["nodeAffinity"];
+    let required = &node_affinity["requiredDuringSchedulingIgnoredDuringExecution"];
+    let preferred = &node_affinity["preferredDuringSchedulingIgnoredDuringExecution"];
+    let role = "node-role.kubernetes.io/control-plane";
+    let names_role = |v: &Value| v.to_string().contains(role);
+    ensure!(
+        names_role(required) != names_role(preferred),
+        "expected the role in exactly one of required / preferred: {node_affinity}"
+    );
+    Ok(names_role(required))
+}
+
+/// `controlplane.placement`: controlPlaneNodes requires control-plane nodes, anywhere
+/// prefers them, and auto (the default) looks at the cluster's nodes: this cluster has a
+/// control-plane node, so a render that may look (`--dry-run=server`) requires one, and a
+/// plain `helm template`, which cannot look, prefers one. A bad value is refused by name.
+#[tokio::test]
+async fn the_control_plane_placement_follows_the_clusters_control_plane_nodes() -> Result<()> {
+    let helm = Helm::new(cluster().await?)?;
+    let ns = "stevedore-system";
+    let asked = helm.template(
+        ns,
+        &[
+            REQUIRED[0],
+            REQUIRED[1],
+            "controlplane.placement=controlPlaneNodes",
+        ],
+    );
+    ensure!(
+        requires_control_plane_nodes(&asked.await?)?,
+        "controlPlaneNodes"
+    );
+    let anywhere = helm.template(
+        ns,
+        &[REQUIRED[0], REQUIRED[1], "controlplane.placement=anywhere"],
+    );
+    ensure!(!requires_control_plane_nodes(&anywhere.await?)?, "anywhere");
+    ensure!(
+        !requires_control_plane_nodes(&render(&helm, ns, &[]).await?)?,
+        "auto, no lookup"
+    );
+
+    let chart = chart_dir().to_string_lossy().into_owned();
+    let mut args = vec![
+        "template",
+        RELEASE,
+        &chart,
+        "--namespace",
+        ns,
+        "--dry-run=server",
+    ];
+    for set in REQUIRED {
+        args.extend(["--set", set]);
+    }
+    ensure!(
+        requires_control_plane_nodes(&helm.helm(&args).await?)?,
+        "auto, with lookup"
+    );
+
+    let refused = helm.template(
+        ns,
+        &[REQUIRED[0], REQUIRED[1], "controlplane.placement=nearby"],
+    );
+    let message = format!(
+        "{:#}",
+        refused.await.err().context("placement=nearby rendered")?
+    );
+    ensure!(
+        message.contains("controlplane.placement") && message.contains("nearby"),
+        "{message}"
+    );
+    Ok(())
+}
+
 /// Without a registry the chart renders nothing (a short image name could resolve on a
 /// public default registry), nor without the apiserver's addresses while the
 /// NetworkPolicy is on; each refusal says what to set.

@@ -69,20 +69,22 @@ subjectAltName=IP:127.0.0.1,IP:$KWOK_NODE_IP"
   done
 }
 
-# write_kubeconfig CERT FILE: a kubeconfig authenticating with the client certificate CERT.
+# write_kubeconfig CERT FILE [SERVER]: a kubeconfig authenticating with the client
+# certificate CERT against the apiserver at SERVER (default https://127.0.0.1:PORT; a
+# real worker node, in a network namespace of its own, reaches it on the node IP).
 # Written in JSON (which is YAML too, so every Kubernetes tool reads it): the agent reads
 # kubeconfigs only in JSON form, to keep a YAML parser out of its memory (agent/src/kube_config.rs).
 # Written to a temporary file and renamed over FILE: `up` runs again while tests read the
 # admin kubeconfig, and a reader must never see it half written ("no current context").
 write_kubeconfig() {
-  local cert=$1 file=$2
+  local cert=$1 file=$2 server=${3:-https://127.0.0.1:$APISERVER_PORT}
   local tmp=$file.tmp.$$
   cat >"$tmp" <<KUBECONFIG
 {
   "apiVersion": "v1",
   "kind": "Config",
   "clusters": [{"name": "stevedore-local", "cluster": {
-    "server": "https://127.0.0.1:$APISERVER_PORT",
+    "server": "$server",
     "certificate-authority": "$PKI/ca.crt"}}],
   "users": [{"name": "$cert", "user": {
     "client-certificate": "$PKI/$cert.crt",

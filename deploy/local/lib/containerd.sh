@@ -65,9 +65,9 @@ TOML
 # Plugins no instance here uses: snapshotters this machine has no backing for.
 DISABLED_SNAPSHOTTERS='"io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"'
 
-# containerd1_config DIR SOCK: containerd 1.6's config (version 2).
+# containerd1_config DIR SOCK CNI_CONF_DIR: containerd 1.6's config (version 2).
 containerd1_config() {
-  local dir=$1 sock=$2 restrict=false
+  local dir=$1 sock=$2 cni_conf=$3 restrict=false
   cannot_lower_oom_score && restrict=true
   cat <<TOML
 version = 2
@@ -93,7 +93,7 @@ disabled_plugins = [$DISABLED_SNAPSHOTTERS]
         Root = "$(dirname "$sock")/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN_DIR"
-    conf_dir = "$STATE_DIR/cni/net.d"
+    conf_dir = "$cni_conf"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$dir/certs.d"
 TOML
@@ -150,7 +150,7 @@ write_containerd_config() {
   if [[ $major == 2 ]]; then
     containerd2_config "$dir" "$sock" "$cni_conf" >"$dir/config.toml"
   else
-    containerd1_config "$dir" "$sock" >"$dir/config.toml"
+    containerd1_config "$dir" "$sock" "$cni_conf" >"$dir/config.toml"
   fi
 }
 
@@ -216,15 +216,22 @@ kill_shims_of() {
 kill_pod_processes() {
   kill_shims_of "$CONTAINERD_SOCK"
   kill_shims_of "$CONTAINERD2_SOCK"
+  kill_cgroup_processes kubepods
+}
+
+# kill_cgroup_processes DIR: kills every process in the cgroups under /DIR of every
+# hierarchy (the kubelet node's pods are under /kubepods, a real worker's under its own
+# cgroup root), then removes those cgroups, deepest first.
+kill_cgroup_processes() {
   local controller dir
   for controller in /sys/fs/cgroup/*/; do
-    dir=${controller}kubepods
+    dir=$controller$1
     [[ -d $dir ]] || continue
     find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null
   done
   sleep 1
   for controller in /sys/fs/cgroup/*/; do
-    dir=${controller}kubepods
+    dir=$controller$1
     [[ -d $dir ]] && find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null
   done
   return 0

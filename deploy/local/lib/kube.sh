@@ -102,9 +102,18 @@ start_scheduler() {
 
 write_kubelet_config() {
   mkdir -p "$KUBELET_DIR"
+  kubelet_config "$NODE_IP" "$POD_CIDR" "$CONTAINERD_SOCK" "$PKI/kubelet-serving" \
+    >"$STATE_DIR/kubelet-config.yaml"
+}
+
+# kubelet_config ADDRESS POD_CIDR CONTAINERD_SOCK SERVING_CERT [CGROUP_ROOT [TAINT]]: a
+# kubelet's configuration. A real worker node (lib/nodes.sh) passes its own cgroup root, so
+# two kubelets on this machine never manage one another's pod cgroups, and its taint.
+kubelet_config() {
+  local address=$1 pod_cidr=$2 sock=$3 cert=$4 cgroup_root=${5:-} taint=${6:-}
   local oom_score_adj=-999
   cannot_lower_oom_score && oom_score_adj=0
-  cat >"$STATE_DIR/kubelet-config.yaml" <<YAML
+  cat <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
@@ -112,28 +121,30 @@ authentication:
   webhook: { enabled: true }
   x509: { clientCAFile: $PKI/ca.crt }
 authorization: { mode: Webhook }
-tlsCertFile: $PKI/kubelet-serving.crt
-tlsPrivateKeyFile: $PKI/kubelet-serving.key
-containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+tlsCertFile: $cert.crt
+tlsPrivateKeyFile: $cert.key
+containerRuntimeEndpoint: unix://$sock
 cgroupDriver: cgroupfs
 # The machine uses cgroup v1, which this release still supports when asked.
 failCgroupV1: false
 failSwapOn: false
 oomScoreAdj: $oom_score_adj
-address: $NODE_IP
+address: $address
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
-podCIDR: $POD_CIDR
+podCIDR: $pod_cidr
 serializeImagePulls: false
 # A test machine's disk is shared with builds; never evict test pods for disk pressure.
 evictionHard: { memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1% }
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 YAML
+  [[ -z $cgroup_root ]] || echo "cgroupRoot: $cgroup_root"
+  [[ -z $taint ]] || printf 'registerWithTaints:\n  - { key: %s, effect: NoSchedule }\n' "$taint"
 }
 
 start_kubelet() {

@@ -39,12 +39,20 @@ setup_network() {
 }
 
 write_cni_config() {
-  mkdir -p "$STATE_DIR/cni/net.d" "$STATE_DIR/cni/networks"
-  local conf="$STATE_DIR/cni/net.d/10-stevedore.conflist"
+  install_cni_config "$STATE_DIR/cni" "$POD_CIDR"
+}
+
+# install_cni_config DIR CIDR: DIR/net.d/10-stevedore.conflist, a bridge network handing
+# out CIDR (addresses kept in DIR/networks). Every node's bridge has the same name: each
+# real worker node has a network namespace of its own (lib/nodes.sh).
+install_cni_config() {
+  local dir=$1 cidr=$2
+  mkdir -p "$dir/net.d" "$dir/networks"
+  local conf="$dir/net.d/10-stevedore.conflist"
   # containerd reloads the file on every write event: written in place, it reads a
   # truncated file while pods start ("unexpected end of JSON input"). So the config is
   # written next to the watched directory and renamed into it only when it changed.
-  local staged="$STATE_DIR/cni/10-stevedore.conflist.staged"
+  local staged="$dir/10-stevedore.conflist.staged"
   cat >"$staged" <<JSON
 {
   "cniVersion": "1.0.0",
@@ -58,8 +66,8 @@ write_cni_config() {
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "dataDir": "$STATE_DIR/cni/networks",
-        "ranges": [[{ "subnet": "$POD_CIDR" }]],
+        "dataDir": "$dir/networks",
+        "ranges": [[{ "subnet": "$cidr" }]],
         "routes": [{ "dst": "0.0.0.0/0" }]
       }
     },

@@ -53,3 +53,41 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/* stevedore.controlplaneScheduling: the control plane's scheduling, its node affinity
+from `placement` (values.yaml) unless the values give one. Takes the root context. */}}
+{{- define "stevedore.controlplaneScheduling" -}}
+{{- $cp := .Values.controlplane -}}
+{{- $affinity := deepCopy (default dict $cp.affinity) -}}
+{{- if not (hasKey $affinity "nodeAffinity") -}}
+{{- $_ := set $affinity "nodeAffinity" (include "stevedore.controlplaneNodeAffinity" . | fromYaml) -}}
+{{- end -}}
+{{- include "stevedore.scheduling" (dict "nodeSelector" $cp.nodeSelector "tolerations" $cp.tolerations "affinity" $affinity) -}}
+{{- end }}
+
+{{/* stevedore.controlplaneNodeAffinity: required on control-plane nodes, or preferred. */}}
+{{- define "stevedore.controlplaneNodeAffinity" -}}
+{{- $placement := .Values.controlplane.placement | default "auto" -}}
+{{- if not (has $placement (list "auto" "controlPlaneNodes" "anywhere")) -}}
+{{- fail (printf "controlplane.placement must be auto, controlPlaneNodes or anywhere, not %q" $placement) -}}
+{{- end -}}
+{{- $required := eq $placement "controlPlaneNodes" -}}
+{{- if eq $placement "auto" -}}
+{{- range (lookup "v1" "Node" "" "").items -}}
+{{- if hasKey (.metadata.labels | default dict) "node-role.kubernetes.io/control-plane" -}}
+{{- $required = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $term := dict "matchExpressions" (list (dict "key" "node-role.kubernetes.io/control-plane" "operator" "Exists")) -}}
+{{- if $required -}}
+requiredDuringSchedulingIgnoredDuringExecution:
+  nodeSelectorTerms:
+    - {{- toYaml $term | nindent 6 }}
+{{- else -}}
+preferredDuringSchedulingIgnoredDuringExecution:
+  - weight: 100
+    preference:
+      {{- toYaml $term | nindent 6 }}
+{{- end -}}
+{{- end }}
