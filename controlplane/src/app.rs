@@ -57,7 +57,7 @@ pub enum AppError {
     #[error("the agent serving CA: {0}")]
     Ca(#[source] CaSecretError),
     #[error(
-        "the webhook server (CRD conversion, PodUnavailableBudget and ContainerRecreateRequest admission) cannot start: {0}"
+        "the webhook server (CRD conversion, PodUnavailableBudget, ContainerRecreateRequest and SidecarSet admission) cannot start: {0}"
     )]
     Webhook(#[source] WebhookError),
     #[error("the {component} cannot start: {source}")]
@@ -103,6 +103,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         .controllers
         .enabled("podunavailablebudget-webhook")
         .then(|| control_plane_exempt(&args));
+    let sidecarset_webhook = args.controllers.enabled("sidecarset-webhook");
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
     let switches = args.controllers.clone();
@@ -132,6 +133,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             switches,
             webhook,
             budget_webhook,
+            sidecarset_webhook,
         },
         &shutdown,
     )
@@ -160,6 +162,8 @@ struct Workloads {
     /// Whether pod deletes and evictions are reviewed (`podunavailablebudget-webhook`),
     /// and whose are never held.
     budget_webhook: Option<Exempt>,
+    /// Whether pod creates get their SidecarSets' sidecars (`sidecarset-webhook`).
+    sidecarset_webhook: bool,
 }
 
 /// The webhook server's settings from the command line.
@@ -175,6 +179,11 @@ fn webhook_config(args: &Args, ca_owner: Option<OwnerReference>) -> WebhookConfi
     configurations.push(WebhookConfiguration::Mutating(
         args.crr_webhook_configuration.clone(),
     ));
+    if args.controllers.enabled("sidecarset-webhook") {
+        configurations.push(WebhookConfiguration::Mutating(
+            args.sidecarset_webhook_configuration.clone(),
+        ));
+    }
     WebhookConfig {
         addr: args.webhook_addr,
         namespace: args.namespace.clone(),
@@ -203,13 +212,21 @@ fn control_plane_exempt(args: &Args) -> Exempt {
 }
 
 /// The admission routes this replica serves: ContainerRecreateRequest defaulting always,
-/// PodUnavailableBudgets against deletes and evictions when switched on.
+/// PodUnavailableBudgets against deletes and evictions and SidecarSet injection into pod
+/// creates when switched on.
 fn admission_routes(
     client: &kube::Client,
     stores: &Stores,
     budget: Option<Exempt>,
+    sidecarsets: bool,
 ) -> axum::Router {
     let mut routes = crate::containerrecreate::webhook::routes(client.clone());
+    if sidecarsets {
+        routes = routes.merge(crate::sidecarset::webhook::routes(
+            client.clone(),
+            stores.clone(),
+        ));
+    }
     if let Some(exempt) = budget {
         routes = routes.merge(crate::budget::webhook::routes(
             client.clone(),
@@ -246,7 +263,12 @@ async fn start_workloads(
     // conversion is pure, defaulting a ContainerRecreateRequest only reads its pod.
     // `/convert` is always served: `podunavailablebudget-webhook` off only leaves out the
     // budget's route (admission/server.rs).
-    let admission = admission_routes(&client, &stores, workloads.budget_webhook);
+    let admission = admission_routes(
+        &client,
+        &stores,
+        workloads.budget_webhook,
+        workloads.sidecarset_webhook,
+    );
     running.spawn(workloads.webhook.serve(admission, shutdown.clone()));
     if switches.enabled("csr-signer") {
         start_signer(

@@ -183,7 +183,8 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "Job",
             "PodUnavailableBudget",
             "PodDisruptionBudget",
-            "ContainerRecreateRequest"
+            "ContainerRecreateRequest",
+            "SidecarSet"
         ],
         "the kinds /readyz reports, in its order"
     );

@@ -19,6 +19,7 @@ pub const COMPONENTS: &[&str] = &[
     "imagelist-distributor",
     "csr-signer",
     "podunavailablebudget-webhook",
+    "sidecarset-webhook",
 ];
 
 /// The parsed `--controllers` list.
