@@ -40,6 +40,7 @@ use crate::runtime::decode::Undecodable;
 use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeError, shutdown_on_signal};
+use crate::sidecarset::SidecarSetController;
 use crate::statefulset::StatefulSetController;
 use crate::switches::ControllerSwitches;
 use crate::workload::budget::BudgetSource;
@@ -294,6 +295,7 @@ async fn start_workloads(
         workers,
         switches,
     };
+    start_sidecarsets(running, &controllers, agents.clone(), shutdown)?;
     start_pod_sets(running, &controllers, agents, shutdown)?;
     start_container_recreates(running, &controllers, restarts, shutdown)?;
     start_jobs(running, &controllers, shutdown)
@@ -391,6 +393,35 @@ fn start_container_recreates(
         &c.stores.containerrecreaterequests,
         queue,
     );
+    running.spawn(triggers.run(shutdown.clone()));
+    Ok(())
+}
+
+/// The SidecarSet controller (sidecar upgrades in place, status) and its triggers, as
+/// `--controllers` says; its upgrades are admitted by the same budgets as the pod sets'.
+fn start_sidecarsets(
+    running: &mut Runtime<Stores>,
+    c: &Controllers,
+    agents: Arc<dyn PodConditions>,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    if !c.switches.enabled("sidecarset") {
+        return Ok(());
+    }
+    let budgets: Arc<dyn BudgetSource> = Arc::new(KubeBudgetSource {
+        client: c.client.clone(),
+        stores: c.stores.clone(),
+    });
+    let controller = SidecarSetController::new(
+        c.client.clone(),
+        c.stores.clone(),
+        agents,
+        budgets,
+        c.events.clone(),
+    );
+    let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
+    let triggers =
+        crate::sidecarset::triggers::watches(&c.stores.changes, &c.stores.sidecarsets, queue);
     running.spawn(triggers.run(shutdown.clone()));
     Ok(())
 }

@@ -16,6 +16,7 @@ pub const COMPONENTS: &[&str] = &[
     "advancedcronjob",
     "podunavailablebudget",
     "containerrecreaterequest",
+    "sidecarset",
     "imagelist-distributor",
     "csr-signer",
     "podunavailablebudget-webhook",

@@ -7,9 +7,16 @@
 //! - [`hash`]: the versions a pod records (pure);
 //! - [`webhook`]: the route, reading SidecarSets from the caches.
 
+pub mod controller;
 pub mod env;
 pub mod hash;
 pub mod inject;
 pub mod matching;
 pub mod metadata;
+pub mod plan;
+pub mod pod_state;
+pub mod triggers;
+pub mod upgrade;
 pub mod webhook;
+
+pub use controller::SidecarSetController;

@@ -1,0 +1,276 @@
+//! The SidecarSet controller: reads the pods the SidecarSet was injected into from the
+//! shared cache, plans (`plan`), and carries the plan out: a finished upgrade is closed
+//! (state entry dropped, `InPlaceUpdateReady` True again through the pod's agent when the
+//! pod has the gate); an upgrade starts only once the pod's budgets admit it as an
+//! in-place disruption, with `InPlaceUpdateReady` False first (the pod leaves its
+//! Services' endpoints), then one patch of the sidecars' images (`upgrade`); the status
+//! is written when it changed. SidecarSets are cluster-scoped: the key's namespace is
+//! empty.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::{Value, json};
+
+use super::hash::{sidecarset_hash, sidecarset_hash_without_image};
+use super::plan::{SidecarSetPlan, Versions, plan};
+use super::pod_state::SidecarPod;
+use super::upgrade::{Target, changed_images, finish_patch, start_patch};
+use crate::api::SidecarSet;
+use crate::caches::Stores;
+use crate::controller::ObjectKey;
+use crate::controller::api_error::{ApiError, api_error};
+use crate::controller::events::EventSink;
+use crate::controller::pod_conditions::{ConditionRequest, PodConditions, PodTarget};
+use crate::controller::runner::{Outcome, Reconciler};
+use crate::workload::budget::{Admission, BudgetSource, DisruptionKind};
+use crate::workload::inplace::{
+    INPLACE_UPDATE_READY, REASON_DONE, REASON_START, has_readiness_gate,
+};
+use crate::workload::rollout::IntOrPercentError;
+
+/// How soon a SidecarSet with upgrades under way is looked at again (pod changes wake it
+/// sooner).
+const UPGRADE_RECHECK: Duration = Duration::from_secs(5);
+
+/// Why a SidecarSet sync failed; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    Strategy(#[from] IntOrPercentError),
+}
+
+/// The SidecarSet controller's state, shared by its workers.
+pub struct SidecarSetController {
+    client: kube::Client,
+    stores: Stores,
+    agents: Arc<dyn PodConditions>,
+    budgets: Arc<dyn BudgetSource>,
+    events: EventSink,
+}
+
+impl SidecarSetController {
+    pub fn new(
+        client: kube::Client,
+        stores: Stores,
+        agents: Arc<dyn PodConditions>,
+        budgets: Arc<dyn BudgetSource>,
+        events: EventSink,
+    ) -> Self {
+        Self {
+            client,
+            stores,
+            agents,
+            budgets,
+            events,
+        }
+    }
+}
+
+impl Reconciler for SidecarSetController {
+    type Key = ObjectKey;
+    type Error = SyncError;
+    const KIND: &'static str = "SidecarSet";
+    const READS: &'static [&'static str] = &[
+        "SidecarSet",
+        "Pod",
+        "Node",
+        "PodUnavailableBudget",
+        "PodDisruptionBudget",
+    ];
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+        let Some(set) = self.stores.sidecarsets.get(&ObjectRef::new(&key.name)) else {
+            return Ok(Outcome::Done);
+        };
+        let (hash, hash_without_image) =
+            (sidecarset_hash(&set), sidecarset_hash_without_image(&set));
+        let versions = Versions {
+            hash: &hash,
+            hash_without_image: &hash_without_image,
+        };
+        let pods: Vec<Arc<Pod>> = self.stores.pods.state();
+        let views: Vec<SidecarPod> = pods.iter().map(|p| SidecarPod::of(p, &set)).collect();
+        let mut plan = plan(&set.spec.update_strategy, versions, &views)?;
+        let find = |name: &str| {
+            pods.iter()
+                .zip(&views)
+                .find(|(_, v)| v.injected && v.name == name)
+        };
+        for name in &plan.finish {
+            if let Some((pod, view)) = find(name) {
+                self.finish(pod, &key.name, view.workload_updating).await?;
+            }
+        }
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let target = Target {
+            set_name: &key.name,
+            hash: &hash,
+            hash_without_image: &hash_without_image,
+            now: &now,
+        };
+        for name in &plan.upgrade {
+            if let Some((pod, _)) = find(name) {
+                self.start(&set, pod, target).await?;
+            }
+        }
+        let under_way = views.iter().any(|v| v.injected && v.upgrading) || !plan.upgrade.is_empty();
+        plan.status.observed_generation = set.metadata.generation;
+        self.write_status(&set, &plan).await?;
+        Ok(if under_way {
+            Outcome::RequeueAfter(UPGRADE_RECHECK)
+        } else {
+            Outcome::Done
+        })
+    }
+
+    fn all_keys(&self) -> Vec<ObjectKey> {
+        (self.stores.sidecarsets.state().iter())
+            .map(|set| ObjectKey::new("", set.name_any()))
+            .collect()
+    }
+
+    fn caches_synced(&self) -> bool {
+        self.stores.sync.synced(Self::READS)
+    }
+}
+
+impl SidecarSetController {
+    /// Starts the upgrade of `pod`'s sidecars: budgets first, then the gate, then the patch.
+    async fn start(
+        &self,
+        set: &SidecarSet,
+        pod: &Pod,
+        target: Target<'_>,
+    ) -> Result<(), SyncError> {
+        let images = changed_images(pod, set);
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        if !images.is_empty() {
+            match self
+                .budgets
+                .admit(&namespace, &name, DisruptionKind::InPlaceUpdate)
+                .await?
+            {
+                Admission::Allowed { .. } => {}
+                Admission::Held(message) => {
+                    let note = format!("The sidecars of pod {namespace}/{name} wait: {message}");
+                    self.events
+                        .warning(&set.object_ref(&()), "DisruptionHeld", "Upgrade", note)
+                        .await;
+                    return Ok(());
+                }
+            }
+            if has_readiness_gate(pod) && !self.set_gate(pod, false).await {
+                return Ok(());
+            }
+        }
+        // Images equal already (the pod was made at that image): only the versions move.
+        self.patch_pod(&namespace, &name, start_patch(pod, &images, target))
+            .await
+    }
+
+    /// Closes a finished upgrade; the gate goes back to True unless the pod's own workload
+    /// is updating it (its update sets the gate when it is done).
+    async fn finish(
+        &self,
+        pod: &Pod,
+        set_name: &str,
+        workload_updating: bool,
+    ) -> Result<(), SyncError> {
+        if has_readiness_gate(pod) && !workload_updating && !self.set_gate(pod, true).await {
+            return Ok(());
+        }
+        let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        self.patch_pod(&namespace, &name, finish_patch(pod, set_name))
+            .await
+    }
+
+    /// Sets `InPlaceUpdateReady` through the pod's agent; `false` when that could not be
+    /// done now (the next sync tries again).
+    async fn set_gate(&self, pod: &Pod, ready: bool) -> bool {
+        let node_name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let Some(node) = self.stores.nodes.get(&ObjectRef::new(&node_name)) else {
+            return false;
+        };
+        let target = PodTarget {
+            namespace: pod.namespace().unwrap_or_default(),
+            name: pod.name_any(),
+            uid: pod.uid().unwrap_or_default(),
+        };
+        let (reason, message) = if ready {
+            (
+                REASON_DONE,
+                "The SidecarSet upgrade of this pod's sidecars is done.",
+            )
+        } else {
+            (
+                REASON_START,
+                "The pod's sidecars are being upgraded in place by their SidecarSet.",
+            )
+        };
+        let request = ConditionRequest {
+            condition_type: INPLACE_UPDATE_READY,
+            status: ready,
+            reason,
+            message,
+        };
+        match self.agents.set_condition(&node, target, request).await {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::info!(pod = %pod.name_any(), node = %node_name, error = %err, "could not set InPlaceUpdateReady; trying again later");
+                false
+            }
+        }
+    }
+
+    async fn patch_pod(&self, namespace: &str, name: &str, body: Value) -> Result<(), SyncError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Strategic(body))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // The pod is gone: nothing to upgrade.
+            Err(err) if crate::controller::api_error::status_code(&err) == Some(404) => Ok(()),
+            Err(err) => Err(
+                api_error(format!("patching the sidecars of pod {namespace}/{name}"))(err).into(),
+            ),
+        }
+    }
+
+    async fn write_status(&self, set: &SidecarSet, plan: &SidecarSetPlan) -> Result<(), SyncError> {
+        let mut status = plan.status.clone();
+        let old = set.status.clone().unwrap_or_default();
+        status.latest_revision.clone_from(&old.latest_revision);
+        status.collision_count = old.collision_count;
+        if status == old {
+            return Ok(());
+        }
+        let api: Api<SidecarSet> = Api::all(self.client.clone());
+        // Spelled out: a merge patch leaves a field the status skips at 0 as it was.
+        let mut body = json!({ "status": status });
+        body["status"]["updatedReadyPods"] = json!(status.updated_ready_pods);
+        api.patch_status(
+            &set.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await
+        .map_err(api_error(format!(
+            "writing the status of SidecarSet {}",
+            set.name_any()
+        )))?;
+        Ok(())
+    }
+}
