@@ -105,6 +105,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         .enabled("podunavailablebudget-webhook")
         .then(|| control_plane_exempt(&args));
     let sidecarset_webhook = args.controllers.enabled("sidecarset-webhook");
+    let namespace = args.namespace.clone();
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
     let switches = args.controllers.clone();
@@ -135,6 +136,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             webhook,
             budget_webhook,
             sidecarset_webhook,
+            namespace,
         },
         &shutdown,
     )
@@ -165,6 +167,8 @@ struct Workloads {
     budget_webhook: Option<Exempt>,
     /// Whether pod creates get their SidecarSets' sidecars (`sidecarset-webhook`).
     sidecarset_webhook: bool,
+    /// The control plane's namespace, where SidecarSets' ControllerRevisions are kept.
+    namespace: String,
 }
 
 /// The webhook server's settings from the command line.
@@ -220,12 +224,14 @@ fn admission_routes(
     stores: &Stores,
     budget: Option<Exempt>,
     sidecarsets: bool,
+    namespace: &str,
 ) -> axum::Router {
     let mut routes = crate::containerrecreate::webhook::routes(client.clone());
     if sidecarsets {
         routes = routes.merge(crate::sidecarset::webhook::routes(
             client.clone(),
             stores.clone(),
+            namespace.to_owned(),
         ));
     }
     if let Some(exempt) = budget {
@@ -269,6 +275,7 @@ async fn start_workloads(
         &stores,
         workloads.budget_webhook,
         workloads.sidecarset_webhook,
+        &workloads.namespace,
     );
     running.spawn(workloads.webhook.serve(admission, shutdown.clone()));
     if switches.enabled("csr-signer") {
@@ -295,7 +302,13 @@ async fn start_workloads(
         workers,
         switches,
     };
-    start_sidecarsets(running, &controllers, agents.clone(), shutdown)?;
+    start_sidecarsets(
+        running,
+        &controllers,
+        agents.clone(),
+        &workloads.namespace,
+        shutdown,
+    )?;
     start_pod_sets(running, &controllers, agents, shutdown)?;
     start_container_recreates(running, &controllers, restarts, shutdown)?;
     start_jobs(running, &controllers, shutdown)
@@ -403,6 +416,7 @@ fn start_sidecarsets(
     running: &mut Runtime<Stores>,
     c: &Controllers,
     agents: Arc<dyn PodConditions>,
+    namespace: &str,
     shutdown: &CancellationToken,
 ) -> Result<(), AppError> {
     if !c.switches.enabled("sidecarset") {
@@ -412,13 +426,14 @@ fn start_sidecarsets(
         client: c.client.clone(),
         stores: c.stores.clone(),
     });
-    let controller = SidecarSetController::new(
-        c.client.clone(),
-        c.stores.clone(),
+    let controller = SidecarSetController {
+        client: c.client.clone(),
+        stores: c.stores.clone(),
         agents,
         budgets,
-        c.events.clone(),
-    );
+        events: c.events.clone(),
+        namespace: namespace.to_owned(),
+    };
     let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
     let triggers =
         crate::sidecarset::triggers::watches(&c.stores.changes, &c.stores.sidecarsets, queue);

@@ -4,7 +4,8 @@
 //! never restarted, only the sidecar, InPlaceUpdateReady True again at the end); a
 //! partition keeps that many pods on the old sidecar; a pod two SidecarSets would give the
 //! same container name is refused naming both; a SidecarSet selecting every pod of the
-//! cluster is refused.
+//! cluster is refused; each version is a ControllerRevision and
+//! `injectionStrategy.revision` injects the one it names.
 //!
 //! Run against a control plane with the `sidecarset` controller and `sidecarset-webhook`,
 //! and its SidecarSet webhook installed (`deploy/controlplane/webhook.yaml`). SidecarSets
@@ -276,6 +277,50 @@ async fn an_image_change_upgrades_only_the_sidecar_in_place() -> Result<()> {
                     pod.name_any()
                 );
             }
+            Ok(())
+        }
+        .await;
+        delete_sidecarsets(&ctx, &[set]).await;
+        checked
+    })
+    .await
+}
+
+/// Waits until the SidecarSet names a latest revision other than `old`; returns it.
+async fn wait_latest_revision(ctx: &TestContext, name: &str, old: &str) -> Result<String> {
+    poll_until(
+        &format!("SidecarSet {name}: a latest revision after {old:?}"),
+        UPGRADE,
+        || async {
+            let set = sidecarsets(ctx).get(name).await?;
+            let latest = set.status.map(|s| s.latest_revision).unwrap_or_default();
+            Ok((!latest.is_empty() && latest != old).then_some(latest))
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn injection_strategy_revision_injects_the_version_it_names() -> Result<()> {
+    run_in_namespace("sidecarset-revision", |ctx| async move {
+        let mut object = sidecarset(&ctx, "log", &["web-deploy"], "web:v1", json!({ "paused": true }));
+        object["metadata"]["labels"] = json!({ "apps.kruise.io/sidecarset-custom-version": "stable" });
+        let set = create_sidecarset(&ctx, &object).await?.name_any();
+        let checked = async {
+            let first = wait_latest_revision(&ctx, &set, "").await?;
+            let patch = json!({
+                "metadata": { "labels": { "apps.kruise.io/sidecarset-custom-version": "canary" } },
+                "spec": {
+                    "containers": [{ "name": SIDECAR, "image": ctx.cluster.image("web:v2"), "imagePullPolicy": "IfNotPresent", "command": ["/bin/sleep", "36000"] }],
+                    "injectionStrategy": { "revision": { "customVersion": "stable" } },
+                },
+            });
+            sidecarsets(&ctx).patch(&set, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            wait_latest_revision(&ctx, &set, &first).await?;
+            ctx.api::<Deployment>().create(&PostParams::default(), &deployment(&ctx, "web-deploy")?).await?;
+            let pods = running_pods(&ctx, "web-deploy", 1).await?;
+            let sidecar = status_of(&pods[0], SIDECAR)?;
+            ensure!(sidecar.image.ends_with("web:v1"), "the new pod got {} rather than the stable revision's web:v1", sidecar.image);
             Ok(())
         }
         .await;

@@ -10,8 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
@@ -19,11 +20,12 @@ use serde_json::{Value, json};
 use super::hash::{sidecarset_hash, sidecarset_hash_without_image};
 use super::plan::{SidecarSetPlan, Versions, plan};
 use super::pod_state::SidecarPod;
+use super::revisions::{history_step, of_set};
 use super::upgrade::{Target, changed_images, finish_patch, start_patch};
 use crate::api::SidecarSet;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
-use crate::controller::api_error::{ApiError, api_error};
+use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::{ConditionRequest, PodConditions, PodTarget};
 use crate::controller::runner::{Outcome, Reconciler};
@@ -48,29 +50,15 @@ pub enum SyncError {
 
 /// The SidecarSet controller's state, shared by its workers.
 pub struct SidecarSetController {
-    client: kube::Client,
-    stores: Stores,
-    agents: Arc<dyn PodConditions>,
-    budgets: Arc<dyn BudgetSource>,
-    events: EventSink,
-}
-
-impl SidecarSetController {
-    pub fn new(
-        client: kube::Client,
-        stores: Stores,
-        agents: Arc<dyn PodConditions>,
-        budgets: Arc<dyn BudgetSource>,
-        events: EventSink,
-    ) -> Self {
-        Self {
-            client,
-            stores,
-            agents,
-            budgets,
-            events,
-        }
-    }
+    pub client: kube::Client,
+    pub stores: Stores,
+    /// Sets InPlaceUpdateReady through the pods' agents.
+    pub agents: Arc<dyn PodConditions>,
+    /// Admits each upgrade as an in-place disruption.
+    pub budgets: Arc<dyn BudgetSource>,
+    pub events: EventSink,
+    /// The control plane's namespace, where the revisions are kept.
+    pub namespace: String,
 }
 
 impl Reconciler for SidecarSetController {
@@ -83,6 +71,7 @@ impl Reconciler for SidecarSetController {
         "Node",
         "PodUnavailableBudget",
         "PodDisruptionBudget",
+        "ControllerRevision",
     ];
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
@@ -122,6 +111,9 @@ impl Reconciler for SidecarSetController {
         }
         let under_way = views.iter().any(|v| v.injected && v.upgrading) || !plan.upgrade.is_empty();
         plan.status.observed_generation = set.metadata.generation;
+        let (latest, collisions) = self.sync_history(&set).await?;
+        plan.status.latest_revision = latest;
+        plan.status.collision_count = collisions;
         self.write_status(&set, &plan).await?;
         Ok(if under_way {
             Outcome::RequeueAfter(UPGRADE_RECHECK)
@@ -242,18 +234,57 @@ impl SidecarSetController {
         {
             Ok(_) => Ok(()),
             // The pod is gone: nothing to upgrade.
-            Err(err) if crate::controller::api_error::status_code(&err) == Some(404) => Ok(()),
+            Err(err) if status_code(&err) == Some(404) => Ok(()),
             Err(err) => Err(
                 api_error(format!("patching the sidecars of pod {namespace}/{name}"))(err).into(),
             ),
         }
     }
 
+    /// Creates the revision of the current spec if none has its data, deletes those past
+    /// `revisionHistoryLimit`; returns the latest revision's name and the collision count
+    /// (raised when another revision holds the name the current one would take).
+    async fn sync_history(&self, set: &SidecarSet) -> Result<(String, Option<i32>), SyncError> {
+        let all = self.stores.revisions.state();
+        let revisions = of_set(&all, &self.namespace, &set.name_any());
+        let step = history_step(set, &self.namespace, &revisions);
+        let mut collisions = set.status.as_ref().and_then(|s| s.collision_count);
+        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &self.namespace);
+        if let Some(revision) = &step.create {
+            match api.create(&PostParams::default(), revision).await {
+                Ok(_) => {}
+                Err(err) if status_code(&err) == Some(409) => {
+                    let name = revision.name_any();
+                    let held = api
+                        .get_opt(&name)
+                        .await
+                        .map_err(api_error(format!("reading revision {name}")))?;
+                    if held.is_some_and(|h| h.data != revision.data) {
+                        collisions = Some(collisions.unwrap_or(0) + 1);
+                    }
+                }
+                Err(err) => {
+                    return Err(api_error(format!(
+                        "creating a revision of SidecarSet {}",
+                        set.name_any()
+                    ))(err)
+                    .into());
+                }
+            }
+        }
+        for name in &step.delete {
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(err) if status_code(&err) == Some(404) => {}
+                Err(err) => return Err(api_error(format!("deleting revision {name}"))(err).into()),
+            }
+        }
+        Ok((step.latest, collisions))
+    }
+
     async fn write_status(&self, set: &SidecarSet, plan: &SidecarSetPlan) -> Result<(), SyncError> {
-        let mut status = plan.status.clone();
+        let status = plan.status.clone();
         let old = set.status.clone().unwrap_or_default();
-        status.latest_revision.clone_from(&old.latest_revision);
-        status.collision_count = old.collision_count;
         if status == old {
             return Ok(());
         }

@@ -20,3 +20,4 @@ pub mod upgrade;
 pub mod webhook;
 
 pub use controller::SidecarSetController;
+pub mod revisions;

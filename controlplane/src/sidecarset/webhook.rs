@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::inject::injection_patch;
 use super::matching::{PodScope, matches, needs_namespace_labels};
+use super::revisions::{of_set, version_to_inject};
 use crate::admission::review::{AdmissionRequest, Decision, Refusal, answer, read_request};
 use crate::api::SidecarSet;
 use crate::caches::Stores;
@@ -29,15 +30,22 @@ use crate::caches::Stores;
 /// The path the MutatingWebhookConfiguration sends pod creates to.
 pub const MUTATE_PATH: &str = "/mutate-pod-sidecarset";
 
-/// The route injecting SidecarSets into pod creates.
-pub fn routes(client: kube::Client, stores: Stores) -> Router {
-    let handler = Arc::new(Handler { client, stores });
+/// The route injecting SidecarSets into pod creates; their revisions are in `namespace`
+/// (the control plane's).
+pub fn routes(client: kube::Client, stores: Stores, namespace: String) -> Router {
+    let handler = Arc::new(Handler {
+        client,
+        stores,
+        namespace,
+    });
     Router::new().route(MUTATE_PATH, post(review).with_state(handler))
 }
 
 struct Handler {
     client: kube::Client,
     stores: Stores,
+    /// Where the SidecarSets' ControllerRevisions are.
+    namespace: String,
 }
 
 async fn review(State(handler): State<Arc<Handler>>, body: Bytes) -> Response {
@@ -84,11 +92,37 @@ impl Handler {
         let matched: Vec<&SidecarSet> = (candidates.into_iter())
             .filter(|set| matches(set, &scope, namespace_labels.as_ref()))
             .collect();
+        let versions = self.versions_to_inject(&matched, scope.labels);
+        let matched: Vec<&SidecarSet> = versions.iter().collect();
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         match injection_patch(raw, &matched, &now) {
             Ok(patch) => Decision::Patch(patch),
             Err(err) => Decision::Refuse(Refusal::bad_request(format!("{err}."))),
         }
+    }
+
+    /// Each matched SidecarSet as it is injected: the revision its injectionStrategy names,
+    /// or its current spec (`revisions::version_to_inject`).
+    fn versions_to_inject(
+        &self,
+        matched: &[&SidecarSet],
+        labels: &BTreeMap<String, String>,
+    ) -> Vec<SidecarSet> {
+        let named = matched
+            .iter()
+            .any(|s| s.spec.injection_strategy.revision.is_some());
+        let cached = if named {
+            self.stores.revisions.state()
+        } else {
+            Vec::new()
+        };
+        (matched.iter())
+            .map(|set| {
+                let name = set.metadata.name.as_deref().unwrap_or_default();
+                let revisions = of_set(&cached, &self.namespace, name);
+                version_to_inject(set, &revisions, labels, fastrand::f64())
+            })
+            .collect()
     }
 
     /// The labels of the pod's namespace; a failed read matches no SidecarSet that selects
