@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource as _, ResourceExt as _};
@@ -85,17 +86,14 @@ impl Reconciler for SidecarSetController {
             hash_without_image: &hash_without_image,
         };
         let pods: Vec<Arc<Pod>> = self.stores.pods.state();
-        let views: Vec<SidecarPod> = pods.iter().map(|p| SidecarPod::of(p, &set)).collect();
+        let started = Timestamp::now();
+        let views: Vec<SidecarPod> = (pods.iter())
+            .map(|p| SidecarPod::of(p, &set, started))
+            .collect();
         let mut plan = plan(&set.spec.update_strategy, versions, &views)?;
-        let find = |name: &str| {
-            pods.iter()
-                .zip(&views)
-                .find(|(_, v)| v.injected && v.name == name)
-        };
-        for name in &plan.finish {
-            if let Some((pod, view)) = find(name) {
-                self.finish(pod, &key.name, view.workload_updating).await?;
-            }
+        for &i in &plan.finish {
+            self.finish(&pods[i], &key.name, views[i].workload_updating)
+                .await?;
         }
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let target = Target {
@@ -104,10 +102,8 @@ impl Reconciler for SidecarSetController {
             hash_without_image: &hash_without_image,
             now: &now,
         };
-        for name in &plan.upgrade {
-            if let Some((pod, _)) = find(name) {
-                self.start(&set, pod, target).await?;
-            }
+        for &i in &plan.upgrade {
+            self.start(&set, &pods[i], target).await?;
         }
         let under_way = views.iter().any(|v| v.injected && v.upgrading) || !plan.upgrade.is_empty();
         plan.status.observed_generation = set.metadata.generation;

@@ -10,10 +10,15 @@ const NEW: Versions<'static> = Versions {
 /// An injected, active, ready pod at version `hash` (same shape unless `other_shape`).
 fn pod(name: &str, hash: &str) -> SidecarPod {
     SidecarPod {
-        name: name.to_owned(),
+        view: PodView {
+            name: name.to_owned(),
+            ready: true,
+            phase: "Running".to_owned(),
+            node_name: "node-1".to_owned(),
+            ..PodView::default()
+        },
         injected: true,
         active: true,
-        ready: true,
         hash: hash.to_owned(),
         hash_without_image: "shape".to_owned(),
         selected_for_update: true,
@@ -36,8 +41,12 @@ fn strategy(
     }
 }
 
+fn names(pods: &[SidecarPod], indexes: &[usize]) -> Vec<String> {
+    indexes.iter().map(|&i| pods[i].view.name.clone()).collect()
+}
+
 fn upgraded(strategy: &SidecarSetUpdateStrategy, pods: &[SidecarPod]) -> Vec<String> {
-    plan(strategy, NEW, pods).expect("a plan").upgrade
+    names(pods, &plan(strategy, NEW, pods).expect("a plan").upgrade)
 }
 
 #[test]
@@ -70,7 +79,7 @@ fn pods_already_unavailable_or_upgrading_use_the_budget() {
         "one upgrading uses maxUnavailable 1"
     );
     let mut pods = old_pods(3);
-    pods[2].ready = false;
+    pods[2].view.ready = false;
     // The not-ready pod goes first at no cost; no ready one while it is unavailable.
     assert_eq!(upgraded(&strategy(None, None), &pods), ["p2"]);
 }
@@ -127,7 +136,7 @@ fn status_counts_the_injected_active_pods() {
     let mut pods = old_pods(4);
     pods[0].hash = "new".into();
     pods[1].hash = "new".into();
-    pods[1].ready = false;
+    pods[1].view.ready = false;
     pods[2].active = false;
     pods[3].injected = false;
     let status = plan(&strategy(None, None), NEW, &pods)
@@ -151,6 +160,47 @@ fn finished_upgrades_are_closed() {
     pods[0].upgrade_done = true;
     pods[1].upgrading = true;
     let plan = plan(&strategy(None, Some(IntOrString::Int(10))), NEW, &pods).expect("a plan");
-    assert_eq!(plan.finish, ["p0"]);
-    assert_eq!(plan.upgrade, ["p2"]);
+    assert_eq!(names(&pods, &plan.finish), ["p0"]);
+    assert_eq!(names(&pods, &plan.upgrade), ["p2"]);
+}
+
+#[test]
+fn priority_and_scatter_order_the_upgrade_as_the_workloads() {
+    let mut pods = old_pods(4);
+    pods[3].view.labels = [("tier".to_owned(), "canary".to_owned())].into();
+    let priority: crate::api::common::UpdatePriorityStrategy = serde_json::from_value(serde_json::json!({
+        "weightPriority": [{ "weight": 50, "matchSelector": { "matchLabels": { "tier": "canary" } } }]
+    }))
+    .expect("a priority strategy");
+    let by_priority = SidecarSetUpdateStrategy {
+        priority_strategy: Some(priority),
+        ..SidecarSetUpdateStrategy::default()
+    };
+    assert_eq!(upgraded(&by_priority, &pods), ["p3"]);
+    // Scatter: two pods of zone a among four spread over the batches, not both first.
+    let mut pods = old_pods(4);
+    for i in [0, 1] {
+        pods[i].view.labels = [("zone".to_owned(), "a".to_owned())].into();
+    }
+    let scattered = SidecarSetUpdateStrategy {
+        scatter_strategy: vec![crate::api::common::UpdateScatterTerm {
+            key: "zone".into(),
+            value: "a".into(),
+        }],
+        max_unavailable: Some(IntOrString::Int(2)),
+        ..SidecarSetUpdateStrategy::default()
+    };
+    let first_two = upgraded(&scattered, &pods);
+    let zone_a = first_two
+        .iter()
+        .filter(|n| *n == "p0" || *n == "p1")
+        .count();
+    assert_eq!((first_two.len(), zone_a), (2, 1), "{first_two:?}");
+}
+
+#[test]
+fn pods_of_one_name_in_two_namespaces_are_told_apart() {
+    let pods = [pod("web-0", "old"), pod("web-0", "old")];
+    let plan = plan(&strategy(None, Some(IntOrString::Int(2))), NEW, &pods).expect("a plan");
+    assert_eq!(plan.upgrade, [0, 1]);
 }

@@ -4,9 +4,10 @@
 //! ([`STATE_ANNOTATION`]) and done, and whether its own workload is updating it in place
 //! (then its sidecars wait: two in-place updates never share the readiness gate).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::inject::{
@@ -14,7 +15,7 @@ use super::inject::{
 };
 use crate::api::SidecarSet;
 use crate::workload::inplace::{STATE_ANNOTATION as WORKLOAD_STATE_ANNOTATION, update_in_progress};
-use crate::workload::pod_view::{is_active, pod_condition, pod_labels};
+use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use crate::workload::selector::selector_matches;
 
 /// The annotation recording each SidecarSet's upgrade under way (JSON: SidecarSet name →
@@ -25,10 +26,10 @@ pub const STATE_ANNOTATION: &str = "kruise.io/sidecarset-inplace-update-state";
 /// A pod as the upgrade of one SidecarSet reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SidecarPod {
-    pub name: String,
+    /// The pod as the shared update order reads it (name, readiness, labels, ...).
+    pub view: PodView,
     pub injected: bool,
     pub active: bool,
-    pub ready: bool,
     /// The SidecarSet version the pod records (empty: none).
     pub hash: String,
     pub hash_without_image: String,
@@ -43,7 +44,7 @@ pub struct SidecarPod {
 }
 
 impl SidecarPod {
-    pub fn of(pod: &Pod, set: &SidecarSet) -> Self {
+    pub fn of(pod: &Pod, set: &SidecarSet, now: Timestamp) -> Self {
         let name = set.metadata.name.clone().unwrap_or_default();
         let annotations = pod.metadata.annotations.clone().unwrap_or_default();
         let injected = (annotations.get(INJECTED_LIST_ANNOTATION).into_iter())
@@ -52,11 +53,16 @@ impl SidecarPod {
         let entry = upgrade_entry(&annotations, &name);
         let selected_for_update = (set.spec.update_strategy.selector.as_ref())
             .is_none_or(|s| selector_matches(s, pod_labels(pod)) == Some(true));
+        let context = ViewContext {
+            update_revision: "",
+            min_ready_seconds: 0,
+            now,
+            named_for_deletion: &BTreeSet::new(),
+        };
         Self {
-            name: pod.metadata.name.clone().unwrap_or_default(),
+            view: PodView::of(pod, &context),
             injected,
             active: is_active(pod),
-            ready: pod_condition(pod, "Ready") == Some("True"),
             hash: recorded_hash(&annotations, HASH_ANNOTATION, &name),
             hash_without_image: recorded_hash(&annotations, HASH_WITHOUT_IMAGE_ANNOTATION, &name),
             upgrading: entry.is_some(),
