@@ -7,6 +7,7 @@
 //! is written when it changed. SidecarSets are cluster-scoped: the key's namespace is
 //! empty.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,15 +22,18 @@ use serde_json::{Value, json};
 use super::hash::{sidecarset_hash, sidecarset_hash_without_image};
 use super::plan::{SidecarSetPlan, Versions, plan};
 use super::pod_state::SidecarPod;
+use super::predownload::{Upgrade, waiting_images};
 use super::revisions::{history_step, of_set};
 use super::upgrade::{Target, changed_images, finish_patch, start_patch};
 use crate::api::SidecarSet;
+use crate::api::sidecarset::SidecarSetUpdateStrategyType;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
 use crate::controller::pod_conditions::{ConditionRequest, PodConditions, PodTarget};
 use crate::controller::runner::{Outcome, Reconciler};
+use crate::predownload::plan::CREATED_LABEL;
 use crate::workload::budget::{Admission, BudgetSource, DisruptionKind};
 use crate::workload::inplace::{
     INPLACE_UPDATE_READY, REASON_DONE, REASON_START, has_readiness_gate,
@@ -73,6 +77,7 @@ impl Reconciler for SidecarSetController {
         "PodUnavailableBudget",
         "PodDisruptionBudget",
         "ControllerRevision",
+        "ImagePullJob",
     ];
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
@@ -108,6 +113,8 @@ impl Reconciler for SidecarSetController {
         let under_way = views.iter().any(|v| v.injected && v.upgrading) || !plan.upgrade.is_empty();
         plan.status.observed_generation = set.metadata.generation;
         let (latest, collisions) = self.sync_history(&set).await?;
+        let images = waiting_images(&pods, &views, &set, &hash, &hash_without_image);
+        self.predownload(&set, &plan, images, &latest).await;
         plan.status.latest_revision = latest;
         plan.status.collision_count = collisions;
         self.write_status(&set, &plan).await?;
@@ -235,6 +242,37 @@ impl SidecarSetController {
                 api_error(format!("patching the sidecars of pod {namespace}/{name}"))(err).into(),
             ),
         }
+    }
+
+    /// Pre-downloads the images of the pods `waiting` (their namespaces, the images) for
+    /// the upgrade to revision `latest`, unless the SidecarSet does not upgrade pods.
+    async fn predownload(
+        &self,
+        set: &SidecarSet,
+        plan: &SidecarSetPlan,
+        waiting: (BTreeSet<String>, BTreeMap<String, String>),
+        latest: &str,
+    ) {
+        let strategy = &set.spec.update_strategy;
+        if strategy.strategy_type() == SidecarSetUpdateStrategyType::NotUpdate || latest.is_empty()
+        {
+            return;
+        }
+        let (namespaces, images) = waiting;
+        let revision = (self.stores.revisions).get(&ObjectRef::new(latest).within(&self.namespace));
+        let already_created = revision
+            .and_then(|r| r.metadata.labels.clone())
+            .is_some_and(|l| l.contains_key(CREATED_LABEL));
+        let selector = set.spec.selector.clone().unwrap_or_default();
+        let upgrade = Upgrade {
+            set,
+            plan,
+            images: &images,
+            selector: &selector,
+            latest_revision: latest,
+            already_created,
+        };
+        self.sync_predownload(&upgrade, &namespaces).await;
     }
 
     /// Creates the revision of the current spec if none has its data, deletes those past

@@ -20,4 +20,5 @@ pub mod upgrade;
 pub mod webhook;
 
 pub use controller::SidecarSetController;
+pub mod predownload;
 pub mod revisions;
