@@ -28,6 +28,7 @@ use crate::config::Args;
 use crate::containerrecreate::ContainerRecreateController;
 use crate::containerrecreate::agent::ContainerRestarts;
 use crate::controller::events::EventSink;
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
 use crate::controller::runner::{self, Reconciler, RunnerConfig};
@@ -433,6 +434,7 @@ fn start_sidecarsets(
         budgets,
         events: c.events.clone(),
         namespace: namespace.to_owned(),
+        expectations: Expectations::new(EXPECTATION_TIMEOUT),
     };
     let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
     let triggers =

@@ -31,6 +31,7 @@ use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
 use crate::controller::events::EventSink;
+use crate::controller::expectations::{Expectation, Expectations, Seen, resource_version};
 use crate::controller::pod_conditions::{ConditionRequest, PodConditions, PodTarget};
 use crate::controller::runner::{Outcome, Reconciler};
 use crate::predownload::plan::CREATED_LABEL;
@@ -43,6 +44,9 @@ use crate::workload::rollout::IntOrPercentError;
 /// How soon a SidecarSet with upgrades under way is looked at again (pod changes wake it
 /// sooner).
 const UPGRADE_RECHECK: Duration = Duration::from_secs(5);
+
+/// How soon to look again while the cache has not shown a sync's pod writes.
+const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(1);
 
 /// Why a SidecarSet sync failed; retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +68,8 @@ pub struct SidecarSetController {
     pub events: EventSink,
     /// The control plane's namespace, where the revisions are kept.
     pub namespace: String,
+    /// The pod writes of each SidecarSet's last sync, until the cache shows them.
+    pub expectations: Expectations<ObjectKey>,
 }
 
 impl Reconciler for SidecarSetController {
@@ -82,8 +88,16 @@ impl Reconciler for SidecarSetController {
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
         let Some(set) = self.stores.sidecarsets.get(&ObjectRef::new(&key.name)) else {
+            self.expectations.forget(key);
             return Ok(Outcome::Done);
         };
+        if let Err(pending) = self
+            .expectations
+            .satisfied(key, &|kind, name| self.seen(kind, name))
+        {
+            tracing::debug!(?pending, "waiting for the cache to show earlier writes");
+            return Ok(Outcome::RequeueAfter(EXPECTATIONS_RECHECK));
+        }
         let (hash, hash_without_image) =
             (sidecarset_hash(&set), sidecarset_hash_without_image(&set));
         let versions = Versions {
@@ -167,7 +181,8 @@ impl SidecarSetController {
             }
         }
         // Images equal already (the pod was made at that image): only the versions move.
-        self.patch_pod(&namespace, &name, start_patch(pod, &images, target))
+        let body = start_patch(pod, &images, target);
+        self.patch_pod(target.set_name, &namespace, &name, body)
             .await
     }
 
@@ -183,7 +198,7 @@ impl SidecarSetController {
             return Ok(());
         }
         let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
-        self.patch_pod(&namespace, &name, finish_patch(pod, set_name))
+        self.patch_pod(set_name, &namespace, &name, finish_patch(pod, set_name))
             .await
     }
 
@@ -229,19 +244,47 @@ impl SidecarSetController {
         }
     }
 
-    async fn patch_pod(&self, namespace: &str, name: &str, body: Value) -> Result<(), SyncError> {
+    /// Patches a pod of the SidecarSet `set_name`; its next sync waits until the cache
+    /// shows the write, so a pod is never started twice (twice admitted by its budgets).
+    async fn patch_pod(
+        &self,
+        set_name: &str,
+        namespace: &str,
+        name: &str,
+        body: Value,
+    ) -> Result<(), SyncError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         match api
             .patch(name, &PatchParams::default(), &Patch::Strategic(body))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(written) => {
+                let write = Expectation::Update {
+                    kind: "Pod",
+                    name: format!("{namespace}/{name}"),
+                    resource_version: resource_version(&written.metadata),
+                };
+                self.expectations
+                    .expect(&ObjectKey::new("", set_name), write);
+                Ok(())
+            }
             // The pod is gone: nothing to upgrade.
             Err(err) if status_code(&err) == Some(404) => Ok(()),
             Err(err) => Err(
                 api_error(format!("patching the sidecars of pod {namespace}/{name}"))(err).into(),
             ),
         }
+    }
+
+    /// What the cache shows of a pod (`namespace/name`) a sync wrote.
+    fn seen(&self, kind: &str, name: &str) -> Option<Seen> {
+        let (namespace, name) = name.split_once('/')?;
+        let pod = (kind == "Pod").then(|| {
+            self.stores
+                .pods
+                .get(&ObjectRef::new(name).within(namespace))
+        })??;
+        Some(Seen::of(&pod.metadata))
     }
 
     /// Pre-downloads the images of the pods `waiting` (their namespaces, the images) for
