@@ -176,14 +176,21 @@ impl SidecarSetController {
                     return Ok(());
                 }
             }
-            if has_readiness_gate(pod) && !self.set_gate(pod, false).await {
-                return Ok(());
-            }
+        }
+        let gated = !images.is_empty() && has_readiness_gate(pod);
+        if gated && !self.set_gate(pod, false).await {
+            return Ok(());
         }
         // Images equal already (the pod was made at that image): only the versions move.
         let body = start_patch(pod, &images, target);
-        self.patch_pod(target.set_name, &namespace, &name, body)
-            .await
+        let patched = self
+            .patch_pod(target.set_name, &namespace, &name, body)
+            .await;
+        if patched.is_err() && gated {
+            // No upgrade recorded, so nothing would close it: the pod serves again.
+            self.set_gate(pod, true).await;
+        }
+        patched
     }
 
     /// Closes a finished upgrade; the gate goes back to True unless the pod's own workload
