@@ -28,6 +28,7 @@ use crate::config::Args;
 use crate::containerrecreate::ContainerRecreateController;
 use crate::containerrecreate::agent::ContainerRestarts;
 use crate::controller::events::EventSink;
+use crate::controller::expectations::{EXPECTATION_TIMEOUT, Expectations};
 use crate::controller::pod_conditions::PodConditions;
 use crate::controller::queue::{Backoff, WorkQueue};
 use crate::controller::runner::{self, Reconciler, RunnerConfig};
@@ -40,6 +41,7 @@ use crate::runtime::decode::Undecodable;
 use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeError, shutdown_on_signal};
+use crate::sidecarset::SidecarSetController;
 use crate::statefulset::StatefulSetController;
 use crate::switches::ControllerSwitches;
 use crate::workload::budget::BudgetSource;
@@ -57,7 +59,7 @@ pub enum AppError {
     #[error("the agent serving CA: {0}")]
     Ca(#[source] CaSecretError),
     #[error(
-        "the webhook server (CRD conversion, PodUnavailableBudget and ContainerRecreateRequest admission) cannot start: {0}"
+        "the webhook server (CRD conversion, PodUnavailableBudget, ContainerRecreateRequest and SidecarSet admission) cannot start: {0}"
     )]
     Webhook(#[source] WebhookError),
     #[error("the {component} cannot start: {source}")]
@@ -103,6 +105,8 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         .controllers
         .enabled("podunavailablebudget-webhook")
         .then(|| control_plane_exempt(&args));
+    let sidecarset_webhook = args.controllers.enabled("sidecarset-webhook");
+    let namespace = args.namespace.clone();
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
     let switches = args.controllers.clone();
@@ -132,6 +136,8 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             switches,
             webhook,
             budget_webhook,
+            sidecarset_webhook,
+            namespace,
         },
         &shutdown,
     )
@@ -160,6 +166,10 @@ struct Workloads {
     /// Whether pod deletes and evictions are reviewed (`podunavailablebudget-webhook`),
     /// and whose are never held.
     budget_webhook: Option<Exempt>,
+    /// Whether pod creates get their SidecarSets' sidecars (`sidecarset-webhook`).
+    sidecarset_webhook: bool,
+    /// The control plane's namespace, where SidecarSets' ControllerRevisions are kept.
+    namespace: String,
 }
 
 /// The webhook server's settings from the command line.
@@ -175,6 +185,11 @@ fn webhook_config(args: &Args, ca_owner: Option<OwnerReference>) -> WebhookConfi
     configurations.push(WebhookConfiguration::Mutating(
         args.crr_webhook_configuration.clone(),
     ));
+    if args.controllers.enabled("sidecarset-webhook") {
+        configurations.push(WebhookConfiguration::Mutating(
+            args.sidecarset_webhook_configuration.clone(),
+        ));
+    }
     WebhookConfig {
         addr: args.webhook_addr,
         namespace: args.namespace.clone(),
@@ -203,13 +218,23 @@ fn control_plane_exempt(args: &Args) -> Exempt {
 }
 
 /// The admission routes this replica serves: ContainerRecreateRequest defaulting always,
-/// PodUnavailableBudgets against deletes and evictions when switched on.
+/// PodUnavailableBudgets against deletes and evictions and SidecarSet injection into pod
+/// creates when switched on.
 fn admission_routes(
     client: &kube::Client,
     stores: &Stores,
     budget: Option<Exempt>,
+    sidecarsets: bool,
+    namespace: &str,
 ) -> axum::Router {
     let mut routes = crate::containerrecreate::webhook::routes(client.clone());
+    if sidecarsets {
+        routes = routes.merge(crate::sidecarset::webhook::routes(
+            client.clone(),
+            stores.clone(),
+            namespace.to_owned(),
+        ));
+    }
     if let Some(exempt) = budget {
         routes = routes.merge(crate::budget::webhook::routes(
             client.clone(),
@@ -246,7 +271,13 @@ async fn start_workloads(
     // conversion is pure, defaulting a ContainerRecreateRequest only reads its pod.
     // `/convert` is always served: `podunavailablebudget-webhook` off only leaves out the
     // budget's route (admission/server.rs).
-    let admission = admission_routes(&client, &stores, workloads.budget_webhook);
+    let admission = admission_routes(
+        &client,
+        &stores,
+        workloads.budget_webhook,
+        workloads.sidecarset_webhook,
+        &workloads.namespace,
+    );
     running.spawn(workloads.webhook.serve(admission, shutdown.clone()));
     if switches.enabled("csr-signer") {
         start_signer(
@@ -272,6 +303,13 @@ async fn start_workloads(
         workers,
         switches,
     };
+    start_sidecarsets(
+        running,
+        &controllers,
+        agents.clone(),
+        &workloads.namespace,
+        shutdown,
+    )?;
     start_pod_sets(running, &controllers, agents, shutdown)?;
     start_container_recreates(running, &controllers, restarts, shutdown)?;
     start_jobs(running, &controllers, shutdown)
@@ -369,6 +407,38 @@ fn start_container_recreates(
         &c.stores.containerrecreaterequests,
         queue,
     );
+    running.spawn(triggers.run(shutdown.clone()));
+    Ok(())
+}
+
+/// The SidecarSet controller (sidecar upgrades in place, status) and its triggers, as
+/// `--controllers` says; its upgrades are admitted by the same budgets as the pod sets'.
+fn start_sidecarsets(
+    running: &mut Runtime<Stores>,
+    c: &Controllers,
+    agents: Arc<dyn PodConditions>,
+    namespace: &str,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    if !c.switches.enabled("sidecarset") {
+        return Ok(());
+    }
+    let budgets: Arc<dyn BudgetSource> = Arc::new(KubeBudgetSource {
+        client: c.client.clone(),
+        stores: c.stores.clone(),
+    });
+    let controller = SidecarSetController {
+        client: c.client.clone(),
+        stores: c.stores.clone(),
+        agents,
+        budgets,
+        events: c.events.clone(),
+        namespace: namespace.to_owned(),
+        expectations: Expectations::new(EXPECTATION_TIMEOUT),
+    };
+    let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
+    let triggers =
+        crate::sidecarset::triggers::watches(&c.stores.changes, &c.stores.sidecarsets, queue);
     running.spawn(triggers.run(shutdown.clone()));
     Ok(())
 }

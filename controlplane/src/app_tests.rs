@@ -139,7 +139,7 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 10] = [
+    let components: [(&str, &[&str]); 11] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("StatefulSet", StatefulSetController::READS),
@@ -152,6 +152,10 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
         (
             "ContainerRecreateRequest",
             ContainerRecreateController::READS,
+        ),
+        (
+            "SidecarSet",
+            <crate::sidecarset::SidecarSetController as Reconciler>::READS,
         ),
     ];
     for (component, reads) in components {
@@ -183,7 +187,8 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "Job",
             "PodUnavailableBudget",
             "PodDisruptionBudget",
-            "ContainerRecreateRequest"
+            "ContainerRecreateRequest",
+            "SidecarSet"
         ],
         "the kinds /readyz reports, in its order"
     );

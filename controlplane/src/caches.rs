@@ -1,7 +1,7 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
 //! ControllerRevisions, CloneSets, Advanced StatefulSets, Advanced DaemonSets, ImageLists,
 //! ImagePullJobs, BroadcastJobs, AdvancedCronJobs, batch Jobs, PodUnavailableBudgets,
-//! PodDisruptionBudgets, ContainerRecreateRequests, ImageListPullJobs), read by every
+//! PodDisruptionBudgets, ContainerRecreateRequests, ImageListPullJobs, SidecarSets), read by every
 //! reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 
 use crate::api::{
     AdvancedCronJob, BroadcastJob, CloneSet, ContainerRecreateRequest, DaemonSet, ImageList,
-    ImageListPullJob, ImagePullJob, PodUnavailableBudget, StatefulSet,
+    ImageListPullJob, ImagePullJob, PodUnavailableBudget, SidecarSet, StatefulSet,
 };
 use crate::runtime::stores::{
     Cache, QUIET_CHANGES, StoreRegistry, StoreSet, SyncState, WatchOptions,
@@ -43,6 +43,7 @@ pub struct Stores {
     pub podunavailablebudgets: Store<PodUnavailableBudget>,
     pub poddisruptionbudgets: Store<PodDisruptionBudget>,
     pub containerrecreaterequests: Store<ContainerRecreateRequest>,
+    pub sidecarsets: Store<SidecarSet>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -67,6 +68,7 @@ pub struct Changes {
     pub podunavailablebudgets: broadcast::Sender<Arc<PodUnavailableBudget>>,
     pub poddisruptionbudgets: broadcast::Sender<Arc<PodDisruptionBudget>>,
     pub containerrecreaterequests: broadcast::Sender<Arc<ContainerRecreateRequest>>,
+    pub sidecarsets: broadcast::Sender<Arc<SidecarSet>>,
 }
 
 #[cfg(test)]
@@ -91,6 +93,7 @@ impl Changes {
             podunavailablebudgets: broadcast::channel(capacity).0,
             poddisruptionbudgets: broadcast::channel(capacity).0,
             containerrecreaterequests: broadcast::channel(capacity).0,
+            sidecarsets: broadcast::channel(capacity).0,
         }
     }
 
@@ -122,6 +125,7 @@ impl Changes {
                 "ContainerRecreateRequest",
                 self.containerrecreaterequests.receiver_count(),
             ),
+            ("SidecarSet", self.sidecarsets.receiver_count()),
         ];
         (counts.into_iter())
             .filter(|(_, receivers)| *receivers > 0)
@@ -186,6 +190,8 @@ impl StoreSet for Stores {
         let poddisruptionbudgets: Cache<PodDisruptionBudget> = registry.watch(quiet);
         let containerrecreaterequests: Cache<ContainerRecreateRequest> =
             registry.watch(reporting::<ContainerRecreateRequest>(quiet));
+        // Read by the pod webhook on every pod create (sidecarset/webhook.rs).
+        let sidecarsets: Cache<SidecarSet> = registry.watch(reporting::<SidecarSet>(quiet));
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -204,6 +210,7 @@ impl StoreSet for Stores {
                 podunavailablebudgets: podunavailablebudgets.changes,
                 poddisruptionbudgets: poddisruptionbudgets.changes,
                 containerrecreaterequests: containerrecreaterequests.changes,
+                sidecarsets: sidecarsets.changes,
             },
             pods: pods.store,
             nodes: nodes.store,
@@ -221,6 +228,7 @@ impl StoreSet for Stores {
             podunavailablebudgets: podunavailablebudgets.store,
             poddisruptionbudgets: poddisruptionbudgets.store,
             containerrecreaterequests: containerrecreaterequests.store,
+            sidecarsets: sidecarsets.store,
             sync: registry.finish(),
         }
     }

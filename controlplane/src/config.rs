@@ -170,6 +170,15 @@ pub struct Args {
     )]
     pub crr_webhook_configuration: String,
 
+    /// The MutatingWebhookConfiguration of pod creates (SidecarSet injection) whose
+    /// `caBundle` the control plane sets to its webhook CA.
+    #[arg(
+        long,
+        env = "STEVEDORE_SIDECARSET_WEBHOOK_CONFIGURATION",
+        default_value = "stevedore-sidecarsets"
+    )]
+    pub sidecarset_webhook_configuration: String,
+
     /// CA bundle (PEM) of the client certificate the apiserver presents to admission
     /// webhooks (its `--admission-control-config-file`, docs/security.md). When given, pod
     /// delete and eviction reviews are answered only for a caller presenting a
@@ -295,6 +304,10 @@ mod tests {
         assert_eq!(
             args.crr_webhook_configuration,
             "stevedore-container-recreate-requests"
+        );
+        assert_eq!(
+            args.sidecarset_webhook_configuration,
+            "stevedore-sidecarsets"
         );
         assert_eq!(args.webhook_client_ca, None);
         assert!(args.webhook_client_names.is_empty());

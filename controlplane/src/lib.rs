@@ -24,6 +24,7 @@ pub mod imagepulljob;
 pub mod pod_set;
 pub mod predownload;
 pub mod runtime;
+pub mod sidecarset;
 pub mod statefulset;
 pub mod switches;
 pub mod telemetry;

@@ -16,9 +16,11 @@ pub const COMPONENTS: &[&str] = &[
     "advancedcronjob",
     "podunavailablebudget",
     "containerrecreaterequest",
+    "sidecarset",
     "imagelist-distributor",
     "csr-signer",
     "podunavailablebudget-webhook",
+    "sidecarset-webhook",
 ];
 
 /// The parsed `--controllers` list.

@@ -26,6 +26,7 @@ pub mod pod_schema;
 pub mod podunavailablebudget;
 pub mod podunavailablebudget_v1beta1;
 mod schema;
+pub mod sidecarset;
 pub mod statefulset;
 #[cfg(test)]
 mod tests;
@@ -60,6 +61,7 @@ pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
 pub use podunavailablebudget::{
     PodUnavailableBudget, PodUnavailableBudgetSpec, PodUnavailableBudgetStatus,
 };
+pub use sidecarset::{SidecarSet, SidecarSetSpec, SidecarSetStatus};
 pub use statefulset::{StatefulSet, StatefulSetSpec, StatefulSetStatus};
 
 /// Every CRD Stevedore serves, in the order they are written to `deploy/crds/`, each in
@@ -77,6 +79,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         versions::also_served(DaemonSet::crd(), &["v1beta1"]),
         ContainerRecreateRequest::crd(),
         versions::also_served(ImageListPullJob::crd(), &["v1beta1"]),
+        SidecarSet::crd(),
     ];
     crds.into_iter().map(bounds::bound).collect()
 }

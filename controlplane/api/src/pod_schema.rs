@@ -139,7 +139,8 @@ fn lifecycle_handlers() -> Value {
     )
 }
 
-fn image() -> Value {
+/// A container image reference in the agent's grammar.
+pub(crate) fn image() -> Value {
     json!({
         "type": "string",
         "maxLength": reference::REFERENCE_MAX_LENGTH,

@@ -156,6 +156,7 @@ fn decode(kind: &str, version: &str, object: Value) -> Result<(), String> {
         ("DaemonSet", _) => read::<DaemonSet>(object),
         ("ContainerRecreateRequest", _) => read::<ContainerRecreateRequest>(object),
         ("ImageListPullJob", _) => read::<ImageListPullJob>(object),
+        ("SidecarSet", _) => read::<SidecarSet>(object),
         ("PodUnavailableBudget", "v1alpha1") => read::<PodUnavailableBudget>(object),
         ("PodUnavailableBudget", _) => {
             let stored = crate::conversion::podunavailablebudget::to_v1alpha1(

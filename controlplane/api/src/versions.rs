@@ -10,7 +10,9 @@
 //! None`: the apiserver converts by rewriting `apiVersion`, no webhook needed. The storage
 //! version stays `v1alpha1`, the one existing objects are stored in. PodUnavailableBudget's
 //! `v1beta1` differs from its `v1alpha1` and converts through a webhook
-//! (`podunavailablebudget_v1beta1.rs`).
+//! (`podunavailablebudget_v1beta1.rs`). SidecarSet is served in `v1alpha1` only: its
+//! `v1beta1` moves `namespace`/`namespaceSelector` under `specificNamespace` and adds
+//! `customVersion`, so it needs a conversion webhook of its own (not written yet).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition,
@@ -58,7 +60,7 @@ mod tests {
 
     #[test]
     fn each_kind_is_served_in_openkruise_1_9_versions_with_one_storage_version() {
-        let expected: [(&str, &[(&str, bool)]); 10] = [
+        let expected: [(&str, &[(&str, bool)]); 11] = [
             ("clonesets.apps.kruise.io", &[("v1alpha1", true)]),
             (
                 "imagepulljobs.apps.kruise.io",
@@ -93,6 +95,7 @@ mod tests {
                 "imagelistpulljobs.apps.kruise.io",
                 &[("v1alpha1", true), ("v1beta1", false)],
             ),
+            ("sidecarsets.apps.kruise.io", &[("v1alpha1", true)]),
         ];
         let crds = crds();
         assert_eq!(crds.len(), expected.len());

@@ -1,0 +1,24 @@
+//! SidecarSet: sidecar containers injected into matching pods at creation, through the
+//! shared webhook server (`crate::admission`).
+//!
+//! - [`matching`]: which SidecarSets a pod matches (pure);
+//! - [`inject`]: the JSON patch injecting them (pure), with [`env`] (variables and mounts
+//!   taken from the pod's own containers) and [`metadata`] (`patchPodMetadata`);
+//! - [`hash`]: the versions a pod records (pure);
+//! - [`webhook`]: the route, reading SidecarSets from the caches.
+
+pub mod controller;
+pub mod env;
+pub mod hash;
+pub mod inject;
+pub mod matching;
+pub mod metadata;
+pub mod plan;
+pub mod pod_state;
+pub mod triggers;
+pub mod upgrade;
+pub mod webhook;
+
+pub use controller::SidecarSetController;
+pub mod predownload;
+pub mod revisions;

@@ -1,0 +1,148 @@
+//! The SidecarSet upgrade planner (pure): from the pods the SidecarSet was injected into,
+//! its status and which pods to start upgrading now, and which finished upgrades to close.
+//!
+//! A pod is *updated* when it records the SidecarSet's current version. One that is not
+//! is upgraded in place when only sidecar images changed (its version without images is
+//! the current one); any other change waits for the pod to be recreated, as OpenKruise's.
+//! Within `updateStrategy`: nothing under `type: NotUpdate` or `paused`; only pods the
+//! `selector` selects; `partition` not-updated pods kept; at most `maxUnavailable` of the
+//! matched pods unavailable at once (not ready, or upgrading), a pod not ready already
+//! costing nothing more. The order is the workloads' (`workload::ordering`, OpenKruise's
+//! as its SidecarSet sorts): Kubernetes' pod order (not-ready pods first), then
+//! `priorityStrategy`, then `scatterStrategy`.
+//! A pod its own workload is updating in place waits: both would use its readiness gate.
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::pod_state::SidecarPod;
+use crate::api::sidecarset::{
+    SidecarSetStatus, SidecarSetUpdateStrategy, SidecarSetUpdateStrategyType,
+};
+use crate::workload::ordering::update_order;
+use crate::workload::pod_view::PodView;
+use crate::workload::rollout::{IntOrPercentError, partition_replicas, scaled_share};
+
+/// What one sync of a SidecarSet decides.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SidecarSetPlan {
+    /// Pods (indexes into the planned pods: names repeat across namespaces) whose
+    /// sidecars start their upgrade now.
+    pub upgrade: Vec<usize>,
+    /// Pods whose upgrade is done: mark them ready again and close their state.
+    pub finish: Vec<usize>,
+    pub status: SidecarSetStatus,
+}
+
+/// The SidecarSet's current versions.
+#[derive(Clone, Copy, Debug)]
+pub struct Versions<'a> {
+    pub hash: &'a str,
+    pub hash_without_image: &'a str,
+}
+
+/// Plans one sync over `pods` (every pod the SidecarSet matches, injected or not).
+pub fn plan(
+    strategy: &SidecarSetUpdateStrategy,
+    versions: Versions<'_>,
+    pods: &[SidecarPod],
+) -> Result<SidecarSetPlan, IntOrPercentError> {
+    let matched: Vec<usize> = (0..pods.len())
+        .filter(|&i| pods[i].injected && pods[i].active)
+        .collect();
+    let updated = |p: &SidecarPod| p.hash == versions.hash;
+    let count = |f: &dyn Fn(&SidecarPod) -> bool| {
+        i32::try_from(matched.iter().filter(|&&i| f(&pods[i])).count()).unwrap_or(i32::MAX)
+    };
+    let status = SidecarSetStatus {
+        matched_pods: count(&|_| true),
+        updated_pods: count(&|p| updated(p)),
+        ready_pods: count(&|p| p.view.ready),
+        updated_ready_pods: count(&|p| updated(p) && p.view.ready && !p.upgrading),
+        ..SidecarSetStatus::default()
+    };
+    let finish = (matched.iter().copied())
+        .filter(|&i| pods[i].upgrading && pods[i].upgrade_done)
+        .collect();
+    let upgrade =
+        if strategy.paused || strategy.strategy_type() == SidecarSetUpdateStrategyType::NotUpdate {
+            Vec::new()
+        } else {
+            pods_to_upgrade(strategy, versions, pods, &matched, status.updated_pods)?
+        };
+    Ok(SidecarSetPlan {
+        upgrade,
+        finish,
+        status,
+    })
+}
+
+/// The pods to start upgrading, within partition and maxUnavailable.
+fn pods_to_upgrade(
+    strategy: &SidecarSetUpdateStrategy,
+    versions: Versions<'_>,
+    pods: &[SidecarPod],
+    matched: &[usize],
+    updated_count: i32,
+) -> Result<Vec<usize>, IntOrPercentError> {
+    let matched_count = i32::try_from(matched.len()).unwrap_or(i32::MAX);
+    let kept = partition_replicas(
+        "spec.updateStrategy.partition",
+        strategy.partition.as_ref(),
+        matched_count,
+    )?;
+    let mut by_partition = usize::try_from(matched_count - updated_count - kept).unwrap_or(0);
+    let max_unavailable = strategy
+        .max_unavailable
+        .clone()
+        .unwrap_or(IntOrString::Int(1));
+    let allowed = scaled_share(
+        "spec.updateStrategy.maxUnavailable",
+        &max_unavailable,
+        matched_count,
+        true,
+    )?
+    .max(1);
+    let unavailable = (matched.iter())
+        .filter(|&&i| !pods[i].view.ready || pods[i].upgrading)
+        .count();
+    let mut by_availability = usize::try_from(allowed)
+        .unwrap_or(0)
+        .saturating_sub(unavailable);
+    let waiting: Vec<usize> = (matched.iter().copied())
+        .filter(|&i| {
+            pods[i].hash != versions.hash
+                && pods[i].hash_without_image == versions.hash_without_image
+        })
+        .filter(|&i| {
+            pods[i].selected_for_update && !pods[i].upgrading && !pods[i].workload_updating
+        })
+        .collect();
+    // Ordered over every planned pod, as the shared order spreads scatter terms over the set.
+    let views: Vec<PodView> = pods.iter().map(|p| p.view.clone()).collect();
+    let order = update_order(
+        &views,
+        &waiting,
+        strategy.priority_strategy.as_ref(),
+        &strategy.scatter_strategy,
+    );
+    let mut chosen = Vec::new();
+    for i in order {
+        let pod = &pods[i];
+        if by_partition == 0 {
+            break;
+        }
+        if pod.view.ready {
+            if by_availability == 0 {
+                break;
+            }
+            by_availability -= 1;
+        }
+        by_partition -= 1;
+        chosen.push(i);
+    }
+    Ok(chosen)
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

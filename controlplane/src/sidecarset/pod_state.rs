@@ -1,0 +1,132 @@
+//! One pod as a SidecarSet's upgrade reads it (pure): whether the SidecarSet was injected
+//! into it, the versions it records (`inject::HASH_ANNOTATION` and the one without
+//! images), whether it is ready, whether an upgrade of its sidecars is under way
+//! ([`STATE_ANNOTATION`]) and done, and whether its own workload is updating it in place
+//! (then its sidecars wait: two in-place updates never share the readiness gate).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::inject::{
+    HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, recorded,
+};
+use crate::api::SidecarSet;
+use crate::workload::inplace::{STATE_ANNOTATION as WORKLOAD_STATE_ANNOTATION, update_in_progress};
+use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
+use crate::workload::selector::selector_matches;
+
+/// The annotation recording each SidecarSet's upgrade under way (JSON: SidecarSet name →
+/// the version it moves to, when, and the image ID each upgraded sidecar ran before), as
+/// OpenKruise names it.
+pub const STATE_ANNOTATION: &str = "kruise.io/sidecarset-inplace-update-state";
+
+/// A pod as the upgrade of one SidecarSet reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SidecarPod {
+    /// The pod as the shared update order reads it (name, readiness, labels, ...).
+    pub view: PodView,
+    pub injected: bool,
+    pub active: bool,
+    /// The SidecarSet version the pod records (empty: none).
+    pub hash: String,
+    pub hash_without_image: String,
+    /// An upgrade of this SidecarSet's sidecars is under way.
+    pub upgrading: bool,
+    /// ... and its sidecars run their new images, ready.
+    pub upgrade_done: bool,
+    /// The pod's own workload is updating it in place.
+    pub workload_updating: bool,
+    /// `updateStrategy.selector` selects the pod (no selector: every pod).
+    pub selected_for_update: bool,
+}
+
+impl SidecarPod {
+    pub fn of(pod: &Pod, set: &SidecarSet, now: Timestamp) -> Self {
+        let name = set.metadata.name.clone().unwrap_or_default();
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        let injected = (annotations.get(INJECTED_LIST_ANNOTATION).into_iter())
+            .flat_map(|list| list.split(','))
+            .any(|n| n == name);
+        let entry = upgrade_entry(&annotations, &name);
+        let selected_for_update = (set.spec.update_strategy.selector.as_ref())
+            .is_none_or(|s| selector_matches(s, pod_labels(pod)) == Some(true));
+        let context = ViewContext {
+            update_revision: "",
+            min_ready_seconds: 0,
+            now,
+            named_for_deletion: &BTreeSet::new(),
+        };
+        Self {
+            view: PodView::of(pod, &context),
+            injected,
+            active: is_active(pod),
+            hash: recorded_hash(&annotations, HASH_ANNOTATION, &name),
+            hash_without_image: recorded_hash(&annotations, HASH_WITHOUT_IMAGE_ANNOTATION, &name),
+            upgrading: entry.is_some(),
+            upgrade_done: entry.is_some_and(|e| sidecars_restarted(pod, e)),
+            workload_updating: annotations
+                .get(WORKLOAD_STATE_ANNOTATION)
+                .is_some_and(|s| update_in_progress(s)),
+            selected_for_update,
+        }
+    }
+}
+
+fn recorded_hash(annotations: &BTreeMap<String, String>, key: &str, set: &str) -> String {
+    let versions = recorded(annotations, key);
+    (versions
+        .get(set)
+        .and_then(|v| v.get("hash"))
+        .and_then(Value::as_str))
+    .unwrap_or_default()
+    .to_owned()
+}
+
+/// This SidecarSet's entry in the pod's upgrade state, if an upgrade is under way.
+fn upgrade_entry(annotations: &BTreeMap<String, String>, set: &str) -> Option<Value> {
+    recorded(annotations, STATE_ANNOTATION).get(set).cloned()
+}
+
+/// Every sidecar the upgrade restarted runs a new container (its image ID or container
+/// ID moved on from what the state recorded) and is ready.
+fn sidecars_restarted(pod: &Pod, entry: Value) -> bool {
+    let Some(before) = entry
+        .get("lastContainerStatuses")
+        .and_then(Value::as_object)
+    else {
+        return true;
+    };
+    let statuses = (pod.status.as_ref())
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    before.iter().all(|(name, was)| {
+        let Some(status) = statuses.iter().find(|s| &s.name == name) else {
+            return false;
+        };
+        let moved = Some(status.image_id.as_str()) != was.get("imageID").and_then(Value::as_str)
+            || status.container_id.as_deref() != was.get("containerID").and_then(Value::as_str);
+        moved && status.ready
+    })
+}
+
+/// The state entry an upgrade to `hash` at `now` records: the image and container IDs the
+/// `containers` run before.
+pub fn upgrade_entry_for(pod: &Pod, containers: &[String], hash: &str, now: &str) -> Value {
+    let statuses = (pod.status.as_ref())
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    let last: serde_json::Map<String, Value> = (containers.iter())
+        .map(|name| {
+            let status = statuses.iter().find(|s| &s.name == name);
+            let ids = json!({
+                "imageID": status.map(|s| s.image_id.clone()).unwrap_or_default(),
+                "containerID": status.and_then(|s| s.container_id.clone()).unwrap_or_default(),
+            });
+            (name.clone(), ids)
+        })
+        .collect();
+    json!({ "revision": hash, "updateTimestamp": now, "lastContainerStatuses": last })
+}

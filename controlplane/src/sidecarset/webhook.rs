@@ -1,0 +1,183 @@
+//! The SidecarSet pod webhook's route, on the shared webhook server (`crate::admission`):
+//! a pod create is matched against the cached SidecarSets (`matching`) and answered with
+//! the injection patch (`inject`), or refused when two SidecarSets would inject the same
+//! container name.
+//!
+//! Pod creates are the busiest admission path in a cluster, so the common answers cost no
+//! call: with no SidecarSet cached (or none matching) the pod is allowed as it is; the
+//! namespace is read from the apiserver only when a SidecarSet that otherwise matches
+//! chooses namespaces by label.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::post;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::Api;
+use serde_json::Value;
+
+use super::inject::injection_patch;
+use super::matching::{PodScope, matches, needs_namespace_labels};
+use super::revisions::{of_set, version_to_inject};
+use crate::admission::review::{AdmissionRequest, Decision, Refusal, answer, read_request};
+use crate::api::SidecarSet;
+use crate::caches::Stores;
+
+/// The path the MutatingWebhookConfiguration sends pod creates to.
+pub const MUTATE_PATH: &str = "/mutate-pod-sidecarset";
+
+/// The route injecting SidecarSets into pod creates; their revisions are in `namespace`
+/// (the control plane's).
+pub fn routes(client: kube::Client, stores: Stores, namespace: String) -> Router {
+    let handler = Arc::new(Handler {
+        client,
+        stores,
+        namespace,
+    });
+    Router::new().route(MUTATE_PATH, post(review).with_state(handler))
+}
+
+struct Handler {
+    client: kube::Client,
+    stores: Stores,
+    /// Where the SidecarSets' ControllerRevisions are.
+    namespace: String,
+}
+
+async fn review(State(handler): State<Arc<Handler>>, body: Bytes) -> Response {
+    let request = match read_request(&body) {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    let decision = handler.decide(&request).await;
+    if let Decision::Refuse(refusal) = &decision {
+        tracing::info!(
+            namespace = request.namespace.as_deref().unwrap_or(""),
+            pod = %request.name,
+            message = %refusal.message,
+            "refused a pod: its SidecarSets conflict"
+        );
+    }
+    answer(&request, &decision)
+}
+
+impl Handler {
+    async fn decide(&self, request: &AdmissionRequest) -> Decision {
+        let Some((pod, raw)) = created_pod(request) else {
+            return Decision::Allow;
+        };
+        let cached = self.stores.sidecarsets.state();
+        if cached.is_empty() {
+            return Decision::Allow;
+        }
+        let empty = BTreeMap::new();
+        let fallback = request.namespace.as_deref().unwrap_or_default();
+        let scope = PodScope::of(&pod, fallback, &empty);
+        if scope.is_exempt() {
+            return Decision::Allow;
+        }
+        let candidates: Vec<&SidecarSet> = (cached.iter())
+            .map(Arc::as_ref)
+            .filter(|set| !set.spec.injection_strategy.paused)
+            .collect();
+        let namespace_labels = if candidates.iter().any(|set| needs_namespace_labels(set)) {
+            self.namespace_labels(scope.namespace).await
+        } else {
+            None
+        };
+        let matched: Vec<&SidecarSet> = (candidates.into_iter())
+            .filter(|set| matches(set, &scope, namespace_labels.as_ref()))
+            .collect();
+        let versions = self.versions_to_inject(&matched, scope.labels);
+        let matched: Vec<&SidecarSet> = versions.iter().collect();
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        match injection_patch(raw, &matched, &now) {
+            Ok(patch) => Decision::Patch(patch),
+            Err(err) => Decision::Refuse(Refusal::bad_request(format!("{err}."))),
+        }
+    }
+
+    /// Each matched SidecarSet as it is injected: the revision its injectionStrategy names,
+    /// or its current spec (`revisions::version_to_inject`).
+    fn versions_to_inject(
+        &self,
+        matched: &[&SidecarSet],
+        labels: &BTreeMap<String, String>,
+    ) -> Vec<SidecarSet> {
+        let named = matched
+            .iter()
+            .any(|s| s.spec.injection_strategy.revision.is_some());
+        let cached = if named {
+            self.stores.revisions.state()
+        } else {
+            Vec::new()
+        };
+        (matched.iter())
+            .map(|set| {
+                let name = set.metadata.name.as_deref().unwrap_or_default();
+                let revisions = of_set(&cached, &self.namespace, name);
+                version_to_inject(set, &revisions, labels, fastrand::f64())
+            })
+            .collect()
+    }
+
+    /// The labels of the pod's namespace; a failed read matches no SidecarSet that selects
+    /// namespaces by label (OpenKruise's choice), logged, rather than refusing the pod.
+    async fn namespace_labels(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        match api.get_opt(name).await {
+            Ok(namespace) => namespace.map(|n| n.metadata.labels.unwrap_or_default()),
+            Err(err) => {
+                let message = crate::runtime::api_message::api_message(&err);
+                tracing::warn!(namespace = name, %message, "could not read a pod's namespace for its SidecarSets' namespaceSelector");
+                None
+            }
+        }
+    }
+}
+
+/// The pod a CREATE of a pod (not a subresource) carries, typed and as sent.
+fn created_pod(request: &AdmissionRequest) -> Option<(Pod, &Value)> {
+    let is_pod = request.resource.group.is_empty() && request.resource.resource == "pods";
+    let sub = request.sub_resource.as_deref().unwrap_or_default();
+    if !is_pod || !sub.is_empty() || request.operation != "CREATE" {
+        return None;
+    }
+    let raw = request.object.as_ref()?;
+    let pod = serde_json::from_value(raw.clone()).ok()?;
+    Some((pod, raw))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(operation: &str, resource: &str, sub: Option<&str>) -> AdmissionRequest {
+        serde_json::from_value(json!({
+            "uid": "u", "namespace": "shop", "operation": operation,
+            "resource": { "group": "", "resource": resource },
+            "subResource": sub,
+            "object": { "metadata": { "name": "web-1" }, "spec": { "containers": [] } },
+        }))
+        .expect("a request")
+    }
+
+    #[test]
+    fn only_pod_creates_are_injected() {
+        let cases = [
+            (request("CREATE", "pods", None), true),
+            (request("UPDATE", "pods", None), false),
+            (request("CREATE", "pods", Some("binding")), false),
+            (request("CREATE", "configmaps", None), false),
+        ];
+        for (request, injected) in cases {
+            assert_eq!(created_pod(&request).is_some(), injected, "{request:?}");
+        }
+    }
+}

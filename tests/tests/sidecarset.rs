@@ -1,0 +1,440 @@
+//! SidecarSet end to end on the real kubelet node: its sidecar is injected at pod creation
+//! into the pods of a CloneSet and of a plain Deployment (with OpenKruise's annotations); a
+//! change of the sidecar's image upgrades it in place (same pod UID, the main container
+//! never restarted, only the sidecar, InPlaceUpdateReady True again at the end); a
+//! partition keeps that many pods on the old sidecar; a pod two SidecarSets would give the
+//! same container name is refused naming both; a SidecarSet selecting every pod of the
+//! cluster is refused; each version is a ControllerRevision and
+//! `injectionStrategy.revision` injects the one it names.
+//!
+//! Run against a control plane with the `sidecarset` controller and `sidecarset-webhook`,
+//! and its SidecarSet webhook installed (`deploy/controlplane/webhook.yaml`). SidecarSets
+//! are cluster-scoped: each test names its own after its namespace, limits it to that
+//! namespace (`spec.namespace`) and deletes it at the end.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use stevedore_api::SidecarSet;
+use stevedore_tests::pods::condition;
+use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+
+mod cloneset_support;
+use cloneset_support::{
+    INPLACE_UPDATE_READY, Nodes, ROLLOUT, apply, pods_of, wait_rolled_out, web_cloneset,
+};
+
+const SIDECAR: &str = "log-agent";
+const UPGRADE: Duration = Duration::from_secs(240);
+const INJECTED_LIST: &str = "kruise.io/sidecarset-injected-list";
+const HASH: &str = "kruise.io/sidecarset-hash";
+
+fn sidecarsets(ctx: &TestContext) -> Api<SidecarSet> {
+    Api::all(ctx.client.clone())
+}
+
+/// A SidecarSet named `<namespace>-<suffix>` in the test namespace, injecting the
+/// `log-agent` sidecar (`image`, sleeping) into the pods whose `app` is one of `apps`.
+fn sidecarset(ctx: &TestContext, suffix: &str, apps: &[&str], image: &str, update: Value) -> Value {
+    json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "SidecarSet",
+        "metadata": { "name": format!("{}-{suffix}", ctx.namespace) },
+        "spec": {
+            "namespace": ctx.namespace,
+            "selector": { "matchExpressions": [{ "key": "app", "operator": "In", "values": apps }] },
+            "containers": [{
+                "name": SIDECAR,
+                "image": ctx.cluster.image(image),
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["/bin/sleep", "36000"],
+            }],
+            "updateStrategy": update,
+        },
+    })
+}
+
+async fn create_sidecarset(ctx: &TestContext, object: &Value) -> Result<SidecarSet> {
+    let set: SidecarSet = serde_json::from_value(object.clone())?;
+    Ok(sidecarsets(ctx)
+        .create(&PostParams::default(), &set)
+        .await?)
+}
+
+async fn delete_sidecarsets(ctx: &TestContext, names: &[String]) {
+    for name in names {
+        // Best effort: a leftover is limited to the deleted namespace and harms nothing.
+        let _ = sidecarsets(ctx)
+            .delete(name, &DeleteParams::default())
+            .await;
+    }
+}
+
+/// The status of container `name` of the pod.
+fn status_of(pod: &Pod, name: &str) -> Result<ContainerStatus> {
+    (pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default())
+    .into_iter()
+    .find(|c| c.name == name)
+    .with_context(|| format!("pod {} has no container {name}", pod.name_any()))
+}
+
+/// The pod carries the sidecar (marked IS_INJECTED) and OpenKruise's annotations naming `set`.
+fn ensure_injected(pod: &Pod, set: &str) -> Result<()> {
+    let name = pod.name_any();
+    let spec = pod.spec.as_ref().context("a pod spec")?;
+    let sidecar = (spec.containers.iter())
+        .find(|c| c.name == SIDECAR)
+        .with_context(|| format!("{name}: no sidecar"))?;
+    let marked = sidecar
+        .env
+        .iter()
+        .flatten()
+        .any(|e| e.name == "IS_INJECTED" && e.value.as_deref() == Some("true"));
+    ensure!(marked, "{name}: the sidecar is not marked IS_INJECTED");
+    let annotations = pod.annotations();
+    ensure!(
+        annotations
+            .get(INJECTED_LIST)
+            .is_some_and(|l| l.split(',').any(|n| n == set)),
+        "{name}: {INJECTED_LIST} does not name {set}: {annotations:?}"
+    );
+    let hashes: Value = serde_json::from_str(annotations.get(HASH).map_or("{}", String::as_str))?;
+    ensure!(
+        hashes[set]["hash"].as_str().is_some_and(|h| !h.is_empty()),
+        "{name}: {HASH} has no version of {set}"
+    );
+    Ok(())
+}
+
+/// Waits until the SidecarSet reports `updated` of `matched` pods updated and ready.
+async fn wait_status(
+    ctx: &TestContext,
+    name: &str,
+    matched: i32,
+    updated: i32,
+) -> Result<SidecarSet> {
+    poll_until(
+        &format!("SidecarSet {name}: {updated} of {matched} pods updated and ready"),
+        UPGRADE,
+        || async {
+            let set = sidecarsets(ctx).get(name).await?;
+            let status = set.status.clone().unwrap_or_default();
+            let done = status.matched_pods == matched
+                && status.updated_pods == updated
+                && status.updated_ready_pods == updated;
+            Ok(done.then_some(set))
+        },
+    )
+    .await
+}
+
+async fn set_sidecar_image(ctx: &TestContext, name: &str, image: &str) -> Result<()> {
+    let patch = json!([{ "op": "replace", "path": "/spec/containers/0/image", "value": ctx.cluster.image(image) }]);
+    sidecarsets(ctx)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(patch)?),
+        )
+        .await?;
+    Ok(())
+}
+
+/// A Deployment of one `web:v1` pod on the kubelet node, labelled `app: <name>`.
+fn deployment(ctx: &TestContext, name: &str) -> Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "nodeName": ctx.cluster.node_name,
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1"), "imagePullPolicy": "IfNotPresent" }],
+                },
+            },
+        },
+    }))?)
+}
+
+/// Waits until every pod labelled `app: <app>` is running with all containers ready.
+async fn running_pods(ctx: &TestContext, app: &str, count: usize) -> Result<Vec<Pod>> {
+    poll_until(
+        &format!("{count} pods of {app} running and ready"),
+        ROLLOUT,
+        || async {
+            let pods = ctx
+                .api::<Pod>()
+                .list(&ListParams::default().labels(&format!("app={app}")))
+                .await?
+                .items;
+            let ready = pods.len() == count
+                && pods.iter().all(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && condition(p, "Ready").as_deref() == Some("True")
+                });
+            Ok(ready.then_some(pods))
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn injects_into_the_pods_of_a_cloneset_and_of_a_deployment() -> Result<()> {
+    run_in_namespace("sidecarset-inject", |ctx| async move {
+        let object = sidecarset(&ctx, "log", &["web-cs", "web-deploy"], "web:v1", json!({}));
+        let set = create_sidecarset(&ctx, &object).await?.name_any();
+        let checked = async {
+            apply(
+                &ctx,
+                &web_cloneset(&ctx, "web-cs", 2, "InPlaceIfPossible", Nodes::Kubelet),
+            )
+            .await?;
+            ctx.api::<Deployment>()
+                .create(&PostParams::default(), &deployment(&ctx, "web-deploy")?)
+                .await?;
+            wait_rolled_out(&ctx, "web-cs", ROLLOUT).await?;
+            let mut pods = pods_of(&ctx, "web-cs").await?;
+            pods.extend(running_pods(&ctx, "web-deploy", 1).await?);
+            ensure!(pods.len() == 3, "expected 3 pods, found {}", pods.len());
+            for pod in &pods {
+                ensure_injected(pod, &set)?;
+                ensure!(
+                    status_of(pod, SIDECAR)?.ready,
+                    "{}: the sidecar is not ready",
+                    pod.name_any()
+                );
+            }
+            wait_status(&ctx, &set, 3, 3).await?;
+            Ok(())
+        }
+        .await;
+        delete_sidecarsets(&ctx, &[set]).await;
+        checked
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_image_change_upgrades_only_the_sidecar_in_place() -> Result<()> {
+    run_in_namespace("sidecarset-upgrade", |ctx| async move {
+        let object = sidecarset(
+            &ctx,
+            "log",
+            &["web"],
+            "web:v1",
+            json!({ "maxUnavailable": 1 }),
+        );
+        let set = create_sidecarset(&ctx, &object).await?.name_any();
+        let checked = async {
+            apply(
+                &ctx,
+                &web_cloneset(&ctx, "web", 2, "InPlaceIfPossible", Nodes::Kubelet),
+            )
+            .await?;
+            wait_rolled_out(&ctx, "web", ROLLOUT).await?;
+            let before = pods_of(&ctx, "web").await?;
+            set_sidecar_image(&ctx, &set, "web:v2").await?;
+            wait_status(&ctx, &set, 2, 2).await?;
+            let after = wait_rolled_out(&ctx, "web", ROLLOUT)
+                .await
+                .and(pods_of(&ctx, "web").await)?;
+            for old in &before {
+                let pod = (after.iter())
+                    .find(|p| p.name_any() == old.name_any())
+                    .with_context(|| format!("pod {} was replaced", old.name_any()))?;
+                ensure!(
+                    pod.uid() == old.uid(),
+                    "{}: the UID changed",
+                    pod.name_any()
+                );
+                ensure!(
+                    status_of(pod, "web")?.restart_count == 0,
+                    "{}: the main container restarted",
+                    pod.name_any()
+                );
+                let sidecar = status_of(pod, SIDECAR)?;
+                ensure!(
+                    sidecar.image.ends_with("web:v2") && sidecar.restart_count == 1,
+                    "{}: the sidecar runs {} after {} restarts",
+                    pod.name_any(),
+                    sidecar.image,
+                    sidecar.restart_count
+                );
+                ensure!(
+                    condition(pod, INPLACE_UPDATE_READY).as_deref() == Some("True"),
+                    "{}: InPlaceUpdateReady is not True again",
+                    pod.name_any()
+                );
+            }
+            Ok(())
+        }
+        .await;
+        delete_sidecarsets(&ctx, &[set]).await;
+        checked
+    })
+    .await
+}
+
+/// Waits until the SidecarSet names a latest revision other than `old`; returns it.
+async fn wait_latest_revision(ctx: &TestContext, name: &str, old: &str) -> Result<String> {
+    poll_until(
+        &format!("SidecarSet {name}: a latest revision after {old:?}"),
+        UPGRADE,
+        || async {
+            let set = sidecarsets(ctx).get(name).await?;
+            let latest = set.status.map(|s| s.latest_revision).unwrap_or_default();
+            Ok((!latest.is_empty() && latest != old).then_some(latest))
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn injection_strategy_revision_injects_the_version_it_names() -> Result<()> {
+    run_in_namespace("sidecarset-revision", |ctx| async move {
+        let mut object = sidecarset(&ctx, "log", &["web-deploy"], "web:v1", json!({ "paused": true }));
+        object["metadata"]["labels"] = json!({ "apps.kruise.io/sidecarset-custom-version": "stable" });
+        let set = create_sidecarset(&ctx, &object).await?.name_any();
+        let checked = async {
+            let first = wait_latest_revision(&ctx, &set, "").await?;
+            let patch = json!({
+                "metadata": { "labels": { "apps.kruise.io/sidecarset-custom-version": "canary" } },
+                "spec": {
+                    "containers": [{ "name": SIDECAR, "image": ctx.cluster.image("web:v2"), "imagePullPolicy": "IfNotPresent", "command": ["/bin/sleep", "36000"] }],
+                    "injectionStrategy": { "revision": { "customVersion": "stable" } },
+                },
+            });
+            sidecarsets(&ctx).patch(&set, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            wait_latest_revision(&ctx, &set, &first).await?;
+            ctx.api::<Deployment>().create(&PostParams::default(), &deployment(&ctx, "web-deploy")?).await?;
+            let pods = running_pods(&ctx, "web-deploy", 1).await?;
+            let sidecar = status_of(&pods[0], SIDECAR)?;
+            ensure!(sidecar.image.ends_with("web:v1"), "the new pod got {} rather than the stable revision's web:v1", sidecar.image);
+            Ok(())
+        }
+        .await;
+        delete_sidecarsets(&ctx, &[set]).await;
+        checked
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_partition_keeps_that_many_pods_on_the_old_sidecar() -> Result<()> {
+    run_in_namespace("sidecarset-partition", |ctx| async move {
+        let update = json!({ "partition": 2, "maxUnavailable": 3 });
+        let set = create_sidecarset(&ctx, &sidecarset(&ctx, "log", &["web"], "web:v1", update))
+            .await?
+            .name_any();
+        let checked = async {
+            apply(
+                &ctx,
+                &web_cloneset(&ctx, "web", 3, "InPlaceIfPossible", Nodes::Kubelet),
+            )
+            .await?;
+            wait_rolled_out(&ctx, "web", ROLLOUT).await?;
+            set_sidecar_image(&ctx, &set, "web:v2").await?;
+            wait_status(&ctx, &set, 3, 1).await?;
+            // The partition holds: no more pods move while it stays.
+            tokio::time::sleep(Duration::from_secs(15)).await;
+            let pods = pods_of(&ctx, "web").await?;
+            let upgraded = (pods.iter())
+                .filter(|p| status_of(p, SIDECAR).is_ok_and(|s| s.image.ends_with("web:v2")))
+                .count();
+            ensure!(
+                upgraded == 1,
+                "{upgraded} of 3 pods run the new sidecar under partition 2"
+            );
+            let status = sidecarsets(&ctx)
+                .get(&set)
+                .await?
+                .status
+                .unwrap_or_default();
+            ensure!(
+                status.updated_pods == 1,
+                "updatedPods is {} under partition 2",
+                status.updated_pods
+            );
+            Ok(())
+        }
+        .await;
+        delete_sidecarsets(&ctx, &[set]).await;
+        checked
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_pod_two_sidecarsets_give_one_container_name_is_refused_naming_both() -> Result<()> {
+    run_in_namespace("sidecarset-conflict", |ctx| async move {
+        let first = create_sidecarset(&ctx, &sidecarset(&ctx, "a", &["web"], "web:v1", json!({}))).await?.name_any();
+        let second = create_sidecarset(&ctx, &sidecarset(&ctx, "b", &["web"], "web:v1", json!({}))).await?.name_any();
+        let checked = async {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": { "name": "web", "labels": { "app": "web" } },
+                "spec": { "nodeName": ctx.cluster.node_name, "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }] },
+            }))?;
+            // The webhook reads the SidecarSets from its cache: wait until it has both.
+            let refused = poll_until("the pod refused for its two SidecarSets", Duration::from_secs(60), || async {
+                match ctx.api::<Pod>().create(&PostParams::default(), &pod).await {
+                    Err(kube::Error::Api(status)) => Ok(Some(status.message)),
+                    Err(err) => Err(err.into()),
+                    Ok(_) => {
+                        ctx.api::<Pod>().delete("web", &DeleteParams::default().grace_period(0)).await?;
+                        Ok(None)
+                    }
+                }
+            })
+            .await?;
+            ensure!(refused.contains(&first) && refused.contains(&second), "the refusal names not both SidecarSets: {refused}");
+            ensure!(refused.contains(SIDECAR), "the refusal names not the container: {refused}");
+            Ok(())
+        }
+        .await;
+        delete_sidecarsets(&ctx, &[first, second]).await;
+        checked
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_sidecarset_selecting_every_pod_of_the_cluster_is_refused() -> Result<()> {
+    run_in_namespace("sidecarset-everything", |ctx| async move {
+        let mut object = sidecarset(&ctx, "all", &["web"], "web:v1", json!({}));
+        object["spec"]
+            .as_object_mut()
+            .context("a spec")?
+            .remove("selector");
+        object["spec"]
+            .as_object_mut()
+            .context("a spec")?
+            .remove("namespace");
+        let refused = create_sidecarset(&ctx, &object).await;
+        let Err(err) = refused else {
+            delete_sidecarsets(&ctx, &[format!("{}-all", ctx.namespace)]).await;
+            anyhow::bail!("a SidecarSet with no selector and no namespace was admitted");
+        };
+        let message = err.to_string();
+        ensure!(
+            message.contains("spec.selector") && message.contains("every pod in the cluster"),
+            "{message}"
+        );
+        // Limited to a namespace, the same empty selector is admitted.
+        object["spec"]["namespace"] = json!(ctx.namespace);
+        let admitted = create_sidecarset(&ctx, &object).await?;
+        delete_sidecarsets(&ctx, &[admitted.name_any()]).await;
+        Ok(())
+    })
+    .await
+}
