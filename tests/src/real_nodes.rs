@@ -117,3 +117,25 @@ pub fn node_containerd(ctx: &TestContext, node: &str) -> Result<Containerd> {
     containerd.socket = PathBuf::from(run).join(node).join("containerd.sock");
     Ok(containerd)
 }
+
+/// `skopeo copy FROM docker://TO` into the local registry (plain HTTP on both sides), for
+/// images no node holds yet; FROM is `oci:<layout>:<tag>` or `docker://<image>`.
+pub async fn copy_to_registry(from: &str, to: &str) -> Result<()> {
+    let output = tokio::process::Command::new("skopeo")
+        .args([
+            "copy",
+            "--quiet",
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+        ])
+        .arg(from)
+        .arg(format!("docker://{to}"))
+        .output()
+        .await?;
+    ensure!(
+        output.status.success(),
+        "skopeo copy {from} to {to} failed: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(())
+}

@@ -28,7 +28,7 @@ use stevedore_tests::auth::{
 };
 use stevedore_tests::random_image;
 use stevedore_tests::real_nodes::{
-    RealNode, agent_channel, agent_pod, node_containerd, real_nodes,
+    RealNode, agent_channel, agent_pod, copy_to_registry, node_containerd, real_nodes,
 };
 use stevedore_tests::scratch::ScratchDir;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
@@ -111,17 +111,7 @@ async fn refused(ctx: &TestContext, node: &RealNode, token: &str, owner: &str) -
 async fn push_fresh_image(ctx: &TestContext, scratch: &ScratchDir) -> Result<String> {
     let layout = random_image::write_layout(&scratch.path().join("layout"), "v1", 3, 512 << 10)?;
     let image = ctx.cluster.image(&format!("{}-pull:v1", ctx.namespace));
-    let output = tokio::process::Command::new("skopeo")
-        .args(["copy", "--quiet", "--dest-tls-verify=false"])
-        .arg(format!("oci:{}:v1", layout.display()))
-        .arg(format!("docker://{image}"))
-        .output()
-        .await?;
-    ensure!(
-        output.status.success(),
-        "skopeo copy to {image} failed: {}",
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
+    copy_to_registry(&format!("oci:{}:v1", layout.display()), &image).await?;
     Ok(image)
 }
 

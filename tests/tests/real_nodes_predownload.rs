@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use stevedore_api::CloneSet;
 use stevedore_tests::pods::{condition, is_ready};
 use stevedore_tests::real_nodes::{
-    node_containerd, real_node_affinity, real_nodes, worker_toleration,
+    copy_to_registry, node_containerd, real_node_affinity, real_nodes, worker_toleration,
 };
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
@@ -65,22 +65,7 @@ fn cloneset(ctx: &TestContext) -> Value {
 /// web:v2 copied to a name of this test's own, so no node holds it before the rollout.
 async fn fresh_name_for_v2(ctx: &TestContext) -> Result<String> {
     let image = ctx.cluster.image(&format!("{}-web:v2", ctx.namespace));
-    let output = tokio::process::Command::new("skopeo")
-        .args([
-            "copy",
-            "--quiet",
-            "--src-tls-verify=false",
-            "--dest-tls-verify=false",
-        ])
-        .arg(format!("docker://{}", ctx.cluster.image("web:v2")))
-        .arg(format!("docker://{image}"))
-        .output()
-        .await?;
-    ensure!(
-        output.status.success(),
-        "skopeo copy to {image} failed: {}",
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
+    copy_to_registry(&format!("docker://{}", ctx.cluster.image("web:v2")), &image).await?;
     Ok(image)
 }
 
