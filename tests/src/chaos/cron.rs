@@ -26,11 +26,11 @@ pub fn rule() -> SetRule {
     }
 }
 
-pub fn manifest(ctx: &TestContext, placement: &Placement, name: &str, image: &str) -> Value {
+pub fn manifest(namespace: &str, placement: &Placement, name: &str, image: &str) -> Value {
     json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "AdvancedCronJob",
-        "metadata": { "name": name, "namespace": ctx.namespace },
+        "metadata": { "name": name, "namespace": namespace },
         "spec": {
             "schedule": "@every 2s",
             "concurrencyPolicy": "Forbid",
@@ -60,7 +60,8 @@ pub async fn create(ctx: &TestContext, placement: &Placement, image: &str) -> Re
         "v1alpha1",
         "AdvancedCronJob",
     ));
-    let object: DynamicObject = serde_json::from_value(manifest(ctx, placement, NAME, image))?;
+    let object: DynamicObject =
+        serde_json::from_value(manifest(&ctx.namespace, placement, NAME, image))?;
     Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
         .create(&PostParams::default(), &object)
         .await

@@ -27,11 +27,11 @@ pub fn name(n: usize) -> String {
     format!("bj-{n}")
 }
 
-pub fn manifest(ctx: &TestContext, placement: &Placement, name: &str, image: &str) -> Value {
+pub fn manifest(namespace: &str, placement: &Placement, name: &str, image: &str) -> Value {
     json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "BroadcastJob",
-        "metadata": { "name": name, "namespace": ctx.namespace },
+        "metadata": { "name": name, "namespace": namespace },
         "spec": {
             "completionPolicy": { "type": "Always" },
             "template": {
@@ -57,7 +57,8 @@ pub async fn launch(
     name: &str,
     image: &str,
 ) -> Result<()> {
-    let object: DynamicObject = serde_json::from_value(manifest(ctx, placement, name, image))?;
+    let object: DynamicObject =
+        serde_json::from_value(manifest(&ctx.namespace, placement, name, image))?;
     api(ctx)
         .create(&PostParams::default(), &object)
         .await

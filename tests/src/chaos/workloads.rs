@@ -112,12 +112,7 @@ pub fn pod_template(placement: &Placement, name: &str, image: &str) -> Value {
 }
 
 /// The manifest of `workload` running `image`.
-pub fn manifest(
-    ctx: &TestContext,
-    placement: &Placement,
-    workload: &Workload,
-    image: &str,
-) -> Value {
+pub fn manifest(namespace: &str, placement: &Placement, workload: &Workload, image: &str) -> Value {
     let name = workload.name();
     let template = pod_template(placement, name, image);
     let selector = json!({ "matchLabels": { "app": name } });
@@ -143,8 +138,8 @@ pub fn manifest(
                 },
             }],
         }),
-        SetKind::BroadcastJob => return super::jobs::manifest(ctx, placement, name, image),
-        SetKind::ForbidCron => return super::cron::manifest(ctx, placement, name, image),
+        SetKind::BroadcastJob => return super::jobs::manifest(namespace, placement, name, image),
+        SetKind::ForbidCron => return super::cron::manifest(namespace, placement, name, image),
         SetKind::DaemonSet => json!({
             "selector": selector, "template": template,
             "updateStrategy": { "type": "RollingUpdate", "rollingUpdate": {
@@ -154,7 +149,7 @@ pub fn manifest(
     json!({
         "apiVersion": workload.resource.api_version,
         "kind": workload.resource.kind,
-        "metadata": { "name": name, "namespace": ctx.namespace },
+        "metadata": { "name": name, "namespace": namespace },
         "spec": spec,
     })
 }
@@ -165,7 +160,7 @@ pub async fn create(
     workload: &Workload,
     image: &str,
 ) -> Result<()> {
-    let manifest = manifest(ctx, placement, workload, image);
+    let manifest = manifest(&ctx.namespace, placement, workload, image);
     let object: DynamicObject = serde_json::from_value(manifest)?;
     workload
         .api(ctx)
