@@ -56,6 +56,8 @@ pub struct Report {
     /// ContainerRecreateRequests made, and how many of them ended properly.
     pub recreate_requests: usize,
     pub recreates_ended: usize,
+    /// Why the apiserver refused the last request it refused, if it did.
+    pub recreate_refused: Option<String>,
     /// The control plane leader's highest resident set seen.
     pub memory: Option<Peak>,
     /// Distinct pods the checkers watched.
@@ -97,6 +99,9 @@ impl fmt::Display for Report {
             self.stuck.len(),
             self.took
         )?;
+        if let Some(why) = &self.recreate_refused {
+            writeln!(f, "last ContainerRecreateRequest refused: {why}")?;
+        }
         for line in &self.history {
             writeln!(f, "  {line}")?;
         }
@@ -293,6 +298,7 @@ async fn run_on(
         cron_runs,
         recreate_requests: Counters::get(&counters.recreate_requests),
         recreates_ended,
+        recreate_refused: lock(&counters.recreate_refused)?.clone(),
         memory: peak,
         pods_seen,
         violations,

@@ -25,6 +25,9 @@ pub struct Counters {
     pub broadcast_jobs: AtomicUsize,
     pub pull_jobs: AtomicUsize,
     pub recreate_requests: AtomicUsize,
+    /// Why the last ContainerRecreateRequest the apiserver refused was refused: a run
+    /// that made none says why.
+    pub recreate_refused: Mutex<Option<String>>,
 }
 
 impl Counters {
@@ -157,9 +160,17 @@ pub async fn run_recreates(
 ) {
     let mut n = 0;
     while !stopped_within(&stop, every).await {
-        if matches!(recreate::launch(&ctx, &app, n).await, Ok(true)) {
-            bump(&counters.recreate_requests);
-            n += 1;
+        match recreate::launch(&ctx, &app, n).await {
+            Ok(true) => {
+                bump(&counters.recreate_requests);
+                n += 1;
+            }
+            Ok(false) => {}
+            Err(err) => {
+                if let Ok(mut last) = lock(&counters.recreate_refused) {
+                    *last = Some(faults::in_words(&err));
+                }
+            }
         }
     }
 }
