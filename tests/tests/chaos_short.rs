@@ -24,8 +24,8 @@ async fn rollouts_keep_their_promises_through_a_seeded_run_of_faults() -> Result
         .unwrap_or(20_261_128);
     let options = Options {
         seed,
-        faults: 12,
-        mean_gap: Duration::from_millis(2_500),
+        faults: 8,
+        mean_gap: Duration::from_secs(2),
         settle: Duration::from_secs(180),
         kinds: FaultKind::ALL.to_vec(),
     };
