@@ -71,13 +71,17 @@ up() {
     die "no simulated-agent certificate: run deploy/local/cluster.sh up again"
   kwok_ip=$(kubectl get node kwok-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}' 2>/dev/null) ||
     die "kwok is not running (run deploy/local/run.sh --fake-nodes 1 first)"
-  cargo build -q --locked --profile "$AGENT_PROFILE" -p stevedore-agent
   mkdir -p "$dir"
-  # Replace, not overwrite: the running agents keep their (now unlinked) binary.
-  local built=$CARGO_TARGET_DIR/debug/stevedore-agent
-  [[ $AGENT_PROFILE == dev ]] || built=$CARGO_TARGET_DIR/$AGENT_PROFILE/stevedore-agent
-  cp "$built" "$dir/stevedore-agent.new"
-  mv -f "$dir/stevedore-agent.new" "$dir/stevedore-agent"
+  # STEVEDORE_SIM_REUSE_AGENT=1 starts killed agents again from the binary they ran,
+  # without a build that may wait minutes on another build's target-dir lock.
+  if [[ ${STEVEDORE_SIM_REUSE_AGENT:-} != 1 || ! -x $dir/stevedore-agent ]]; then
+    cargo build -q --locked --profile "$AGENT_PROFILE" -p stevedore-agent
+    # Replace, not overwrite: the running agents keep their (now unlinked) binary.
+    local built=$CARGO_TARGET_DIR/debug/stevedore-agent
+    [[ $AGENT_PROFILE == dev ]] || built=$CARGO_TARGET_DIR/$AGENT_PROFILE/stevedore-agent
+    cp "$built" "$dir/stevedore-agent.new"
+    mv -f "$dir/stevedore-agent.new" "$dir/stevedore-agent"
+  fi
   # The Nodes in at most APPLY_CONCURRENCY kubectl calls running at once, each applying
   # its share of the Nodes one after another: one process and one discovery per share
   # instead of one per node (500 nodes took 6.5-8 min one apply at a time), and the

@@ -20,7 +20,12 @@ pub struct SimAgents {
 }
 
 fn script(args: &[&str]) -> Result<()> {
+    script_with(args, &[])
+}
+
+fn script_with(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     let mut command = Command::new(repo_root().join("deploy/local/sim-agents.sh"));
+    command.envs(env.iter().copied());
     // Tests run debug agents unless the caller chose a profile (the script's own default,
     // release, is for benchmarks and people).
     if std::env::var_os("STEVEDORE_PROFILE").is_none() {
@@ -125,9 +130,12 @@ impl SimAgents {
         self.state_dir.join("sim-agents").join(&self.prefix)
     }
 
-    /// Starts every agent that is not running (after `kill`).
+    /// Starts every agent that is not running (after `kill`), from the binary they ran.
     pub fn restart(&self) -> Result<()> {
-        script(&["up", &self.count.to_string(), &self.prefix])
+        script_with(
+            &["up", &self.count.to_string(), &self.prefix],
+            &[("STEVEDORE_SIM_REUSE_AGENT", "1")],
+        )
     }
 
     /// Stops the agents and deletes the nodes.

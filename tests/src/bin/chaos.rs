@@ -1,6 +1,8 @@
-//! The chaos harness (`tests/src/chaos/`): rollouts of a CloneSet, an Advanced
-//! StatefulSet and an Advanced DaemonSet on simulated nodes of the local cluster while a
-//! seeded schedule injects faults, with the checkers reading the watch stream. Exits 1
+//! The chaos harness (`tests/src/chaos/`): rollouts of two CloneSets (recreate and in
+//! place), an Advanced StatefulSet and an Advanced DaemonSet, BroadcastJobs, an
+//! AdvancedCronJob, ImagePullJobs and ContainerRecreateRequests on simulated nodes with
+//! agents of the local cluster while a seeded schedule injects faults, with the checkers
+//! reading the watch stream. Exits 1
 //! when a promise broke, printing the seed and the fault history; the same arguments
 //! replay the same schedule.
 //!
@@ -34,27 +36,10 @@ struct Args {
 }
 
 fn parse_kind(name: &str) -> Result<FaultKind, String> {
-    FaultKind::ALL
-        .into_iter()
-        .find(|k| kebab(&format!("{k:?}")) == name)
-        .ok_or_else(|| {
-            let known: Vec<String> = FaultKind::ALL
-                .iter()
-                .map(|k| kebab(&format!("{k:?}")))
-                .collect();
-            format!("unknown fault kind '{name}'; known: {}", known.join(", "))
-        })
-}
-
-fn kebab(camel: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in camel.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('-');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
+    FaultKind::from_flag(name).ok_or_else(|| {
+        let known: Vec<String> = FaultKind::ALL.iter().map(|k| k.flag()).collect();
+        format!("unknown fault kind '{name}'; known: {}", known.join(", "))
+    })
 }
 
 #[tokio::main]

@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams};
 
 use super::invariants::Checker;
 use super::plan::Fault;
-use super::workloads::{self, Workload};
+use super::pool::Pool;
+use super::process_faults;
+use super::workloads::{self, STATEFUL, Workload};
 use crate::TestContext;
 use crate::controlplane::{self, CONTROL_PLANE, SYSTEM_NAMESPACE};
 use crate::test_nodes;
@@ -23,6 +26,7 @@ pub struct Targets<'a> {
     pub ctx: &'a TestContext,
     pub workloads: &'a [Workload],
     pub nodes: &'a [String],
+    pub pool: &'a Pool,
     pub checker: &'a Arc<Mutex<Checker>>,
     pub images: [&'a str; 2],
 }
@@ -62,7 +66,62 @@ pub async fn inject(targets: &Targets<'_>, fault: &Fault) -> Result<String> {
             workloads::set_image(ctx, workload, next).await?;
             Ok(format!("edited {} to {next} mid-rollout", workload.name()))
         }
+        Fault::RestartApiserver => process_faults::restart_apiserver(ctx).await,
+        Fault::KillAgent { node, seconds } => {
+            process_faults::kill_agent(targets.pool, *node, *seconds).await
+        }
+        Fault::DeletePvc { pick: which } => delete_claim(ctx, *which).await,
+        Fault::DropWebhookEndpoints => drop_webhook_endpoints(ctx).await,
     }
+}
+
+/// The Service in front of the control plane's admission webhooks.
+const WEBHOOK_SERVICE: &str = "stevedore-controlplane-webhook";
+
+async fn drop_webhook_endpoints(ctx: &TestContext) -> Result<String> {
+    let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
+    let selector = format!("kubernetes.io/service-name={WEBHOOK_SERVICE}");
+    let found = slices
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    if found.is_empty() {
+        return Ok(format!("{WEBHOOK_SERVICE} had no EndpointSlice to drop"));
+    }
+    let mut names = Vec::new();
+    for slice in found {
+        slices
+            .delete(&slice.name_any(), &DeleteParams::default())
+            .await?;
+        names.push(slice.name_any());
+    }
+    Ok(format!("dropped the webhook's EndpointSlices {names:?}"))
+}
+
+/// Deletes a claim of a live StatefulSet ordinal (`data-sts-N` of a pod that is not
+/// terminating). Kubernetes keeps it (its protection finalizer) until the pod is gone.
+async fn delete_claim(ctx: &TestContext, which: u64) -> Result<String> {
+    let pods = ctx.api::<Pod>();
+    let selector = format!("app={STATEFUL}");
+    let mut live: Vec<String> = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.name_any())
+        .collect();
+    live.sort();
+    let Some(pod) = pick(&live, which) else {
+        return Ok(format!("{STATEFUL} has no live pod whose claim to delete"));
+    };
+    let claim = format!("data-{pod}");
+    let claims = ctx.api::<PersistentVolumeClaim>();
+    if claims.get_opt(&claim).await?.is_none() {
+        return Ok(format!("{pod} has no claim {claim}"));
+    }
+    claims.delete(&claim, &DeleteParams::default()).await?;
+    Ok(format!("deleted claim {claim} of live pod {pod}"))
 }
 
 /// The other of the two images (the first when `now` is neither).
@@ -104,7 +163,7 @@ async fn kill_standby(ctx: &TestContext) -> Result<String> {
     Ok(format!("killed standby {} (pid {pid})", standby.name_any()))
 }
 
-fn signal(name: &str, pid: u32) -> Result<()> {
+pub fn signal(name: &str, pid: u32) -> Result<()> {
     let status = Command::new("kill")
         .args([format!("-{name}"), pid.to_string()])
         .status()?;

@@ -10,7 +10,11 @@
 //!   behind ours), so a race of a few hundred milliseconds is not reported.
 //! - **identity**: no two live pods of one CloneSet share an instance id, nor of one
 //!   StatefulSet an ordinal.
+//! - **PodUnavailableBudget**: the same count over the pods a budget selects, against the
+//!   budget's own `maxUnavailable` (tighter than the set's, so the budget is what holds).
 //! - **one per node**: no two running pods of one BroadcastJob on one node.
+//! - **Forbid**: no two runs (Jobs) of a `concurrencyPolicy: Forbid` cron with running pods
+//!   at once.
 //! - **ownership**: no live pod that carries a set's labels lacks a controller owner.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +27,17 @@ pub enum SetKind {
     DaemonSet,
     /// Its pods are checked for one running pod per node.
     BroadcastJob,
+    /// An AdvancedCronJob with `concurrencyPolicy: Forbid`: its pods (of its runs) are
+    /// checked for one running run at a time.
+    ForbidCron,
+}
+
+/// A PodUnavailableBudget the harness created over the pods of set `app`.
+#[derive(Clone, Debug)]
+pub struct BudgetRule {
+    pub name: String,
+    pub app: String,
+    pub max_unavailable: i32,
 }
 
 /// A workload the harness created: its pods carry `app: <name>`.
@@ -43,6 +58,8 @@ pub struct PodView {
     pub app: Option<String>,
     /// The kind of its controller owner reference, if it has one.
     pub owner_kind: Option<String>,
+    /// The name of its controller owner (for a cron's pods: the run).
+    pub owner_name: Option<String>,
     /// `apps.kruise.io/cloneset-instance-id`.
     pub instance_id: Option<String>,
     /// `apps.kubernetes.io/pod-index`.
@@ -64,6 +81,18 @@ pub struct Violation {
     pub detail: String,
 }
 
+/// What of a set is down besides the pod going.
+struct Down {
+    unready: Vec<String>,
+    missing: i32,
+}
+
+impl Down {
+    fn count(&self) -> i32 {
+        i32::try_from(self.unready.len()).unwrap_or(i32::MAX) + self.missing
+    }
+}
+
 struct Tracked {
     view: PodView,
     /// Since when the live pod has not been ready.
@@ -72,6 +101,7 @@ struct Tracked {
 
 pub struct Checker {
     rules: Vec<SetRule>,
+    budgets: Vec<BudgetRule>,
     pods: BTreeMap<String, Tracked>,
     harness_deleted: BTreeSet<String>,
     /// Per set, when a pod of it last stopped being live.
@@ -85,6 +115,7 @@ impl Checker {
     pub fn new(rules: Vec<SetRule>, grace: Duration) -> Self {
         Self {
             rules,
+            budgets: Vec::new(),
             pods: BTreeMap::new(),
             harness_deleted: BTreeSet::new(),
             live_dropped_at: BTreeMap::new(),
@@ -107,6 +138,11 @@ impl Checker {
     /// A workload created during the run (a job) joins the checked ones.
     pub fn add_rule(&mut self, rule: SetRule) {
         self.rules.push(rule);
+    }
+
+    /// A budget the harness created joins the checked ones.
+    pub fn add_budget(&mut self, budget: BudgetRule) {
+        self.budgets.push(budget);
     }
 
     /// A pod was added or changed. Returns the promises this event breaks, each once.
@@ -189,28 +225,72 @@ impl Checker {
             .filter(move |t| !t.view.terminating && t.view.app.as_deref() == Some(app))
     }
 
-    /// The pod `uid` (still tracked as live) is going: was that within maxUnavailable?
-    fn check_disruption(&self, at: Duration, uid: &str) -> Option<Violation> {
-        let going = &self.pods.get(uid)?.view;
-        let app = going.app.as_deref()?;
-        let rule = self.rule_of(app)?;
+    /// The pod `uid` (still tracked as live) is going: was that within the set's
+    /// maxUnavailable, and within the budgets over it?
+    fn check_disruption(&self, at: Duration, uid: &str) -> Vec<Violation> {
+        let Some(going) = self.pods.get(uid).map(|t| &t.view) else {
+            return Vec::new();
+        };
+        let Some(app) = going.app.as_deref() else {
+            return Vec::new();
+        };
+        let Some(rule) = self.rule_of(app) else {
+            return Vec::new();
+        };
         let counted = matches!(rule.kind, SetKind::CloneSet | SetKind::StatefulSet);
-        if !counted || !going.ready || going.owner_kind.is_none() {
-            return None;
+        let voluntary = going.ready && going.owner_kind.is_some();
+        if !counted || !voluntary || self.harness_deleted.contains(uid) {
+            return Vec::new();
         }
-        if self.harness_deleted.contains(uid) {
-            return None;
-        }
+        let Some(down) = self.unavailable_besides(at, rule, uid) else {
+            return Vec::new(); // a surplus pod (scale-down, surge) is not a disruption
+        };
+        let own = (
+            "maxUnavailable",
+            format!("maxUnavailable {}", rule.max_unavailable),
+        );
+        let limits = std::iter::once((own, rule.max_unavailable)).chain(
+            self.budgets.iter().filter(|b| b.app == app).map(|b| {
+                let words = format!(
+                    "PodUnavailableBudget {} maxUnavailable {}",
+                    b.name, b.max_unavailable
+                );
+                (("PodUnavailableBudget", words), b.max_unavailable)
+            }),
+        );
+        limits
+            .filter(|(_, max)| down.count() + 1 > *max)
+            .map(|((rule_name, limit), _)| Violation {
+                at,
+                rule: rule_name,
+                detail: format!(
+                    "{:?} {app}: ready pod {} was taken down while {} of {} pods were \
+                     already unavailable (not ready: {:?}, missing: {}; {limit})",
+                    rule.kind,
+                    going.name,
+                    down.count(),
+                    rule.replicas,
+                    down.unready,
+                    down.missing,
+                ),
+            })
+            .collect()
+    }
+
+    /// The pods of `rule`'s set unavailable besides `uid`, once settled for the grace; None
+    /// when the set has more live pods than replicas.
+    fn unavailable_besides(&self, at: Duration, rule: &SetRule, uid: &str) -> Option<Down> {
+        let app = rule.name.as_str();
         let live: Vec<&Tracked> = self.live_of(app).collect();
         let live_count = i32::try_from(live.len()).unwrap_or(i32::MAX);
         if live_count > rule.replicas {
-            return None; // a surplus pod (scale-down, surge) is not a disruption
+            return None;
         }
         let settled = |since: Duration| at.saturating_sub(since) >= self.grace;
-        let unready: Vec<&str> = live
+        let unready: Vec<String> = live
             .iter()
             .filter(|t| t.view.uid != uid && t.unready_since.is_some_and(settled))
-            .map(|t| t.view.name.as_str())
+            .map(|t| t.view.name.clone())
             .collect();
         let hole_settled = self.live_dropped_at.get(app).is_none_or(|at| settled(*at));
         let missing = if hole_settled {
@@ -218,17 +298,7 @@ impl Checker {
         } else {
             0
         };
-        let unavailable = i32::try_from(unready.len()).unwrap_or(i32::MAX) + missing;
-        (unavailable + 1 > rule.max_unavailable).then(|| Violation {
-            at,
-            rule: "maxUnavailable",
-            detail: format!(
-                "{:?} {app}: ready pod {} was taken down while {unavailable} of {} pods were \
-                 already unavailable (not ready: {unready:?}, missing: {missing}; \
-                 maxUnavailable {})",
-                rule.kind, going.name, rule.replicas, rule.max_unavailable
-            ),
-        })
+        Some(Down { unready, missing })
     }
 
     fn check_identity(&self, at: Duration, app: &str) -> Vec<Violation> {
@@ -236,9 +306,9 @@ impl Checker {
         let mut instance_ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut ordinals: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut running_on: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        let is_job = self
-            .rule_of(app)
-            .is_some_and(|r| r.kind == SetKind::BroadcastJob);
+        let kind = self.rule_of(app).map(|r| r.kind);
+        let is_job = kind == Some(SetKind::BroadcastJob);
+        let mut runs: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for tracked in self.live_of(app) {
             let view = &tracked.view;
             if view.owner_kind.is_none() && self.rule_of(app).is_some() {
@@ -257,6 +327,20 @@ impl Checker {
             if let (true, false, Some(node)) = (is_job, view.finished, &view.node) {
                 running_on.entry(node).or_default().push(&view.name);
             }
+            let is_cron = kind == Some(SetKind::ForbidCron);
+            if let (true, false, Some(run)) = (is_cron, view.finished, &view.owner_name) {
+                runs.entry(run).or_default().push(&view.name);
+            }
+        }
+        if runs.len() > 1 {
+            found.push(Violation {
+                at,
+                rule: "Forbid",
+                detail: format!(
+                    "cron {app} (concurrencyPolicy Forbid) has {} runs active at once: {runs:?}",
+                    runs.len()
+                ),
+            });
         }
         let shared = |what: &str, map: BTreeMap<&str, Vec<&str>>| {
             map.into_iter()

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use super::invariants::{Checker, PodView, SetKind, SetRule, Violation};
+use super::invariants::{BudgetRule, Checker, PodView, SetKind, SetRule, Violation};
 
 const GRACE: Duration = Duration::from_secs(2);
 
@@ -24,6 +24,7 @@ fn pod(uid: &str, ready: bool) -> PodView {
         name: format!("web-{uid}"),
         app: Some("web".into()),
         owner_kind: Some("CloneSet".into()),
+        owner_name: Some("web".into()),
         instance_id: Some(uid.into()),
         ordinal: None,
         terminating: false,
@@ -223,4 +224,84 @@ fn two_running_pods_of_one_job_on_one_node_are_reported_and_a_finished_one_is_no
         "{}",
         found[0].detail
     );
+}
+
+#[test]
+fn a_budget_tighter_than_the_sets_max_unavailable_is_what_holds_and_is_reported_by_name() {
+    let rule = SetRule {
+        kind: SetKind::CloneSet,
+        name: "web".into(),
+        replicas: 3,
+        max_unavailable: 2,
+    };
+    let budgeted = || {
+        let mut c = Checker::new(vec![rule.clone()], GRACE);
+        c.add_budget(BudgetRule {
+            name: "web-pub".into(),
+            app: "web".into(),
+            max_unavailable: 1,
+        });
+        for uid in ["a", "b", "c"] {
+            c.observe(secs(0), pod(uid, true));
+        }
+        c
+    };
+    let in_place = |uid: &str| PodView {
+        ready: false,
+        in_place_pending: true,
+        ..pod(uid, true)
+    };
+    // One at a time: within both.
+    let mut c = budgeted();
+    assert!(c.observe(secs(10), in_place("a")).is_empty());
+    c.observe(secs(12), pod("a", true));
+    assert!(c.observe(secs(20), in_place("b")).is_empty());
+    // Two at once: within the set's 2, over the budget's 1.
+    let mut c = budgeted();
+    c.observe(secs(10), in_place("a"));
+    let found = c.observe(secs(20), terminating("b"));
+    assert_eq!(rules(&found), ["PodUnavailableBudget"]);
+    assert!(found[0].detail.contains("web-pub"), "{}", found[0].detail);
+    // A budget over another set does not count here.
+    let mut c = Checker::new(vec![rule.clone()], GRACE);
+    c.add_budget(BudgetRule {
+        name: "other".into(),
+        app: "other".into(),
+        max_unavailable: 1,
+    });
+    for uid in ["a", "b", "c"] {
+        c.observe(secs(0), pod(uid, true));
+    }
+    c.observe(secs(10), in_place("a"));
+    assert!(c.observe(secs(20), terminating("b")).is_empty());
+}
+
+#[test]
+fn two_runs_of_a_forbid_cron_running_at_once_are_reported_and_a_finished_one_is_not() {
+    let mut c = Checker::new(Vec::new(), GRACE);
+    c.add_rule(SetRule {
+        kind: SetKind::ForbidCron,
+        name: "web".into(),
+        replicas: 1,
+        max_unavailable: 1,
+    });
+    let run_pod = |uid: &str, run: &str, finished: bool| PodView {
+        owner_kind: Some("Job".into()),
+        owner_name: Some(run.into()),
+        instance_id: None,
+        finished,
+        ..pod(uid, !finished)
+    };
+    assert!(c.observe(secs(0), run_pod("a", "web-1", false)).is_empty());
+    // A second pod of the same run (its first deleted, say) is one run.
+    assert!(c.observe(secs(1), run_pod("b", "web-1", false)).is_empty());
+    assert!(c.observe(secs(2), run_pod("a", "web-1", true)).is_empty());
+    assert!(c.observe(secs(2), run_pod("b", "web-1", true)).is_empty());
+    assert!(
+        c.observe(secs(60), run_pod("c", "web-2", false)).is_empty(),
+        "the last run finished"
+    );
+    let found = c.observe(secs(61), run_pod("d", "web-3", false));
+    assert_eq!(rules(&found), ["Forbid"]);
+    assert!(found[0].detail.contains("web-2"), "{}", found[0].detail);
 }

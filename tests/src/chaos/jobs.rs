@@ -7,8 +7,8 @@ use anyhow::{Context as _, Result};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
+use super::pool::Placement;
 use crate::TestContext;
-use crate::test_nodes;
 
 pub fn resource() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(
@@ -27,11 +27,11 @@ pub fn name(n: usize) -> String {
     format!("bj-{n}")
 }
 
-pub fn manifest(ctx: &TestContext, name: &str, image: &str) -> Value {
+pub fn manifest(namespace: &str, placement: &Placement, name: &str, image: &str) -> Value {
     json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "BroadcastJob",
-        "metadata": { "name": name, "namespace": ctx.namespace },
+        "metadata": { "name": name, "namespace": namespace },
         "spec": {
             "completionPolicy": { "type": "Always" },
             "template": {
@@ -42,8 +42,8 @@ pub fn manifest(ctx: &TestContext, name: &str, image: &str) -> Value {
                 "spec": {
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 0,
-                    "nodeSelector": test_nodes::node_selector(ctx),
-                    "tolerations": test_nodes::tolerations(ctx),
+                    "nodeSelector": placement.node_selector(),
+                    "tolerations": placement.tolerations(),
                     "containers": [{ "name": "task", "image": image }],
                 },
             },
@@ -51,8 +51,14 @@ pub fn manifest(ctx: &TestContext, name: &str, image: &str) -> Value {
     })
 }
 
-pub async fn launch(ctx: &TestContext, name: &str, image: &str) -> Result<()> {
-    let object: DynamicObject = serde_json::from_value(manifest(ctx, name, image))?;
+pub async fn launch(
+    ctx: &TestContext,
+    placement: &Placement,
+    name: &str,
+    image: &str,
+) -> Result<()> {
+    let object: DynamicObject =
+        serde_json::from_value(manifest(&ctx.namespace, placement, name, image))?;
     api(ctx)
         .create(&PostParams::default(), &object)
         .await

@@ -23,10 +23,19 @@ pub enum FaultKind {
     DeleteRevision,
     /// A user's edit of the template in the middle of a rollout (a new revision).
     UserEdit,
+    /// kube-apiserver stopped (SIGTERM) and started again with the same arguments.
+    RestartApiserver,
+    /// A simulated node's agent killed (SIGKILL) and started again.
+    KillAgent,
+    /// A claim of a live StatefulSet ordinal deleted behind its controller's back.
+    DeletePvc,
+    /// The control plane webhook Service's EndpointSlices deleted (Kubernetes makes them
+    /// again).
+    DropWebhookEndpoints,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::KillLeader,
         FaultKind::KillStandby,
         FaultKind::PauseEtcd,
@@ -34,15 +43,37 @@ impl FaultKind {
         FaultKind::DeletePod,
         FaultKind::DeleteRevision,
         FaultKind::UserEdit,
+        FaultKind::RestartApiserver,
+        FaultKind::KillAgent,
+        FaultKind::DeletePvc,
+        FaultKind::DropWebhookEndpoints,
     ];
+
+    /// The kind's name on the command line: `KillLeader` is `kill-leader`.
+    pub fn flag(self) -> String {
+        let mut out = String::new();
+        for (i, c) in format!("{self:?}").chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        out
+    }
+
+    /// The kind named `flag` on the command line.
+    pub fn from_flag(flag: &str) -> Option<FaultKind> {
+        Self::ALL.into_iter().find(|k| k.flag() == flag)
+    }
 
     /// How often the kind is drawn relative to the others: the faults that take the
     /// whole control plane away for a lease's length are rarer than the ones on one pod.
     fn weight(self) -> u64 {
         match self {
             FaultKind::KillLeader | FaultKind::KillStandby | FaultKind::PauseEtcd => 1,
-            FaultKind::DeleteRevision => 1,
-            FaultKind::NodeNotReady | FaultKind::UserEdit => 2,
+            FaultKind::RestartApiserver => 1,
+            FaultKind::DeleteRevision | FaultKind::DeletePvc | FaultKind::DropWebhookEndpoints => 1,
+            FaultKind::NodeNotReady | FaultKind::UserEdit | FaultKind::KillAgent => 2,
             FaultKind::DeletePod => 3,
         }
     }
@@ -59,6 +90,10 @@ pub enum Fault {
     DeletePod { set: usize, pick: u64 },
     DeleteRevision { set: usize, pick: u64 },
     UserEdit { set: usize },
+    RestartApiserver,
+    KillAgent { node: usize, seconds: u64 },
+    DeletePvc { pick: u64 },
+    DropWebhookEndpoints,
 }
 
 impl Fault {
@@ -71,6 +106,10 @@ impl Fault {
             Fault::DeletePod { .. } => FaultKind::DeletePod,
             Fault::DeleteRevision { .. } => FaultKind::DeleteRevision,
             Fault::UserEdit { .. } => FaultKind::UserEdit,
+            Fault::RestartApiserver => FaultKind::RestartApiserver,
+            Fault::KillAgent { .. } => FaultKind::KillAgent,
+            Fault::DeletePvc { .. } => FaultKind::DeletePvc,
+            Fault::DropWebhookEndpoints => FaultKind::DropWebhookEndpoints,
         }
     }
 }
@@ -87,6 +126,14 @@ impl fmt::Display for Fault {
                 write!(f, "delete a revision of set {set} (pick {pick})")
             }
             Fault::UserEdit { set } => write!(f, "user edit of set {set}"),
+            Fault::RestartApiserver => write!(f, "restart the apiserver"),
+            Fault::KillAgent { node, seconds } => {
+                write!(f, "kill the agent of node {node} for {seconds} s")
+            }
+            Fault::DeletePvc { pick } => {
+                write!(f, "delete a claim of the StatefulSet (pick {pick})")
+            }
+            Fault::DropWebhookEndpoints => write!(f, "drop the webhook's endpoints"),
         }
     }
 }
@@ -160,5 +207,14 @@ fn fault_of(kind: FaultKind, rng: &mut Rng, shape: &Shape) -> Fault {
             pick: rng.next_u64(),
         },
         FaultKind::UserEdit => Fault::UserEdit { set },
+        FaultKind::RestartApiserver => Fault::RestartApiserver,
+        FaultKind::KillAgent => Fault::KillAgent {
+            node,
+            seconds: rng.between(1, 6),
+        },
+        FaultKind::DeletePvc => Fault::DeletePvc {
+            pick: rng.next_u64(),
+        },
+        FaultKind::DropWebhookEndpoints => Fault::DropWebhookEndpoints,
     }
 }

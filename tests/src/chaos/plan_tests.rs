@@ -29,11 +29,14 @@ fn every_enabled_kind_is_drawn_in_its_proportion_and_no_other() {
         *counts.entry(step.fault.kind()).or_default() += 1;
     }
     assert_eq!(counts.len(), FaultKind::ALL.len(), "{counts:?}");
-    // Weight 3 of 12 for pod deletions, 1 of 12 for a leader kill.
+    // Weight 3 of 17 for pod deletions (≈ 353), 1 of 17 for a leader kill (≈ 118), 2 of
+    // 17 for an agent kill (≈ 235).
     let deletes = counts[&FaultKind::DeletePod];
     let kills = counts[&FaultKind::KillLeader];
-    assert!((400..600).contains(&deletes), "{counts:?}");
-    assert!((100..240).contains(&kills), "{counts:?}");
+    let agents = counts[&FaultKind::KillAgent];
+    assert!((280..430).contains(&deletes), "{counts:?}");
+    assert!((70..170).contains(&kills), "{counts:?}");
+    assert!((170..300).contains(&agents), "{counts:?}");
 
     let only = plan(1, &shape(300, &[FaultKind::DeletePod, FaultKind::UserEdit]));
     assert!(
@@ -49,10 +52,17 @@ fn targets_and_waits_stay_within_the_shape() {
         assert!((1_000..=3_000).contains(&gap), "{step:?}");
         match step.fault {
             Fault::NodeNotReady { node } => assert!(node < 4),
+            Fault::KillAgent { node, seconds } => {
+                assert!(node < 4 && (1..=6).contains(&seconds), "{step:?}");
+            }
             Fault::DeletePod { set, .. } | Fault::DeleteRevision { set, .. } => assert!(set < 3),
             Fault::UserEdit { set } => assert!(set < 3),
             Fault::PauseEtcd { seconds } => assert!((1..=4).contains(&seconds)),
-            Fault::KillLeader | Fault::KillStandby => {}
+            Fault::KillLeader
+            | Fault::KillStandby
+            | Fault::RestartApiserver
+            | Fault::DeletePvc { .. }
+            | Fault::DropWebhookEndpoints => {}
         }
     }
 }
@@ -60,4 +70,18 @@ fn targets_and_waits_stay_within_the_shape() {
 #[test]
 fn no_enabled_kind_means_no_fault() {
     assert!(plan(1, &shape(10, &[])).is_empty());
+}
+
+#[test]
+fn every_kind_has_a_command_line_name_that_finds_it_again() {
+    assert_eq!(FaultKind::KillLeader.flag(), "kill-leader");
+    assert_eq!(
+        FaultKind::DropWebhookEndpoints.flag(),
+        "drop-webhook-endpoints"
+    );
+    assert_eq!(FaultKind::DeletePvc.flag(), "delete-pvc");
+    for kind in FaultKind::ALL {
+        assert_eq!(FaultKind::from_flag(&kind.flag()), Some(kind));
+    }
+    assert_eq!(FaultKind::from_flag("kill-everything"), None);
 }

@@ -1,29 +1,29 @@
-//! One chaos run: the run's nodes and workloads, a watch feeding the checkers, a roller
-//! that starts a new rollout of each workload as soon as its last one finished, the
-//! schedule's faults, then a bounded wait for every workload to finish its rollout.
+//! One chaos run: the run's simulated nodes with agents and its workloads, a watch feeding
+//! the checkers, the runners ([`super::runners`]) rolling the workloads and making jobs,
+//! pulls and recreate requests, the schedule's faults, then one deadline for everything
+//! to finish ([`super::settle`]).
 
-use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt as _;
-use kube::api::Api;
-use kube::runtime::WatchStreamExt as _;
-use kube::runtime::watcher::{self, Event};
+use k8s_openapi::jiff::Timestamp;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::faults::{self, Targets, lock};
-use super::invariants::{Checker, PodView, SetKind, SetRule, Violation};
-use super::jobs;
+use super::invariants::{Checker, Violation};
+use super::memory::{self, Peak};
 use super::plan::{FaultKind, Shape, plan};
+use super::pool::Pool;
+use super::runners::{self, Counters};
+use super::settle::{self, Leftovers};
+use super::watch::watch_pods;
 use super::workloads::{self, Workload};
+use super::{cron, recreate};
 use crate::TestContext;
-use crate::test_nodes::{self, TestNode};
 
 /// How long a pod must have been unavailable before the checkers count it (the
 /// controller's watch may be this far behind the harness's).
@@ -31,13 +31,16 @@ const GRACE: Duration = Duration::from_secs(2);
 /// How long a single fault may take before the run goes on without it.
 const FAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const NODES: usize = 3;
+/// The CloneSet whose pods get ContainerRecreateRequests, and how often.
+const RECREATED: &str = "clone";
+const RECREATE_EVERY: Duration = Duration::from_secs(4);
 
 #[derive(Clone, Debug)]
 pub struct Options {
     pub seed: u64,
     pub faults: usize,
     pub mean_gap: Duration,
-    /// How long the workloads may take to finish their rollouts after the last fault.
+    /// How long everything may take to finish after the last fault.
     pub settle: Duration,
     pub kinds: Vec<FaultKind>,
 }
@@ -47,12 +50,20 @@ pub struct Report {
     pub options: Options,
     pub faults: usize,
     pub rollouts: usize,
-    /// BroadcastJobs that completed.
-    pub jobs: usize,
+    pub broadcast_jobs: usize,
+    pub pull_jobs: usize,
+    pub cron_runs: usize,
+    /// ContainerRecreateRequests made, and how many of them ended properly.
+    pub recreate_requests: usize,
+    pub recreates_ended: usize,
+    /// Why the apiserver refused the last request it refused, if it did.
+    pub recreate_refused: Option<String>,
+    /// The control plane leader's highest resident set seen.
+    pub memory: Option<Peak>,
     /// Distinct pods the checkers watched.
     pub pods_seen: usize,
     pub violations: Vec<Violation>,
-    /// The workloads that had not finished their rollout `settle` after the last fault.
+    /// What had not finished `settle` after the last fault.
     pub stuck: Vec<String>,
     pub history: Vec<String>,
     pub took: Duration,
@@ -67,19 +78,30 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let o = &self.options;
+        let memory = self.memory.as_ref().map_or("not sampled".to_owned(), |p| {
+            format!("peak {} MiB ({})", p.kib / 1024, p.pod)
+        });
         writeln!(
             f,
-            "chaos seed {}: {} faults, {} rollouts and {} BroadcastJobs completed, {} pods \
-             watched, {} violations, {} stuck, in {:.0?}",
+            "chaos seed {}: {} faults; completed {} rollouts, {} BroadcastJobs, {} \
+             ImagePullJobs, {} cron runs, {} of {} ContainerRecreateRequests; {} pods \
+             watched; control plane memory {memory}; {} violations, {} stuck, in {:.0?}",
             o.seed,
             self.faults,
             self.rollouts,
-            self.jobs,
+            self.broadcast_jobs,
+            self.pull_jobs,
+            self.cron_runs,
+            self.recreates_ended,
+            self.recreate_requests,
             self.pods_seen,
             self.violations.len(),
             self.stuck.len(),
             self.took
         )?;
+        if let Some(why) = &self.recreate_refused {
+            writeln!(f, "last ContainerRecreateRequest refused: {why}")?;
+        }
         for line in &self.history {
             writeln!(f, "  {line}")?;
         }
@@ -89,46 +111,129 @@ impl fmt::Display for Report {
         for s in &self.stuck {
             writeln!(f, "STUCK {s}")?;
         }
+        let kinds: Vec<String> = o.kinds.iter().map(|k| k.flag()).collect();
         write!(
             f,
-            "replay: cargo run -p stevedore-tests --bin chaos -- --seed {} --faults {} --gap-ms {}",
+            "replay: cargo run -p stevedore-tests --bin chaos -- --seed {} --faults {} \
+             --gap-ms {} --settle-secs {} --kinds {}",
             o.seed,
             o.faults,
-            o.mean_gap.as_millis()
+            o.mean_gap.as_millis(),
+            o.settle.as_secs(),
+            kinds.join(",")
         )
     }
 }
 
 pub async fn run(ctx: &TestContext, options: &Options) -> Result<Report> {
     let started = Instant::now();
-    let mut nodes = Vec::new();
-    for i in 0..NODES {
-        let name = format!("{}-n{i}", ctx.namespace);
-        test_nodes::create(ctx, &name, TestNode::default()).await?;
-        nodes.push(name);
-    }
-    let outcome = run_on(ctx, options, &nodes, started).await;
-    test_nodes::delete(ctx, &nodes).await;
-    outcome
+    let pool = tokio::task::block_in_place(|| Pool::up(ctx, NODES))?;
+    run_on(ctx, options, &pool, started).await
 }
 
-async fn run_on(
-    ctx: &TestContext,
-    options: &Options,
-    nodes: &[String],
-    started: Instant,
-) -> Result<Report> {
-    let images = [ctx.cluster.image("web:v1"), ctx.cluster.image("web:v2")];
-    let sets = workloads::workloads(i32::try_from(nodes.len())?);
+/// The run's objects, made before the first fault; Err when they never came up.
+async fn set_up(ctx: &TestContext, pool: &Pool, images: &[String; 2]) -> Result<Vec<Workload>> {
+    let sets = workloads::workloads(i32::try_from(NODES)?);
+    workloads::create_budget(ctx, &workloads::budget()).await?;
     for workload in &sets {
-        workloads::create(ctx, workload, &images[0]).await?;
+        workloads::create(ctx, &pool.placement, workload, &images[0]).await?;
     }
-    let stuck = wait_rolled_out(ctx, &sets, Duration::from_secs(120)).await?;
+    cron::create(ctx, &pool.placement, &images[0]).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let stuck = settle::wait_for(deadline, || settle::not_rolled_out(ctx, &sets)).await;
     if !stuck.is_empty() {
         bail!("the workloads never came up: {stuck:?}");
     }
-    let rules = sets.iter().map(|w| w.rule.clone()).collect();
-    let checker = Arc::new(Mutex::new(Checker::new(rules, GRACE)));
+    Ok(sets)
+}
+
+/// The tasks running beside the faults.
+struct Running {
+    stop: CancellationToken,
+    counters: Arc<Counters>,
+    broadcast: JoinHandle<Option<String>>,
+    pulls: JoinHandle<Option<String>>,
+    others: Vec<JoinHandle<()>>,
+}
+
+fn start_runners(
+    ctx: &TestContext,
+    pool: &Pool,
+    sets: &[Workload],
+    checker: &Arc<Mutex<Checker>>,
+    images: &[String; 2],
+) -> Running {
+    let stop = CancellationToken::new();
+    let counters = Arc::new(Counters::default());
+    let placement = &pool.placement;
+    let broadcast = tokio::spawn(runners::run_jobs(
+        ctx.clone(),
+        placement.clone(),
+        checker.clone(),
+        images[0].clone(),
+        NODES,
+        stop.clone(),
+        counters.clone(),
+    ));
+    let pulls = tokio::spawn(runners::run_pulls(
+        ctx.clone(),
+        placement.clone(),
+        images.clone(),
+        stop.clone(),
+        counters.clone(),
+    ));
+    let roller = runners::roll(
+        ctx.clone(),
+        sets.to_vec(),
+        images.clone(),
+        stop.clone(),
+        counters.clone(),
+    );
+    let recreates = runners::run_recreates(
+        ctx.clone(),
+        RECREATED.to_owned(),
+        RECREATE_EVERY,
+        stop.clone(),
+        counters.clone(),
+    );
+    Running {
+        stop,
+        counters,
+        broadcast,
+        pulls,
+        others: vec![tokio::spawn(roller), tokio::spawn(recreates)],
+    }
+}
+
+impl Running {
+    /// Stops the runners; what they left unfinished.
+    async fn stop(self, faults_ended: Timestamp) -> (Leftovers, Arc<Counters>) {
+        self.stop.cancel();
+        for runner in self.others {
+            let _ = runner.await;
+        }
+        let leftovers = Leftovers {
+            broadcast_job: self.broadcast.await.ok().flatten(),
+            pull_job: self.pulls.await.ok().flatten(),
+            faults_ended,
+        };
+        (leftovers, self.counters)
+    }
+}
+
+/// The checkers, fed by a watch of the namespace's pods.
+struct Watching {
+    checker: Arc<Mutex<Checker>>,
+    violations: Arc<Mutex<Vec<Violation>>>,
+    watch: JoinHandle<()>,
+}
+
+fn start_watch(ctx: &TestContext, sets: &[Workload], started: Instant) -> Watching {
+    let mut rules: Vec<_> = sets.iter().map(|w| w.rule.clone()).collect();
+    rules.push(cron::rule());
+    let mut checker = Checker::new(rules, GRACE);
+    checker.add_budget(workloads::budget());
+    let checker = Arc::new(Mutex::new(checker));
     let violations = Arc::new(Mutex::new(Vec::new()));
     let watch = tokio::spawn(watch_pods(
         ctx.api::<Pod>(),
@@ -136,49 +241,65 @@ async fn run_on(
         violations.clone(),
         started,
     ));
-    let stop = CancellationToken::new();
-    let rollouts = Arc::new(AtomicUsize::new(0));
-    let jobs_done = Arc::new(AtomicUsize::new(0));
-    let job_runner = tokio::spawn(run_jobs(
-        ctx.clone(),
-        checker.clone(),
-        images[0].clone(),
-        nodes.len(),
-        stop.clone(),
-        jobs_done.clone(),
-    ));
-    let roller = tokio::spawn(roll(
-        ctx.clone(),
-        sets.clone(),
-        images.clone(),
-        stop.clone(),
-        rollouts.clone(),
-    ));
+    Watching {
+        checker,
+        violations,
+        watch,
+    }
+}
 
+async fn run_on(
+    ctx: &TestContext,
+    options: &Options,
+    pool: &Pool,
+    started: Instant,
+) -> Result<Report> {
+    let images = [ctx.cluster.image("web:v1"), ctx.cluster.image("web:v2")];
+    let sets = set_up(ctx, pool, &images).await?;
+    let watching = start_watch(ctx, &sets, started);
+    let memory_stop = CancellationToken::new();
+    let sampler = tokio::spawn(runners::sample_memory(
+        ctx.clone(),
+        started,
+        memory_stop.clone(),
+    ));
+    let running = start_runners(ctx, pool, &sets, &watching.checker, &images);
+    let nodes = pool.nodes();
     let targets = Targets {
         ctx,
         workloads: &sets,
-        nodes,
-        checker: &checker,
+        nodes: &nodes,
+        pool,
+        checker: &watching.checker,
         images: [&images[0], &images[1]],
     };
     let history = inject_all(&targets, options, started).await;
-    stop.cancel();
-    let _ = roller.await;
-    let last_job = job_runner.await.ok().flatten();
-    let mut stuck = wait_rolled_out(ctx, &sets, options.settle).await?;
-    if let Some(job) = last_job {
-        stuck.extend(wait_job(ctx, &job, options.settle).await);
-    }
+    let deadline = Instant::now() + options.settle;
+    let (leftovers, counters) = running.stop(Timestamp::now()).await;
+    let stuck = settle::settle(ctx, &sets, &nodes, &leftovers, deadline).await;
     tokio::time::sleep(GRACE).await; // the watch's last events
-    watch.abort();
-    let violations = lock(&violations)?.clone();
-    let pods_seen = lock(&checker)?.pods_seen();
+    watching.watch.abort();
+    memory_stop.cancel();
+    let peak = sampler.await.ok().flatten();
+    let mut violations = lock(&watching.violations)?.clone();
+    violations.extend(
+        peak.as_ref()
+            .and_then(|p| memory::over_bound(p, memory::BOUND_KIB)),
+    );
+    let (_, recreates_ended) = recreate::check_all(ctx).await.unwrap_or_default();
+    let cron_runs = cron::runs(ctx).await.map_or(0, |r| cron::completed(&r));
+    let pods_seen = lock(&watching.checker)?.pods_seen();
     Ok(Report {
         options: options.clone(),
         faults: history.len(),
-        rollouts: rollouts.load(Ordering::Relaxed),
-        jobs: jobs_done.load(Ordering::Relaxed),
+        rollouts: Counters::get(&counters.rollouts),
+        broadcast_jobs: Counters::get(&counters.broadcast_jobs),
+        pull_jobs: Counters::get(&counters.pull_jobs),
+        cron_runs,
+        recreate_requests: Counters::get(&counters.recreate_requests),
+        recreates_ended,
+        recreate_refused: lock(&counters.recreate_refused)?.clone(),
+        memory: peak,
         pods_seen,
         violations,
         stuck,
@@ -208,202 +329,4 @@ async fn inject_all(targets: &Targets<'_>, options: &Options, started: Instant) 
         history.push(format!("{at:>7.1?} #{i} {}: {outcome}", step.fault));
     }
     history
-}
-
-/// Starts a new rollout of each workload whenever its last one finished, counting the
-/// finished ones (the first state seen, the initial creation, is not a rollout).
-async fn roll(
-    ctx: TestContext,
-    sets: Vec<Workload>,
-    images: [String; 2],
-    stop: CancellationToken,
-    rollouts: Arc<AtomicUsize>,
-) {
-    let mut last: Vec<Option<i64>> = vec![None; sets.len()];
-    while !stop.is_cancelled() {
-        for (i, workload) in sets.iter().enumerate() {
-            let Ok(Some(generation)) = workloads::rolled_out_generation(&ctx, workload).await
-            else {
-                continue;
-            };
-            if last[i] == Some(generation) {
-                continue;
-            }
-            if last[i].is_some() {
-                rollouts.fetch_add(1, Ordering::Relaxed);
-            }
-            last[i] = Some(generation);
-            if let Ok(now) = workloads::current_image(&ctx, workload).await {
-                let next = faults::other_image([&images[0], &images[1]], &now);
-                let _ = workloads::set_image(&ctx, workload, next).await;
-            }
-        }
-        tokio::select! {
-            () = stop.cancelled() => {}
-            () = tokio::time::sleep(Duration::from_millis(500)) => {}
-        }
-    }
-}
-
-/// Runs BroadcastJobs one after another until `stop`; returns the last one's name if it
-/// had not completed by then.
-async fn run_jobs(
-    ctx: TestContext,
-    checker: Arc<Mutex<Checker>>,
-    image: String,
-    nodes: usize,
-    stop: CancellationToken,
-    done: Arc<AtomicUsize>,
-) -> Option<String> {
-    for n in 0.. {
-        let name = jobs::name(n);
-        if let Ok(mut checker) = lock(&checker) {
-            checker.add_rule(SetRule {
-                kind: SetKind::BroadcastJob,
-                name: name.clone(),
-                replicas: i32::try_from(nodes).unwrap_or(i32::MAX),
-                max_unavailable: 1,
-            });
-        }
-        while jobs::launch(&ctx, &name, &image).await.is_err() {
-            if stop.is_cancelled() {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        while !matches!(jobs::completed(&ctx, &name).await, Ok(true)) {
-            if stop.is_cancelled() {
-                return Some(name);
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        done.fetch_add(1, Ordering::Relaxed);
-        if stop.is_cancelled() {
-            return None;
-        }
-    }
-    None
-}
-
-/// Waits up to `timeout` for BroadcastJob `name` to complete; what it said if it did not.
-async fn wait_job(ctx: &TestContext, name: &str, timeout: Duration) -> Option<String> {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if matches!(jobs::completed(ctx, name).await, Ok(true)) {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    Some(format!("BroadcastJob {name} never completed"))
-}
-
-/// Waits up to `timeout` for every workload to be rolled out; the ones that are not, with
-/// their status.
-async fn wait_rolled_out(
-    ctx: &TestContext,
-    sets: &[Workload],
-    timeout: Duration,
-) -> Result<Vec<String>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let mut pending = Vec::new();
-        for workload in sets {
-            if !matches!(
-                workloads::rolled_out_generation(ctx, workload).await,
-                Ok(Some(_))
-            ) {
-                let status = workload
-                    .api(ctx)
-                    .get(workload.name())
-                    .await
-                    .map(|o| o.data["status"].to_string())
-                    .unwrap_or_else(|err| format!("unreadable: {err}"));
-                pending.push(format!(
-                    "{} not rolled out: status {status}",
-                    workload.name()
-                ));
-            }
-        }
-        if pending.is_empty() || Instant::now() >= deadline {
-            return Ok(pending);
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-async fn watch_pods(
-    api: Api<Pod>,
-    checker: Arc<Mutex<Checker>>,
-    violations: Arc<Mutex<Vec<Violation>>>,
-    started: Instant,
-) {
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut relisted: Option<BTreeSet<String>> = None;
-    while let Some(event) = stream.next().await {
-        let Ok(event) = event else { continue };
-        let at = started.elapsed();
-        let Ok(mut checker) = lock(&checker) else {
-            return;
-        };
-        let found = match event {
-            Event::Apply(pod) => checker.observe(at, view_of(&pod)),
-            Event::Delete(pod) => checker.forget(at, &pod.uid().unwrap_or_default()),
-            Event::Init => {
-                relisted = Some(BTreeSet::new());
-                Vec::new()
-            }
-            Event::InitApply(pod) => {
-                if let Some(seen) = relisted.as_mut() {
-                    seen.insert(pod.uid().unwrap_or_default());
-                }
-                checker.observe(at, view_of(&pod))
-            }
-            Event::InitDone => match relisted.take() {
-                Some(seen) => checker.forget_all_but(at, &seen),
-                None => Vec::new(),
-            },
-        };
-        drop(checker);
-        if let Ok(mut all) = lock(&violations) {
-            all.extend(found);
-        }
-    }
-}
-
-/// What the checkers read of a pod.
-pub fn view_of(pod: &Pod) -> PodView {
-    let labels = pod.labels();
-    let conditions = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default();
-    let has = |type_: &str, status: &str| {
-        conditions
-            .iter()
-            .any(|c| c.type_ == type_ && c.status == status)
-    };
-    PodView {
-        uid: pod.uid().unwrap_or_default(),
-        name: pod.name_any(),
-        app: labels.get("app").cloned(),
-        owner_kind: pod
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true))
-            .map(|o| o.kind.clone()),
-        instance_id: labels.get("apps.kruise.io/cloneset-instance-id").cloned(),
-        ordinal: labels.get("apps.kubernetes.io/pod-index").cloned(),
-        terminating: pod.metadata.deletion_timestamp.is_some(),
-        ready: has("Ready", "True"),
-        in_place_pending: has("InPlaceUpdateReady", "False"),
-        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-        finished: pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_some_and(|p| p == "Succeeded" || p == "Failed"),
-    }
 }

@@ -1,10 +1,9 @@
-//! The workloads a chaos run rolls: a CloneSet, an Advanced StatefulSet and an Advanced
-//! DaemonSet that recreate their pods, all with `maxUnavailable: 1`, on the run's own
-//! simulated nodes, their images flipped between two tags for every rollout. (In place
-//! needs an agent per node to flip `InPlaceUpdateReady`: the simulated nodes with agents
-//! of `deploy/local/sim-agents.sh`, a next step; the checkers already count in-place
-//! updates.) Dynamic objects, so the harness
-//! needs no API crate.
+//! The workloads a chaos run rolls on its own simulated nodes ([`super::pool`]), their
+//! images flipped between two tags for every rollout: a CloneSet, an Advanced StatefulSet
+//! (with a claim per pod) and an Advanced DaemonSet that recreate their pods with
+//! `maxUnavailable: 1`, and a CloneSet updated in place (through the nodes' agents) with
+//! `maxUnavailable: 2` under a PodUnavailableBudget of 1, so the budget is what holds it.
+//! Dynamic objects, so the harness needs no API crate.
 
 use anyhow::{Context as _, Result};
 use kube::api::{
@@ -12,15 +11,17 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use super::invariants::{SetKind, SetRule};
+use super::invariants::{BudgetRule, SetKind, SetRule};
+use super::pool::Placement;
 use crate::TestContext;
-use crate::test_nodes;
 
 /// One workload of the run.
 #[derive(Clone, Debug)]
 pub struct Workload {
     pub rule: SetRule,
     pub resource: ApiResource,
+    /// Updated in place (through the agents) rather than by recreating pods.
+    pub in_place: bool,
 }
 
 impl Workload {
@@ -37,81 +38,149 @@ fn resource(version: &str, kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("apps.kruise.io", version, kind))
 }
 
-/// The three workloads, by name `clone`, `sts` and `ds` (the DaemonSet's replicas are its
-/// nodes).
+/// The in-place CloneSet, which the run's PodUnavailableBudget covers.
+pub const IN_PLACE: &str = "inplace";
+/// The StatefulSet, whose claims the delete-pvc fault deletes.
+pub const STATEFUL: &str = "sts";
+
+/// The four workloads, by name `clone`, `sts`, `ds` and `inplace` (the DaemonSet's
+/// replicas are its nodes).
 pub fn workloads(nodes: i32) -> Vec<Workload> {
-    let rule = |kind, name: &str, replicas| SetRule {
+    let rule = |kind, name: &str, replicas, max_unavailable| SetRule {
         kind,
         name: name.into(),
         replicas,
-        max_unavailable: 1,
+        max_unavailable,
     };
+    let clone_sets = resource("v1alpha1", "CloneSet");
     vec![
         Workload {
-            rule: rule(SetKind::CloneSet, "clone", 6),
-            resource: resource("v1alpha1", "CloneSet"),
+            rule: rule(SetKind::CloneSet, "clone", 6, 1),
+            resource: clone_sets.clone(),
+            in_place: false,
         },
         Workload {
-            rule: rule(SetKind::StatefulSet, "sts", 4),
+            rule: rule(SetKind::StatefulSet, STATEFUL, 4, 1),
             resource: resource("v1beta1", "StatefulSet"),
+            in_place: false,
         },
         Workload {
-            rule: rule(SetKind::DaemonSet, "ds", nodes),
+            rule: rule(SetKind::DaemonSet, "ds", nodes, 1),
             resource: resource("v1alpha1", "DaemonSet"),
+            in_place: false,
+        },
+        Workload {
+            rule: rule(SetKind::CloneSet, IN_PLACE, 4, 2),
+            resource: clone_sets,
+            in_place: true,
         },
     ]
 }
 
-fn pod_template(ctx: &TestContext, name: &str, image: &str) -> Value {
+/// The run's PodUnavailableBudget: one pod of the in-place CloneSet at a time, tighter
+/// than the CloneSet's own `maxUnavailable`.
+pub fn budget() -> BudgetRule {
+    BudgetRule {
+        name: "inplace-budget".into(),
+        app: IN_PLACE.into(),
+        max_unavailable: 1,
+    }
+}
+
+pub fn budget_manifest(ctx: &TestContext, rule: &BudgetRule) -> Value {
+    json!({
+        "apiVersion": "policy.kruise.io/v1alpha1",
+        "kind": "PodUnavailableBudget",
+        "metadata": { "name": rule.name, "namespace": ctx.namespace },
+        "spec": {
+            "selector": { "matchLabels": { "app": rule.app } },
+            "maxUnavailable": rule.max_unavailable,
+        },
+    })
+}
+
+pub fn pod_template(placement: &Placement, name: &str, image: &str) -> Value {
     json!({
         "metadata": { "labels": { "app": name } },
         "spec": {
             "terminationGracePeriodSeconds": 0,
-            "nodeSelector": test_nodes::node_selector(ctx),
-            "tolerations": test_nodes::tolerations(ctx),
+            "nodeSelector": placement.node_selector(),
+            "tolerations": placement.tolerations(),
             "containers": [{ "name": "main", "image": image }],
         },
     })
 }
 
 /// The manifest of `workload` running `image`.
-pub fn manifest(ctx: &TestContext, workload: &Workload, image: &str) -> Value {
+pub fn manifest(namespace: &str, placement: &Placement, workload: &Workload, image: &str) -> Value {
     let name = workload.name();
-    let template = pod_template(ctx, name, image);
+    let template = pod_template(placement, name, image);
     let selector = json!({ "matchLabels": { "app": name } });
+    let max_unavailable = workload.rule.max_unavailable;
     let spec = match workload.rule.kind {
         SetKind::CloneSet => json!({
             "replicas": workload.rule.replicas, "selector": selector, "template": template,
-            "updateStrategy": { "type": "ReCreate", "maxUnavailable": 1 },
+            "updateStrategy": {
+                "type": if workload.in_place { "InPlaceIfPossible" } else { "ReCreate" },
+                "maxUnavailable": max_unavailable,
+            },
         }),
         SetKind::StatefulSet => json!({
             "replicas": workload.rule.replicas, "selector": selector, "template": template,
             "serviceName": name, "podManagementPolicy": "Parallel",
             "updateStrategy": { "type": "RollingUpdate", "rollingUpdate": {
-                "maxUnavailable": 1, "podUpdatePolicy": "ReCreate" } },
+                "maxUnavailable": max_unavailable, "podUpdatePolicy": "ReCreate" } },
+            "volumeClaimTemplates": [{
+                "metadata": { "name": "data" },
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": { "requests": { "storage": "1Mi" } },
+                },
+            }],
         }),
-        SetKind::BroadcastJob => return super::jobs::manifest(ctx, name, image),
+        SetKind::BroadcastJob => return super::jobs::manifest(namespace, placement, name, image),
+        SetKind::ForbidCron => return super::cron::manifest(namespace, placement, name, image),
         SetKind::DaemonSet => json!({
             "selector": selector, "template": template,
             "updateStrategy": { "type": "RollingUpdate", "rollingUpdate": {
-                "rollingUpdateType": "Standard", "maxUnavailable": 1 } },
+                "rollingUpdateType": "Standard", "maxUnavailable": max_unavailable } },
         }),
     };
     json!({
         "apiVersion": workload.resource.api_version,
         "kind": workload.resource.kind,
-        "metadata": { "name": name, "namespace": ctx.namespace },
+        "metadata": { "name": name, "namespace": namespace },
         "spec": spec,
     })
 }
 
-pub async fn create(ctx: &TestContext, workload: &Workload, image: &str) -> Result<()> {
-    let object: DynamicObject = serde_json::from_value(manifest(ctx, workload, image))?;
+pub async fn create(
+    ctx: &TestContext,
+    placement: &Placement,
+    workload: &Workload,
+    image: &str,
+) -> Result<()> {
+    let manifest = manifest(&ctx.namespace, placement, workload, image);
+    let object: DynamicObject = serde_json::from_value(manifest)?;
     workload
         .api(ctx)
         .create(&PostParams::default(), &object)
         .await
         .with_context(|| format!("creating {}", workload.name()))?;
+    Ok(())
+}
+
+pub async fn create_budget(ctx: &TestContext, rule: &BudgetRule) -> Result<()> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "policy.kruise.io",
+        "v1alpha1",
+        "PodUnavailableBudget",
+    ));
+    let object: DynamicObject = serde_json::from_value(budget_manifest(ctx, rule))?;
+    Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ctx.namespace, &resource)
+        .create(&PostParams::default(), &object)
+        .await
+        .with_context(|| format!("creating PodUnavailableBudget {}", rule.name))?;
     Ok(())
 }
 
@@ -175,6 +244,7 @@ pub fn rolled_out(kind: SetKind, replicas: i32, generation: i64, data: &Value) -
                 && int("readyReplicas") == want
         }
         SetKind::BroadcastJob => super::jobs::is_complete(data),
+        SetKind::ForbidCron => false,
         SetKind::DaemonSet => {
             int("desiredNumberScheduled") == want
                 && int("currentNumberScheduled") == want

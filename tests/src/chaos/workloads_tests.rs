@@ -1,7 +1,8 @@
 use serde_json::json;
 
 use super::invariants::SetKind;
-use super::workloads::rolled_out;
+use super::pool::Placement;
+use super::workloads::{IN_PLACE, STATEFUL, manifest, rolled_out, workloads};
 
 #[test]
 fn a_rollout_is_done_when_the_status_of_this_generation_says_every_pod_is_updated_and_ready() {
@@ -32,4 +33,51 @@ fn a_rollout_is_done_when_the_status_of_this_generation_says_every_pod_is_update
     for (kind, data, done) in cases {
         assert_eq!(rolled_out(kind, 3, 2, &data), done, "{kind:?} {data}");
     }
+}
+
+#[test]
+fn every_workload_is_pinned_to_the_runs_nodes_and_updated_as_its_checks_expect() {
+    let placement = Placement {
+        prefix: "chaos-7".into(),
+    };
+    for workload in workloads(3) {
+        let object = manifest("ns", &placement, &workload, "web:v1");
+        let spec = &object["spec"];
+        let pod = &spec["template"]["spec"];
+        assert_eq!(
+            pod["nodeSelector"]["stevedore.dev/simulated"], "chaos-7",
+            "{object}"
+        );
+        let tolerated = pod["tolerations"].as_array().expect("tolerations");
+        assert!(
+            tolerated.iter().any(|t| t["value"] == "chaos-7"),
+            "{object}"
+        );
+        let strategy = &spec["updateStrategy"];
+        let max = workload.rule.max_unavailable;
+        match workload.name() {
+            IN_PLACE => {
+                assert_eq!(strategy["type"], "InPlaceIfPossible");
+                assert_eq!(strategy["maxUnavailable"], max);
+            }
+            "clone" => assert_eq!(strategy["type"], "ReCreate"),
+            STATEFUL => {
+                assert_eq!(spec["volumeClaimTemplates"][0]["metadata"]["name"], "data");
+                assert_eq!(strategy["rollingUpdate"]["maxUnavailable"], max);
+            }
+            _ => assert_eq!(strategy["rollingUpdate"]["maxUnavailable"], max),
+        }
+    }
+}
+
+#[test]
+fn the_budget_is_tighter_than_the_in_place_sets_own_max_unavailable() {
+    let budget = super::workloads::budget();
+    let in_place = workloads(3)
+        .into_iter()
+        .find(|w| w.name() == IN_PLACE)
+        .expect("the in-place set");
+    assert!(in_place.in_place);
+    assert_eq!(budget.app, IN_PLACE);
+    assert!(budget.max_unavailable < in_place.rule.max_unavailable);
 }
