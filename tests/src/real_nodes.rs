@@ -118,9 +118,41 @@ pub fn node_containerd(ctx: &TestContext, node: &str) -> Result<Containerd> {
     Ok(containerd)
 }
 
-/// `skopeo copy FROM docker://TO` into the local registry (plain HTTP on both sides), for
-/// images no node holds yet; FROM is `oci:<layout>:<tag>` or `docker://<image>`.
+/// `skopeo copy FROM docker://TO` into the local registry, for images no node holds yet;
+/// FROM is `oci:<layout>:<tag>` or `docker://<image>`.
 pub async fn copy_to_registry(from: &str, to: &str) -> Result<()> {
+    copy_image(from, &format!("docker://{to}")).await
+}
+
+/// Copies `from` (an image of the local registry) to `to` as an image of its own: its
+/// config gets the label `stevedore.dev/copy-of=<label>` (umoci), so its image ID differs
+/// from `from`'s. A plain copy would give a node's containerd two names for one image
+/// ID, and the kubelet would then report the containers of either under whichever name
+/// containerd lists first, misleading every suite that reads `status.containerStatuses[].image`.
+pub async fn distinct_copy(
+    from: &str,
+    to: &str,
+    label: &str,
+    scratch: &std::path::Path,
+) -> Result<()> {
+    let layout = scratch.join("distinct-copy");
+    let tagged = format!("{}:copy", layout.display());
+    copy_image(&format!("docker://{from}"), &format!("oci:{tagged}")).await?;
+    let output = tokio::process::Command::new("umoci")
+        .args(["config", "--image", &tagged, "--config.label"])
+        .arg(format!("stevedore.dev/copy-of={label}"))
+        .output()
+        .await?;
+    ensure!(
+        output.status.success(),
+        "umoci config of {tagged} failed: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    copy_to_registry(&format!("oci:{tagged}"), to).await
+}
+
+/// `skopeo copy FROM TO`, either side plain HTTP.
+async fn copy_image(from: &str, to: &str) -> Result<()> {
     let output = tokio::process::Command::new("skopeo")
         .args([
             "copy",
@@ -128,8 +160,7 @@ pub async fn copy_to_registry(from: &str, to: &str) -> Result<()> {
             "--src-tls-verify=false",
             "--dest-tls-verify=false",
         ])
-        .arg(from)
-        .arg(format!("docker://{to}"))
+        .args([from, to])
         .output()
         .await?;
     ensure!(

@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 use stevedore_api::CloneSet;
 use stevedore_tests::pods::{condition, is_ready};
 use stevedore_tests::real_nodes::{
-    copy_to_registry, node_containerd, real_node_affinity, real_nodes, worker_toleration,
+    distinct_copy, node_containerd, real_node_affinity, real_nodes, worker_toleration,
 };
+use stevedore_tests::scratch::ScratchDir;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 const NODES: usize = 3;
@@ -62,10 +63,12 @@ fn cloneset(ctx: &TestContext) -> Value {
     })
 }
 
-/// web:v2 copied to a name of this test's own, so no node holds it before the rollout.
-async fn fresh_name_for_v2(ctx: &TestContext) -> Result<String> {
+/// web:v2 as an image of this test's own (its own name and image ID), so no node holds it
+/// before the rollout and no other suite's web:v2 is reported under its name.
+async fn fresh_v2(ctx: &TestContext, scratch: &ScratchDir) -> Result<String> {
     let image = ctx.cluster.image(&format!("{}-web:v2", ctx.namespace));
-    copy_to_registry(&format!("docker://{}", ctx.cluster.image("web:v2")), &image).await?;
+    let v2 = ctx.cluster.image("web:v2");
+    distinct_copy(&v2, &image, &ctx.namespace, scratch.path()).await?;
     Ok(image)
 }
 
@@ -98,7 +101,8 @@ async fn a_clonesets_new_image_reaches_the_real_nodes_of_its_waiting_pods_first(
         let nodes: BTreeSet<String> = (real_nodes(&ctx, NODES).await?.into_iter())
             .map(|n| n.name)
             .collect();
-        let v2 = fresh_name_for_v2(&ctx).await?;
+        let scratch = ScratchDir::new(&ctx.namespace)?;
+        let v2 = fresh_v2(&ctx, &scratch).await?;
         let set: CloneSet = serde_json::from_value(cloneset(&ctx))?;
         ctx.api::<CloneSet>()
             .create(&PostParams::default(), &set)

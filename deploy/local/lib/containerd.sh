@@ -217,6 +217,26 @@ kill_pod_processes() {
   kill_shims_of "$CONTAINERD_SOCK"
   kill_shims_of "$CONTAINERD2_SOCK"
   kill_cgroup_processes kubepods
+  release_stale_pod_netns
+}
+
+# release_stale_pod_netns: the pod network namespaces containerd pinned under /run/netns
+# (cni-*) that no process is in any more. Pods killed with the cluster never had their
+# sandbox torn down, so their pins stayed mounted from one `down` to the next; a
+# namespace some process still uses (another runtime's pod) is left alone.
+release_stale_pod_netns() {
+  local used pin inode
+  [[ -d /run/netns ]] || return 0
+  used=$(stat -L -c %i /proc/[0-9]*/ns/net 2>/dev/null | sort -u)
+  for pin in /run/netns/cni-*; do
+    [[ -e $pin ]] || continue
+    inode=$(stat -L -c %i "$pin" 2>/dev/null) || continue
+    grep -qx "$inode" <<<"$used" && continue
+    # Pinned by a bind mount of nsfs (which `mountpoint` does not see), sometimes twice.
+    while umount "$pin" 2>/dev/null; do :; done
+    rm -f "$pin" 2>/dev/null
+  done
+  return 0
 }
 
 # kill_cgroup_processes DIR: kills every process in the cgroups under /DIR of every

@@ -103,7 +103,9 @@ worker_network() {
   ns=$(worker_netns "$i")
   ip=$(worker_ip "$i")
   host_end=stvd-w$i
-  [[ -e /run/netns/$ns ]] || ip netns add "$ns"
+  # ip warns "Peer netns reference is invalid" for every stale pin it meets in
+  # /run/netns (left by runtimes that died with pods in them); only that line is dropped.
+  [[ -e /run/netns/$ns ]] || ip netns add "$ns" 2> >(grep -v "Peer netns reference is invalid" >&2)
   if ! ip link show "$host_end" >/dev/null 2>&1; then
     ip link add "$host_end" type veth peer name eth0 netns "$ns"
     ip link set "$host_end" master "$HOST_BRIDGE" up
@@ -126,14 +128,16 @@ worker_network() {
 
 # worker_mounts I: a persistent mount namespace whose /run/stevedore-local and
 # /run/stevedore are the worker's own, and so are /var/log/pods and /var/log/containers
-# (each kubelet removes the log directories of pods it does not know). Its file must live
-# on a private mount.
+# (each kubelet removes the log directories of pods it does not know) and /run/netns
+# (where its containerd pins its pods' network namespaces: they go with the worker's run
+# directory instead of leaving files in the host's). Its file must live on a private
+# mount.
 worker_mounts() {
   local i=$1 file run logs
   file=$(worker_mntns "$i")
   run=$(worker_run "$i")
   logs=$(worker_dir "$i")/logs
-  mkdir -p "$WORKERS_RUN/ns" "$run/agent-socket" "$(dirname "$CONTAINERD_SOCK")" /run/stevedore \
+  mkdir -p "$WORKERS_RUN/ns" "$run/agent-socket" "$run/netns" "$(dirname "$CONTAINERD_SOCK")" /run/stevedore /run/netns \
     "$logs/pods" "$logs/containers" /var/log/pods /var/log/containers
   if ! mountpoint -q "$WORKERS_RUN/ns"; then
     mount --bind "$WORKERS_RUN/ns" "$WORKERS_RUN/ns"
@@ -146,7 +150,8 @@ worker_mounts() {
     mount --bind $run $(dirname "$CONTAINERD_SOCK")
     mount --bind $run/agent-socket /run/stevedore
     mount --bind $logs/pods /var/log/pods
-    mount --bind $logs/containers /var/log/containers"
+    mount --bind $logs/containers /var/log/containers
+    mount --bind $run/netns /run/netns"
 }
 
 # worker_cgroups I: the worker's cgroup root in every v1 hierarchy (cpuset's must hold
