@@ -1,8 +1,9 @@
 //! One pod as a SidecarSet's upgrade reads it (pure): whether the SidecarSet was injected
 //! into it, the versions it records (`inject::HASH_ANNOTATION` and the one without
 //! images), whether it is ready, whether an upgrade of its sidecars is under way
-//! ([`STATE_ANNOTATION`]), due to empty a hot sidecar's old container, or done, and whether its own workload is updating it in place
-//! (then its sidecars wait: two in-place updates never share the readiness gate).
+//! ([`STATE_ANNOTATION`]), due to empty a hot sidecar's old container, or done, and
+//! whether its own workload is updating it in place (then its sidecars wait: two in-place
+//! updates never share the readiness gate).
 
 use std::collections::{BTreeMap, BTreeSet};
 
