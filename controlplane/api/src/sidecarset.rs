@@ -160,7 +160,7 @@ pub struct SidecarContainer {
     /// sidecar goes. Not read for init containers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_inject_policy: Option<PodInjectPolicy>,
-    /// How the sidecar is upgraded (ColdUpgrade).
+    /// How the sidecar is upgraded (ColdUpgrade or HotUpgrade).
     #[serde(default, skip_serializing_if = "is_default")]
     pub upgrade_strategy: SidecarContainerUpgradeStrategy,
     /// enabled: the sidecar also mounts every volume mount of the pod's own containers.
@@ -185,12 +185,22 @@ pub enum PodInjectPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct SidecarContainerUpgradeStrategy {
-    /// ColdUpgrade (default): the container is restarted with its new image.
+    /// ColdUpgrade (default): the container is restarted with its new image. HotUpgrade:
+    /// the sidecar runs as two containers `<name>-1` and `<name>-2`; the new image starts
+    /// in the idle one before the working one is set to the empty image.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub upgrade_type: String,
-    /// HotUpgrade's empty image (HotUpgrade is refused until Stevedore supports it).
+    /// HotUpgrade: the image of the idle one of the sidecar's two containers (required
+    /// with HotUpgrade).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hot_upgrade_empty_image: String,
+}
+
+impl SidecarContainerUpgradeStrategy {
+    /// Whether the sidecar is upgraded hot (two containers, one working at a time).
+    pub fn is_hot(&self) -> bool {
+        self.upgrade_type == "HotUpgrade"
+    }
 }
 
 /// Whether the sidecar shares the pod's own containers' volume mounts.
@@ -412,15 +422,7 @@ fn sidecar_properties(init: bool) -> serde_json::Value {
     });
     let extra = json!({
         "podInjectPolicy": { "type": "string", "enum": ["BeforeAppContainer", "AfterAppContainer"], "description": "BeforeAppContainer (default) or AfterAppContainer: where the sidecar goes among the pod's containers." },
-        "upgradeStrategy": {
-            "type": "object",
-            "description": "How the sidecar is upgraded: ColdUpgrade (default), the container restarted in place with its new image.",
-            "properties": {
-                "upgradeType": { "type": "string", "enum": ["ColdUpgrade", "HotUpgrade"], "description": "ColdUpgrade (default) or HotUpgrade." },
-                "hotUpgradeEmptyImage": { "type": "string", "description": "The image of the empty container of a hot upgrade." }
-            },
-            "x-kubernetes-validations": [{ "rule": "!has(self.upgradeType) || self.upgradeType != 'HotUpgrade'", "message": "upgradeType HotUpgrade is not supported by Stevedore yet: use ColdUpgrade" }]
-        },
+        "upgradeStrategy": upgrade_strategy_schema(init),
         "shareVolumePolicy": {
             "type": "object",
             "description": "type enabled: the sidecar also mounts every volume mount of the pod's own containers.",
@@ -451,19 +453,64 @@ fn sidecar_properties(init: bool) -> serde_json::Value {
     properties
 }
 
+/// CEL over `upgradeStrategy`: HotUpgrade names the image of its idle container.
+pub const HOT_UPGRADE_EMPTY_IMAGE_RULE: &str = "!has(self.upgradeType) || self.upgradeType != 'HotUpgrade' \
+    || (has(self.hotUpgradeEmptyImage) && self.hotUpgradeEmptyImage != '')";
+
+/// The schema of a sidecar's `upgradeStrategy`: ColdUpgrade or HotUpgrade (with its
+/// empty image) for containers; init containers are never upgraded, so not HotUpgrade.
+fn upgrade_strategy_schema(init: bool) -> serde_json::Value {
+    let rule = if init {
+        json!({ "rule": "!has(self.upgradeType) || self.upgradeType != 'HotUpgrade'", "message": "upgradeType: HotUpgrade is for containers only: an init container is never upgraded", "fieldPath": ".upgradeType" })
+    } else {
+        json!({ "rule": HOT_UPGRADE_EMPTY_IMAGE_RULE, "message": "hotUpgradeEmptyImage: upgradeType HotUpgrade needs hotUpgradeEmptyImage, the image the idle one of the sidecar's two containers runs", "fieldPath": ".hotUpgradeEmptyImage" })
+    };
+    json!({
+        "type": "object",
+        "description": "How the sidecar is upgraded: ColdUpgrade (default), the container restarted in place with its new image; HotUpgrade, two containers <name>-1 and <name>-2, the new image started in the idle one before the working one is set to hotUpgradeEmptyImage.",
+        "properties": {
+            "upgradeType": { "type": "string", "enum": ["ColdUpgrade", "HotUpgrade"], "description": "ColdUpgrade (default) or HotUpgrade." },
+            "hotUpgradeEmptyImage": { "type": "string", "description": "HotUpgrade: the image of the idle container, which must do nothing (required with HotUpgrade, not the sidecar's image)." }
+        },
+        "x-kubernetes-validations": [rule]
+    })
+}
+
+/// CEL over a sidecar container: a HotUpgrade sidecar's name leaves room for the `-1`/`-2`
+/// of its two containers, and its empty image is not its image (the idle container is
+/// found by its empty image).
+const HOT_UPGRADE_ITEM_RULES: [(&str, &str, &str); 2] = [
+    (
+        "!has(self.upgradeStrategy) || !has(self.upgradeStrategy.upgradeType) || self.upgradeStrategy.upgradeType != 'HotUpgrade' || size(self.name) <= 61",
+        "name: a HotUpgrade sidecar's name is at most 61 characters: its containers are named <name>-1 and <name>-2",
+        ".name",
+    ),
+    (
+        "!has(self.upgradeStrategy) || !has(self.upgradeStrategy.hotUpgradeEmptyImage) || self.upgradeStrategy.hotUpgradeEmptyImage != self.image",
+        "upgradeStrategy.hotUpgradeEmptyImage: the empty image must differ from the sidecar's image",
+        ".upgradeStrategy.hotUpgradeEmptyImage",
+    ),
+];
+
 fn sidecar_list(description: &str, init: bool) -> Schema {
+    let mut item = json!({
+        "type": "object",
+        "description": "A sidecar container (a core/v1 Container and how it is injected and upgraded).",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "required": ["name", "image"],
+        "properties": sidecar_properties(init)
+    });
+    if !init {
+        item["x-kubernetes-validations"] = (HOT_UPGRADE_ITEM_RULES.iter())
+            .map(|(rule, message, field)| json!({ "rule": rule, "message": message, "fieldPath": field }))
+            .collect();
+    }
     json_schema!({
         "type": "array",
         "description": description,
         "maxItems": MAX_SIDECARS,
         "x-kubernetes-validations": [{ "rule": "self.all(c, self.filter(d, d.name == c.name).size() == 1)", "message": "each container may be named only once" }],
-        "items": {
-            "type": "object",
-            "description": "A sidecar container (a core/v1 Container and how it is injected and upgraded).",
-            "x-kubernetes-preserve-unknown-fields": true,
-            "required": ["name", "image"],
-            "properties": sidecar_properties(init)
-        }
+        "items": item
     })
 }
 

@@ -158,7 +158,7 @@ fn selecting_every_pod_of_the_cluster_is_refused_naming_the_selector() {
 }
 
 #[test]
-fn sidecar_names_are_unique_and_hot_upgrade_is_refused() {
+fn sidecar_names_are_unique_and_hot_upgrade_needs_its_empty_image() {
     let containers = &spec_schema()["properties"]["containers"];
     assert!(
         containers["x-kubernetes-validations"]
@@ -168,11 +168,42 @@ fn sidecar_names_are_unique_and_hot_upgrade_is_refused() {
     let item = &containers["items"];
     assert_eq!(item["required"], json!(["image", "name"]));
     let upgrade = &item["properties"]["upgradeStrategy"];
+    let rules = &upgrade["x-kubernetes-validations"];
+    assert_eq!(rules[0]["rule"], HOT_UPGRADE_EMPTY_IMAGE_RULE);
+    assert_eq!(rules[0]["fieldPath"], ".hotUpgradeEmptyImage");
     assert!(
-        upgrade["x-kubernetes-validations"]
-            .to_string()
-            .contains("HotUpgrade")
+        rules[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("hotUpgradeEmptyImage:")),
+        "the message names the field"
     );
-    let init = &spec_schema()["properties"]["initContainers"]["items"]["properties"];
-    assert!(init.get("podInjectPolicy").is_none());
+    // Both fields the item rules read are declared (CEL reads only declared fields).
+    let item_rules = item["x-kubernetes-validations"].to_string();
+    assert!(item_rules.contains("size(self.name) <= 61"), "{item_rules}");
+    assert!(item_rules.contains("!= self.image"), "{item_rules}");
+    let init = &spec_schema()["properties"]["initContainers"]["items"];
+    assert!(init["properties"].get("podInjectPolicy").is_none());
+    assert!(
+        init["properties"]["upgradeStrategy"]["x-kubernetes-validations"]
+            .to_string()
+            .contains("containers only"),
+        "an init container is never upgraded, so never hot"
+    );
+}
+
+#[test]
+fn an_openkruise_hot_upgrade_sidecar_reads() {
+    let set: SidecarSet = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
+        "metadata": { "name": "mesh" },
+        "spec": { "namespace": "shop", "containers": [{
+            "name": "envoy", "image": "envoy:1",
+            "upgradeStrategy": { "upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1" }
+        }] },
+    }))
+    .expect("decodes");
+    let strategy = &set.spec.containers[0].upgrade_strategy;
+    assert!(strategy.is_hot());
+    assert_eq!(strategy.hot_upgrade_empty_image, "empty:1");
+    assert!(!SidecarContainerUpgradeStrategy::default().is_hot());
 }

@@ -3,8 +3,11 @@
 //! (state entry dropped, `InPlaceUpdateReady` True again through the pod's agent when the
 //! pod has the gate); an upgrade starts only once the pod's budgets admit it as an
 //! in-place disruption, with `InPlaceUpdateReady` False first (the pod leaves its
-//! Services' endpoints), then one patch of the sidecars' images (`upgrade`); the status
-//! is written when it changed. SidecarSets are cluster-scoped: the key's namespace is
+//! Services' endpoints) when a cold sidecar restarts, then one patch of the sidecars'
+//! images (`upgrade`); a hot sidecar's swap keeps the pod ready (its old container serves
+//! until the new one is ready), so it sets no gate, and its old container is emptied by a
+//! second patch (`reset`) once the new one is ready; the status is written when it
+//! changed. SidecarSets are cluster-scoped: the key's namespace is
 //! empty.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,11 +23,12 @@ use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 
 use super::hash::{sidecarset_hash, sidecarset_hash_without_image};
+use super::hot::{FIRST_VERSION, resets, swaps};
 use super::plan::{SidecarSetPlan, Versions, plan};
 use super::pod_state::SidecarPod;
 use super::predownload::{Upgrade, waiting_images};
 use super::revisions::{history_step, of_set};
-use super::upgrade::{Target, changed_images, finish_patch, start_patch};
+use super::upgrade::{Target, changed_images, finish_patch, reset_patch, start_patch};
 use crate::api::SidecarSet;
 use crate::api::sidecarset::SidecarSetUpdateStrategyType;
 use crate::caches::Stores;
@@ -110,6 +114,9 @@ impl Reconciler for SidecarSetController {
             .map(|p| SidecarPod::of(p, &set, started))
             .collect();
         let mut plan = plan(&set.spec.update_strategy, versions, &views)?;
+        for &i in &plan.reset {
+            self.reset(&set, &pods[i], &key.name).await?;
+        }
         for &i in &plan.finish {
             self.finish(&pods[i], &key.name, views[i].workload_updating)
                 .await?;
@@ -120,6 +127,11 @@ impl Reconciler for SidecarSetController {
             hash: &hash,
             hash_without_image: &hash_without_image,
             now: &now,
+            version: set
+                .metadata
+                .resource_version
+                .as_deref()
+                .unwrap_or(FIRST_VERSION),
         };
         for &i in &plan.upgrade {
             self.start(&set, &pods[i], target).await?;
@@ -151,7 +163,9 @@ impl Reconciler for SidecarSetController {
 }
 
 impl SidecarSetController {
-    /// Starts the upgrade of `pod`'s sidecars: budgets first, then the gate, then the patch.
+    /// Starts the upgrade of `pod`'s sidecars: budgets first (a hot swap too: should its
+    /// new container never become ready, the pod is not ready), then the gate when a cold
+    /// sidecar restarts, then the patch.
     async fn start(
         &self,
         set: &SidecarSet,
@@ -177,12 +191,14 @@ impl SidecarSetController {
                 }
             }
         }
-        let gated = !images.is_empty() && has_readiness_gate(pod);
+        let swaps = swaps(pod, &set.spec.containers);
+        let cold_restarts = images.len() > swaps.len();
+        let gated = cold_restarts && has_readiness_gate(pod);
         if gated && !self.set_gate(pod, false).await {
             return Ok(());
         }
         // Images equal already (the pod was made at that image): only the versions move.
-        let body = start_patch(pod, &images, target);
+        let body = start_patch(pod, &images, &swaps, target);
         let patched = self
             .patch_pod(target.set_name, &namespace, &name, body)
             .await;
@@ -191,6 +207,18 @@ impl SidecarSetController {
             self.set_gate(pod, true).await;
         }
         patched
+    }
+
+    /// Sets the old containers of `pod`'s hot sidecars, whose new ones are ready, to the
+    /// empty image. The budgets admitted the upgrade at its start; the pod stays ready.
+    async fn reset(&self, set: &SidecarSet, pod: &Pod, set_name: &str) -> Result<(), SyncError> {
+        let resets = resets(pod, &set.spec.containers);
+        if resets.is_empty() {
+            return Ok(());
+        }
+        let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        let body = reset_patch(pod, &resets, set_name);
+        self.patch_pod(set_name, &namespace, &name, body).await
     }
 
     /// Closes a finished upgrade; the gate goes back to True unless the pod's own workload

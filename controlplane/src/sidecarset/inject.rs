@@ -6,6 +6,9 @@
 //!   `shareVolumePolicy: enabled`, the pod's own containers' volume mounts (and the
 //!   variables their `subPathExpr`s read); a container the pod already has by that name is
 //!   replaced where it stands;
+//! - a HotUpgrade sidecar as two containers `<name>-1` (its image, working) and `<name>-2`
+//!   (`hotUpgradeEmptyImage`, idle), with the working-slot and version annotations
+//!   (`hot`);
 //! - init containers after the pod's own, by name;
 //! - the volumes the sidecars mount (a pod's own volume of that name wins), the
 //!   `imagePullSecrets`, the `patchPodMetadata` annotations;
@@ -25,6 +28,7 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Volume, VolumeMount};
 use serde_json::{Map, Value, json};
 
 use super::hash::{sidecarset_hash, sidecarset_hash_without_image};
+use super::hot;
 use super::metadata::{MetadataError, patch_annotations};
 use crate::api::SidecarSet;
 use crate::api::sidecarset::{PodInjectPolicy, SidecarContainer};
@@ -99,7 +103,8 @@ pub fn injection_patch(
     {
         patch.push(json!({ "op": "add", "path": "/spec/imagePullSecrets", "value": secrets }));
     }
-    let annotations = annotations_after(&typed, &sets, now)?;
+    let mut annotations = annotations_after(&typed, &sets, now)?;
+    add_hot_annotations(&mut annotations, &built.hot_sidecars);
     patch.push(json!({ "op": "add", "path": "/metadata/annotations", "value": annotations }));
     Ok(patch)
 }
@@ -136,6 +141,8 @@ struct Built {
     init_containers: Vec<Container>,
     volumes: Vec<Value>,
     pull_secrets: Vec<Value>,
+    /// The names of the hot sidecars (injected as two containers each).
+    hot_sidecars: Vec<String>,
 }
 
 impl Built {
@@ -149,8 +156,16 @@ impl Built {
         for sidecar in &set.spec.containers {
             let container = built_container(sidecar, pod, app_containers);
             self.add_volumes_of(&container, &volumes);
-            self.containers
-                .push((container, sidecar.pod_inject_policy.unwrap_or_default()));
+            let policy = sidecar.pod_inject_policy.unwrap_or_default();
+            if sidecar.upgrade_strategy.is_hot() {
+                let empty_image = &sidecar.upgrade_strategy.hot_upgrade_empty_image;
+                for slot in hot::slot_containers(&container, empty_image) {
+                    self.containers.push((slot, policy));
+                }
+                self.hot_sidecars.push(container.name);
+            } else {
+                self.containers.push((container, policy));
+            }
         }
         for sidecar in &set.spec.init_containers {
             let container = built_container(sidecar, pod, app_containers);
@@ -300,6 +315,28 @@ fn annotations_after(
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
         .collect())
+}
+
+/// The working-slot map and the versions of each hot sidecar, as OpenKruise's webhook
+/// writes them at creation.
+fn add_hot_annotations(annotations: &mut Map<String, Value>, hot_sidecars: &[String]) {
+    if hot_sidecars.is_empty() {
+        return;
+    }
+    let mut working = (annotations.get(hot::WORKING_SLOT_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .and_then(|value| value.as_object().cloned())
+        .unwrap_or_default();
+    for name in hot_sidecars {
+        for (key, value) in hot::injected_annotations(name, &mut working) {
+            annotations.insert(key, Value::String(value));
+        }
+    }
+    annotations.insert(
+        hot::WORKING_SLOT_ANNOTATION.to_owned(),
+        Value::String(Value::Object(working).to_string()),
+    );
 }
 
 /// The versions a pod already records under `key` (a pod made from an injected pod's

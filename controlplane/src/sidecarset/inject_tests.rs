@@ -224,3 +224,67 @@ fn a_sidecar_the_pod_already_has_is_replaced_where_it_stands() {
     assert_eq!(names(containers), ["web", "log-agent"]);
     assert_eq!(containers[1]["image"], "agent:1");
 }
+
+#[test]
+fn a_hot_sidecar_is_injected_as_a_working_and_an_idle_container() {
+    let mesh = set(
+        "mesh",
+        json!({
+            "selector": { "matchLabels": { "app": "web" } },
+            "containers": [{
+                "name": "envoy", "image": "envoy:1",
+                "upgradeStrategy": { "upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1" }
+            }]
+        }),
+    );
+    let pod = patched(&injection_patch(&pod(), &[&mesh], NOW).expect("injected"));
+    let containers = pod["spec"]["containers"].as_array().expect("containers");
+    let named: Vec<(&str, &str)> = (containers.iter())
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default(),
+                c["image"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("envoy-1", "envoy:1"),
+            ("envoy-2", "empty:1"),
+            ("web", "web:1")
+        ]
+    );
+    let env: Vec<&str> = (containers[1]["env"].as_array().expect("env").iter())
+        .map(|e| e["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        env,
+        [
+            "IS_INJECTED",
+            "SIDECARSET_VERSION",
+            "SIDECARSET_VERSION_ALT"
+        ]
+    );
+    let annotations = &pod["metadata"]["annotations"];
+    assert_eq!(
+        annotations["kruise.io/sidecarset-working-hotupgrade-container"],
+        json!(r#"{"envoy":"envoy-1"}"#)
+    );
+    let versions = [
+        ("version.sidecarset.kruise.io/envoy-1", "1"),
+        ("versionalt.sidecarset.kruise.io/envoy-1", "0"),
+        ("version.sidecarset.kruise.io/envoy-2", "0"),
+        ("versionalt.sidecarset.kruise.io/envoy-2", "1"),
+    ];
+    for (key, value) in versions {
+        assert_eq!(annotations[key], json!(value), "{key}");
+    }
+    let hashes: Value =
+        serde_json::from_str(annotations[HASH_ANNOTATION].as_str().expect("text")).expect("JSON");
+    assert_eq!(
+        hashes["mesh"]["sidecarList"],
+        json!(["envoy"]),
+        "the sidecar's own name"
+    );
+}

@@ -5,11 +5,13 @@
 //! - [`inject`]: the JSON patch injecting them (pure), with [`env`] (variables and mounts
 //!   taken from the pod's own containers) and [`metadata`] (`patchPodMetadata`);
 //! - [`hash`]: the versions a pod records (pure);
+//! - [`hot`]: HotUpgrade's two containers per sidecar, their names and annotations (pure);
 //! - [`webhook`]: the route, reading SidecarSets from the caches.
 
 pub mod controller;
 pub mod env;
 pub mod hash;
+pub mod hot;
 pub mod inject;
 pub mod matching;
 pub mod metadata;

@@ -11,6 +11,8 @@
 //! as its SidecarSet sorts): Kubernetes' pod order (not-ready pods first), then
 //! `priorityStrategy`, then `scatterStrategy`.
 //! A pod its own workload is updating in place waits: both would use its readiness gate.
+//! A pod whose hot sidecars run their new containers, ready, has the old ones emptied
+//! (`reset`), then its upgrade closes like a cold one (`finish`).
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -28,6 +30,9 @@ pub struct SidecarSetPlan {
     /// Pods (indexes into the planned pods: names repeat across namespaces) whose
     /// sidecars start their upgrade now.
     pub upgrade: Vec<usize>,
+    /// Pods whose hot sidecars' new containers are ready: set the old ones to the empty
+    /// image.
+    pub reset: Vec<usize>,
     /// Pods whose upgrade is done: mark them ready again and close their state.
     pub finish: Vec<usize>,
     pub status: SidecarSetStatus,
@@ -63,6 +68,11 @@ pub fn plan(
     let finish = (matched.iter().copied())
         .filter(|&i| pods[i].upgrading && pods[i].upgrade_done)
         .collect();
+    // Not held by paused or NotUpdate: a hot upgrade under way is completed, so no pod
+    // keeps running two copies of a sidecar.
+    let reset = (matched.iter().copied())
+        .filter(|&i| pods[i].upgrading && pods[i].reset_due)
+        .collect();
     let upgrade =
         if strategy.paused || strategy.strategy_type() == SidecarSetUpdateStrategyType::NotUpdate {
             Vec::new()
@@ -71,6 +81,7 @@ pub fn plan(
         };
     Ok(SidecarSetPlan {
         upgrade,
+        reset,
         finish,
         status,
     })

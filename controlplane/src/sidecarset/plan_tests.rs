@@ -204,3 +204,27 @@ fn pods_of_one_name_in_two_namespaces_are_told_apart() {
     let plan = plan(&strategy(None, Some(IntOrString::Int(2))), NEW, &pods).expect("a plan");
     assert_eq!(plan.upgrade, [0, 1]);
 }
+
+#[test]
+fn a_hot_sidecar_ready_in_its_new_container_has_the_old_one_emptied_even_when_paused() {
+    let mut pods = vec![pod("swapped", "new"), pod("done", "new")];
+    pods[0].upgrading = true;
+    pods[0].reset_due = true;
+    pods[1].upgrading = true;
+    pods[1].upgrade_done = true;
+    for strategy in [
+        strategy(None, None),
+        SidecarSetUpdateStrategy {
+            paused: true,
+            ..SidecarSetUpdateStrategy::default()
+        },
+    ] {
+        let plan = plan(&strategy, NEW, &pods).expect("a plan");
+        assert_eq!(names(&pods, &plan.reset), ["swapped"]);
+        assert_eq!(names(&pods, &plan.finish), ["done"]);
+        assert_eq!(
+            plan.status.updated_ready_pods, 0,
+            "a pod upgrading is not counted updated and ready"
+        );
+    }
+}

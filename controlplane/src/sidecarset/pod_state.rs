@@ -1,8 +1,9 @@
 //! One pod as a SidecarSet's upgrade reads it (pure): whether the SidecarSet was injected
 //! into it, the versions it records (`inject::HASH_ANNOTATION` and the one without
 //! images), whether it is ready, whether an upgrade of its sidecars is under way
-//! ([`STATE_ANNOTATION`]) and done, and whether its own workload is updating it in place
-//! (then its sidecars wait: two in-place updates never share the readiness gate).
+//! ([`STATE_ANNOTATION`]), due to empty a hot sidecar's old container, or done, and
+//! whether its own workload is updating it in place (then its sidecars wait: two in-place
+//! updates never share the readiness gate).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,6 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
+use super::hot::resets;
 use super::inject::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, recorded,
 };
@@ -35,8 +37,12 @@ pub struct SidecarPod {
     pub hash_without_image: String,
     /// An upgrade of this SidecarSet's sidecars is under way.
     pub upgrading: bool,
-    /// ... and its sidecars run their new images, ready.
+    /// ... and its sidecars run their new images, ready (a hot sidecar's old container
+    /// emptied too).
     pub upgrade_done: bool,
+    /// ... and its sidecars run their new images, ready, but a hot sidecar's old container
+    /// still runs the old image: it is set to the empty image now.
+    pub reset_due: bool,
     /// The pod's own workload is updating it in place.
     pub workload_updating: bool,
     /// `updateStrategy.selector` selects the pod (no selector: every pod).
@@ -51,6 +57,8 @@ impl SidecarPod {
             .flat_map(|list| list.split(','))
             .any(|n| n == name);
         let entry = upgrade_entry(&annotations, &name);
+        let restarted = (entry.clone()).is_some_and(|e| sidecars_restarted(pod, e));
+        let resets_left = !resets(pod, &set.spec.containers).is_empty();
         let selected_for_update = (set.spec.update_strategy.selector.as_ref())
             .is_none_or(|s| selector_matches(s, pod_labels(pod)) == Some(true));
         let context = ViewContext {
@@ -66,7 +74,8 @@ impl SidecarPod {
             hash: recorded_hash(&annotations, HASH_ANNOTATION, &name),
             hash_without_image: recorded_hash(&annotations, HASH_WITHOUT_IMAGE_ANNOTATION, &name),
             upgrading: entry.is_some(),
-            upgrade_done: entry.is_some_and(|e| sidecars_restarted(pod, e)),
+            upgrade_done: restarted && !resets_left,
+            reset_due: restarted && resets_left,
             workload_updating: annotations
                 .get(WORKLOAD_STATE_ANNOTATION)
                 .is_some_and(|s| update_in_progress(s)),
@@ -115,18 +124,24 @@ fn sidecars_restarted(pod: &Pod, entry: Value) -> bool {
 /// The state entry an upgrade to `hash` at `now` records: the image and container IDs the
 /// `containers` run before.
 pub fn upgrade_entry_for(pod: &Pod, containers: &[String], hash: &str, now: &str) -> Value {
-    let statuses = (pod.status.as_ref())
-        .and_then(|s| s.container_statuses.as_deref())
-        .unwrap_or_default();
     let last: serde_json::Map<String, Value> = (containers.iter())
-        .map(|name| {
-            let status = statuses.iter().find(|s| &s.name == name);
-            let ids = json!({
-                "imageID": status.map(|s| s.image_id.clone()).unwrap_or_default(),
-                "containerID": status.and_then(|s| s.container_id.clone()).unwrap_or_default(),
-            });
-            (name.clone(), ids)
-        })
+        .map(|name| (name.clone(), container_ids(pod, name)))
         .collect();
     json!({ "revision": hash, "updateTimestamp": now, "lastContainerStatuses": last })
 }
+
+/// The image and container IDs container `name` of `pod` runs now (empty when unknown).
+pub fn container_ids(pod: &Pod, name: &str) -> Value {
+    let statuses = (pod.status.as_ref())
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    let status = statuses.iter().find(|s| s.name == name);
+    json!({
+        "imageID": status.map(|s| s.image_id.clone()).unwrap_or_default(),
+        "containerID": status.and_then(|s| s.container_id.clone()).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+#[path = "pod_state_tests.rs"]
+mod tests;
