@@ -9,7 +9,13 @@
 //!
 //! - [`plan`]: the rules (pure): each container's priority, the webhook's env patch, the
 //!   keys due on a running pod;
-//! - [`barrier`]: what the controller does with the pod's barrier ConfigMap (pure).
+//! - [`barrier`]: what the controller does with the pod's barrier ConfigMap (pure);
+//! - [`webhook`]: the route on the shared webhook server (`crate::admission`);
+//! - [`controller`]: the controller keeping the barrier ConfigMaps, and its triggers.
 
 pub mod barrier;
+pub mod controller;
 pub mod plan;
+pub mod webhook;
+
+pub use controller::LaunchPriorityController;
