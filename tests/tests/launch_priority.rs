@@ -23,7 +23,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt as _;
 use kube::api::PostParams;
 use serde_json::{Value, json};
-use stevedore_tests::pods::is_running_and_ready;
+use stevedore_tests::pods::{self, is_running_and_ready};
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 
 const ANNOTATION: &str = "apps.kruise.io/container-launch-priority";
@@ -107,13 +107,7 @@ fn started_at(pod: &Pod, container: &str) -> Result<Timestamp> {
         .find(|s| s.name == container)
         .with_context(|| format!("no status of container {container}"))?;
     ensure!(status.restart_count == 0, "container {container} restarted");
-    status
-        .state
-        .as_ref()
-        .and_then(|s| s.running.as_ref())
-        .and_then(|r| r.started_at.as_ref())
-        .map(|t| t.0)
-        .with_context(|| format!("container {container} is not running"))
+    pods::started_at(status).with_context(|| format!("container {container} is not running"))
 }
 
 /// Each container of `order` started no sooner than the one before it could be ready.
