@@ -194,7 +194,9 @@ fn barrier_priority(container: &Container) -> Option<i32> {
 
 /// Whether the pod has containers waiting on a barrier.
 pub fn has_barrier(pod: &Pod) -> bool {
-    !barrier_keys(pod).is_empty()
+    // Asked on every pod change the cache sees: no allocation.
+    let containers = pod.spec.as_ref().map(|s| s.containers.as_slice());
+    (containers.unwrap_or_default().iter()).any(|c| barrier_priority(c).is_some())
 }
 
 /// The barrier keys to add now, highest priority first: a key is due once every container

@@ -151,4 +151,26 @@ mod tests {
             ]
         );
     }
+
+    /// The manifests the apiserver and RBAC read, as shipped (kustomize and the chart).
+    const WEBHOOKS: &str = include_str!("../../../deploy/controlplane/webhook.yaml");
+    const RBAC: &str = include_str!("../../../deploy/controlplane/rbac.yaml");
+
+    #[test]
+    fn the_shipped_configuration_calls_this_route_after_sidecarset_injection() {
+        let ours = (WEBHOOKS.split("\n---\n"))
+            .find(|doc| doc.contains("\n  name: stevedore-startup-priority\n"))
+            .expect("the launch-priority configuration in webhook.yaml");
+        for line in [
+            &format!("path: {MUTATE_PATH}"),
+            "reinvocationPolicy: IfNeeded",
+            "failurePolicy: Ignore",
+            "operations: [\"CREATE\"]",
+        ] {
+            assert!(ours.contains(line), "webhook.yaml lacks {line:?}");
+        }
+        // The control plane may write its caBundle (config.rs checks that the flag's
+        // default, this name, sorts after SidecarSet's).
+        assert!(RBAC.contains("- stevedore-startup-priority\n"));
+    }
 }
