@@ -37,6 +37,7 @@ use crate::daemonset::DaemonSetController;
 use crate::imagelist::Distributor;
 use crate::imagelistpulljob::ImageListPullJobController;
 use crate::imagepulljob::ImagePullJobController;
+use crate::launchpriority::LaunchPriorityController;
 use crate::runtime::decode::Undecodable;
 use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
@@ -59,7 +60,7 @@ pub enum AppError {
     #[error("the agent serving CA: {0}")]
     Ca(#[source] CaSecretError),
     #[error(
-        "the webhook server (CRD conversion, PodUnavailableBudget, ContainerRecreateRequest and SidecarSet admission) cannot start: {0}"
+        "the webhook server (CRD conversion, PodUnavailableBudget, ContainerRecreateRequest, SidecarSet and launch-priority admission) cannot start: {0}"
     )]
     Webhook(#[source] WebhookError),
     #[error("the {component} cannot start: {source}")]
@@ -106,6 +107,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         .enabled("podunavailablebudget-webhook")
         .then(|| control_plane_exempt(&args));
     let sidecarset_webhook = args.controllers.enabled("sidecarset-webhook");
+    let launch_priority_webhook = args.controllers.enabled("containerlaunchpriority-webhook");
     let namespace = args.namespace.clone();
     let workers_per_kind = args.concurrency_per_kind.get();
     let metrics_addr = args.metrics_addr;
@@ -137,6 +139,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             webhook,
             budget_webhook,
             sidecarset_webhook,
+            launch_priority_webhook,
             namespace,
         },
         &shutdown,
@@ -168,6 +171,8 @@ struct Workloads {
     budget_webhook: Option<Exempt>,
     /// Whether pod creates get their SidecarSets' sidecars (`sidecarset-webhook`).
     sidecarset_webhook: bool,
+    /// Whether pod creates get their launch barriers (`containerlaunchpriority-webhook`).
+    launch_priority_webhook: bool,
     /// The control plane's namespace, where SidecarSets' ControllerRevisions are kept.
     namespace: String,
 }
@@ -188,6 +193,11 @@ fn webhook_config(args: &Args, ca_owner: Option<OwnerReference>) -> WebhookConfi
     if args.controllers.enabled("sidecarset-webhook") {
         configurations.push(WebhookConfiguration::Mutating(
             args.sidecarset_webhook_configuration.clone(),
+        ));
+    }
+    if args.controllers.enabled("containerlaunchpriority-webhook") {
+        configurations.push(WebhookConfiguration::Mutating(
+            args.launch_priority_webhook_configuration.clone(),
         ));
     }
     WebhookConfig {
@@ -217,17 +227,28 @@ fn control_plane_exempt(args: &Args) -> Exempt {
     }
 }
 
+/// Which pod-create webhooks this replica serves (`--controllers`).
+#[derive(Clone, Copy)]
+struct PodCreateWebhooks {
+    sidecarsets: bool,
+    launch_priority: bool,
+}
+
 /// The admission routes this replica serves: ContainerRecreateRequest defaulting always,
-/// PodUnavailableBudgets against deletes and evictions and SidecarSet injection into pod
-/// creates when switched on.
+/// PodUnavailableBudgets against deletes and evictions, SidecarSet injection into pod
+/// creates and their launch barriers when switched on.
 fn admission_routes(
     client: &kube::Client,
     stores: &Stores,
     budget: Option<Exempt>,
-    sidecarsets: bool,
+    pod_creates: PodCreateWebhooks,
     namespace: &str,
 ) -> axum::Router {
     let mut routes = crate::containerrecreate::webhook::routes(client.clone());
+    if pod_creates.launch_priority {
+        routes = routes.merge(crate::launchpriority::webhook::routes());
+    }
+    let sidecarsets = pod_creates.sidecarsets;
     if sidecarsets {
         routes = routes.merge(crate::sidecarset::webhook::routes(
             client.clone(),
@@ -275,7 +296,10 @@ async fn start_workloads(
         &client,
         &stores,
         workloads.budget_webhook,
-        workloads.sidecarset_webhook,
+        PodCreateWebhooks {
+            sidecarsets: workloads.sidecarset_webhook,
+            launch_priority: workloads.launch_priority_webhook,
+        },
         &workloads.namespace,
     );
     running.spawn(workloads.webhook.serve(admission, shutdown.clone()));
@@ -311,6 +335,7 @@ async fn start_workloads(
         shutdown,
     )?;
     start_pod_sets(running, &controllers, agents, shutdown)?;
+    start_launch_priority(running, &controllers, shutdown)?;
     start_container_recreates(running, &controllers, restarts, shutdown)?;
     start_jobs(running, &controllers, shutdown)
 }
@@ -439,6 +464,28 @@ fn start_sidecarsets(
     let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
     let triggers =
         crate::sidecarset::triggers::watches(&c.stores.changes, &c.stores.sidecarsets, queue);
+    running.spawn(triggers.run(shutdown.clone()));
+    Ok(())
+}
+
+/// The container launch-priority controller (the pods' barrier ConfigMaps) and its
+/// triggers, as `--controllers` says.
+fn start_launch_priority(
+    running: &mut Runtime<Stores>,
+    c: &Controllers,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    if !c.switches.enabled("containerlaunchpriority") {
+        return Ok(());
+    }
+    let controller = LaunchPriorityController {
+        client: c.client.clone(),
+        stores: c.stores.clone(),
+        events: c.events.clone(),
+    };
+    let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
+    let triggers =
+        crate::launchpriority::controller::watches(&c.stores.changes, &c.stores.pods, queue);
     running.spawn(triggers.run(shutdown.clone()));
     Ok(())
 }

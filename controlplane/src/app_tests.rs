@@ -139,7 +139,7 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 11] = [
+    let components: [(&str, &[&str]); 12] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("StatefulSet", StatefulSetController::READS),
@@ -156,6 +156,10 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
         (
             "SidecarSet",
             <crate::sidecarset::SidecarSetController as Reconciler>::READS,
+        ),
+        (
+            "ContainerLaunchPriority",
+            <crate::launchpriority::LaunchPriorityController as Reconciler>::READS,
         ),
     ];
     for (component, reads) in components {

@@ -179,6 +179,17 @@ pub struct Args {
     )]
     pub sidecarset_webhook_configuration: String,
 
+    /// The MutatingWebhookConfiguration of pod creates (container launch priority) whose
+    /// `caBundle` the control plane sets to its webhook CA. Its name sorts after the
+    /// SidecarSet one's, so the apiserver calls it after SidecarSet injection
+    /// (deploy/controlplane/webhook.yaml).
+    #[arg(
+        long,
+        env = "STEVEDORE_LAUNCH_PRIORITY_WEBHOOK_CONFIGURATION",
+        default_value = "stevedore-startup-priority"
+    )]
+    pub launch_priority_webhook_configuration: String,
+
     /// CA bundle (PEM) of the client certificate the apiserver presents to admission
     /// webhooks (its `--admission-control-config-file`, docs/security.md). When given, pod
     /// delete and eviction reviews are answered only for a caller presenting a
@@ -309,6 +320,13 @@ mod tests {
             args.sidecarset_webhook_configuration,
             "stevedore-sidecarsets"
         );
+        assert_eq!(
+            args.launch_priority_webhook_configuration,
+            "stevedore-startup-priority"
+        );
+        // The apiserver calls mutating configurations in name order: launch priority
+        // must see the containers SidecarSet injection adds.
+        assert!(args.sidecarset_webhook_configuration < args.launch_priority_webhook_configuration);
         assert_eq!(args.webhook_client_ca, None);
         assert!(args.webhook_client_names.is_empty());
         assert_eq!(args.log_format, LogFormat::Text);

@@ -21,6 +21,7 @@ pub mod daemonset;
 pub mod imagelist;
 pub mod imagelistpulljob;
 pub mod imagepulljob;
+pub mod launchpriority;
 pub mod pod_set;
 pub mod predownload;
 pub mod runtime;

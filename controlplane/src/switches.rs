@@ -17,10 +17,12 @@ pub const COMPONENTS: &[&str] = &[
     "podunavailablebudget",
     "containerrecreaterequest",
     "sidecarset",
+    "containerlaunchpriority",
     "imagelist-distributor",
     "csr-signer",
     "podunavailablebudget-webhook",
     "sidecarset-webhook",
+    "containerlaunchpriority-webhook",
 ];
 
 /// The parsed `--controllers` list.

@@ -1,6 +1,7 @@
 //! Reading pod state the way the suites assert on it.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::jiff::Timestamp;
 
 /// The status (`"True"`, `"False"`, `"Unknown"`) of condition `type_`, if the pod has it.
 pub fn condition(pod: &Pod, type_: &str) -> Option<String> {
@@ -20,6 +21,12 @@ pub fn is_ready(pod: &Pod) -> bool {
 pub fn is_running_and_ready(pod: &Pod) -> bool {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     running && is_ready(pod)
+}
+
+/// When the container's current run started, if it is running.
+pub fn started_at(status: &ContainerStatus) -> Option<Timestamp> {
+    let running = status.state.as_ref()?.running.as_ref()?;
+    running.started_at.as_ref().map(|t| t.0)
 }
 
 #[cfg(test)]

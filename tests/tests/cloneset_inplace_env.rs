@@ -75,12 +75,7 @@ fn status_of(pod: &Pod, name: &str) -> Result<ContainerStatus> {
 }
 
 fn started_at(status: &ContainerStatus) -> Result<Timestamp> {
-    status
-        .state
-        .as_ref()
-        .and_then(|s| s.running.as_ref())
-        .and_then(|r| r.started_at.as_ref())
-        .map(|t| t.0)
+    stevedore_tests::pods::started_at(status)
         .with_context(|| format!("container {} is not running", status.name))
 }
 

@@ -90,6 +90,12 @@ async fn service_accounts_hold_only_what_they_use() -> Result<()> {
             (CONTROLPLANE, "get", "secrets", Some("kube-system"), false),
             // Its signer CA's Secret only: created once, never listed.
             (CONTROLPLANE, "list", "secrets", Some("kube-system"), false),
+            // Launch barriers: a pod's <pod>-barrier ConfigMap in any namespace, read and
+            // written by name, never discovered.
+            (CONTROLPLANE, "create", "configmaps", ns, true),
+            (CONTROLPLANE, "patch", "configmaps", ns, true),
+            (CONTROLPLANE, "list", "configmaps", ns, false),
+            (CONTROLPLANE, "watch", "configmaps", None, false),
         ];
         let mut wrong = Vec::new();
         for (user, verb, resource, namespace, expected) in cases {

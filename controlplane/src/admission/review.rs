@@ -8,6 +8,7 @@ use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -169,9 +170,45 @@ pub fn answer(request: &AdmissionRequest, decision: &Decision) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// The pod a CREATE of a pod (not a subresource) carries, typed and as sent; `None` for
+/// any other request, or a pod that does not decode (the apiserver refuses it anyway).
+pub fn created_pod(request: &AdmissionRequest) -> Option<(Pod, &Value)> {
+    let is_pod = request.resource.group.is_empty() && request.resource.resource == "pods";
+    let sub = request.sub_resource.as_deref().unwrap_or_default();
+    if !is_pod || !sub.is_empty() || request.operation != "CREATE" {
+        return None;
+    }
+    let raw = request.object.as_ref()?;
+    let pod = serde_json::from_value(raw.clone()).ok()?;
+    Some((pod, raw))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod_request(operation: &str, resource: &str, sub: Option<&str>) -> AdmissionRequest {
+        serde_json::from_value(json!({
+            "uid": "u", "namespace": "shop", "operation": operation,
+            "resource": { "group": "", "resource": resource },
+            "subResource": sub,
+            "object": { "metadata": { "name": "web-1" }, "spec": { "containers": [] } },
+        }))
+        .expect("a request")
+    }
+
+    #[test]
+    fn only_pod_creates_carry_a_created_pod() {
+        let cases = [
+            (pod_request("CREATE", "pods", None), true),
+            (pod_request("UPDATE", "pods", None), false),
+            (pod_request("CREATE", "pods", Some("binding")), false),
+            (pod_request("CREATE", "configmaps", None), false),
+        ];
+        for (request, created) in cases {
+            assert_eq!(created_pod(&request).is_some(), created, "{request:?}");
+        }
+    }
 
     #[test]
     fn each_decision_is_answered_as_the_apiserver_reads_it() {

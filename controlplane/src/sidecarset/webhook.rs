@@ -16,14 +16,15 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
-use serde_json::Value;
 
 use super::inject::injection_patch;
 use super::matching::{PodScope, matches, needs_namespace_labels};
 use super::revisions::{of_set, version_to_inject};
-use crate::admission::review::{AdmissionRequest, Decision, Refusal, answer, read_request};
+use crate::admission::review::{
+    AdmissionRequest, Decision, Refusal, answer, created_pod, read_request,
+};
 use crate::api::SidecarSet;
 use crate::caches::Stores;
 
@@ -136,48 +137,6 @@ impl Handler {
                 tracing::warn!(namespace = name, %message, "could not read a pod's namespace for its SidecarSets' namespaceSelector");
                 None
             }
-        }
-    }
-}
-
-/// The pod a CREATE of a pod (not a subresource) carries, typed and as sent.
-fn created_pod(request: &AdmissionRequest) -> Option<(Pod, &Value)> {
-    let is_pod = request.resource.group.is_empty() && request.resource.resource == "pods";
-    let sub = request.sub_resource.as_deref().unwrap_or_default();
-    if !is_pod || !sub.is_empty() || request.operation != "CREATE" {
-        return None;
-    }
-    let raw = request.object.as_ref()?;
-    let pod = serde_json::from_value(raw.clone()).ok()?;
-    Some((pod, raw))
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn request(operation: &str, resource: &str, sub: Option<&str>) -> AdmissionRequest {
-        serde_json::from_value(json!({
-            "uid": "u", "namespace": "shop", "operation": operation,
-            "resource": { "group": "", "resource": resource },
-            "subResource": sub,
-            "object": { "metadata": { "name": "web-1" }, "spec": { "containers": [] } },
-        }))
-        .expect("a request")
-    }
-
-    #[test]
-    fn only_pod_creates_are_injected() {
-        let cases = [
-            (request("CREATE", "pods", None), true),
-            (request("UPDATE", "pods", None), false),
-            (request("CREATE", "pods", Some("binding")), false),
-            (request("CREATE", "configmaps", None), false),
-        ];
-        for (request, injected) in cases {
-            assert_eq!(created_pod(&request).is_some(), injected, "{request:?}");
         }
     }
 }
