@@ -127,7 +127,10 @@ async fn wait_status(
         || async {
             let set = sidecarsets(ctx).get(name).await?;
             let status = set.status.clone().unwrap_or_default();
-            let done = status.matched_pods == matched
+            // Counts of the spec just written, not of the one before it.
+            let current = status.observed_generation >= set.metadata.generation;
+            let done = current
+                && status.matched_pods == matched
                 && status.updated_pods == updated
                 && status.updated_ready_pods == updated;
             Ok(done.then_some(set))
