@@ -227,14 +227,15 @@ kill_pod_processes() {
 release_stale_pod_netns() {
   local used pin inode
   [[ -d /run/netns ]] || return 0
-  used=$(stat -L -c %i /proc/[0-9]*/ns/net 2>/dev/null | sort -u)
+  # stat fails for the processes that exit while it runs: what it read is enough.
+  used=$(stat -L -c %i /proc/[0-9]*/ns/net 2>/dev/null | sort -u || true)
   for pin in /run/netns/cni-*; do
     [[ -e $pin ]] || continue
     inode=$(stat -L -c %i "$pin" 2>/dev/null) || continue
     grep -qx "$inode" <<<"$used" && continue
     # Pinned by a bind mount of nsfs (which `mountpoint` does not see), sometimes twice.
     while umount "$pin" 2>/dev/null; do :; done
-    rm -f "$pin" 2>/dev/null
+    rm -f "$pin" 2>/dev/null || true # still pinned beneath a later mount: left
   done
   return 0
 }
