@@ -170,3 +170,24 @@ async fn copy_image(from: &str, to: &str) -> Result<()> {
     );
     Ok(())
 }
+
+/// The PID of the deployed agent of `node` (the DaemonSet's container process), found
+/// among every agent process of this machine by its `NODE_NAME`: with real workers, each
+/// node's agent runs here too, in the host's PID namespace (the DaemonSet is hostPID).
+pub fn agent_process_of(node: &str) -> Result<u32> {
+    let output = std::process::Command::new("pgrep")
+        .args(["-f", "^/usr/local/bin/stevedore-agent"])
+        .output()?;
+    let wanted = format!("NODE_NAME={node}");
+    let pids: Vec<u32> = (String::from_utf8_lossy(&output.stdout).lines())
+        .filter_map(|line| line.trim().parse().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_bytes()))
+        })
+        .collect();
+    match pids.as_slice() {
+        [pid] => Ok(*pid),
+        _ => bail!("one agent process of {node} expected, found {pids:?}"),
+    }
+}

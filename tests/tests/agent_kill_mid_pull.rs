@@ -16,6 +16,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use stevedore_tests::pods::is_ready;
+use stevedore_tests::real_nodes::agent_process_of;
 use stevedore_tests::{ClusterInfo, TestContext, poll_until, registry_log, run_in_namespace};
 
 const SOCKET: &str = "unix:///run/stevedore/agent.sock";
@@ -107,14 +108,7 @@ async fn agent_killed_mid_pull_pulls_again_to_a_complete_image() -> Result<()> {
         })
         .await?;
         ensure!(saw_bytes, "the pull never reported downloaded bytes");
-        let pids = Command::new("pgrep")
-            .args(["-f", "^/usr/local/bin/stevedore-agent"])
-            .output()?;
-        let pid = String::from_utf8_lossy(&pids.stdout).trim().to_owned();
-        ensure!(
-            !pid.is_empty() && !pid.contains('\n'),
-            "one agent process expected: {pid:?}"
-        );
+        let pid = agent_process_of(&ctx.cluster.node_name)?.to_string();
         let killed = Command::new("kill").args(["-KILL", &pid]).status()?;
         ensure!(killed.success(), "could not kill agent process {pid}");
         let _ = pull.wait();
