@@ -101,17 +101,7 @@ async fn drop_webhook_endpoints(ctx: &TestContext) -> Result<String> {
 /// Deletes a claim of a live StatefulSet ordinal (`data-sts-N` of a pod that is not
 /// terminating). Kubernetes keeps it (its protection finalizer) until the pod is gone.
 async fn delete_claim(ctx: &TestContext, which: u64) -> Result<String> {
-    let pods = ctx.api::<Pod>();
-    let selector = format!("app={STATEFUL}");
-    let mut live: Vec<String> = pods
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| p.name_any())
-        .collect();
-    live.sort();
+    let live = live_pod_names(ctx, STATEFUL).await?;
     let Some(pod) = pick(&live, which) else {
         return Ok(format!("{STATEFUL} has no live pod whose claim to delete"));
     };
@@ -253,4 +243,19 @@ pub fn lock<T>(mutex: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>> {
         Ok(guard) => Ok(guard),
         Err(_) => bail!("a checker thread panicked"),
     }
+}
+
+/// The names of `app`'s pods that are not terminating, sorted (so a seeded pick replays).
+pub async fn live_pod_names(ctx: &TestContext, app: &str) -> Result<Vec<String>> {
+    let selector = format!("app={app}");
+    let pods = ctx
+        .api::<Pod>()
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    let mut live: Vec<String> = (pods.items.iter())
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.name_any())
+        .collect();
+    live.sort();
+    Ok(live)
 }

@@ -3,7 +3,6 @@
 //! (Completed, or Failed with a reason) within the settle time; none stays in progress.
 
 use anyhow::{Context as _, Result};
-use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -27,17 +26,7 @@ pub fn name(n: usize) -> String {
 /// Asks for the container of a live pod of `app` (the `n`th by name, modulo their
 /// number) to be recreated; Ok(false) when the set has no live pod.
 pub async fn launch(ctx: &TestContext, app: &str, n: usize) -> Result<bool> {
-    let selector = format!("app={app}");
-    let mut live: Vec<String> = ctx
-        .api::<Pod>()
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| p.name_any())
-        .collect();
-    live.sort();
+    let live = super::faults::live_pod_names(ctx, app).await?;
     let Some(pod) = live.get(n % live.len().max(1)) else {
         return Ok(false);
     };
