@@ -19,6 +19,7 @@ pub mod cron;
 pub mod faults;
 pub mod invariants;
 pub mod jobs;
+pub mod kubelet;
 pub mod memory;
 pub mod plan;
 pub mod pool;

@@ -22,7 +22,7 @@ use super::runners::{self, Counters};
 use super::settle::{self, Leftovers};
 use super::watch::watch_pods;
 use super::workloads::{self, Workload};
-use super::{cron, recreate};
+use super::{cron, kubelet, recreate};
 use crate::TestContext;
 
 /// How long a pod must have been unavailable before the checkers count it (the
@@ -257,14 +257,20 @@ async fn run_on(
     let images = [ctx.cluster.image("web:v1"), ctx.cluster.image("web:v2")];
     let sets = set_up(ctx, pool, &images).await?;
     let watching = start_watch(ctx, &sets, started);
-    let memory_stop = CancellationToken::new();
+    // Stops the memory sampler and the kubelet stand-in once everything has settled.
+    let background_stop = CancellationToken::new();
     let sampler = tokio::spawn(runners::sample_memory(
         ctx.clone(),
         started,
-        memory_stop.clone(),
+        background_stop.clone(),
     ));
     let running = start_runners(ctx, pool, &sets, &watching.checker, &images);
     let nodes = pool.nodes();
+    let kubelet = tokio::spawn(kubelet::stand_in(
+        ctx.clone(),
+        nodes.clone(),
+        background_stop.clone(),
+    ));
     let targets = Targets {
         ctx,
         workloads: &sets,
@@ -279,7 +285,8 @@ async fn run_on(
     let stuck = settle::settle(ctx, &sets, &nodes, &leftovers, deadline).await;
     tokio::time::sleep(GRACE).await; // the watch's last events
     watching.watch.abort();
-    memory_stop.cancel();
+    background_stop.cancel();
+    let _ = kubelet.await;
     let peak = sampler.await.ok().flatten();
     let mut violations = lock(&watching.violations)?.clone();
     violations.extend(
