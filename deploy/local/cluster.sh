@@ -14,6 +14,10 @@
 #                                    (lib/nodes.sh)
 #   cluster.sh deploy                build Stevedore's agent and control-plane images, run
 #                                    them on the cluster, apply the sample CloneSet
+#   cluster.sh node add              one more real worker node on the running cluster
+#                                    (the next stevedore-worker-N); prints its name when Ready
+#   cluster.sh node remove NAME      the last-added worker leaves: Node deleted, its
+#                                    daemons, pods and namespaces gone
 #   cluster.sh down                  stop everything it started and remove its state
 #   cluster.sh status                what runs, with pids and log files
 #   cluster.sh kubeconfig            print the admin kubeconfig path
@@ -140,6 +144,16 @@ cmd_up() {
   log "logs: $LOG_DIR   registry: $REGISTRY   node: $NODE_NAME ($NODE_IP)"
 }
 
+cmd_node() {
+  [[ $(id -u) == 0 ]] || die "node needs root (it runs containerd and kubelet)"
+  [[ -f $STATE_DIR/env ]] || die "the cluster is not up: start it with cluster.sh up"
+  case ${1:-} in
+    add) add_worker ;;
+    remove) remove_worker "${2:?node remove needs the name of the node}" ;;
+    *) die "unknown node command '${1:-}' (expected: node add, or node remove NAME)" ;;
+  esac
+}
+
 # The tools the tests use beside the cluster: kwok, grpcurl, crictl, helm and containerd 2.x.
 cmd_tools() {
   build_kwok
@@ -227,6 +241,7 @@ case ${1:-} in
   up) shift; cmd_up "$@" ;;
   deploy) cmd_deploy ;;
   down) cmd_down ;;
+  node) shift; cmd_node "$@" ;;
   status) cmd_status ;;
   kubeconfig) echo "$STATE_DIR/kubeconfig" ;;
   env) [[ -f $STATE_DIR/env ]] && cat "$STATE_DIR/env" || die "the cluster is not up" ;;

@@ -26,6 +26,7 @@ pub mod oci_image;
 pub mod pods;
 pub mod proxy;
 pub mod random_image;
+pub mod real_node_jobs;
 pub mod real_nodes;
 pub mod registry_log;
 pub mod registry_process;

@@ -25,6 +25,33 @@ pub const WORKER_TAINT: &str = "stevedore.dev/worker";
 pub const AGENT_PORT: u16 = 10350;
 const READY: Duration = Duration::from_secs(180);
 
+/// A real worker node added to the running cluster (`cluster.sh node add`), as a node
+/// joins a production cluster; it leaves again (`cluster.sh node remove`) when dropped,
+/// also when the test fails.
+pub struct AddedNode {
+    pub name: String,
+}
+
+impl AddedNode {
+    pub fn add() -> Result<Self> {
+        let out = run_cluster_script(&["node", "add"])?;
+        let name = out.lines().last().unwrap_or_default().trim().to_owned();
+        ensure!(
+            name.starts_with("stevedore-worker-"),
+            "cluster.sh node add printed no node name: {out}"
+        );
+        Ok(Self { name })
+    }
+}
+
+impl Drop for AddedNode {
+    fn drop(&mut self) {
+        if let Err(err) = run_cluster_script(&["node", "remove", &self.name]) {
+            eprintln!("removing the added node {} failed: {err:#}", self.name);
+        }
+    }
+}
+
 /// One real node: its name and InternalIP.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RealNode {

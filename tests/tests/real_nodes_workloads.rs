@@ -13,6 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_api::{BroadcastJob, DaemonSet};
 use stevedore_tests::pods::is_ready;
+use stevedore_tests::real_node_jobs::{broadcast_job, create_job, runs, wait_for_runs_on};
 use stevedore_tests::real_nodes::{RealNode, real_node_affinity, real_nodes, worker_toleration};
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
@@ -266,73 +267,6 @@ async fn an_advanced_daemonset_follows_its_node_selector_across_real_nodes() -> 
     .await
 }
 
-fn broadcast_job(ctx: &TestContext, name: &str, spec: Value, node_label: Option<&str>) -> Value {
-    let mut pod = json!({
-        "affinity": real_node_affinity(),
-        "tolerations": worker_toleration(),
-        "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{
-            "name": "main",
-            "image": ctx.cluster.image("web:v1"),
-            "command": ["sh", "-c", "sleep 2"],
-        }],
-    });
-    if let Some(label) = node_label {
-        pod["nodeSelector"] = json!({ label: "yes" });
-    }
-    let mut spec = spec;
-    spec["template"] = json!({ "metadata": { "labels": { "job": name } }, "spec": pod });
-    json!({
-        "apiVersion": "apps.kruise.io/v1alpha1",
-        "kind": "BroadcastJob",
-        "metadata": { "name": name },
-        "spec": spec,
-    })
-}
-
-async fn create_job(ctx: &TestContext, object: Value) -> Result<()> {
-    let job: BroadcastJob = serde_json::from_value(object)?;
-    ctx.api::<BroadcastJob>()
-        .create(&PostParams::default(), &job)
-        .await?;
-    Ok(())
-}
-
-/// A finished pod of a job: its node and when its container ran.
-#[derive(Debug)]
-struct Run {
-    node: String,
-    started: String,
-    finished: String,
-}
-
-async fn runs(ctx: &TestContext, job: &str) -> Result<Vec<Run>> {
-    let params = ListParams::default().labels(&format!("job={job}"));
-    let mut found = Vec::new();
-    for pod in ctx.api::<Pod>().list(&params).await?.items {
-        let node = (pod.spec.as_ref()).and_then(|s| s.node_name.clone());
-        let status = pod.status.unwrap_or_default();
-        let ended = (status.container_statuses.unwrap_or_default().into_iter())
-            .find_map(|c| c.state?.terminated);
-        if let Some(ended) = ended {
-            found.push(Run {
-                node: node.unwrap_or_default(),
-                started: ended
-                    .started_at
-                    .map(|t| t.0.to_string())
-                    .unwrap_or_default(),
-                finished: ended
-                    .finished_at
-                    .map(|t| t.0.to_string())
-                    .unwrap_or_default(),
-            });
-        }
-    }
-    found.sort_by(|a, b| a.started.cmp(&b.started));
-    Ok(found)
-}
-
 /// parallelism 1 over three real nodes: each node runs the job's pod once, one node after
 /// another (each pod's container starts after the previous one finished).
 #[tokio::test]
@@ -389,15 +323,6 @@ async fn a_never_completing_broadcastjob_reaches_a_real_node_that_joins_it() -> 
             wait_for_runs_on(&ctx, "watcher", &nodes).await
         })
         .await
-    })
-    .await
-}
-
-async fn wait_for_runs_on(ctx: &TestContext, job: &str, nodes: &[String]) -> Result<()> {
-    let want: BTreeSet<String> = nodes.iter().cloned().collect();
-    poll_until(&format!("{job} finished on {want:?}"), WAIT, || async {
-        let on: BTreeSet<String> = runs(ctx, job).await?.into_iter().map(|r| r.node).collect();
-        Ok((on == want).then_some(()))
     })
     .await
 }

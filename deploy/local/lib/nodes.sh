@@ -65,10 +65,42 @@ ensure_real_nodes() {
   command -v socat >/dev/null || die "real worker nodes need socat (cluster.sh packages installs it)"
   start_registry_relays
   for ((i = 1; i < total; i++)); do start_worker "$i"; done
-  for ((i = 1; i < total; i++)); do
-    wait_for "node $(worker_name "$i") Ready" 120 "$LOG_DIR/$(worker_name "$i")-kubelet.log" -- \
-      kubectl_admin wait --for=condition=Ready "node/$(worker_name "$i")" --timeout=5s
-  done
+  for ((i = 1; i < total; i++)); do wait_worker_ready "$i"; done
+}
+
+wait_worker_ready() {
+  local name
+  name=$(worker_name "$1")
+  wait_for "node $name Ready" 120 "$LOG_DIR/$name-kubelet.log" -- \
+    kubectl_admin wait --for=condition=Ready "node/$name" --timeout=5s
+}
+
+# add_worker: one more real worker node on a running cluster (the next number), as a node
+# joins a production cluster while workloads run; prints its name once it is Ready.
+add_worker() {
+  local i
+  i=$(($(worker_count) + 1))
+  ((i < 50)) || die "the cluster already has 50 real nodes (the most it takes)"
+  command -v socat >/dev/null || die "real worker nodes need socat (cluster.sh packages installs it)"
+  start_registry_relays
+  start_worker "$i"
+  wait_worker_ready "$i"
+  worker_name "$i"
+}
+
+# remove_worker NAME: the last-added worker leaves the cluster: its Node object is
+# deleted and its daemons, pods, namespaces and routes go. Only the last one, so workers
+# stay numbered 1..count.
+remove_worker() {
+  local name=$1 n
+  n=$(worker_count)
+  ((n > 0)) || die "the cluster has no real worker node to remove"
+  [[ $name == "$(worker_name "$n")" ]] ||
+    die "only the last-added worker, $(worker_name "$n"), can be removed; got '$name'"
+  kubectl_admin delete node "$name" --wait=false >/dev/null 2>&1 || true
+  stop_worker "$n"
+  rm -rf --one-file-system "$(worker_dir "$n")"
+  log "real worker node $name removed"
 }
 
 # start_registry_relays: on the host, a Unix socket per registry port that the workers'
@@ -86,7 +118,9 @@ start_worker() {
   local i=$1 name
   name=$(worker_name "$i")
   mkdir -p "$(worker_dir "$i")" "$(worker_run "$i")"
-  worker_network "$i"
+  # ip warns "Peer netns reference is invalid" for every stale pin it meets in
+  # /run/netns (left by runtimes that died with pods in them); only that line is dropped.
+  worker_network "$i" 2> >(grep -v "Peer netns reference is invalid" >&2)
   worker_mounts "$i"
   worker_cgroups "$i"
   worker_credentials "$i"
@@ -103,9 +137,7 @@ worker_network() {
   ns=$(worker_netns "$i")
   ip=$(worker_ip "$i")
   host_end=stvd-w$i
-  # ip warns "Peer netns reference is invalid" for every stale pin it meets in
-  # /run/netns (left by runtimes that died with pods in them); only that line is dropped.
-  [[ -e /run/netns/$ns ]] || ip netns add "$ns" 2> >(grep -v "Peer netns reference is invalid" >&2)
+  [[ -e /run/netns/$ns ]] || ip netns add "$ns"
   if ! ip link show "$host_end" >/dev/null 2>&1; then
     ip link add "$host_end" type veth peer name eth0 netns "$ns"
     ip link set "$host_end" master "$HOST_BRIDGE" up
@@ -237,32 +269,47 @@ worker_kube_proxy() {
     in_worker "$i" -- curl -sf http://127.0.0.1:10256/healthz
 }
 
+# worker_daemons_of I: worker I's daemons, in start order.
+worker_daemons_of() {
+  local name port
+  name=$(worker_name "$1")
+  echo "$name-containerd"
+  for port in "${RELAYED_PORTS[@]}"; do echo "$name-registry-$port"; done
+  echo "$name-kubelet" "$name-kube-proxy"
+}
+
 # worker_daemons: the daemons of every worker, in start order, then the host's relays.
 worker_daemons() {
   local i n port
   n=$(worker_count)
-  for ((i = 1; i <= n; i++)); do
-    echo "$(worker_name "$i")-containerd"
-    for port in "${RELAYED_PORTS[@]}"; do echo "$(worker_name "$i")-registry-$port"; done
-    echo "$(worker_name "$i")-kubelet" "$(worker_name "$i")-kube-proxy"
-  done
+  for ((i = 1; i <= n; i++)); do worker_daemons_of "$i"; done
   for port in "${RELAYED_PORTS[@]}"; do echo "registry-relay-$port"; done
+}
+
+# stop_worker I: worker I's daemons, pods, shims, namespaces and routes.
+stop_worker() {
+  local i=$1 d run
+  for d in $(worker_daemons_of "$i" | tac); do stop_daemon "$d"; done
+  kill_shims_of "$(worker_run "$i")/containerd.sock"
+  kill_cgroup_processes "$(worker_name "$i")"
+  ip route del "$(worker_pod_cidr "$i")" 2>/dev/null || true
+  ip link del "stvd-w$i" 2>/dev/null || true
+  ip netns del "$(worker_netns "$i")" 2>/dev/null || true
+  umount -l "$(worker_mntns "$i")" 2>/dev/null || true
+  run=$(worker_run "$i")
+  awk -v run="$run" 'index($2, run) == 1 { print $2 }' /proc/self/mounts | sort -r |
+    xargs -r -n1 umount -l 2>/dev/null || true
+  rm -rf --one-file-system "$run" "$(worker_mntns "$i")"
+  return 0
 }
 
 # stop_workers: every worker's daemons, pods, shims, namespaces and routes; their Node
 # objects go with the apiserver's state.
 stop_workers() {
-  local n i d
+  local n i port
   n=$(worker_count)
-  for d in $(worker_daemons | tac); do stop_daemon "$d"; done
-  for ((i = 1; i <= n; i++)); do
-    kill_shims_of "$(worker_run "$i")/containerd.sock"
-    kill_cgroup_processes "$(worker_name "$i")"
-    ip route del "$(worker_pod_cidr "$i")" 2>/dev/null || true
-    ip link del "stvd-w$i" 2>/dev/null || true
-    ip netns del "$(worker_netns "$i")" 2>/dev/null || true
-    umount -l "$(worker_mntns "$i")" 2>/dev/null || true
-  done
+  for ((i = n; i >= 1; i--)); do stop_worker "$i"; done
+  for port in "${RELAYED_PORTS[@]}"; do stop_daemon "registry-relay-$port"; done
   umount -l "$WORKERS_RUN/ns" 2>/dev/null || true
   local mounts
   mounts=$(awk -v run="$WORKERS_RUN" 'index($2, run) == 1 { print $2 }' /proc/self/mounts | sort -r)
