@@ -53,6 +53,27 @@ fn a_real_node_count_outside_one_to_fifty_is_refused_naming_the_value() -> Resul
     Ok(())
 }
 
+/// `node remove` takes only the last-added worker away (workers stay numbered 1..N), so a
+/// name that is not that worker is refused, naming it, before anything is stopped; an
+/// unknown `node` command is refused by name.
+#[test]
+fn node_commands_refuse_what_they_cannot_do_naming_it() -> Result<()> {
+    let out = run(&["node", "remove", "not-a-worker"], &[])?;
+    ensure!(!out.status.success(), "removing not-a-worker was accepted");
+    let err = stderr(&out);
+    ensure!(
+        err.contains("'not-a-worker'")
+            || err.contains("no real worker node")
+            || err.contains("not up"),
+        "{err}"
+    );
+    let out = run(&["node", "grow"], &[])?;
+    ensure!(!out.status.success(), "node grow was accepted");
+    let err = stderr(&out);
+    ensure!(err.contains("'grow'") || err.contains("not up"), "{err}");
+    Ok(())
+}
+
 #[test]
 fn unknown_up_flag_is_refused_naming_it() -> Result<()> {
     let out = run(&["up", "--nodes", "3"], &[])?;
