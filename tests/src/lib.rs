@@ -18,6 +18,7 @@ pub mod grpc;
 pub mod helm;
 #[cfg(test)]
 mod helm_containerd_values;
+pub mod kept_watch;
 pub mod kustomize_swap;
 pub mod manifests;
 pub mod metrics;

@@ -6,19 +6,17 @@
 //! behind the partition. When the rollout converges the job and its entries are gone.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use stevedore_api::imagelist::ImagePullPhase;
 use stevedore_api::{CloneSet, ImageList, ImagePullJob};
+use stevedore_tests::kept_watch::{Kept, keep_watching};
 use stevedore_tests::pods::condition;
 use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
@@ -57,36 +55,27 @@ struct Seen {
     succeeded: BTreeSet<String>,
 }
 
-/// Follows every ImageList of nodes `<prefix>-*` and records what happened to `image`.
-fn watch_image(ctx: &TestContext, prefix: &str, image: String) -> Arc<Mutex<Seen>> {
-    let seen = Arc::new(Mutex::new(Seen::default()));
+/// Follows every ImageList of nodes `<prefix>-*` and keeps what happened to `image`.
+fn watch_image(ctx: &TestContext, prefix: &str, image: String) -> Kept<Seen> {
     let lists: Api<ImageList> = Api::all(ctx.client.clone());
-    let (record, prefix) = (Arc::clone(&seen), format!("{prefix}-"));
-    tokio::spawn(async move {
-        let mut stream = watcher(lists, watcher::Config::default())
-            .applied_objects()
-            .boxed();
-        while let Some(event) = stream.next().await {
-            let Ok(list) = event else { continue };
-            let name = list.name_any();
-            if !name.starts_with(&prefix) {
-                continue;
-            }
-            let Ok(mut seen) = record.lock() else { break };
-            if list.spec.images.contains_key(&image) {
-                seen.entry.insert(name.clone());
-            }
-            let pulled = list
-                .status
-                .as_ref()
-                .and_then(|s| s.images.get(&image))
-                .is_some_and(|s| s.phase == ImagePullPhase::Succeeded && !s.image_id.is_empty());
-            if pulled {
-                seen.succeeded.insert(name);
-            }
+    let prefix = format!("{prefix}-");
+    keep_watching(lists, move |seen: &mut Seen, list| {
+        let name = list.name_any();
+        if !name.starts_with(&prefix) {
+            return;
         }
-    });
-    seen
+        if list.spec.images.contains_key(&image) {
+            seen.entry.insert(name.clone());
+        }
+        let pulled = list
+            .status
+            .as_ref()
+            .and_then(|s| s.images.get(&image))
+            .is_some_and(|s| s.phase == ImagePullPhase::Succeeded && !s.image_id.is_empty());
+        if pulled {
+            seen.succeeded.insert(name);
+        }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -177,7 +166,7 @@ async fn new_images_are_pulled_on_the_nodes_of_pods_still_to_update() -> Result<
             "the partition should hold 3 pods on v1 while pre-download runs: old {old:?}, updated {updated:?}"
         );
         {
-            let seen = seen.lock().map_err(|_| anyhow::anyhow!("the ImageList watch panicked"))?;
+            let seen = seen.lock()?;
             ensure!(
                 seen.succeeded == old,
                 "the new image should be Succeeded on exactly the old pods' nodes {old:?}; saw {:?}",

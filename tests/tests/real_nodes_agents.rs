@@ -6,12 +6,9 @@
 //! control-plane node, never a worker.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use kube::ResourceExt as _;
-use kube::runtime::{WatchStreamExt as _, watcher};
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -26,6 +23,7 @@ use stevedore_proto::stevedore::agent::v1::{
 use stevedore_tests::auth::{
     bind_cluster_role, node_info_once_allowed, token_for, unbind, with_token,
 };
+use stevedore_tests::kept_watch::{Kept, keep_watching};
 use stevedore_tests::random_image;
 use stevedore_tests::real_nodes::{
     RealNode, agent_channel, agent_pod, copy_to_registry, node_containerd, real_nodes,
@@ -142,7 +140,7 @@ async fn an_imagepulljob_pulls_on_every_real_node_through_its_own_agent() -> Res
         })
         .await?;
         for node in &nodes {
-            let pulled = lock(&seen)?.get(&node.name).cloned();
+            let pulled = seen.lock()?.get(&node.name).cloned();
             let pulled = pulled.with_context(|| {
                 format!("{}'s ImageList never had {image} Succeeded", node.name)
             })?;
@@ -163,33 +161,16 @@ async fn an_imagepulljob_pulls_on_every_real_node_through_its_own_agent() -> Res
     .await
 }
 
-type Pulls = Arc<Mutex<BTreeMap<String, ImageStatus>>>;
-
-/// Follows every ImageList and records, per node, the status of `image` once Succeeded
+/// Follows every ImageList and keeps, per node, the status of `image` once Succeeded
 /// (the job's entries, and their status, go when the job completes).
-fn watch_pulls(ctx: &TestContext, image: String) -> Pulls {
-    let seen: Pulls = Arc::default();
+fn watch_pulls(ctx: &TestContext, image: String) -> Kept<BTreeMap<String, ImageStatus>> {
     let lists: Api<ImageList> = Api::all(ctx.client.clone());
-    let record = Arc::clone(&seen);
-    tokio::spawn(async move {
-        let mut stream = watcher(lists, watcher::Config::default())
-            .applied_objects()
-            .boxed();
-        while let Some(event) = stream.next().await {
-            let Ok(list) = event else { continue };
-            let status = list.status.as_ref().and_then(|s| s.images.get(&image));
-            if let Some(status) = status.filter(|s| s.phase == ImagePullPhase::Succeeded) {
-                let Ok(mut seen) = record.lock() else { break };
-                seen.insert(list.name_any(), status.clone());
-            }
+    keep_watching(lists, move |pulls: &mut BTreeMap<_, _>, list| {
+        let status = list.status.as_ref().and_then(|s| s.images.get(&image));
+        if let Some(status) = status.filter(|s| s.phase == ImagePullPhase::Succeeded) {
+            pulls.insert(list.name_any(), status.clone());
         }
-    });
-    seen
-}
-
-fn lock(seen: &Pulls) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, ImageStatus>>> {
-    seen.lock()
-        .map_err(|_| anyhow::anyhow!("the ImageList watch panicked"))
+    })
 }
 
 /// With workers in the cluster, the control plane is required on control-plane nodes

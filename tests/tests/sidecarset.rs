@@ -75,6 +75,40 @@ async fn delete_sidecarsets(ctx: &TestContext, names: &[String]) {
     }
 }
 
+/// Creates the SidecarSets `objects`, runs `check` with their names, and deletes them
+/// whatever it returned (also when a later one could not be created).
+async fn with_sidecarsets(
+    ctx: &TestContext,
+    objects: &[Value],
+    check: impl AsyncFnOnce(&[String]) -> Result<()>,
+) -> Result<()> {
+    let mut names = Vec::new();
+    for object in objects {
+        match create_sidecarset(ctx, object).await {
+            Ok(set) => names.push(set.name_any()),
+            Err(err) => {
+                delete_sidecarsets(ctx, &names).await;
+                return Err(err);
+            }
+        }
+    }
+    let checked = check(&names).await;
+    delete_sidecarsets(ctx, &names).await;
+    checked
+}
+
+/// Applies the `web` CloneSet `name` of `replicas` pods on the kubelet node and waits
+/// until it has rolled out.
+async fn rolled_out_web_cloneset(ctx: &TestContext, name: &str, replicas: i32) -> Result<()> {
+    apply(
+        ctx,
+        &web_cloneset(ctx, name, replicas, "InPlaceIfPossible", Nodes::Kubelet),
+    )
+    .await?;
+    wait_rolled_out(ctx, name, ROLLOUT).await?;
+    Ok(())
+}
+
 /// The status of container `name` of the pod.
 fn status_of(pod: &Pod, name: &str) -> Result<ContainerStatus> {
     (pod.status
@@ -196,8 +230,8 @@ async fn running_pods(ctx: &TestContext, app: &str, count: usize) -> Result<Vec<
 async fn injects_into_the_pods_of_a_cloneset_and_of_a_deployment() -> Result<()> {
     run_in_namespace("sidecarset-inject", |ctx| async move {
         let object = sidecarset(&ctx, "log", &["web-cs", "web-deploy"], "web:v1", json!({}));
-        let set = create_sidecarset(&ctx, &object).await?.name_any();
-        let checked = async {
+        with_sidecarsets(&ctx, &[object], async |names| {
+            let set = &names[0];
             apply(
                 &ctx,
                 &web_cloneset(&ctx, "web-cs", 2, "InPlaceIfPossible", Nodes::Kubelet),
@@ -211,19 +245,17 @@ async fn injects_into_the_pods_of_a_cloneset_and_of_a_deployment() -> Result<()>
             pods.extend(running_pods(&ctx, "web-deploy", 1).await?);
             ensure!(pods.len() == 3, "expected 3 pods, found {}", pods.len());
             for pod in &pods {
-                ensure_injected(pod, &set)?;
+                ensure_injected(pod, set)?;
                 ensure!(
                     status_of(pod, SIDECAR)?.ready,
                     "{}: the sidecar is not ready",
                     pod.name_any()
                 );
             }
-            wait_status(&ctx, &set, 3, 3).await?;
+            wait_status(&ctx, set, 3, 3).await?;
             Ok(())
-        }
-        .await;
-        delete_sidecarsets(&ctx, &[set]).await;
-        checked
+        })
+        .await
     })
     .await
 }
@@ -238,17 +270,12 @@ async fn an_image_change_upgrades_only_the_sidecar_in_place() -> Result<()> {
             "web:v1",
             json!({ "maxUnavailable": 1 }),
         );
-        let set = create_sidecarset(&ctx, &object).await?.name_any();
-        let checked = async {
-            apply(
-                &ctx,
-                &web_cloneset(&ctx, "web", 2, "InPlaceIfPossible", Nodes::Kubelet),
-            )
-            .await?;
-            wait_rolled_out(&ctx, "web", ROLLOUT).await?;
+        with_sidecarsets(&ctx, &[object], async |names| {
+            let set = &names[0];
+            rolled_out_web_cloneset(&ctx, "web", 2).await?;
             let before = pods_of(&ctx, "web").await?;
-            set_sidecar_image(&ctx, &set, "web:v2").await?;
-            wait_status(&ctx, &set, 2, 2).await?;
+            set_sidecar_image(&ctx, set, "web:v2").await?;
+            wait_status(&ctx, set, 2, 2).await?;
             let after = wait_rolled_out(&ctx, "web", ROLLOUT)
                 .await
                 .and(pods_of(&ctx, "web").await)?;
@@ -281,10 +308,8 @@ async fn an_image_change_upgrades_only_the_sidecar_in_place() -> Result<()> {
                 );
             }
             Ok(())
-        }
-        .await;
-        delete_sidecarsets(&ctx, &[set]).await;
-        checked
+        })
+        .await
     })
     .await
 }
@@ -308,9 +333,9 @@ async fn injection_strategy_revision_injects_the_version_it_names() -> Result<()
     run_in_namespace("sidecarset-revision", |ctx| async move {
         let mut object = sidecarset(&ctx, "log", &["web-deploy"], "web:v1", json!({ "paused": true }));
         object["metadata"]["labels"] = json!({ "apps.kruise.io/sidecarset-custom-version": "stable" });
-        let set = create_sidecarset(&ctx, &object).await?.name_any();
-        let checked = async {
-            let first = wait_latest_revision(&ctx, &set, "").await?;
+        with_sidecarsets(&ctx, &[object], async |names| {
+            let set = &names[0];
+            let first = wait_latest_revision(&ctx, set, "").await?;
             let patch = json!({
                 "metadata": { "labels": { "apps.kruise.io/sidecarset-custom-version": "canary" } },
                 "spec": {
@@ -318,17 +343,15 @@ async fn injection_strategy_revision_injects_the_version_it_names() -> Result<()
                     "injectionStrategy": { "revision": { "customVersion": "stable" } },
                 },
             });
-            sidecarsets(&ctx).patch(&set, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-            wait_latest_revision(&ctx, &set, &first).await?;
+            sidecarsets(&ctx).patch(set, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            wait_latest_revision(&ctx, set, &first).await?;
             ctx.api::<Deployment>().create(&PostParams::default(), &deployment(&ctx, "web-deploy")?).await?;
             let pods = running_pods(&ctx, "web-deploy", 1).await?;
             let sidecar = status_of(&pods[0], SIDECAR)?;
             ensure!(sidecar.image.ends_with("web:v1"), "the new pod got {} rather than the stable revision's web:v1", sidecar.image);
             Ok(())
-        }
-        .await;
-        delete_sidecarsets(&ctx, &[set]).await;
-        checked
+        })
+        .await
     })
     .await
 }
@@ -337,18 +360,12 @@ async fn injection_strategy_revision_injects_the_version_it_names() -> Result<()
 async fn a_partition_keeps_that_many_pods_on_the_old_sidecar() -> Result<()> {
     run_in_namespace("sidecarset-partition", |ctx| async move {
         let update = json!({ "partition": 2, "maxUnavailable": 3 });
-        let set = create_sidecarset(&ctx, &sidecarset(&ctx, "log", &["web"], "web:v1", update))
-            .await?
-            .name_any();
-        let checked = async {
-            apply(
-                &ctx,
-                &web_cloneset(&ctx, "web", 3, "InPlaceIfPossible", Nodes::Kubelet),
-            )
-            .await?;
-            wait_rolled_out(&ctx, "web", ROLLOUT).await?;
-            set_sidecar_image(&ctx, &set, "web:v2").await?;
-            wait_status(&ctx, &set, 3, 1).await?;
+        let object = sidecarset(&ctx, "log", &["web"], "web:v1", update);
+        with_sidecarsets(&ctx, &[object], async |names| {
+            let set = &names[0];
+            rolled_out_web_cloneset(&ctx, "web", 3).await?;
+            set_sidecar_image(&ctx, set, "web:v2").await?;
+            wait_status(&ctx, set, 3, 1).await?;
             // The partition holds: no more pods move while it stays.
             tokio::time::sleep(Duration::from_secs(15)).await;
             let pods = pods_of(&ctx, "web").await?;
@@ -359,21 +376,15 @@ async fn a_partition_keeps_that_many_pods_on_the_old_sidecar() -> Result<()> {
                 upgraded == 1,
                 "{upgraded} of 3 pods run the new sidecar under partition 2"
             );
-            let status = sidecarsets(&ctx)
-                .get(&set)
-                .await?
-                .status
-                .unwrap_or_default();
+            let status = sidecarsets(&ctx).get(set).await?.status.unwrap_or_default();
             ensure!(
                 status.updated_pods == 1,
                 "updatedPods is {} under partition 2",
                 status.updated_pods
             );
             Ok(())
-        }
-        .await;
-        delete_sidecarsets(&ctx, &[set]).await;
-        checked
+        })
+        .await
     })
     .await
 }
@@ -381,9 +392,14 @@ async fn a_partition_keeps_that_many_pods_on_the_old_sidecar() -> Result<()> {
 #[tokio::test]
 async fn a_pod_two_sidecarsets_give_one_container_name_is_refused_naming_both() -> Result<()> {
     run_in_namespace("sidecarset-conflict", |ctx| async move {
-        let first = create_sidecarset(&ctx, &sidecarset(&ctx, "a", &["web"], "web:v1", json!({}))).await?.name_any();
-        let second = create_sidecarset(&ctx, &sidecarset(&ctx, "b", &["web"], "web:v1", json!({}))).await?.name_any();
-        let checked = async {
+        let objects = [
+            sidecarset(&ctx, "a", &["web"], "web:v1", json!({})),
+            sidecarset(&ctx, "b", &["web"], "web:v1", json!({})),
+        ];
+        with_sidecarsets(&ctx, &objects, async |names| {
+            let [first, second] = names else {
+                anyhow::bail!("expected two SidecarSets, created {names:?}");
+            };
             let pod: Pod = serde_json::from_value(json!({
                 "metadata": { "name": "web", "labels": { "app": "web" } },
                 "spec": { "nodeName": ctx.cluster.node_name, "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }] },
@@ -400,13 +416,11 @@ async fn a_pod_two_sidecarsets_give_one_container_name_is_refused_naming_both() 
                 }
             })
             .await?;
-            ensure!(refused.contains(&first) && refused.contains(&second), "the refusal names not both SidecarSets: {refused}");
+            ensure!(refused.contains(first.as_str()) && refused.contains(second.as_str()), "the refusal names not both SidecarSets: {refused}");
             ensure!(refused.contains(SIDECAR), "the refusal names not the container: {refused}");
             Ok(())
-        }
-        .await;
-        delete_sidecarsets(&ctx, &[first, second]).await;
-        checked
+        })
+        .await
     })
     .await
 }

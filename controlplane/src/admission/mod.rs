@@ -7,12 +7,15 @@
 //!
 //! - [`caller`]: which callers are answered, by their client certificate (pure);
 //! - [`review`]: the `AdmissionReview` request and the answers (allow, refuse, patch);
+//! - [`pod_create`]: the answer the pod-create webhooks share (SidecarSet injection,
+//!   launch priority), which bring only their decision about the created pod;
 //! - [`server`]: the HTTPS endpoint every replica serves; it also answers the
 //!   PodUnavailableBudget CRD's conversion reviews (`crate::conversion`);
 //! - [`trust`]: the CA put into the webhook configurations' `caBundle` and the CRD's
 //!   conversion webhook, before the control plane reports ready.
 
 pub mod caller;
+pub mod pod_create;
 pub mod review;
 pub mod server;
 pub mod trust;

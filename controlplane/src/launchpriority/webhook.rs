@@ -16,12 +16,12 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::response::Response;
 use axum::routing::post;
-use serde_json::json;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
 
 use super::plan::{asks_for_order, barrier_patch, generated_name, priorities};
-use crate::admission::review::{
-    AdmissionRequest, Decision, Refusal, answer, created_pod, read_request,
-};
+use crate::admission::pod_create::answer_pod_create;
+use crate::admission::review::{Decision, Refusal};
 
 /// The path the MutatingWebhookConfiguration sends pod creates to.
 pub const MUTATE_PATH: &str = "/mutate-pod-launch-priority";
@@ -32,34 +32,25 @@ pub fn routes() -> Router {
 }
 
 async fn review(body: Bytes) -> Response {
-    let request = match read_request(&body) {
-        Ok(request) => request,
-        Err(refused) => return refused,
-    };
-    let decision = decide(&request, fastrand::usize);
-    if let Decision::Refuse(refusal) = &decision {
-        tracing::info!(
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            pod = %request.name,
-            message = %refusal.message,
-            "refused a pod: its launch priority cannot be read"
-        );
-    }
-    answer(&request, &decision)
+    answer_pod_create(
+        &body,
+        "its launch priority cannot be read",
+        async |_, pod, raw| decide(&pod, raw, fastrand::usize),
+    )
+    .await
 }
 
-/// The answer to one review; `random` draws below its argument (a generated name).
+/// The answer to the creation of `pod` (`raw` as sent); `random` draws below its
+/// argument (a generated name).
 fn decide(
-    request: &AdmissionRequest,
+    pod: &Pod,
+    raw: &Value,
     random: impl FnMut(std::ops::RangeTo<usize>) -> usize,
 ) -> Decision {
-    let Some((pod, raw)) = created_pod(request) else {
-        return Decision::Allow;
-    };
     if !asks_for_order(raw) {
         return Decision::Allow;
     }
-    let priorities = match priorities(&pod) {
+    let priorities = match priorities(pod) {
         Ok(priorities) => priorities,
         Err(err) => return Decision::Refuse(Refusal::bad_request(format!("{err}."))),
     };
@@ -79,27 +70,27 @@ fn decide(
         // No name at all: the apiserver refuses the pod itself.
         (None, None) => return Decision::Allow,
     };
-    patch.extend(barrier_patch(&pod, &name, priorities.as_deref()));
+    patch.extend(barrier_patch(pod, &name, priorities.as_deref()));
     Decision::Patch(patch)
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Value, json};
-
     use super::*;
     use crate::launchpriority::plan::{LAUNCH_PRIORITY_ANNOTATION, PRIORITY_ENV, barrier_env};
 
-    fn create(metadata: Value, containers: Value) -> AdmissionRequest {
-        serde_json::from_value(json!({
-            "uid": "u", "namespace": "shop", "operation": "CREATE",
-            "resource": { "group": "", "resource": "pods" },
-            "object": { "metadata": metadata, "spec": { "containers": containers } },
-        }))
-        .expect("a request")
+    /// A pod created with `metadata` and `containers`, as sent.
+    fn create(metadata: Value, containers: Value) -> Value {
+        json!({ "metadata": metadata, "spec": { "containers": containers } })
     }
 
-    fn ordered(metadata: Value) -> AdmissionRequest {
+    /// The decision about the creation of `raw`, names drawn as `b`s.
+    fn decided(raw: &Value) -> Decision {
+        let pod: Pod = serde_json::from_value(raw.clone()).expect("a pod");
+        decide(&pod, raw, |_| 0)
+    }
+
+    fn ordered(metadata: Value) -> Value {
         let mut metadata = metadata;
         metadata["annotations"] = json!({ LAUNCH_PRIORITY_ANNOTATION: "Ordered" });
         create(metadata, json!([{ "name": "a" }, { "name": "b" }]))
@@ -132,14 +123,14 @@ mod tests {
             ),
             ("no name at all", ordered(json!({})), Decision::Allow),
         ];
-        for (case, request, decision) in cases {
-            assert_eq!(decide(&request, |_| 0), decision, "{case}");
+        for (case, raw, decision) in cases {
+            assert_eq!(decided(&raw), decision, "{case}");
         }
     }
 
     #[test]
     fn a_pod_with_only_generate_name_is_named_here_and_its_barrier_follows() {
-        let decision = decide(&ordered(json!({ "generateName": "web-" })), |_| 0);
+        let decision = decided(&ordered(json!({ "generateName": "web-" })));
         let Decision::Patch(patch) = decision else {
             panic!("expected a patch, got {decision:?}");
         };

@@ -10,7 +10,6 @@
 //! changed. SidecarSets are cluster-scoped: the key's namespace is
 //! empty.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,11 +25,10 @@ use super::hash::{sidecarset_hash, sidecarset_hash_without_image};
 use super::hot::{FIRST_VERSION, resets, swaps};
 use super::plan::{SidecarSetPlan, Versions, plan};
 use super::pod_state::SidecarPod;
-use super::predownload::{Upgrade, waiting_images};
+use super::predownload::{PreDownloader, waiting_images};
 use super::revisions::{history_step, of_set};
 use super::upgrade::{Target, changed_images, finish_patch, reset_patch, start_patch};
 use crate::api::SidecarSet;
-use crate::api::sidecarset::SidecarSetUpdateStrategyType;
 use crate::caches::Stores;
 use crate::controller::ObjectKey;
 use crate::controller::api_error::{ApiError, api_error, status_code};
@@ -38,7 +36,6 @@ use crate::controller::events::EventSink;
 use crate::controller::expectations::{Expectation, Expectations, Seen, resource_version};
 use crate::controller::pod_conditions::{ConditionRequest, PodConditions, PodTarget};
 use crate::controller::runner::{Outcome, Reconciler};
-use crate::predownload::plan::CREATED_LABEL;
 use crate::workload::budget::{Admission, BudgetSource, DisruptionKind};
 use crate::workload::inplace::{
     INPLACE_UPDATE_READY, REASON_DONE, REASON_START, has_readiness_gate,
@@ -140,7 +137,9 @@ impl Reconciler for SidecarSetController {
         plan.status.observed_generation = set.metadata.generation;
         let (latest, collisions) = self.sync_history(&set).await?;
         let images = waiting_images(&pods, &views, &set, &hash, &hash_without_image);
-        self.predownload(&set, &plan, images, &latest).await;
+        self.pre_downloader()
+            .sync(&set, &plan, images, &latest)
+            .await;
         plan.status.latest_revision = latest;
         plan.status.collision_count = collisions;
         self.write_status(&set, &plan).await?;
@@ -322,35 +321,15 @@ impl SidecarSetController {
         Some(Seen::of(&pod.metadata))
     }
 
-    /// Pre-downloads the images of the pods `waiting` (their namespaces, the images) for
-    /// the upgrade to revision `latest`, unless the SidecarSet does not upgrade pods.
-    async fn predownload(
-        &self,
-        set: &SidecarSet,
-        plan: &SidecarSetPlan,
-        waiting: (BTreeSet<String>, BTreeMap<String, String>),
-        latest: &str,
-    ) {
-        let strategy = &set.spec.update_strategy;
-        if strategy.strategy_type() == SidecarSetUpdateStrategyType::NotUpdate || latest.is_empty()
-        {
-            return;
+    /// Pre-download's narrow view of this controller.
+    fn pre_downloader(&self) -> PreDownloader<'_> {
+        PreDownloader {
+            client: &self.client,
+            jobs: &self.stores.imagepulljobs,
+            revisions: &self.stores.revisions,
+            events: &self.events,
+            namespace: &self.namespace,
         }
-        let (namespaces, images) = waiting;
-        let revision = (self.stores.revisions).get(&ObjectRef::new(latest).within(&self.namespace));
-        let already_created = revision
-            .and_then(|r| r.metadata.labels.clone())
-            .is_some_and(|l| l.contains_key(CREATED_LABEL));
-        let selector = set.spec.selector.clone().unwrap_or_default();
-        let upgrade = Upgrade {
-            set,
-            plan,
-            images: &images,
-            selector: &selector,
-            latest_revision: latest,
-            already_created,
-        };
-        self.sync_predownload(&upgrade, &namespaces).await;
     }
 
     /// Creates the revision of the current spec if none has its data, deletes those past

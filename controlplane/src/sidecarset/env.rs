@@ -4,9 +4,8 @@
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, VolumeMount};
 
+use super::marks::INJECTED_ENV;
 use crate::api::sidecarset::SidecarContainer;
-
-use super::inject::INJECTED_ENV;
 
 /// The variables `sidecar.transferEnv` copies from the pod's own containers; one its
 /// source container lacks is skipped, as OpenKruise skips it.

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use serde_json::Value;
 
-use super::inject::recorded;
+use super::marks::recorded;
 use crate::api::sidecarset::SidecarContainer;
 
 /// Which container of each hot sidecar is working (JSON: sidecar → container).

@@ -29,18 +29,13 @@ use serde_json::{Map, Value, json};
 
 use super::hash::{sidecarset_hash, sidecarset_hash_without_image};
 use super::hot;
+use super::marks::{
+    HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_ENV, INJECTED_LIST_ANNOTATION,
+    recorded,
+};
 use super::metadata::{MetadataError, patch_annotations};
 use crate::api::SidecarSet;
 use crate::api::sidecarset::{PodInjectPolicy, SidecarContainer};
-
-/// The annotation recording each injected SidecarSet's version (JSON map by name).
-pub const HASH_ANNOTATION: &str = "kruise.io/sidecarset-hash";
-/// The same versions with the sidecar images left out.
-pub const HASH_WITHOUT_IMAGE_ANNOTATION: &str = "kruise.io/sidecarset-hash-without-image";
-/// The names of the SidecarSets injected, sorted, comma-separated.
-pub const INJECTED_LIST_ANNOTATION: &str = "kruise.io/sidecarset-injected-list";
-/// The variable marking a container as a sidecar (its value `true`).
-pub const INJECTED_ENV: &str = "IS_INJECTED";
 
 /// Why a pod is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -337,15 +332,6 @@ fn add_hot_annotations(annotations: &mut Map<String, Value>, hot_sidecars: &[Str
         hot::WORKING_SLOT_ANNOTATION.to_owned(),
         Value::String(Value::Object(working).to_string()),
     );
-}
-
-/// The versions a pod already records under `key` (a pod made from an injected pod's
-/// copy); what does not read as a JSON object is started afresh.
-pub fn recorded(annotations: &BTreeMap<String, String>, key: &str) -> Map<String, Value> {
-    (annotations.get(key))
-        .and_then(|value| serde_json::from_str::<Value>(value).ok())
-        .and_then(|value| value.as_object().cloned())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

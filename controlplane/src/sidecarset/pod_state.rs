@@ -1,5 +1,5 @@
 //! One pod as a SidecarSet's upgrade reads it (pure): whether the SidecarSet was injected
-//! into it, the versions it records (`inject::HASH_ANNOTATION` and the one without
+//! into it, the versions it records (`marks::HASH_ANNOTATION` and the one without
 //! images), whether it is ready, whether an upgrade of its sidecars is under way
 //! ([`STATE_ANNOTATION`]), due to empty a hot sidecar's old container, or done, and
 //! whether its own workload is updating it in place (then its sidecars wait: two in-place
@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::hot::resets;
-use super::inject::{
+use super::marks::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, recorded,
 };
 use crate::api::SidecarSet;

@@ -13,6 +13,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 
@@ -21,7 +22,9 @@ use super::pod_state::SidecarPod;
 use super::upgrade::changed_images;
 use crate::api::ImagePullJob;
 use crate::api::SidecarSet;
+use crate::api::sidecarset::SidecarSetUpdateStrategyType;
 use crate::controller::api_error::status_code;
+use crate::controller::events::EventSink;
 use crate::predownload::plan::{
     CREATED_LABEL, Decision, JobPlan, OwnedJob, REVISION_ANNOTATION, Rollout, decide,
     jobs_to_delete,
@@ -29,8 +32,6 @@ use crate::predownload::plan::{
 use crate::runtime::api_message::api_message;
 use crate::workload::ownership::{delete_params, is_controlled_by};
 use crate::workload::rollout::{partition_replicas, scaled_share};
-
-use super::controller::SidecarSetController;
 
 /// The pods waiting for an image-only upgrade, by namespace, and the images they move to
 /// (container → image).
@@ -111,19 +112,57 @@ pub fn rollout<'a>(u: &Upgrade<'a>, annotations: &'a BTreeMap<String, String>) -
     }
 }
 
-impl SidecarSetController {
+/// What pre-download reads and writes with, lent by the controller: only these, so that
+/// pre-download needs nothing else of it.
+pub struct PreDownloader<'a> {
+    pub client: &'a kube::Client,
+    pub jobs: &'a Store<ImagePullJob>,
+    pub revisions: &'a Store<ControllerRevision>,
+    pub events: &'a EventSink,
+    /// The control plane's namespace, where the revisions are kept.
+    pub namespace: &'a str,
+}
+
+impl PreDownloader<'_> {
+    /// Pre-downloads the images of the pods `waiting` (their namespaces, the images) for
+    /// the upgrade to revision `latest`, unless the SidecarSet does not upgrade pods.
+    pub async fn sync(
+        &self,
+        set: &SidecarSet,
+        plan: &SidecarSetPlan,
+        waiting: (BTreeSet<String>, BTreeMap<String, String>),
+        latest: &str,
+    ) {
+        let strategy = &set.spec.update_strategy;
+        if strategy.strategy_type() == SidecarSetUpdateStrategyType::NotUpdate || latest.is_empty()
+        {
+            return;
+        }
+        let (namespaces, images) = waiting;
+        let revision = (self.revisions).get(&ObjectRef::new(latest).within(self.namespace));
+        let already_created = revision
+            .and_then(|r| r.metadata.labels.clone())
+            .is_some_and(|l| l.contains_key(CREATED_LABEL));
+        let selector = set.spec.selector.clone().unwrap_or_default();
+        let upgrade = Upgrade {
+            set,
+            plan,
+            images: &images,
+            selector: &selector,
+            latest_revision: latest,
+            already_created,
+        };
+        self.sync_jobs(&upgrade, &namespaces).await;
+    }
+
     /// Deletes the SidecarSet's stale jobs and creates those due in each namespace of
     /// `namespaces`.
-    pub(super) async fn sync_predownload(
-        &self,
-        upgrade: &Upgrade<'_>,
-        namespaces: &BTreeSet<String>,
-    ) {
+    async fn sync_jobs(&self, upgrade: &Upgrade<'_>, namespaces: &BTreeSet<String>) {
         let set = upgrade.set;
         let uid = set.uid().unwrap_or_default();
         let annotations = set.metadata.annotations.clone().unwrap_or_default();
         let rollout = rollout(upgrade, &annotations);
-        let jobs = self.stores.imagepulljobs.state();
+        let jobs = self.jobs.state();
         let owned: Vec<_> = jobs
             .iter()
             .filter(|j| is_controlled_by(&j.metadata, &uid))
@@ -231,7 +270,7 @@ impl SidecarSetController {
             }
         }
         let revisions: Api<ControllerRevision> =
-            Api::namespaced(self.client.clone(), &self.namespace);
+            Api::namespaced(self.client.clone(), self.namespace);
         let label = json!({ "metadata": { "labels": { CREATED_LABEL: "true" } } });
         if let Err(err) = revisions
             .patch(revision, &PatchParams::default(), &Patch::Merge(label))

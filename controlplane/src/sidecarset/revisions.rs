@@ -10,11 +10,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use crate::api::SidecarSet;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
 use crate::api::sidecarset::{CUSTOM_VERSION_LABEL, InjectRevisionPolicy};
 use crate::workload::revision::{hash_revision_data, revision_name};
 use crate::workload::selector::selector_matches;
@@ -22,18 +21,21 @@ use crate::workload::selector::selector_matches;
 /// The label naming the SidecarSet a revision belongs to.
 pub const SIDECARSET_NAME_LABEL: &str = "kruise.io/sidecarset-name";
 
+/// The spec fields a revision records and restores: what injection writes into pods.
+const RECORDED_FIELDS: [&str; 5] = [
+    "containers",
+    "initContainers",
+    "volumes",
+    "imagePullSecrets",
+    "patchPodMetadata",
+];
+
 /// The fields a revision records: what injection writes into pods.
 pub fn revision_data(set: &SidecarSet) -> Value {
     let spec = serde_json::to_value(&set.spec).unwrap_or_default();
     let mut recorded = serde_json::Map::new();
     recorded.insert("$patch".to_owned(), json!("replace"));
-    for field in [
-        "containers",
-        "initContainers",
-        "volumes",
-        "imagePullSecrets",
-        "patchPodMetadata",
-    ] {
+    for field in RECORDED_FIELDS {
         if let Some(value) = spec.get(field) {
             recorded.insert(field.to_owned(), value.clone());
         }
@@ -124,15 +126,15 @@ pub fn of_set<'a>(
     (all.iter())
         .map(std::sync::Arc::as_ref)
         .filter(|r| r.metadata.namespace.as_deref() == Some(namespace))
-        .filter(|r| {
-            r.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SIDECARSET_NAME_LABEL))
-                .map(String::as_str)
-                == Some(set_name)
-        })
+        .filter(|r| label_of(r, SIDECARSET_NAME_LABEL) == Some(set_name))
         .collect()
+}
+
+/// The value of `revision`'s label `key`.
+fn label_of<'a>(revision: &'a ControllerRevision, key: &str) -> Option<&'a str> {
+    (revision.metadata.labels.as_ref())
+        .and_then(|labels| labels.get(key))
+        .map(String::as_str)
 }
 
 /// The revision `injectionStrategy.revision` names among `revisions`: by name, else the
@@ -150,13 +152,7 @@ pub fn pick<'a>(
     }
     let version = wanted.custom_version.as_ref()?;
     (revisions.iter().copied())
-        .filter(|r| {
-            r.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(CUSTOM_VERSION_LABEL))
-                == Some(version)
-        })
+        .filter(|r| label_of(r, CUSTOM_VERSION_LABEL) == Some(version.as_str()))
         .max_by_key(|r| r.revision)
 }
 
@@ -165,13 +161,7 @@ pub fn pick<'a>(
 pub fn restore(set: &SidecarSet, revision: &ControllerRevision) -> Option<SidecarSet> {
     let recorded = revision.data.as_ref()?.0.get("spec")?.as_object()?;
     let mut spec = serde_json::to_value(&set.spec).ok()?;
-    for field in [
-        "containers",
-        "initContainers",
-        "volumes",
-        "imagePullSecrets",
-        "patchPodMetadata",
-    ] {
+    for field in RECORDED_FIELDS {
         match recorded.get(field) {
             Some(value) => spec[field] = value.clone(),
             None => {

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 
-use super::inject::INJECTED_LIST_ANNOTATION;
+use super::marks::INJECTED_LIST_ANNOTATION;
 use crate::api::SidecarSet;
 use crate::caches::Changes;
 use crate::controller::ObjectKey;

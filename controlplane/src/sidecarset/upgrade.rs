@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
 
 use super::hot::{Reset, Swap, reset_annotations, swap_annotations, swaps};
-use super::inject::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, recorded};
+use super::marks::{HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, recorded};
 use super::pod_state::{STATE_ANNOTATION, container_ids, upgrade_entry_for};
 use crate::api::SidecarSet;
 

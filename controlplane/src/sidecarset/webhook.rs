@@ -16,15 +16,15 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::Api;
+use serde_json::Value;
 
 use super::inject::injection_patch;
 use super::matching::{PodScope, matches, needs_namespace_labels};
 use super::revisions::{of_set, version_to_inject};
-use crate::admission::review::{
-    AdmissionRequest, Decision, Refusal, answer, created_pod, read_request,
-};
+use crate::admission::pod_create::answer_pod_create;
+use crate::admission::review::{AdmissionRequest, Decision, Refusal};
 use crate::api::SidecarSet;
 use crate::caches::Stores;
 
@@ -50,34 +50,23 @@ struct Handler {
 }
 
 async fn review(State(handler): State<Arc<Handler>>, body: Bytes) -> Response {
-    let request = match read_request(&body) {
-        Ok(request) => request,
-        Err(refused) => return refused,
-    };
-    let decision = handler.decide(&request).await;
-    if let Decision::Refuse(refusal) = &decision {
-        tracing::info!(
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            pod = %request.name,
-            message = %refusal.message,
-            "refused a pod: its SidecarSets conflict"
-        );
-    }
-    answer(&request, &decision)
+    answer_pod_create(
+        &body,
+        "its SidecarSets conflict",
+        async |request, pod, raw| handler.decide(request, &pod, raw).await,
+    )
+    .await
 }
 
 impl Handler {
-    async fn decide(&self, request: &AdmissionRequest) -> Decision {
-        let Some((pod, raw)) = created_pod(request) else {
-            return Decision::Allow;
-        };
+    async fn decide(&self, request: &AdmissionRequest, pod: &Pod, raw: &Value) -> Decision {
         let cached = self.stores.sidecarsets.state();
         if cached.is_empty() {
             return Decision::Allow;
         }
         let empty = BTreeMap::new();
         let fallback = request.namespace.as_deref().unwrap_or_default();
-        let scope = PodScope::of(&pod, fallback, &empty);
+        let scope = PodScope::of(pod, fallback, &empty);
         if scope.is_exempt() {
             return Decision::Allow;
         }
