@@ -29,6 +29,7 @@ pub mod rng;
 pub mod run;
 pub mod runners;
 pub mod settle;
+pub mod throttle;
 pub mod watch;
 pub mod workloads;
 
