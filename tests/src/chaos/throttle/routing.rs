@@ -151,10 +151,18 @@ pub async fn wait_rolled_out(ctx: &TestContext) -> Result<()> {
         let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let status = d.status.unwrap_or_default();
         if rolled_out(d.metadata.generation, want, &status) {
-            Ok(Some(()))
-        } else {
-            bail!("status {status:?}")
+            return Ok(Some(()));
         }
+        let n = |count: Option<i32>| count.unwrap_or(0);
+        bail!(
+            "{} of {want} replicas on the new template, {} ready, {} in all (the Deployment \
+             controller has seen generation {} of {})",
+            n(status.updated_replicas),
+            n(status.ready_replicas),
+            n(status.replicas),
+            status.observed_generation.unwrap_or(0),
+            d.metadata.generation.unwrap_or(0)
+        )
     })
     .await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
