@@ -1,5 +1,6 @@
-//! Runs alone: it kills the control plane's leader and standby, pauses etcd and restarts
-//! the apiserver, which every other suite relies on.
+//! Runs alone: it kills the control plane's leader and standby, pauses etcd, restarts
+//! the apiserver and routes the control plane through its own throttling proxy for the
+//! run (two rollouts of the control plane), which every other suite relies on.
 //!
 //! A short seeded run of the chaos harness (`tests/src/chaos/`, issue 33): rollouts of two
 //! CloneSets (recreate, and in place under a PodUnavailableBudget), an Advanced

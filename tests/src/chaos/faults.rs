@@ -16,6 +16,7 @@ use super::invariants::Checker;
 use super::plan::Fault;
 use super::pool::Pool;
 use super::process_faults;
+use super::throttle::{self, proxy::Throttle};
 use super::workloads::{self, STATEFUL, Workload};
 use crate::TestContext;
 use crate::controlplane::{self, CONTROL_PLANE, SYSTEM_NAMESPACE};
@@ -29,6 +30,9 @@ pub struct Targets<'a> {
     pub pool: &'a Pool,
     pub checker: &'a Arc<Mutex<Checker>>,
     pub images: [&'a str; 2],
+    /// The proxy the control plane reaches the apiserver through, when the run routed
+    /// it (only when `throttle-apiserver` is among its kinds).
+    pub throttle: Option<&'a Throttle>,
 }
 
 pub async fn inject(targets: &Targets<'_>, fault: &Fault) -> Result<String> {
@@ -72,6 +76,10 @@ pub async fn inject(targets: &Targets<'_>, fault: &Fault) -> Result<String> {
         }
         Fault::DeletePvc { pick: which } => delete_claim(ctx, *which).await,
         Fault::DropWebhookEndpoints => drop_webhook_endpoints(ctx).await,
+        Fault::ThrottleApiserver { seconds } => match targets.throttle {
+            Some(proxy) => Ok(throttle::slow_down(proxy, *seconds).await),
+            None => Ok("the control plane is not routed through the proxy".into()),
+        },
     }
 }
 

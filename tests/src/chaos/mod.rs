@@ -1,9 +1,10 @@
 //! The chaos harness (issue 33): while rollouts of the pod-set kinds (recreate and in
 //! place), BroadcastJobs, an AdvancedCronJob, ImagePullJobs and ContainerRecreateRequests
 //! run on simulated nodes with agents, a seeded schedule injects faults at random moments
-//! (the control plane's leader and standby killed, etcd paused, the apiserver restarted,
-//! agents killed, nodes flipped NotReady, the webhook's endpoints dropped, pods, claims
-//! and ControllerRevisions deleted behind the controllers' backs, concurrent user edits),
+//! (the control plane's leader and standby killed, etcd paused, the apiserver restarted or
+//! throttled for the control plane, agents killed, nodes flipped NotReady, the webhook's
+//! endpoints dropped, pods, claims and ControllerRevisions deleted behind the controllers'
+//! backs, concurrent user edits),
 //! and checkers that read only the apiserver's watch stream, never the control plane's
 //! code, hold the promises every kind makes: no over-disruption (by `maxUnavailable` and by
 //! a PodUnavailableBudget), one live pod per identity, one run at a time of a Forbid cron,
@@ -11,8 +12,9 @@
 //! fault.
 //!
 //! Pure parts ([`rng`], [`plan`], [`invariants`] and the rules in each kind's module) are
-//! table-tested; the I/O is in [`faults`], [`process_faults`], [`runners`], [`settle`]
-//! and [`run`]. `cargo run -p stevedore-tests --bin chaos --
+//! table-tested, as are [`throttle`]'s token bucket and route; the I/O is in [`faults`],
+//! [`process_faults`], [`throttle`]'s proxy (tested in process) and routing, [`runners`],
+//! [`settle`] and [`run`]. `cargo run -p stevedore-tests --bin chaos --
 //! --seed N` runs one schedule; the same seed replays the same faults in the same order.
 
 pub mod cron;
@@ -30,6 +32,7 @@ pub mod rng;
 pub mod run;
 pub mod runners;
 pub mod settle;
+pub mod throttle;
 pub mod watch;
 pub mod workloads;
 

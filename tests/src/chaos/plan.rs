@@ -32,10 +32,13 @@ pub enum FaultKind {
     /// The control plane webhook Service's EndpointSlices deleted (Kubernetes makes them
     /// again).
     DropWebhookEndpoints,
+    /// The control plane's traffic to the apiserver slowed by the harness's proxy
+    /// ([`super::throttle`]).
+    ThrottleApiserver,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::KillLeader,
         FaultKind::KillStandby,
         FaultKind::PauseEtcd,
@@ -47,6 +50,7 @@ impl FaultKind {
         FaultKind::KillAgent,
         FaultKind::DeletePvc,
         FaultKind::DropWebhookEndpoints,
+        FaultKind::ThrottleApiserver,
     ];
 
     /// The kind's name on the command line: `KillLeader` is `kill-leader`.
@@ -71,7 +75,7 @@ impl FaultKind {
     fn weight(self) -> u64 {
         match self {
             FaultKind::KillLeader | FaultKind::KillStandby | FaultKind::PauseEtcd => 1,
-            FaultKind::RestartApiserver => 1,
+            FaultKind::RestartApiserver | FaultKind::ThrottleApiserver => 1,
             FaultKind::DeleteRevision | FaultKind::DeletePvc | FaultKind::DropWebhookEndpoints => 1,
             FaultKind::NodeNotReady | FaultKind::UserEdit | FaultKind::KillAgent => 2,
             FaultKind::DeletePod => 3,
@@ -94,6 +98,7 @@ pub enum Fault {
     KillAgent { node: usize, seconds: u64 },
     DeletePvc { pick: u64 },
     DropWebhookEndpoints,
+    ThrottleApiserver { seconds: u64 },
 }
 
 impl Fault {
@@ -110,6 +115,7 @@ impl Fault {
             Fault::KillAgent { .. } => FaultKind::KillAgent,
             Fault::DeletePvc { .. } => FaultKind::DeletePvc,
             Fault::DropWebhookEndpoints => FaultKind::DropWebhookEndpoints,
+            Fault::ThrottleApiserver { .. } => FaultKind::ThrottleApiserver,
         }
     }
 }
@@ -134,6 +140,9 @@ impl fmt::Display for Fault {
                 write!(f, "delete a claim of the StatefulSet (pick {pick})")
             }
             Fault::DropWebhookEndpoints => write!(f, "drop the webhook's endpoints"),
+            Fault::ThrottleApiserver { seconds } => {
+                write!(f, "throttle the apiserver for {seconds} s")
+            }
         }
     }
 }
@@ -216,5 +225,8 @@ fn fault_of(kind: FaultKind, rng: &mut Rng, shape: &Shape) -> Fault {
             pick: rng.next_u64(),
         },
         FaultKind::DropWebhookEndpoints => Fault::DropWebhookEndpoints,
+        FaultKind::ThrottleApiserver => Fault::ThrottleApiserver {
+            seconds: rng.between(2, 8),
+        },
     }
 }

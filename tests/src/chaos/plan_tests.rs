@@ -29,13 +29,15 @@ fn every_enabled_kind_is_drawn_in_its_proportion_and_no_other() {
         *counts.entry(step.fault.kind()).or_default() += 1;
     }
     assert_eq!(counts.len(), FaultKind::ALL.len(), "{counts:?}");
-    // Weight 3 of 17 for pod deletions (≈ 353), 1 of 17 for a leader kill (≈ 118), 2 of
-    // 17 for an agent kill (≈ 235).
+    // Weight 3 of 18 for pod deletions (≈ 333), 1 of 18 for a leader kill or a throttle
+    // (≈ 111), 2 of 18 for an agent kill (≈ 222).
     let deletes = counts[&FaultKind::DeletePod];
     let kills = counts[&FaultKind::KillLeader];
     let agents = counts[&FaultKind::KillAgent];
+    let throttles = counts[&FaultKind::ThrottleApiserver];
     assert!((280..430).contains(&deletes), "{counts:?}");
     assert!((70..170).contains(&kills), "{counts:?}");
+    assert!((70..170).contains(&throttles), "{counts:?}");
     assert!((170..300).contains(&agents), "{counts:?}");
 
     let only = plan(1, &shape(300, &[FaultKind::DeletePod, FaultKind::UserEdit]));
@@ -58,6 +60,7 @@ fn targets_and_waits_stay_within_the_shape() {
             Fault::DeletePod { set, .. } | Fault::DeleteRevision { set, .. } => assert!(set < 3),
             Fault::UserEdit { set } => assert!(set < 3),
             Fault::PauseEtcd { seconds } => assert!((1..=4).contains(&seconds)),
+            Fault::ThrottleApiserver { seconds } => assert!((2..=8).contains(&seconds)),
             Fault::KillLeader
             | Fault::KillStandby
             | Fault::RestartApiserver
@@ -80,6 +83,7 @@ fn every_kind_has_a_command_line_name_that_finds_it_again() {
         "drop-webhook-endpoints"
     );
     assert_eq!(FaultKind::DeletePvc.flag(), "delete-pvc");
+    assert_eq!(FaultKind::ThrottleApiserver.flag(), "throttle-apiserver");
     for kind in FaultKind::ALL {
         assert_eq!(FaultKind::from_flag(&kind.flag()), Some(kind));
     }

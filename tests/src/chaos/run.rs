@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use tokio::task::JoinHandle;
@@ -20,6 +20,9 @@ use super::plan::{FaultKind, Shape, plan};
 use super::pool::Pool;
 use super::runners::{self, Counters};
 use super::settle::{self, Leftovers};
+use super::throttle::Throttled;
+use super::throttle::proxy::Throttle;
+use super::throttle::routing;
 use super::watch::watch_pods;
 use super::workloads::{self, Workload};
 use super::{cron, kubelet, recreate};
@@ -127,8 +130,34 @@ impl fmt::Display for Report {
 
 pub async fn run(ctx: &TestContext, options: &Options) -> Result<Report> {
     let started = Instant::now();
+    // Before anything else: a crashed earlier run may have left the control plane
+    // routed through its proxy, which died with it.
+    let mut preface: Vec<String> = routing::restore_stale(ctx).await?.into_iter().collect();
+    let throttled = if options.kinds.contains(&FaultKind::ThrottleApiserver) {
+        let throttled = Throttled::start(ctx).await?;
+        preface.push(format!(
+            "the control plane reaches the apiserver through the harness's proxy on {}",
+            throttled.address()
+        ));
+        Some(throttled)
+    } else {
+        None
+    };
+    // The control plane rolls out through the proxy while the nodes come up.
     let pool = tokio::task::block_in_place(|| Pool::up(ctx, NODES))?;
-    run_on(ctx, options, &pool, started).await
+    if let Some(throttled) = &throttled {
+        throttled.wait_routed(ctx).await?;
+    }
+    let throttle = throttled.as_ref().map(Throttled::throttle);
+    let report = run_on(ctx, options, &pool, throttle, started).await;
+    let restored = match throttled {
+        Some(throttled) => throttled.stop(ctx).await,
+        None => Ok(()),
+    };
+    let mut report = report?;
+    restored.context("routing the control plane back to the apiserver")?;
+    report.history.splice(0..0, preface);
+    Ok(report)
 }
 
 /// The run's objects, made before the first fault; Err when they never came up.
@@ -252,6 +281,7 @@ async fn run_on(
     ctx: &TestContext,
     options: &Options,
     pool: &Pool,
+    throttle: Option<&Throttle>,
     started: Instant,
 ) -> Result<Report> {
     let images = [ctx.cluster.image("web:v1"), ctx.cluster.image("web:v2")];
@@ -278,6 +308,7 @@ async fn run_on(
         pool,
         checker: &watching.checker,
         images: [&images[0], &images[1]],
+        throttle,
     };
     let history = inject_all(&targets, options, started).await;
     let deadline = Instant::now() + options.settle;
