@@ -91,8 +91,9 @@ helm=$(deploy/local/cluster.sh env | sed -n 's/^export STEVEDORE_HELM=//p')
 
 step "tests"
 # The kubectl_plugin suite runs the plugin binary as kubectl finds it on PATH; a test
-# build of the workspace does not refresh a binary of another package, so build it first.
-cargo build -p kubectl-stevedore --locked
+# build of the workspace does not refresh a binary of another package, so build it first,
+# as the deploy built it (one invocation for all binaries: a no-op after the deploy).
+(source deploy/local/lib/binaries.sh && cargo_build_binaries dev)
 test_artifacts=$(mktemp)
 cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >"$test_artifacts"
 prune_stale_test_executables "$CARGO_TARGET_DIR" "$test_artifacts"

@@ -32,14 +32,14 @@
 #                                    the exports that point those suites at it
 #   cluster.sh prebuild [--tools]    build the Go binaries `up` needs (and with --tools the
 #                                    tests' tools) without starting anything
-#   cluster.sh compile               compile Stevedore's CSI driver, agent and control plane
+#   cluster.sh compile               compile Stevedore's CSI driver, agent, control plane and kubectl plugin
 #   cluster.sh plugin                puts the `kubectl stevedore` plugin (built with the control plane) on the env's PATH
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null
 source "$HERE/versions.env"
-for lib in common build network certs images containerd kube kwok stevedore csi nodes; do
+for lib in common build network certs images containerd kube kwok binaries stevedore csi nodes; do
   # shellcheck source=/dev/null
   source "$HERE/lib/$lib.sh"
 done

@@ -19,11 +19,12 @@ ADMIN_OFFSET=5000 # health and metrics endpoint (one listener on loopback) = gRP
 # kubectl calls applying Nodes at once (each applies its share in order).
 APPLY_CONCURRENCY=${STEVEDORE_SIM_APPLY_CONCURRENCY:-16}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/cargo-target}
-# The agents are release builds unless asked otherwise (tests/run.sh asks for dev); a
-# release agent is built with its own size-optimised profile (Cargo.toml, release-agent).
+# The agents are release builds unless asked otherwise (tests/run.sh asks for dev), built
+# as the deploy builds the agent of the images (lib/binaries.sh), so a deployed cluster's
+# build is reused.
 STEVEDORE_PROFILE=${STEVEDORE_PROFILE:-release}
-AGENT_PROFILE=$STEVEDORE_PROFILE
-[[ $AGENT_PROFILE == release ]] && AGENT_PROFILE=release-agent
+# shellcheck source=lib/binaries.sh
+source "$HERE/lib/binaries.sh"
 
 die() { printf 'sim-agents: %s\n' "$*" >&2; exit 1; }
 
@@ -75,10 +76,10 @@ up() {
   # STEVEDORE_SIM_REUSE_AGENT=1 starts killed agents again from the binary they ran,
   # without a build that may wait minutes on another build's target-dir lock.
   if [[ ${STEVEDORE_SIM_REUSE_AGENT:-} != 1 || ! -x $dir/stevedore-agent ]]; then
-    cargo build -q --locked --profile "$AGENT_PROFILE" -p stevedore-agent
+    (cd "$HERE/../.." && cargo_build_binaries "$STEVEDORE_PROFILE" -q)
     # Replace, not overwrite: the running agents keep their (now unlinked) binary.
     local built=$CARGO_TARGET_DIR/debug/stevedore-agent
-    [[ $AGENT_PROFILE == dev ]] || built=$CARGO_TARGET_DIR/$AGENT_PROFILE/stevedore-agent
+    [[ $STEVEDORE_PROFILE == dev ]] || built=$CARGO_TARGET_DIR/$STEVEDORE_PROFILE/stevedore-agent
     cp "$built" "$dir/stevedore-agent.new"
     mv -f "$dir/stevedore-agent.new" "$dir/stevedore-agent"
   fi

@@ -48,8 +48,9 @@ case $AGENT in
   release)
     SOCK=$WORK/agent.sock
     if [[ -z ${AGENT_BIN:-} ]]; then
-      cargo build --profile release-agent --locked -q -p stevedore-agent
-      AGENT_BIN=$CARGO_TARGET_DIR/release-agent/stevedore-agent
+      # The deployed images' build (one invocation for all binaries: lib/binaries.sh).
+      (source deploy/local/lib/binaries.sh && cargo_build_binaries release -q)
+      AGENT_BIN=$CARGO_TARGET_DIR/release/stevedore-agent
     fi
     "$AGENT_BIN" --node-name "$STEVEDORE_NODE_NAME" \
       --containerd-socket "$STEVEDORE_CONTAINERD_SOCK" --grpc-addr 127.0.0.1:11350 \

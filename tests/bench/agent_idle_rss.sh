@@ -28,8 +28,9 @@ cleanup() {
 trap cleanup EXIT
 
 if [[ -z ${AGENT_BIN:-} ]]; then
-  cargo build --profile release-agent --locked -q -p stevedore-agent
-  AGENT_BIN=$CARGO_TARGET_DIR/release-agent/stevedore-agent
+  # The deployed images' build (one invocation for all binaries: lib/binaries.sh).
+  (source deploy/local/lib/binaries.sh && cargo_build_binaries release -q)
+  AGENT_BIN=$CARGO_TARGET_DIR/release/stevedore-agent
 fi
 echo "agent: $AGENT_BIN ($(stat -c %s "$AGENT_BIN") bytes); $RUNS runs, ${IDLE}s idle each"
 

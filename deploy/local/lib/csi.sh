@@ -17,13 +17,14 @@ CSI_DRIVER_BIN=$STATE_DIR/bin/stevedore-csi-hostpath
 CSI_PROVISIONER_HTTP=127.0.0.1:10370
 CSI_RESIZER_HTTP=127.0.0.1:10371
 
-# build_csi_driver: the driver with the profile of Stevedore's other binaries. run.sh's
-# `compile` built it already (a no-op here); `cluster.sh up` alone builds it.
+# build_csi_driver: the driver, built with Stevedore's other binaries in one cargo
+# invocation (stevedore.sh, cargo_build). run.sh's `compile` built it already (a no-op
+# here); `cluster.sh up` alone builds them all.
 build_csi_driver() {
   local log=$STEVEDORE_CACHE/build-stevedore-csi-hostpath.log
   ensure_cargo
   : >"$log"
-  must "compiling stevedore-csi-hostpath (cargo build -p stevedore-csi-hostpath)" "$log" \
+  must "compiling stevedore-csi-hostpath (cargo build of ${STEVEDORE_BINARIES[*]})" "$log" \
     copy_built_csi_driver
 }
 
@@ -31,10 +32,10 @@ build_csi_driver() {
 # target dir is held until the copy (another checkout's build cannot swap the binary).
 copy_built_csi_driver() {
   local name=stevedore-csi-hostpath
-  cargo_build "$name"
+  cargo_build
   mkdir -p "$(dirname "$CSI_DRIVER_BIN")"
   # Through a rename: a running driver keeps its (deleted) file until it restarts.
-  cp "$CARGO_TARGET_DIR/$(profile_dir "$(crate_profile "$name")")/$name" "$CSI_DRIVER_BIN.tmp"
+  cp "$CARGO_TARGET_DIR/$(profile_dir "$STEVEDORE_PROFILE")/$name" "$CSI_DRIVER_BIN.tmp"
   mv "$CSI_DRIVER_BIN.tmp" "$CSI_DRIVER_BIN"
 }
 

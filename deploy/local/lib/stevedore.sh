@@ -38,16 +38,6 @@ must() {
   ((rc == 0)) || die "$what failed (log: $logfile)"
 }
 
-# crate_profile NAME: the cargo profile crate NAME is built with: STEVEDORE_PROFILE, but a
-# release agent has its own size-optimised profile (Cargo.toml, release-agent).
-crate_profile() {
-  if [[ $STEVEDORE_PROFILE == release && $1 == stevedore-agent ]]; then
-    echo release-agent
-  else
-    echo "$STEVEDORE_PROFILE"
-  fi
-}
-
 # cargo_progress: passes cargo's output through (to the build log) and, when fd 3 is open
 # (build_image opens it on the terminal), shows its progress there: a line every 25 crates
 # compiled and cargo's closing line, so a first build that takes minutes is seen moving.
@@ -60,75 +50,59 @@ cargo_progress() {
              /^ *Finished / { sub(/^ */, "    cargo: "); print; fflush() }' >&3)
 }
 
-# companions NAME: binaries built in the same cargo invocation as NAME. The `kubectl
-# stevedore` plugin rides with the control plane: built on its own, its dependencies
-# resolve with other features (tracing, chrono, ...) and tonic, kube and the API crate
-# compile a second time, minutes on 2 cores; built together, features unify and it costs
-# its own crate and a link.
-companions() {
-  [[ $1 == stevedore-controlplane ]] && echo kubectl-stevedore
-  return 0
-}
-
-# cargo_build NAME: builds binary NAME (crate of the same name), and its companions, with
-# its profile under the target directory's image-build lock, which stays held (fd 9) until
-# the caller's shell ends, so what it built is not swapped by another checkout's build
-# before it is used.
+# cargo_build: builds every binary Stevedore deploys (binaries.sh: the CSI driver, the
+# agent, the control plane and the kubectl plugin) with STEVEDORE_PROFILE in one cargo
+# invocation, whichever of them the caller needs, so the first call compiles the shared
+# dependencies once and the later ones are no-ops. Under the target directory's image-build
+# lock, which stays held (fd 9) until the caller's shell ends, so what it built is not
+# swapped by another checkout's build before it is used.
 cargo_build() {
-  local name=$1 profile extra=() companion
-  profile=$(crate_profile "$name")
-  for companion in $(companions "$name"); do
-    extra+=(-p "$companion" --bin "$companion")
-  done
   mkdir -p "$CARGO_TARGET_DIR"
   exec 9>"$CARGO_TARGET_DIR/.stevedore-image-build.lock"
   flock 9
-  (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo build --locked \
-    --profile "$profile" -p "$name" --bin "$name" "${extra[@]}") 2>&1 | cargo_progress
+  (cd "$REPO_ROOT" && CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo_build_binaries "$STEVEDORE_PROFILE") 2>&1 |
+    cargo_progress
 }
 
-# compile_binaries: the CSI host-path driver's, the agent's and the control plane's
-# binaries, nothing packaged or deployed; run.sh runs it beside `up`, so on a first run the
-# Rust and Go builds overlap (each has long single-threaded link phases that leave the
-# other core idle). The driver comes first: `up` starts it (csi.sh) and waits for its build.
+# compile_binaries: the CSI host-path driver's, the agent's, the control plane's and the
+# kubectl plugin's binaries, nothing packaged or deployed; run.sh runs it beside `up`, so
+# on a first run the Rust and Go builds overlap (each has long single-threaded phases that
+# leave the other core idle). `up` starts the driver (csi.sh) once this build is done: its
+# own cargo_build waits for the lock and then finds nothing to do.
 compile_binaries() {
-  local name log=$STEVEDORE_CACHE/build-stevedore.log
+  local log=$STEVEDORE_CACHE/build-stevedore.log
   ensure_cargo
   mkdir -p "$STEVEDORE_CACHE"
   : >"$log"
-  for name in stevedore-csi-hostpath stevedore-agent stevedore-controlplane; do
-    log "compiling $name ($(crate_profile "$name") profile) beside the cluster's start (log: $log)"
-    must "compiling $name (cargo build -p $name)" "$log" cargo_build "$name" 3>&2
-  done
+  log "compiling the CSI driver, the agent, the control plane and the kubectl plugin ($STEVEDORE_PROFILE profile, one cargo invocation; a first release build compiles ~310 crates, about 10 min alone on 2 cores) beside the cluster's start (log: $log)"
+  must "compiling Stevedore's binaries (cargo build of ${STEVEDORE_BINARIES[*]})" "$log" cargo_build 3>&2
   log "Stevedore's binaries are compiled"
 }
 
-# install_plugin: puts the `kubectl stevedore` plugin, built beside the control plane
-# (companions), on the PATH the env file sets ($STATE_DIR/bin), so kubectl finds it right
+# install_plugin: puts the `kubectl stevedore` plugin, built with the other binaries
+# (cargo_build), on the PATH the env file sets ($STATE_DIR/bin), so kubectl finds it right
 # after the run command.
 install_plugin() {
   local built
-  built=$CARGO_TARGET_DIR/$(profile_dir "$(crate_profile stevedore-controlplane)")/kubectl-stevedore
+  built=$CARGO_TARGET_DIR/$(profile_dir "$STEVEDORE_PROFILE")/kubectl-stevedore
   [[ -x $built ]] || die "the kubectl stevedore plugin was not built ($built is missing)"
   mkdir -p "$STATE_DIR/bin"
   ln -sfn "$built" "$STATE_DIR/bin/kubectl-stevedore"
   log "kubectl stevedore: installed at $STATE_DIR/bin/kubectl-stevedore ($STEVEDORE_PROFILE build); 'source $STATE_DIR/env' puts it on PATH, then: kubectl stevedore rollout status clone/sample"
 }
 
-# compile NAME BIN: builds binary NAME (crate of the same name) with its profile
-# (crate_profile) and copies it, stripped, to BIN. The target directory may be shared by
-# several checkouts and cargo copies each build's binary to the same debug/NAME: a lock
-# held from the build until the copy keeps a deploy from another checkout from swapping it
-# in between.
+# compile NAME BIN: builds Stevedore's binaries (cargo_build) and copies NAME's, stripped,
+# to BIN. The target directory may be shared by several checkouts and cargo copies each
+# build's binary to the same debug/NAME: a lock held from the build until the copy keeps a
+# deploy from another checkout from swapping it in between.
 compile() {
-  local name=$1 bin=$2 profile
-  profile=$(crate_profile "$name")
-  cargo_build "$name"
+  local name=$1 bin=$2
+  cargo_build
   # Release images carry no symbol table either (7 MiB less for the control plane; a
   # panic's backtrace then shows addresses only); debug images keep their symbols.
   local strip=--strip-all
   [[ $STEVEDORE_PROFILE == dev ]] && strip=--strip-debug
-  objcopy "$strip" "$CARGO_TARGET_DIR/$(profile_dir "$profile")/$name" "$bin"
+  objcopy "$strip" "$CARGO_TARGET_DIR/$(profile_dir "$STEVEDORE_PROFILE")/$name" "$bin"
 }
 
 # package BIN USER LAYOUT:TAG REF: an image of the binary BIN at /usr/local/bin (its
@@ -169,7 +143,7 @@ build_image() {
   work=$(mktemp -d)
   bin=$work/$name
   : >"$buildlog"
-  log "building the $component ($STEVEDORE_PROFILE profile; a first release build takes about 6 min on 2 cores; log: $buildlog)"
+  log "building the $component ($STEVEDORE_PROFILE profile; with every other binary in one cargo invocation, a no-op once 'cluster.sh compile' ran; log: $buildlog)"
   must "building the $component (cargo build -p $name)" "$buildlog" compile "$name" "$bin" 3>&2
   # Everything that goes into the image decides its tag.
   tag=$({ cat "$bin" /etc/ssl/certs/ca-certificates.crt "${BASH_SOURCE[0]}" && echo "$user"; } |

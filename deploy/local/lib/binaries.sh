@@ -1,0 +1,22 @@
+# The binaries Stevedore deploys and how they are built: in ONE cargo invocation, whatever
+# the caller needs of them. The deploy (stevedore.sh, csi.sh), the simulated agents and the
+# benchmarks all build through cargo_build_binaries, so the binary they run is the binary
+# the images carry: a build of one package resolves its dependencies' features on its own
+# (features unify over the packages of one invocation), so it compiles tonic, kube, hyper,
+# ... a second time and links a slightly different program. Built together, the shared
+# dependencies compile once and every later call is a no-op.
+# Needs nothing else sourced; the caller's CARGO_TARGET_DIR and working directory (the
+# repository) apply.
+# shellcheck shell=bash
+
+# Package and binary share each name.
+STEVEDORE_BINARIES=(stevedore-csi-hostpath stevedore-agent stevedore-controlplane kubectl-stevedore)
+
+# cargo_build_binaries PROFILE [CARGO_ARGS...]: builds every binary of STEVEDORE_BINARIES
+# with cargo profile PROFILE (dev or release) into $CARGO_TARGET_DIR/<debug|release>/.
+cargo_build_binaries() {
+  local profile=$1 name selection=()
+  shift
+  for name in "${STEVEDORE_BINARIES[@]}"; do selection+=(-p "$name" --bin "$name"); done
+  cargo build --locked --profile "$profile" "${selection[@]}" "$@"
+}
