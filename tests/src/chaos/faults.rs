@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
 use super::invariants::Checker;
 use super::plan::Fault;
@@ -209,8 +209,18 @@ async fn delete_pod(targets: &Targets<'_>, workload: &Workload, which: u64) -> R
     let uid = pod.uid().unwrap_or_default();
     // Told first: the watch may report the deletion before the call returns.
     lock(targets.checker)?.harness_deleted(&uid);
-    pods.delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
-        .await?;
+    // Only that pod: a StatefulSet's replacement has the same name, and deleting it by
+    // name alone (seed 23, fault #226) made the checkers count the harness's deletion of
+    // an unrecorded pod as the controller's.
+    let only_that_pod = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    pods.delete(&pod.name_any(), &only_that_pod).await?;
     Ok(format!("deleted pod {}", pod.name_any()))
 }
 
