@@ -11,7 +11,6 @@ pub mod images;
 pub mod metrics;
 pub mod node;
 pub mod pods;
-pub mod probes;
 pub mod server;
 pub mod serving;
 pub mod shutdown;

@@ -139,7 +139,7 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 14] = [
+    let components: [(&str, &[&str]); 12] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("StatefulSet", StatefulSetController::READS),
@@ -160,14 +160,6 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
         (
             "ContainerLaunchPriority",
             <crate::launchpriority::LaunchPriorityController as Reconciler>::READS,
-        ),
-        (
-            "PodProbeMarker",
-            <crate::podprobemarker::PodProbeMarkerController as Reconciler>::READS,
-        ),
-        (
-            "NodePodProbe sessions",
-            crate::podprobemarker::ProbeSessions::READS,
         ),
     ];
     for (component, reads) in components {
@@ -200,9 +192,7 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "PodUnavailableBudget",
             "PodDisruptionBudget",
             "ContainerRecreateRequest",
-            "SidecarSet",
-            "PodProbeMarker",
-            "NodePodProbe"
+            "SidecarSet"
         ],
         "the kinds /readyz reports, in its order"
     );

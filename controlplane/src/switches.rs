@@ -18,7 +18,6 @@ pub const COMPONENTS: &[&str] = &[
     "containerrecreaterequest",
     "sidecarset",
     "containerlaunchpriority",
-    "podprobemarker",
     "imagelist-distributor",
     "csr-signer",
     "podunavailablebudget-webhook",
