@@ -1,12 +1,11 @@
-//! Runs alone: it kills the control plane's leader and standby, pauses etcd, restarts
-//! the apiserver and routes the control plane through its own throttling proxy for the
-//! run (two rollouts of the control plane), which every other suite relies on.
+//! Runs alone: it kills the control plane's leader and standby, pauses etcd and restarts
+//! the apiserver, which every other suite relies on.
 //!
 //! A short seeded run of the chaos harness (`tests/src/chaos/`, issue 33): rollouts of two
 //! CloneSets (recreate, and in place under a PodUnavailableBudget), an Advanced
 //! StatefulSet and an Advanced DaemonSet, with BroadcastJobs, an AdvancedCronJob,
 //! ImagePullJobs and ContainerRecreateRequests, on three simulated nodes with agents,
-//! while faults of every kind are injected; no checker may report a broken promise and
+//! while faults of every kind but the apiserver throttle are injected; no checker may report a broken promise and
 //! everything finishes after the last fault. `CHAOS_SEED` replays another seed.
 
 use std::time::Duration;
@@ -28,7 +27,12 @@ async fn rollouts_keep_their_promises_through_a_seeded_run_of_faults() -> Result
         faults: 8,
         mean_gap: Duration::from_secs(2),
         settle: Duration::from_secs(180),
-        kinds: FaultKind::ALL.to_vec(),
+        // Every kind but the throttle: routing the control plane through the proxy costs
+        // two rollouts of it (about a minute), which CI's time budget leaves to the
+        // chaos command's longer runs.
+        kinds: (FaultKind::ALL.into_iter())
+            .filter(|k| *k != FaultKind::ThrottleApiserver)
+            .collect(),
     };
     run_in_namespace("chaos-short", |ctx| async move {
         let report = run(&ctx, &options).await?;
