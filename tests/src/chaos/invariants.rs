@@ -209,6 +209,20 @@ impl Checker {
         gone.iter().flat_map(|uid| self.forget(at, uid)).collect()
     }
 
+    /// A watch was listed again with `views`: first every tracked pod the list lacks goes
+    /// (it went unseen while the watch was down), then the listed pods are observed. In
+    /// that order: a StatefulSet pod replaced during the gap comes back with its old name
+    /// and a new UID, and observed beside its unforgotten predecessor it looked like a
+    /// second live pod of one ordinal (seed 24, right after an apiserver restart).
+    pub fn relisted(&mut self, at: Duration, views: Vec<PodView>) -> Vec<Violation> {
+        let listed: BTreeSet<String> = views.iter().map(|v| v.uid.clone()).collect();
+        let mut found = self.forget_all_but(at, &listed);
+        for view in views {
+            found.extend(self.observe(at, view));
+        }
+        found
+    }
+
     fn note_live_drop(&mut self, at: Duration, view: &PodView) {
         if let Some(app) = &view.app {
             self.live_dropped_at.insert(app.clone(), at);

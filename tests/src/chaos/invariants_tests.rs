@@ -305,3 +305,29 @@ fn two_runs_of_a_forbid_cron_running_at_once_are_reported_and_a_finished_one_is_
     assert_eq!(rules(&found), ["Forbid"]);
     assert!(found[0].detail.contains("web-2"), "{}", found[0].detail);
 }
+
+#[test]
+fn a_relist_forgets_the_pods_it_lacks_before_it_observes_their_replacements() {
+    let mut c = checker(SetKind::StatefulSet, 2);
+    let ordinal = |uid: &str, ordinal: &str| PodView {
+        name: format!("web-{ordinal}"),
+        ordinal: Some(ordinal.into()),
+        instance_id: None,
+        ..pod(uid, true)
+    };
+    c.observe(secs(0), ordinal("a", "0"));
+    c.observe(secs(0), ordinal("b", "1"));
+    // While the watch was down, web-1 was replaced (a new UID under its old name).
+    let found = c.relisted(secs(30), vec![ordinal("a", "0"), ordinal("c", "1")]);
+    assert!(
+        !rules(&found).contains(&"identity"),
+        "no twin of ordinal 1: {:?}",
+        rules(&found)
+    );
+    // A real twin in one list is still reported.
+    let found = c.relisted(
+        secs(31),
+        vec![ordinal("a", "0"), ordinal("c", "1"), ordinal("d", "1")],
+    );
+    assert_eq!(rules(&found), ["identity"]);
+}

@@ -1,6 +1,5 @@
 //! The run's watch of its namespace's pods, feeding every event to the checkers.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -23,7 +22,8 @@ pub async fn watch_pods(
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
-    let mut relisted: Option<BTreeSet<String>> = None;
+    // The pods of a relist, observed together when it ends (Checker::relisted).
+    let mut relisted: Option<Vec<PodView>> = None;
     while let Some(event) = stream.next().await {
         let Ok(event) = event else { continue };
         let at = started.elapsed();
@@ -34,17 +34,18 @@ pub async fn watch_pods(
             Event::Apply(pod) => checker.observe(at, view_of(&pod)),
             Event::Delete(pod) => checker.forget(at, &pod.uid().unwrap_or_default()),
             Event::Init => {
-                relisted = Some(BTreeSet::new());
+                relisted = Some(Vec::new());
                 Vec::new()
             }
-            Event::InitApply(pod) => {
-                if let Some(seen) = relisted.as_mut() {
-                    seen.insert(pod.uid().unwrap_or_default());
+            Event::InitApply(pod) => match relisted.as_mut() {
+                Some(views) => {
+                    views.push(view_of(&pod));
+                    Vec::new()
                 }
-                checker.observe(at, view_of(&pod))
-            }
+                None => checker.observe(at, view_of(&pod)),
+            },
             Event::InitDone => match relisted.take() {
-                Some(seen) => checker.forget_all_but(at, &seen),
+                Some(views) => checker.relisted(at, views),
                 None => Vec::new(),
             },
         };
