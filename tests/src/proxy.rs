@@ -93,31 +93,48 @@ async fn accept(
     pacer: Arc<Mutex<Instant>>,
     stop: CancellationToken,
 ) {
+    accept_until(listener, stop, |client| {
+        if !settings.borrow().up {
+            return None; // down: the connection is closed at once
+        }
+        let (upstream, settings, pacer) = (upstream.clone(), settings.clone(), Arc::clone(&pacer));
+        Some(async move {
+            let Ok(server) = TcpStream::connect(&upstream).await else {
+                return;
+            };
+            let mut down = settings.clone();
+            tokio::select! {
+                _ = down.wait_for(|s| !s.up) => {}
+                _ = relay(client, server, settings, pacer) => {}
+            }
+        })
+    })
+    .await;
+}
+
+/// Accepts connections on `listener` until `stop`, handing each to `serve`, whose future
+/// runs on a task of its own until it ends or `stop`; a client `serve` answers `None` for
+/// is closed at once. A failed accept (out of descriptors, a reset before accept) is that
+/// client's loss alone: listening goes on. The test proxies' shared loop.
+pub async fn accept_until<F, Fut>(listener: TcpListener, stop: CancellationToken, serve: F)
+where
+    F: Fn(TcpStream) -> Option<Fut>,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
         let Ok((client, _)) = accepted else { continue };
-        if !settings.borrow().up {
-            drop(client);
+        let Some(serving) = serve(client) else {
             continue;
-        }
-        let (upstream, settings, pacer, stop) = (
-            upstream.clone(),
-            settings.clone(),
-            Arc::clone(&pacer),
-            stop.clone(),
-        );
+        };
+        let stop = stop.clone();
         tokio::spawn(async move {
-            let Ok(server) = TcpStream::connect(&upstream).await else {
-                return;
-            };
-            let mut down = settings.clone();
             tokio::select! {
                 () = stop.cancelled() => {}
-                _ = down.wait_for(|s| !s.up) => {}
-                _ = relay(client, server, settings, pacer) => {}
+                () = serving => {}
             }
         });
     }

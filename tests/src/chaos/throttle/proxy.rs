@@ -122,22 +122,13 @@ async fn accept(
     throttle: Throttle,
     stop: CancellationToken,
 ) {
-    loop {
-        let client = tokio::select! {
-            () = stop.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        // A failed accept (out of descriptors, a reset before accept) is the client's
-        // loss alone; the proxy goes on listening.
-        let Ok((client, _)) = client else { continue };
-        let (upstream, throttle, stop) = (upstream.clone(), throttle.clone(), stop.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = stop.cancelled() => {}
-                _ = connect(client, &upstream, throttle) => {}
-            }
-        });
-    }
+    crate::proxy::accept_until(listener, stop, |client| {
+        let (upstream, throttle) = (upstream.clone(), throttle.clone());
+        Some(async move {
+            let _ = connect(client, &upstream, throttle).await;
+        })
+    })
+    .await;
 }
 
 /// Carries one connection until both sides have closed; an upstream that does not
