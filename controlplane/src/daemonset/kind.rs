@@ -8,14 +8,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, PodTemplateSpec};
 use kube::ResourceExt as _;
 use kube::runtime::reflector::Store;
 use tokio::time::Instant;
 
 use super::adapter::DaemonSetWorkload;
 use super::nodes::{NodePods, node_pods};
-use super::plan::{self, DaemonSetPlan, DaemonSetPlanError, Snapshot, evaluate_nodes};
+use super::plan::{
+    self, DaemonSetPlan, DaemonSetPlanError, FailedDeletion, Snapshot, evaluate_nodes,
+};
 use super::status::{FAILED_UPDATE, Revisions, SyncProblems, compute_status, updated_ready_nodes};
 use super::unplaced::{Reasons, UnplacedNodes};
 use crate::api::DaemonSet;
@@ -181,15 +183,28 @@ impl PodSetKind for DaemonSetKind {
         planned: &'a DaemonSetSync,
     ) -> Result<(), ApiError> {
         let generation = scope.set.metadata.generation.unwrap_or(0);
-        for node in &planned.planned.failed_deleted_on {
+        for FailedDeletion { node, pod } in &planned.planned.failed_deleted_on {
             let message = format!("a pod on node {node} failed and was deleted");
             let entry = (scope.key.clone(), node.clone());
-            (self.failed_pod_backoff).failed(&entry, generation, message, Instant::now());
-            let note = format!(
-                "A pod on node {node} failed; it is deleted, and the next one there is replaced only after a backoff that grows with each failure."
-            );
+            let wait =
+                (self.failed_pod_backoff).failed(&entry, generation, message, Instant::now());
+            let related = ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Pod".to_owned()),
+                namespace: scope.object.namespace.clone(),
+                name: Some(pod.clone()),
+                ..ObjectReference::default()
+            };
+            let note = failed_pod_note(node, wait);
             (scope.parts.events)
-                .warning(&scope.object, FAILED_DAEMON_POD, "Delete", note)
+                .publish_about(
+                    &scope.object,
+                    Some(related),
+                    true,
+                    FAILED_DAEMON_POD,
+                    "Delete",
+                    note,
+                )
                 .await;
         }
         Ok(())
@@ -265,6 +280,15 @@ impl PodSetKind for DaemonSetKind {
             (self.failed_pod_backoff).forget(&(key.clone(), node.name_any()));
         }
     }
+}
+
+/// The `FailedDaemonPod` event's note. It names the wait in whole seconds so a reader (and
+/// the e2e test, which checks the spacing of replacements against it) sees the backoff.
+fn failed_pod_note(node: &str, wait: Duration) -> String {
+    format!(
+        "A pod on node {node} failed; it is deleted, and the next one there waits {} s before it is created (the wait doubles with each failure, up to 5 minutes).",
+        wait.as_secs()
+    )
 }
 
 impl DaemonSetKind {

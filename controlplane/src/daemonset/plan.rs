@@ -74,12 +74,20 @@ pub enum DaemonSetPlanError {
     Plan(#[from] PlanError),
 }
 
+/// A node whose failed pods a sync deletes, with the first of them (the event about the
+/// deletion names it, so each deletion is an event of its own, not one series).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FailedDeletion {
+    pub node: String,
+    pub pod: String,
+}
+
 /// The decision of one sync.
 #[derive(Debug, Default)]
 pub struct DaemonSetPlan {
     pub plan: Plan,
     /// Nodes whose failed pods this sync deletes: the next deletion there backs off.
-    pub failed_deleted_on: Vec<String>,
+    pub failed_deleted_on: Vec<FailedDeletion>,
     /// Nodes with a failed pod left for later by the backoff.
     pub failed_waiting_on: Vec<String>,
     /// Pods on nodes outside `rollingUpdate.selector`, which the update leaves alone.
@@ -278,7 +286,13 @@ impl<'a> NodeStep<'_, 'a> {
                 for pod in &pods.failed {
                     self.delete(pod, DeleteReason::Failed, "its containers failed", out);
                 }
-                out.failed_deleted_on.push(node.to_owned());
+                let pod = pods
+                    .failed
+                    .first()
+                    .map(|p| p.name_any())
+                    .unwrap_or_default();
+                let node = node.to_owned();
+                out.failed_deleted_on.push(FailedDeletion { node, pod });
             }
         }
         let mut running = pods.running.clone();

@@ -461,7 +461,13 @@ fn failed_pods_are_deleted_with_a_backoff_per_node() {
     let pods = [failed(pod(&ds, "a", V2, 0)), failed(pod(&ds, "b", V2, 0))];
     let out = sync_with(&ds, &nodes, &pods, &["b"]);
     assert_eq!(deleted(&out), [("agent-a-0", DeleteReason::Failed)]);
-    assert_eq!(out.failed_deleted_on, ["a"]);
+    let deleted_on: Vec<&str> = out
+        .failed_deleted_on
+        .iter()
+        .map(|f| f.node.as_str())
+        .collect();
+    assert_eq!(deleted_on, ["a"]);
+    assert_eq!(out.failed_deleted_on[0].pod, "agent-a-0");
     assert_eq!(out.failed_waiting_on, ["b"]);
     // The replacement comes with the next sync, once the failed pod is gone.
     assert!(out.plan.creates.is_empty());

@@ -209,15 +209,32 @@ impl Checker {
         gone.iter().flat_map(|uid| self.forget(at, uid)).collect()
     }
 
-    /// A watch was listed again with `views`: first every tracked pod the list lacks goes
-    /// (it went unseen while the watch was down), then the listed pods are observed. In
-    /// that order: a StatefulSet pod replaced during the gap comes back with its old name
-    /// and a new UID, and observed beside its unforgotten predecessor it looked like a
-    /// second live pod of one ordinal (seed 24, right after an apiserver restart).
+    /// A watch was listed again with `views`, a snapshot of one moment: what happened
+    /// between the last event seen and the list is lost, and the order of a list is not
+    /// the order of events. So the snapshot is applied in the order that judges every
+    /// take-down against the snapshot's own state, never against a state the cluster left
+    /// while the watch was down:
+    /// 1. tracked pods that are ready in the list are ready again (an in-place update that
+    ///    finished during the gap; seed 23 reported a take-down 3 s after an apiserver
+    ///    restart against two pods that were ready again later in the same list);
+    /// 2. every tracked pod the list lacks goes (it went unseen while the watch was down);
+    ///    before the new pods, since a StatefulSet pod replaced during the gap comes back
+    ///    with its old name and a new UID, and observed beside its unforgotten predecessor
+    ///    it looked like a second live pod of one ordinal (seed 24);
+    /// 3. the rest: new pods (ready ones first), then the pods the list shows going down.
     pub fn relisted(&mut self, at: Duration, views: Vec<PodView>) -> Vec<Violation> {
         let listed: BTreeSet<String> = views.iter().map(|v| v.uid.clone()).collect();
-        let mut found = self.forget_all_but(at, &listed);
-        for view in views {
+        let (back_up, rest): (Vec<PodView>, Vec<PodView>) = views
+            .into_iter()
+            .partition(|v| v.ready && !v.terminating && self.pods.contains_key(&v.uid));
+        let mut found = Vec::new();
+        for view in back_up {
+            found.extend(self.observe(at, view));
+        }
+        found.extend(self.forget_all_but(at, &listed));
+        let (up, down): (Vec<PodView>, Vec<PodView>) =
+            rest.into_iter().partition(|v| v.ready && !v.terminating);
+        for view in up.into_iter().chain(down) {
             found.extend(self.observe(at, view));
         }
         found

@@ -331,3 +331,47 @@ fn a_relist_forgets_the_pods_it_lacks_before_it_observes_their_replacements() {
     );
     assert_eq!(rules(&found), ["identity"]);
 }
+
+#[test]
+fn a_relist_judges_a_take_down_against_the_listed_state_not_the_one_before_the_gap() {
+    let rule = SetRule {
+        kind: SetKind::CloneSet,
+        name: "web".into(),
+        replicas: 4,
+        max_unavailable: 2,
+    };
+    let in_place = |uid: &str| PodView {
+        ready: false,
+        in_place_pending: true,
+        ..pod(uid, true)
+    };
+    let before_the_gap = || {
+        let mut c = Checker::new(vec![rule.clone()], GRACE);
+        for uid in ["a", "b", "c", "d"] {
+            c.observe(secs(0), pod(uid, true));
+        }
+        c.observe(secs(1), in_place("a"));
+        c.observe(secs(1), in_place("b"));
+        c
+    };
+    // While the watch was down a and b finished their update and c started its own: the
+    // list (in any order) never shows three pods down at once.
+    let mut c = before_the_gap();
+    let found = c.relisted(
+        secs(30),
+        vec![
+            in_place("c"),
+            pod("a", true),
+            pod("b", true),
+            pod("d", true),
+        ],
+    );
+    assert!(found.is_empty(), "{:?}", rules(&found));
+    // A list that shows three of four down at once is still a violation.
+    let mut c = before_the_gap();
+    let found = c.relisted(
+        secs(30),
+        vec![in_place("c"), in_place("a"), in_place("b"), pod("d", true)],
+    );
+    assert_eq!(rules(&found), ["maxUnavailable"]);
+}

@@ -388,7 +388,10 @@ impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_
         } else {
             format!("deleted pod {} ({why}; {})", delete.pod, delete.detail)
         };
-        let event = WorkloadEvent::normal("SuccessfulDelete", "Delete", note);
+        // About the pod, as a create's event is: events that differ only in their note are
+        // folded into one series, which would name only the first pod deleted.
+        let event =
+            WorkloadEvent::normal("SuccessfulDelete", "Delete", note).about_pod(&delete.pod);
         self.writes.publish(event).await;
         for claim in &delete.pvcs {
             self.delete_claim(claim, Some(why)).await?;

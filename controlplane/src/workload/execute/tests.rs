@@ -307,7 +307,8 @@ async fn a_delete_carries_the_uid_precondition_and_takes_its_claims() {
             "SuccessfulDelete",
             "Delete",
             "deleted pod toy-a (recreate update; changed: env)".into()
-        )]
+        )
+        .about_pod("toy-a")]
     );
     assert_eq!(
         fx.expected(),
@@ -354,7 +355,8 @@ async fn a_pod_replaced_under_its_name_is_left_alone_and_other_failures_are_retu
             "SuccessfulDelete",
             "Delete",
             "deleted pod toy-c (specified for deletion)".into()
-        )],
+        )
+        .about_pod("toy-c")],
         "a pod already gone counts as deleted; a 409 does not"
     );
 }
