@@ -4,9 +4,11 @@
 //! A short seeded run of the chaos harness (`tests/src/chaos/`, issue 33): rollouts of two
 //! CloneSets (recreate, and in place under a PodUnavailableBudget), an Advanced
 //! StatefulSet and an Advanced DaemonSet, with BroadcastJobs, an AdvancedCronJob,
-//! ImagePullJobs and ContainerRecreateRequests, on three simulated nodes with agents,
-//! while faults of every kind but the apiserver throttle are injected; no checker may report a broken promise and
-//! everything finishes after the last fault. `CHAOS_SEED` replays another seed.
+//! ImagePullJobs, on three simulated nodes with agents, and a CloneSet on the real nodes
+//! whose containers ContainerRecreateRequests recreate, while faults of every kind but the
+//! apiserver throttle are injected (a real node's agent among them); no checker may
+//! report a broken promise and everything finishes after the last fault. `CHAOS_SEED`
+//! replays another seed.
 
 use std::time::Duration;
 

@@ -80,7 +80,36 @@ pub async fn inject(targets: &Targets<'_>, fault: &Fault) -> Result<String> {
             Some(proxy) => Ok(throttle::slow_down(proxy, *seconds).await),
             None => Ok("the control plane is not routed through the proxy".into()),
         },
+        Fault::KillRealAgent { pick: which } => kill_real_agent(ctx, *which).await,
     }
+}
+
+/// Deletes, without grace, the agent pod of the node of a live pod of the real CloneSet
+/// (its DaemonSet starts another): the agent dies at once, perhaps mid-restart.
+async fn kill_real_agent(ctx: &TestContext, which: u64) -> Result<String> {
+    let pods = ctx.api::<Pod>();
+    let mut nodes: Vec<String> = Vec::new();
+    for name in live_pod_names(ctx, workloads::REAL).await? {
+        let node = pods.get_opt(&name).await?.and_then(|p| p.spec?.node_name);
+        nodes.extend(node.filter(|n| !nodes.contains(n)));
+    }
+    let Some(node) = pick(&nodes, which) else {
+        return Ok(format!("{} has no live pod on a node", workloads::REAL));
+    };
+    let agents: Api<Pod> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
+    let params = ListParams::default()
+        .labels("app.kubernetes.io/name=stevedore-agent")
+        .fields(&format!("spec.nodeName={node}"));
+    let Some(agent) = agents.list(&params).await?.items.into_iter().next() else {
+        return Ok(format!("node {node} has no agent pod"));
+    };
+    agents
+        .delete(&agent.name_any(), &DeleteParams::default().grace_period(0))
+        .await?;
+    Ok(format!(
+        "killed the agent {} of real node {node}",
+        agent.name_any()
+    ))
 }
 
 /// The Service in front of the control plane's admission webhooks.

@@ -35,10 +35,14 @@ pub enum FaultKind {
     /// The control plane's traffic to the apiserver slowed by the harness's proxy
     /// ([`super::throttle`]).
     ThrottleApiserver,
+    /// The agent of a real node (one running a pod of the real CloneSet) killed: its pod
+    /// deleted without grace, so the kubelet kills it and its DaemonSet starts another,
+    /// perhaps while it recreates a container for a ContainerRecreateRequest.
+    KillRealAgent,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 12] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::KillLeader,
         FaultKind::KillStandby,
         FaultKind::PauseEtcd,
@@ -51,6 +55,7 @@ impl FaultKind {
         FaultKind::DeletePvc,
         FaultKind::DropWebhookEndpoints,
         FaultKind::ThrottleApiserver,
+        FaultKind::KillRealAgent,
     ];
 
     /// The kind's name on the command line: `KillLeader` is `kill-leader`.
@@ -76,6 +81,7 @@ impl FaultKind {
         match self {
             FaultKind::KillLeader | FaultKind::KillStandby | FaultKind::PauseEtcd => 1,
             FaultKind::RestartApiserver | FaultKind::ThrottleApiserver => 1,
+            FaultKind::KillRealAgent => 1,
             FaultKind::DeleteRevision | FaultKind::DeletePvc | FaultKind::DropWebhookEndpoints => 1,
             FaultKind::NodeNotReady | FaultKind::UserEdit | FaultKind::KillAgent => 2,
             FaultKind::DeletePod => 3,
@@ -99,6 +105,7 @@ pub enum Fault {
     DeletePvc { pick: u64 },
     DropWebhookEndpoints,
     ThrottleApiserver { seconds: u64 },
+    KillRealAgent { pick: u64 },
 }
 
 impl Fault {
@@ -116,6 +123,7 @@ impl Fault {
             Fault::DeletePvc { .. } => FaultKind::DeletePvc,
             Fault::DropWebhookEndpoints => FaultKind::DropWebhookEndpoints,
             Fault::ThrottleApiserver { .. } => FaultKind::ThrottleApiserver,
+            Fault::KillRealAgent { .. } => FaultKind::KillRealAgent,
         }
     }
 }
@@ -142,6 +150,9 @@ impl fmt::Display for Fault {
             Fault::DropWebhookEndpoints => write!(f, "drop the webhook's endpoints"),
             Fault::ThrottleApiserver { seconds } => {
                 write!(f, "throttle the apiserver for {seconds} s")
+            }
+            Fault::KillRealAgent { pick } => {
+                write!(f, "kill the agent of a real node (pick {pick})")
             }
         }
     }
@@ -227,6 +238,9 @@ fn fault_of(kind: FaultKind, rng: &mut Rng, shape: &Shape) -> Fault {
         FaultKind::DropWebhookEndpoints => Fault::DropWebhookEndpoints,
         FaultKind::ThrottleApiserver => Fault::ThrottleApiserver {
             seconds: rng.between(2, 8),
+        },
+        FaultKind::KillRealAgent => Fault::KillRealAgent {
+            pick: rng.next_u64(),
         },
     }
 }

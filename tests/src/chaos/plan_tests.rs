@@ -65,6 +65,7 @@ fn targets_and_waits_stay_within_the_shape() {
             | Fault::KillStandby
             | Fault::RestartApiserver
             | Fault::DeletePvc { .. }
+            | Fault::KillRealAgent { .. }
             | Fault::DropWebhookEndpoints => {}
         }
     }

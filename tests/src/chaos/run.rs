@@ -35,7 +35,7 @@ const GRACE: Duration = Duration::from_secs(2);
 const FAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const NODES: usize = 3;
 /// The CloneSet whose pods get ContainerRecreateRequests, and how often.
-const RECREATED: &str = "clone";
+const RECREATED: &str = workloads::REAL;
 const RECREATE_EVERY: Duration = Duration::from_secs(4);
 
 #[derive(Clone, Debug)]

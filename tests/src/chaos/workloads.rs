@@ -22,6 +22,9 @@ pub struct Workload {
     pub resource: ApiResource,
     /// Updated in place (through the agents) rather than by recreating pods.
     pub in_place: bool,
+    /// Runs on the cluster's real (kubelet) nodes rather than the run's simulated ones:
+    /// only a real container can be recreated by a ContainerRecreateRequest.
+    pub on_real_nodes: bool,
 }
 
 impl Workload {
@@ -42,9 +45,12 @@ fn resource(version: &str, kind: &str) -> ApiResource {
 pub const IN_PLACE: &str = "inplace";
 /// The StatefulSet, whose claims the delete-pvc fault deletes.
 pub const STATEFUL: &str = "sts";
+/// The CloneSet on the real nodes, whose containers the ContainerRecreateRequests
+/// recreate and whose nodes' agents the kill-real-agent fault restarts.
+pub const REAL: &str = "real";
 
-/// The four workloads, by name `clone`, `sts`, `ds` and `inplace` (the DaemonSet's
-/// replicas are its nodes).
+/// The five workloads, by name `clone`, `sts`, `ds`, `inplace` and `real` (the DaemonSet's
+/// replicas are its nodes; `real` runs on the real nodes, two pods updated in place).
 pub fn workloads(nodes: i32) -> Vec<Workload> {
     let rule = |kind, name: &str, replicas, max_unavailable| SetRule {
         kind,
@@ -58,21 +64,31 @@ pub fn workloads(nodes: i32) -> Vec<Workload> {
             rule: rule(SetKind::CloneSet, "clone", 6, 1),
             resource: clone_sets.clone(),
             in_place: false,
+            on_real_nodes: false,
         },
         Workload {
             rule: rule(SetKind::StatefulSet, STATEFUL, 4, 1),
             resource: resource("v1beta1", "StatefulSet"),
             in_place: false,
+            on_real_nodes: false,
         },
         Workload {
             rule: rule(SetKind::DaemonSet, "ds", nodes, 1),
             resource: resource("v1alpha1", "DaemonSet"),
             in_place: false,
+            on_real_nodes: false,
         },
         Workload {
             rule: rule(SetKind::CloneSet, IN_PLACE, 4, 2),
+            resource: clone_sets.clone(),
+            in_place: true,
+            on_real_nodes: false,
+        },
+        Workload {
+            rule: rule(SetKind::CloneSet, REAL, 2, 1),
             resource: clone_sets,
             in_place: true,
+            on_real_nodes: true,
         },
     ]
 }
@@ -111,10 +127,26 @@ pub fn pod_template(placement: &Placement, name: &str, image: &str) -> Value {
     })
 }
 
+/// A pod template for the real nodes: real containers, which the simulated nodes lack.
+pub fn real_node_template(name: &str, image: &str) -> Value {
+    json!({
+        "metadata": { "labels": { "app": name } },
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "affinity": crate::real_nodes::real_node_affinity(),
+            "containers": [{ "name": "main", "image": image }],
+        },
+    })
+}
+
 /// The manifest of `workload` running `image`.
 pub fn manifest(namespace: &str, placement: &Placement, workload: &Workload, image: &str) -> Value {
     let name = workload.name();
-    let template = pod_template(placement, name, image);
+    let template = if workload.on_real_nodes {
+        real_node_template(name, image)
+    } else {
+        pod_template(placement, name, image)
+    };
     let selector = json!({ "matchLabels": { "app": name } });
     let max_unavailable = workload.rule.max_unavailable;
     let spec = match workload.rule.kind {

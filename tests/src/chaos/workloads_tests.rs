@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::invariants::SetKind;
 use super::pool::Placement;
-use super::workloads::{IN_PLACE, STATEFUL, manifest, rolled_out, workloads};
+use super::workloads::{IN_PLACE, REAL, STATEFUL, manifest, rolled_out, workloads};
 
 #[test]
 fn a_rollout_is_done_when_the_status_of_this_generation_says_every_pod_is_updated_and_ready() {
@@ -44,6 +44,21 @@ fn every_workload_is_pinned_to_the_runs_nodes_and_updated_as_its_checks_expect()
         let object = manifest("ns", &placement, &workload, "web:v1");
         let spec = &object["spec"];
         let pod = &spec["template"]["spec"];
+        if workload.name() == REAL {
+            // Real containers for the ContainerRecreateRequests: the real nodes only.
+            assert!(workload.on_real_nodes && workload.in_place);
+            let term = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                ["nodeSelectorTerms"][0]["matchExpressions"][0];
+            assert_eq!(
+                term,
+                &json!({ "key": "type", "operator": "NotIn", "values": ["kwok"] })
+            );
+            assert!(
+                pod["nodeSelector"].is_null() && pod["tolerations"].is_null(),
+                "{object}"
+            );
+            continue;
+        }
         assert_eq!(
             pod["nodeSelector"]["stevedore.dev/simulated"], "chaos-7",
             "{object}"
