@@ -74,7 +74,6 @@ pub struct ContainerProbe {
     #[schemars(length(max = 63))]
     pub container_name: String,
     /// What to run and how often, with named ports resolved to numbers.
-    #[schemars(extend("default" = {}))]
     pub probe: ContainerProbeSpec,
     /// The PodProbeMarker the probe comes from.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -128,9 +128,8 @@ pub struct PodContainerProbe {
     /// The container the probe runs in (exec) or against (tcpSocket and httpGet ports).
     #[schemars(length(min = 1, max = 63))]
     pub container_name: String,
-    /// What to run, and how often. Its timing fields default as core/v1 Probe's; `{}`
-    /// when left out, which the one-handler rule then refuses, naming the field.
-    #[schemars(extend("default" = {}))]
+    /// What to run, and how often. Its timing fields default as core/v1 Probe's. Required:
+    /// the apiserver refuses a schema default that its own one-handler rule refuses.
     pub probe: ContainerProbeSpec,
     /// Labels and annotations to put on the pod while the probe is in a state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
