@@ -11,10 +11,19 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use super::podprobemarker::{ContainerProbeSpec, ProbeState};
+pub use super::podprobemarker::{ContainerProbeSpec, PortNumber, ProbeState};
 
-/// The most pods one NodePodProbe lists (a node runs far fewer).
-pub const MAX_PODS: u32 = 1024;
+/// The most pods one NodePodProbe lists: above a kubelet's default of 110 pods, and low
+/// enough that the one-handler rule, costed for every probe of every pod, stays within
+/// the apiserver's CEL budget.
+pub const MAX_PODS: u32 = 256;
+/// The most probes of one pod, from all the PodProbeMarkers selecting it.
+pub const MAX_PROBES_PER_POD: u32 = 32;
+/// The most characters of a probe state's message (the agent sends at most 1 KiB).
+pub const MAX_MESSAGE_CHARS: u32 = 1024;
+/// A probe of a NodePodProbe: its ports are numbers, the names resolved by the control
+/// plane.
+pub type ResolvedProbeSpec = ContainerProbeSpec<PortNumber>;
 
 /// The probes of one node's pods.
 // clippy reads the repeated keys of separate `printcolumn(...)` entries as duplicates.
@@ -59,7 +68,7 @@ pub struct PodProbe {
     pub ip: String,
     /// The probes to run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = MAX_PROBES_PER_POD))]
     pub probes: Vec<ContainerProbe>,
 }
 
@@ -74,7 +83,7 @@ pub struct ContainerProbe {
     #[schemars(length(max = 63))]
     pub container_name: String,
     /// What to run and how often, with named ports resolved to numbers.
-    pub probe: ContainerProbeSpec,
+    pub probe: ResolvedProbeSpec,
     /// The PodProbeMarker the probe comes from.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 253))]
@@ -95,13 +104,17 @@ pub struct NodePodProbeStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct PodProbeStatus {
     /// The pod's name.
+    #[schemars(length(max = 253))]
     pub name: String,
     /// The pod's namespace.
+    #[schemars(length(max = 63))]
     pub namespace: String,
     /// The pod's UID.
+    #[schemars(length(max = 64))]
     pub uid: String,
     /// Per probe, its state.
     #[serde(rename = "probeStates", default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_PROBES_PER_POD))]
     pub probe_states: Vec<ContainerProbeState>,
 }
 
@@ -110,6 +123,7 @@ pub struct PodProbeStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ContainerProbeState {
     /// The probe's name, as in spec.
+    #[schemars(length(max = 317))]
     pub name: String,
     /// Succeeded, Failed or Unknown.
     pub state: ProbeState,
@@ -121,6 +135,7 @@ pub struct ContainerProbeState {
     pub last_transition_time: Option<Time>,
     /// The probe's output on success, its error on failure (at most 1 KiB).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = MAX_MESSAGE_CHARS))]
     pub message: String,
 }
 

@@ -8,12 +8,13 @@
 //! exec, tcpSocket and httpGet are run (as OpenKruise's daemon runs them), and a declared,
 //! bounded schema keeps the rules' CEL cost within the apiserver's budget.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, KubeSchema};
-use schemars::{JsonSchema, Schema, SchemaGenerator};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::schema;
@@ -61,11 +62,15 @@ pub const ONE_HANDLER_MESSAGE: &str =
 /// CEL over a port: the shared 32-bit bound of every int-or-string (so it decodes).
 const PORT_BOUND_RULE: &str =
     "type(self) == int ? int(self) >= 0 && int(self) <= 2147483647 : true";
-/// CEL over a port: a port number, or an IANA service name as a container port names it.
-const PORT_RULE: &str = "type(self) == int ? int(self) >= 1 && int(self) <= 65535 : \
-    (size(string(self)) <= 15 && string(self).matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') \
-    && string(self).matches('[a-z]'))";
-const PORT_MESSAGE: &str =
+/// CEL over a port: a number from 1 to 65535, or a name of 1 to 15 characters (a container
+/// port name's length). Sizes only: the apiserver costs a regex or a `string()` over an
+/// int-or-string, whose length no schema bounds, beyond its budget. A name no container
+/// port has is never probed (the control plane leaves the probe out), and the apiserver
+/// checks the syntax of container ports' names.
+pub const PORT_RULE: &str = "type(self) == int ? int(self) >= 1 && int(self) <= 65535 \
+    : size(self) >= 1 && size(self) <= 15";
+/// The message of [`PORT_RULE`] and [`PORT_BOUND_RULE`].
+pub const PORT_MESSAGE: &str =
     "port must be a number from 1 to 65535 or the name of a container port (at most 15 characters)";
 
 /// CEL list of [`RESERVED_CONDITIONS`].
@@ -143,20 +148,23 @@ pub struct PodContainerProbe {
     pub pod_condition_type: Option<String>,
 }
 
-/// A probe: one handler and its timing, as in core/v1 Probe.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
-#[x_kube(validation = Rule::new(ONE_HANDLER_RULE).message(ONE_HANDLER_MESSAGE))]
+/// A probe: one handler and its timing, as in core/v1 Probe. `Port` is how a handler
+/// gives its port: a number or a container port's name ([`ProbePort`]) in a
+/// PodProbeMarker, a number ([`PortNumber`]) in a NodePodProbe, where the control plane
+/// has resolved the names. The one-handler rule is in the schema of both.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(extend("x-kubernetes-validations" = [{ "rule": ONE_HANDLER_RULE, "message": ONE_HANDLER_MESSAGE }]))]
 #[serde(rename_all = "camelCase")]
-pub struct ContainerProbeSpec {
+pub struct ContainerProbeSpec<Port = ProbePort> {
     /// Run a command in the container; exit status 0 is success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<ExecAction>,
     /// Open a TCP connection to the pod's IP; a connection is success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp_socket: Option<TcpSocketAction>,
+    pub tcp_socket: Option<TcpSocketAction<Port>>,
     /// GET a URL on the pod's IP; a status from 200 to 399 is success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http_get: Option<HttpGetAction>,
+    pub http_get: Option<HttpGetAction<Port>>,
     /// Seconds after the container started before the first probe. Defaults to 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
@@ -190,30 +198,22 @@ pub struct ExecAction {
 }
 
 /// A TCP connection to the pod.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
-pub struct TcpSocketAction {
-    /// The port: a number, or the name of a port of the probed container.
-    #[x_kube(
-        validation = Rule::new(PORT_BOUND_RULE).message(PORT_MESSAGE),
-        validation = Rule::new(PORT_RULE).message(PORT_MESSAGE)
-    )]
-    pub port: IntOrString,
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct TcpSocketAction<Port = ProbePort> {
+    /// The port to connect to.
+    pub port: Port,
 }
 
 /// An HTTP GET against the pod.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct HttpGetAction {
+pub struct HttpGetAction<Port = ProbePort> {
     /// The path to GET. Defaults to `/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048), regex(pattern = "^/"))]
     pub path: Option<String>,
-    /// The port: a number, or the name of a port of the probed container.
-    #[x_kube(
-        validation = Rule::new(PORT_BOUND_RULE).message(PORT_MESSAGE),
-        validation = Rule::new(PORT_RULE).message(PORT_MESSAGE)
-    )]
-    pub port: IntOrString,
+    /// The port to connect to.
+    pub port: Port,
     /// HTTP (the default) or HTTPS; HTTPS does not verify the server's certificate, as
     /// the kubelet does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -222,6 +222,58 @@ pub struct HttpGetAction {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub http_headers: Vec<HttpHeader>,
+}
+
+/// A port as a PodProbeMarker's probe gives it: a number, or the name of a port the
+/// probed container declares, which the control plane resolves for the agent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct ProbePort(pub IntOrString);
+
+impl Default for ProbePort {
+    fn default() -> Self {
+        Self(IntOrString::Int(0))
+    }
+}
+
+impl JsonSchema for ProbePort {
+    fn schema_name() -> Cow<'static, str> {
+        "ProbePort".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "The port: a number, or the name of a port of the probed container.",
+            "x-kubernetes-int-or-string": true,
+            "x-kubernetes-validations": [
+                { "rule": PORT_BOUND_RULE, "message": PORT_MESSAGE },
+                { "rule": PORT_RULE, "message": PORT_MESSAGE }
+            ]
+        })
+    }
+}
+
+/// A port number, as a NodePodProbe's probe gives it. A plain integer bounded by its
+/// schema: an int-or-string's rules, costed for every probe of every pod a NodePodProbe
+/// may list, exceed the apiserver's CEL budget for one CRD.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct PortNumber(pub u16);
+
+impl JsonSchema for PortNumber {
+    fn schema_name() -> Cow<'static, str> {
+        "PortNumber".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "The port number.",
+            "type": "integer",
+            "format": "int32",
+            "minimum": 1,
+            "maximum": 65535
+        })
+    }
 }
 
 /// The scheme of an httpGet probe.
@@ -290,7 +342,40 @@ pub struct PodProbeMarkerStatus {
     pub matched_pods: i64,
 }
 
-impl ContainerProbeSpec {
+impl<Port> ContainerProbeSpec<Port> {
+    /// The probe with each handler's port mapped by `map`; `None` when `map` gives none
+    /// for one of them.
+    pub fn try_map_ports<To>(
+        &self,
+        map: impl Fn(&Port) -> Option<To>,
+    ) -> Option<ContainerProbeSpec<To>> {
+        let tcp_socket = match &self.tcp_socket {
+            Some(tcp) => Some(TcpSocketAction {
+                port: map(&tcp.port)?,
+            }),
+            None => None,
+        };
+        let http_get = match &self.http_get {
+            Some(http) => Some(HttpGetAction {
+                path: http.path.clone(),
+                port: map(&http.port)?,
+                scheme: http.scheme,
+                http_headers: http.http_headers.clone(),
+            }),
+            None => None,
+        };
+        Some(ContainerProbeSpec {
+            exec: self.exec.clone(),
+            tcp_socket,
+            http_get,
+            initial_delay_seconds: self.initial_delay_seconds,
+            timeout_seconds: self.timeout_seconds,
+            period_seconds: self.period_seconds,
+            success_threshold: self.success_threshold,
+            failure_threshold: self.failure_threshold,
+        })
+    }
+
     /// `initialDelaySeconds`, at least 0.
     pub fn initial_delay_seconds(&self) -> u32 {
         self.initial_delay_seconds

@@ -102,7 +102,7 @@ fn probe_timing_defaults_are_core_v1_probe_s() {
             "{field}"
         );
     }
-    let unset = ContainerProbeSpec::default();
+    let unset: ContainerProbeSpec = ContainerProbeSpec::default();
     assert_eq!(
         (
             unset.timeout_seconds(),
@@ -201,4 +201,73 @@ fn probe_keys_join_and_split() {
     assert_eq!(probe_key("m", "Idle"), "m#Idle");
     assert_eq!(split_probe_key("m#Idle"), Some(("m", "Idle")));
     assert_eq!(split_probe_key("plain"), None);
+}
+
+/// The schema of a NodePodProbe's probe (`spec.podProbes[].probes[].probe`).
+fn node_probe_schema() -> Value {
+    let crd = NodePodProbe::crd();
+    let schema = crd.spec.versions[0].schema.clone().expect("a schema");
+    let root = serde_json::to_value(schema.open_api_v3_schema).expect("schema as JSON");
+    root["properties"]["spec"]["properties"]["podProbes"]["items"]["properties"]["probes"]["items"]
+        ["properties"]["probe"]
+        .clone()
+}
+
+/// The apiserver costs a rule for every instance of its node: string conversions and
+/// regexes over an int-or-string, whose length no schema bounds, exceed its budget.
+#[test]
+fn marker_port_rules_compare_sizes_and_numbers_only() {
+    let probe = &spec_schema()["properties"]["probes"]["items"]["properties"]["probe"];
+    for handler in ["tcpSocket", "httpGet"] {
+        let port = &probe["properties"][handler]["properties"]["port"];
+        assert_eq!(port["x-kubernetes-int-or-string"], json!(true), "{handler}");
+        let port_rules = rules(port);
+        assert!(
+            port_rules
+                .iter()
+                .any(|(rule, message, _)| rule == PORT_RULE && message == PORT_MESSAGE),
+            "{handler}: {port_rules:?}"
+        );
+        for (rule, _, _) in &port_rules {
+            assert!(
+                !rule.contains("matches(") && !rule.contains("string("),
+                "{handler}: {rule}"
+            );
+        }
+    }
+}
+
+#[test]
+fn node_probe_ports_are_numbers_and_its_probe_has_one_handler() {
+    let probe = node_probe_schema();
+    for handler in ["tcpSocket", "httpGet"] {
+        let port = &probe["properties"][handler]["properties"]["port"];
+        assert_eq!(
+            (&port["type"], &port["minimum"], &port["maximum"]),
+            (&json!("integer"), &json!(1.0), &json!(65535.0)),
+            "{handler}"
+        );
+        assert!(rules(port).is_empty(), "{handler}: {:?}", rules(port));
+    }
+    let handler_rules = rules(&probe);
+    assert!(
+        handler_rules
+            .iter()
+            .any(|(rule, _, _)| rule == ONE_HANDLER_RULE),
+        "{handler_rules:?}"
+    );
+    let request: NodePodProbe = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "NodePodProbe",
+        "metadata": { "name": "n1" },
+        "spec": { "podProbes": [{ "name": "p", "namespace": "ns", "uid": "u", "probes": [
+            { "name": "m#t", "containerName": "c", "probe": { "tcpSocket": { "port": 8080 } } },
+        ] }] },
+    }))
+    .expect("a NodePodProbe with a numeric port decodes");
+    let port = (request.spec.pod_probes[0].probes[0]
+        .probe
+        .tcp_socket
+        .as_ref())
+    .map(|t| t.port);
+    assert_eq!(port, Some(PortNumber(8080)));
 }

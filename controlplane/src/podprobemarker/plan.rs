@@ -5,13 +5,20 @@
 //! A pod is probed while it is Running, not being deleted, has an IP, and has the
 //! container a probe names; a probe whose named port the container does not declare is
 //! left out (it could only ever fail). Named ports are resolved here, so the agent
-//! connects to numbers only and never reads the pod.
+//! connects to numbers only and never reads the pod. The spec keeps to the CRD's bounds
+//! (pods per node, probes per pod), leaving out the last in its order beyond them, so its
+//! write is never refused for its size.
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::nodepodprobe::{ContainerProbe, NodePodProbeSpec, PodProbe, probe_key};
-use crate::api::podprobemarker::{ContainerProbeSpec, PodContainerProbe, PodProbeMarker};
+use crate::api::nodepodprobe::{
+    ContainerProbe, MAX_PODS, MAX_PROBES_PER_POD, NodePodProbeSpec, PodProbe, ResolvedProbeSpec,
+    probe_key,
+};
+use crate::api::podprobemarker::{
+    ContainerProbeSpec, PodContainerProbe, PodProbeMarker, PortNumber, ProbePort,
+};
 use crate::workload::selector::selector_matches;
 
 /// A pod as the planner probes it: where it runs and the address probes connect to.
@@ -55,7 +62,7 @@ pub fn selects(marker: &PodProbeMarker, pod: &Pod) -> bool {
 }
 
 /// The probes of the markers selecting `pod`, as NodePodProbe lists them: named
-/// `<marker>#<probe>`, ports resolved, sorted by name.
+/// `<marker>#<probe>`, ports resolved, sorted by name, at most [`MAX_PROBES_PER_POD`].
 pub fn pod_probes(markers: &[&PodProbeMarker], pod: &Pod) -> Vec<ContainerProbe> {
     let mut probes: Vec<ContainerProbe> = markers
         .iter()
@@ -70,7 +77,12 @@ pub fn pod_probes(markers: &[&PodProbeMarker], pod: &Pod) -> Vec<ContainerProbe>
         })
         .collect();
     probes.sort_by(|a, b| a.name.cmp(&b.name));
+    probes.truncate(bound(MAX_PROBES_PER_POD));
     probes
+}
+
+fn bound(limit: u32) -> usize {
+    usize::try_from(limit).unwrap_or(usize::MAX)
 }
 
 fn container_probe(marker: &str, probe: &PodContainerProbe, pod: &Pod) -> Option<ContainerProbe> {
@@ -89,35 +101,31 @@ fn container_probe(marker: &str, probe: &PodContainerProbe, pod: &Pod) -> Option
 }
 
 /// The probe with its named port replaced by the container's number; `None` when the
-/// container declares no port of that name.
+/// container declares no port of that name (or the number is no port).
 pub fn resolve_ports(
     probe: &ContainerProbeSpec,
     container: &Container,
-) -> Option<ContainerProbeSpec> {
-    let mut resolved = probe.clone();
-    if let Some(tcp) = resolved.tcp_socket.as_mut() {
-        tcp.port = resolve_port(&tcp.port, container)?;
-    }
-    if let Some(http) = resolved.http_get.as_mut() {
-        http.port = resolve_port(&http.port, container)?;
-    }
-    Some(resolved)
+) -> Option<ResolvedProbeSpec> {
+    probe.try_map_ports(|port| resolve_port(port, container))
 }
 
-fn resolve_port(port: &IntOrString, container: &Container) -> Option<IntOrString> {
-    match port {
-        IntOrString::Int(number) => Some(IntOrString::Int(*number)),
-        IntOrString::String(name) => container
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.as_deref() == Some(name.as_str()))
-            .map(|p| IntOrString::Int(p.container_port)),
-    }
+fn resolve_port(port: &ProbePort, container: &Container) -> Option<PortNumber> {
+    let number = match &port.0 {
+        IntOrString::Int(number) => *number,
+        IntOrString::String(name) => {
+            (container.ports.iter().flatten())
+                .find(|p| p.name.as_deref() == Some(name.as_str()))?
+                .container_port
+        }
+    };
+    u16::try_from(number)
+        .ok()
+        .filter(|n| *n > 0)
+        .map(PortNumber)
 }
 
 /// The NodePodProbe spec of `node`: every probeable pod bound there that some marker
-/// probes, sorted by namespace and name.
+/// probes, sorted by namespace and name, at most [`MAX_PODS`].
 pub fn node_spec(node: &str, markers: &[&PodProbeMarker], pods: &[&Pod]) -> NodePodProbeSpec {
     let mut pod_probes: Vec<PodProbe> = pods
         .iter()
@@ -134,6 +142,7 @@ pub fn node_spec(node: &str, markers: &[&PodProbeMarker], pods: &[&Pod]) -> Node
         })
         .collect();
     pod_probes.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    pod_probes.truncate(bound(MAX_PODS));
     NodePodProbeSpec { pod_probes }
 }
 

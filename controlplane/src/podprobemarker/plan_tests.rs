@@ -1,11 +1,11 @@
 //! Which pods and probes reach a node's NodePodProbe.
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::plan::{matched_pods, node_spec};
-use crate::api::podprobemarker::PodProbeMarker;
+use crate::api::nodepodprobe::{MAX_PODS, MAX_PROBES_PER_POD};
+use crate::api::podprobemarker::{PodProbeMarker, PortNumber};
 
 fn marker(name: &str, probes: Value) -> PodProbeMarker {
     serde_json::from_value(json!({
@@ -151,15 +151,16 @@ fn named_ports_are_resolved_and_unknown_names_leave_the_probe_out() {
         ("number kept", json!(9000), Some(9000)),
         ("name resolved", json!("http"), Some(8080)),
         ("unknown name", json!("grpc"), None),
+        ("no port number", json!(70000), None),
     ];
     for (name, port, expected) in cases {
         let marker = marker("m", json!([tcp_probe("Tcp", port)]));
         let spec = node_spec("n1", &[&marker], &[&pod("p", unchanged)]);
         let got = spec.pod_probes.first().map(|p| {
             let tcp = p.probes[0].probe.tcp_socket.as_ref().expect("tcp");
-            tcp.port.clone()
+            tcp.port
         });
-        assert_eq!(got, expected.map(IntOrString::Int), "{name}");
+        assert_eq!(got, expected.map(PortNumber), "{name}");
     }
 }
 
@@ -174,4 +175,34 @@ fn matched_pods_counts_probeable_selected_pods() {
     ];
     let all: Vec<&Pod> = pods.iter().collect();
     assert_eq!(matched_pods(&marker, &all), 2);
+}
+
+#[test]
+fn a_spec_keeps_to_the_crd_bounds_of_pods_and_probes() {
+    let probes: Vec<Value> = (0..MAX_PROBES_PER_POD + 3)
+        .map(|i| exec_probe(&format!("P{i:03}"), "main"))
+        .collect();
+    // A marker holds at most 16 probes; several markers select the same pods.
+    let markers: Vec<PodProbeMarker> = probes
+        .chunks(16)
+        .enumerate()
+        .map(|(i, chunk)| marker(&format!("m{i}"), json!(chunk)))
+        .collect();
+    let pods: Vec<Pod> = (0..MAX_PODS + 2)
+        .map(|i| pod(&format!("web-{i:04}"), unchanged))
+        .collect();
+    let spec = node_spec(
+        "n1",
+        &markers.iter().collect::<Vec<_>>(),
+        &pods.iter().collect::<Vec<_>>(),
+    );
+    assert_eq!(spec.pod_probes.len(), MAX_PODS as usize);
+    assert_eq!(
+        spec.pod_probes[0].name, "web-0000",
+        "the first in order are kept"
+    );
+    assert!(
+        (spec.pod_probes.iter()).all(|p| p.probes.len() == MAX_PROBES_PER_POD as usize),
+        "every pod keeps the most probes the CRD allows"
+    );
 }

@@ -5,15 +5,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use stevedore_proto::stevedore::agent::v1::{
     self as agent, ApplyPodProbesRequest, PodProbeStateUpdate, PodProbes, PodRef, pod_probe,
 };
 
 use crate::api::nodepodprobe::{
-    ContainerProbe, ContainerProbeState, NodePodProbe, NodePodProbeStatus, PodProbeStatus,
-    ProbeState,
+    ContainerProbe, ContainerProbeState, MAX_MESSAGE_CHARS, NodePodProbe, NodePodProbeStatus,
+    PodProbeStatus, ProbeState,
 };
 use crate::api::podprobemarker::UriScheme;
 
@@ -22,14 +21,6 @@ pub type PodId = (String, String, String);
 
 /// Every probe state the agent reported, per pod, per probe name.
 pub type States = BTreeMap<PodId, BTreeMap<String, ContainerProbeState>>;
-
-fn port(value: &IntOrString) -> u32 {
-    match value {
-        IntOrString::Int(n) => u32::try_from(*n).unwrap_or(0),
-        // `plan` resolves names; one left over is refused by the agent as port 0.
-        IntOrString::String(_) => 0,
-    }
-}
 
 fn handler(probe: &ContainerProbe) -> Option<pod_probe::Handler> {
     let spec = &probe.probe;
@@ -40,13 +31,13 @@ fn handler(probe: &ContainerProbe) -> Option<pod_probe::Handler> {
     }
     if let Some(tcp) = &spec.tcp_socket {
         return Some(pod_probe::Handler::TcpSocket(agent::TcpHandler {
-            port: port(&tcp.port),
+            port: u32::from(tcp.port.0),
         }));
     }
     spec.http_get.as_ref().map(|http| {
         pod_probe::Handler::HttpGet(agent::HttpHandler {
             path: http.path.clone().unwrap_or_default(),
-            port: port(&http.port),
+            port: u32::from(http.port.0),
             https: http.scheme == Some(UriScheme::Https),
             headers: (http.http_headers.iter())
                 .map(|h| agent::HttpHeader {
@@ -96,6 +87,13 @@ fn time(seconds_and_nanos: Option<(i64, i32)>) -> Option<Time> {
     Timestamp::new(seconds, nanos).ok().map(Time)
 }
 
+/// The agent's message as the status holds it: cut to the schema's bound, so a longer one
+/// cannot make the status write fail.
+fn message(reported: &str) -> String {
+    let limit = usize::try_from(MAX_MESSAGE_CHARS).unwrap_or(usize::MAX);
+    reported.chars().take(limit).collect()
+}
+
 /// Folds one update into `states`: the probe's state, or its removal.
 pub fn fold(states: &mut States, update: &PodProbeStateUpdate) {
     let Some(pod) = &update.pod else { return };
@@ -126,7 +124,7 @@ pub fn fold(states: &mut States, update: &PodProbeStateUpdate) {
         last_transition_time: time(
             (update.last_transition_time.as_ref()).map(|t| (t.seconds, t.nanos)),
         ),
-        message: update.message.clone(),
+        message: message(&update.message),
     };
     states
         .entry(id)
@@ -270,5 +268,16 @@ mod tests {
                 .pod_probe_statuses
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_message_longer_than_the_schema_allows_is_cut_to_it() {
+        let mut states = States::new();
+        let mut long = update("m#exec", agent::ProbeState::Failed, false);
+        long.message = "é".repeat(2000);
+        fold(&mut states, &long);
+        let written = status(&node_probes(), &states);
+        let message = &written.pod_probe_statuses[0].probe_states[0].message;
+        assert_eq!(message.chars().count(), 1024);
     }
 }
