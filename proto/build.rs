@@ -5,7 +5,7 @@
 use std::{env, error::Error, path::PathBuf};
 
 const PROTO_ROOT: &str = "stevedore/agent/v1";
-const PROTOS: [&str; 5] = ["common", "images", "containers", "pods", "node"];
+const PROTOS: [&str; 6] = ["common", "images", "containers", "pods", "node", "probes"];
 
 fn main() -> Result<(), Box<dyn Error>> {
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);

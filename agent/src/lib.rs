@@ -11,6 +11,7 @@ pub mod images;
 pub mod metrics;
 pub mod node;
 pub mod pods;
+pub mod probes;
 pub mod server;
 pub mod serving;
 pub mod shutdown;

@@ -11,6 +11,7 @@ use stevedore_proto::stevedore::agent::v1::{
     image_service_server::{self, ImageServiceServer},
     node_service_server::{self, NodeServiceServer},
     pod_service_server::{self, PodServiceServer},
+    probe_service_server::{self, ProbeServiceServer},
 };
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::wrappers::UnixListenerStream;
@@ -28,10 +29,11 @@ use crate::images::{AgentImageService, ConnectError};
 use crate::metrics::{Metrics, RpcMetricsLayer};
 use crate::node::NodeGrpc;
 use crate::pods::{KubePods, NodePods, PodGrpc};
+use crate::probes::{ProbeGrpc, ProbeRunner, handlers::http_client};
 use crate::serving::{self, CertError, ServingCert, certified_key, tls_incoming};
 
 /// The services served, and so the ones reflection advertises.
-const SERVED: [&str; 7] = [
+const SERVED: [&str; 8] = [
     health_server::SERVICE_NAME,
     v1::server_reflection_server::SERVICE_NAME,
     v1alpha::server_reflection_server::SERVICE_NAME,
@@ -39,6 +41,7 @@ const SERVED: [&str; 7] = [
     container_service_server::SERVICE_NAME,
     pod_service_server::SERVICE_NAME,
     node_service_server::SERVICE_NAME,
+    probe_service_server::SERVICE_NAME,
 ];
 
 /// Why the agent could not start or stopped with an error.
@@ -59,6 +62,8 @@ pub enum ServeError {
     Runtime(#[from] RuntimeError),
     #[error("starting the image service")]
     Images(#[from] ConnectError),
+    #[error("building the probes' HTTP client")]
+    ProbeClient(#[from] reqwest::Error),
     #[error("building the reflection service")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("gRPC transport")]
@@ -171,12 +176,14 @@ async fn routes(
                 .add_service(auth.layer(services.containers.clone()))
                 .add_service(auth.layer(services.pods.clone()))
                 .add_service(auth.layer(services.node.clone()))
+                .add_service(auth.layer(services.probes.clone()))
         }
         None => routes
             .add_service(services.images.clone())
             .add_service(services.containers.clone())
             .add_service(services.pods.clone())
-            .add_service(services.node.clone()),
+            .add_service(services.node.clone())
+            .add_service(services.probes.clone()),
     };
     Ok(routes)
 }
@@ -187,6 +194,7 @@ struct Services {
     containers: ContainerServiceServer<ContainerGrpc<Containerd, KubePods>>,
     pods: PodServiceServer<PodGrpc<KubePods>>,
     node: NodeServiceServer<NodeGrpc>,
+    probes: ProbeServiceServer<ProbeGrpc<Containerd>>,
 }
 
 /// The gRPC services the agent serves (the same on both listeners), with the restart
@@ -212,6 +220,7 @@ async fn services(
     // The empty name is the server's overall health in the gRPC health protocol.
     health.set_service_status("", ServingStatus::Serving).await;
     let saturating = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let probes = ProbeRunner::new(containerd.clone(), http_client()?, shutdown.clone());
     Ok(Services {
         health: health_server::HealthServer::new(
             tonic_health::server::HealthService::from_health_reporter(health),
@@ -219,6 +228,7 @@ async fn services(
         images: ImageServiceServer::new(images),
         containers: ContainerServiceServer::new(ContainerGrpc::new(restarts)),
         pods: PodServiceServer::new(PodGrpc::new(pods)),
+        probes: ProbeServiceServer::new(ProbeGrpc::new(args.node_name.clone(), probes)),
         node: NodeServiceServer::new(NodeGrpc {
             node_name: args.node_name.clone(),
             containerd: containerd.clone(),

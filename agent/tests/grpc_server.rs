@@ -156,6 +156,7 @@ async fn reflection_v1_advertises_the_served_services() {
         "stevedore.agent.v1.ImageService",
         "stevedore.agent.v1.NodeService",
         "stevedore.agent.v1.PodService",
+        "stevedore.agent.v1.ProbeService",
     ]
     .map(String::from)
     .into();

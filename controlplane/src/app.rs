@@ -38,6 +38,7 @@ use crate::imagelist::Distributor;
 use crate::imagelistpulljob::ImageListPullJobController;
 use crate::imagepulljob::ImagePullJobController;
 use crate::launchpriority::LaunchPriorityController;
+use crate::podprobemarker::{PodProbeMarkerController, ProbeSessions};
 use crate::runtime::decode::Undecodable;
 use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
@@ -318,6 +319,7 @@ async fn start_workloads(
 
     let events = EventSink::new(client.clone(), &workloads.identity);
     start_undecodable_reporting(running, &client, &events, shutdown);
+    let probe_agents = agents.clone();
     let restarts: Arc<dyn ContainerRestarts> = Arc::new(agents.clone());
     let agents: Arc<dyn PodConditions> = Arc::new(agents);
     let controllers = Controllers {
@@ -336,6 +338,7 @@ async fn start_workloads(
     )?;
     start_pod_sets(running, &controllers, agents, shutdown)?;
     start_launch_priority(running, &controllers, shutdown)?;
+    start_pod_probes(running, &controllers, &probe_agents, shutdown)?;
     start_container_recreates(running, &controllers, restarts, shutdown)?;
     start_jobs(running, &controllers, shutdown)
 }
@@ -486,6 +489,38 @@ fn start_launch_priority(
     let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
     let triggers =
         crate::launchpriority::controller::watches(&c.stores.changes, &c.stores.pods, queue);
+    running.spawn(triggers.run(shutdown.clone()));
+    Ok(())
+}
+
+/// The PodProbeMarker controller (NodePodProbe specs, pod marks) and the sessions that
+/// carry each NodePodProbe to its node's agent, as `--controllers` says.
+fn start_pod_probes(
+    running: &mut Runtime<Stores>,
+    c: &Controllers,
+    agents: &AgentPool,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    if !c.switches.enabled("podprobemarker") {
+        return Ok(());
+    }
+    require_stores(
+        running,
+        "NodePodProbe sessions".to_owned(),
+        ProbeSessions::READS,
+    )?;
+    let sessions = ProbeSessions {
+        client: c.client.clone(),
+        stores: c.stores.clone(),
+        agents: agents.clone(),
+    };
+    running.spawn(sessions.run(running.leadership.clone(), shutdown.clone()));
+    let controller = PodProbeMarkerController {
+        client: c.client.clone(),
+        stores: c.stores.clone(),
+    };
+    let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
+    let triggers = crate::podprobemarker::controller::watches(&c.stores.changes, &c.stores, queue);
     running.spawn(triggers.run(shutdown.clone()));
     Ok(())
 }

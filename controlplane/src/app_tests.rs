@@ -139,7 +139,7 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
     let shutdown = CancellationToken::new();
     let running = runtime::<Stores>(&shutdown).await;
 
-    let components: [(&str, &[&str]); 12] = [
+    let components: [(&str, &[&str]); 14] = [
         ("ImageList distributor", Distributor::READS),
         ("CloneSet", CloneSetController::READS),
         ("StatefulSet", StatefulSetController::READS),
@@ -160,6 +160,14 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
         (
             "ContainerLaunchPriority",
             <crate::launchpriority::LaunchPriorityController as Reconciler>::READS,
+        ),
+        (
+            "PodProbeMarker",
+            <crate::podprobemarker::PodProbeMarkerController as Reconciler>::READS,
+        ),
+        (
+            "NodePodProbe sessions",
+            crate::podprobemarker::ProbeSessions::READS,
         ),
     ];
     for (component, reads) in components {
@@ -192,7 +200,9 @@ async fn every_component_wired_reads_only_kinds_the_stores_cache() {
             "PodUnavailableBudget",
             "PodDisruptionBudget",
             "ContainerRecreateRequest",
-            "SidecarSet"
+            "SidecarSet",
+            "PodProbeMarker",
+            "NodePodProbe"
         ],
         "the kinds /readyz reports, in its order"
     );

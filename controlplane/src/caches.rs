@@ -1,7 +1,8 @@
 //! The kinds this control plane caches: one shared store per kind (Pods, Nodes, PVCs,
 //! ControllerRevisions, CloneSets, Advanced StatefulSets, Advanced DaemonSets, ImageLists,
 //! ImagePullJobs, BroadcastJobs, AdvancedCronJobs, batch Jobs, PodUnavailableBudgets,
-//! PodDisruptionBudgets, ContainerRecreateRequests, ImageListPullJobs, SidecarSets), read by every
+//! PodDisruptionBudgets, ContainerRecreateRequests, ImageListPullJobs, SidecarSets,
+//! PodProbeMarkers, NodePodProbes), read by every
 //! reconciler.
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
@@ -18,7 +19,8 @@ use tokio::sync::broadcast;
 
 use crate::api::{
     AdvancedCronJob, BroadcastJob, CloneSet, ContainerRecreateRequest, DaemonSet, ImageList,
-    ImageListPullJob, ImagePullJob, PodUnavailableBudget, SidecarSet, StatefulSet,
+    ImageListPullJob, ImagePullJob, NodePodProbe, PodProbeMarker, PodUnavailableBudget, SidecarSet,
+    StatefulSet,
 };
 use crate::runtime::stores::{
     Cache, QUIET_CHANGES, StoreRegistry, StoreSet, SyncState, WatchOptions,
@@ -44,6 +46,8 @@ pub struct Stores {
     pub poddisruptionbudgets: Store<PodDisruptionBudget>,
     pub containerrecreaterequests: Store<ContainerRecreateRequest>,
     pub sidecarsets: Store<SidecarSet>,
+    pub podprobemarkers: Store<PodProbeMarker>,
+    pub nodepodprobes: Store<NodePodProbe>,
     pub sync: SyncState,
     pub changes: Changes,
 }
@@ -69,6 +73,8 @@ pub struct Changes {
     pub poddisruptionbudgets: broadcast::Sender<Arc<PodDisruptionBudget>>,
     pub containerrecreaterequests: broadcast::Sender<Arc<ContainerRecreateRequest>>,
     pub sidecarsets: broadcast::Sender<Arc<SidecarSet>>,
+    pub podprobemarkers: broadcast::Sender<Arc<PodProbeMarker>>,
+    pub nodepodprobes: broadcast::Sender<Arc<NodePodProbe>>,
 }
 
 #[cfg(test)]
@@ -94,6 +100,8 @@ impl Changes {
             poddisruptionbudgets: broadcast::channel(capacity).0,
             containerrecreaterequests: broadcast::channel(capacity).0,
             sidecarsets: broadcast::channel(capacity).0,
+            podprobemarkers: broadcast::channel(capacity).0,
+            nodepodprobes: broadcast::channel(capacity).0,
         }
     }
 
@@ -126,6 +134,8 @@ impl Changes {
                 self.containerrecreaterequests.receiver_count(),
             ),
             ("SidecarSet", self.sidecarsets.receiver_count()),
+            ("PodProbeMarker", self.podprobemarkers.receiver_count()),
+            ("NodePodProbe", self.nodepodprobes.receiver_count()),
         ];
         (counts.into_iter())
             .filter(|(_, receivers)| *receivers > 0)
@@ -156,15 +166,20 @@ fn reporting<K: Resource<DynamicType = ()>>(options: WatchOptions) -> WatchOptio
     }
 }
 
+/// Pods and what moves with them keep a long backlog of changes (busy); the objects
+/// people create by the handful keep a short one (quiet; `runtime::stores`).
+fn busy_and_quiet() -> (WatchOptions, WatchOptions) {
+    let busy = WatchOptions::default();
+    let quiet = WatchOptions {
+        changes_capacity: QUIET_CHANGES,
+        ..busy
+    };
+    (busy, quiet)
+}
+
 impl StoreSet for Stores {
     fn start(mut registry: StoreRegistry<'_>) -> Self {
-        // Pods and what moves with them keep a long backlog of changes; the objects
-        // people create by the handful keep a short one (`runtime::stores`).
-        let busy = WatchOptions::default();
-        let quiet = WatchOptions {
-            changes_capacity: QUIET_CHANGES,
-            ..busy
-        };
+        let (busy, quiet) = busy_and_quiet();
         // `/readyz` lists the kinds in this order.
         let pods: Cache<Pod> = registry.watch(busy);
         let nodes: Cache<Node> = registry.watch(busy);
@@ -192,6 +207,8 @@ impl StoreSet for Stores {
             registry.watch(reporting::<ContainerRecreateRequest>(quiet));
         // Read by the pod webhook on every pod create (sidecarset/webhook.rs).
         let sidecarsets: Cache<SidecarSet> = registry.watch(reporting::<SidecarSet>(quiet));
+        let podprobemarkers: Cache<PodProbeMarker> = registry.watch(quiet);
+        let nodepodprobes: Cache<NodePodProbe> = registry.watch(busy);
         Self {
             changes: Changes {
                 pods: pods.changes,
@@ -211,6 +228,8 @@ impl StoreSet for Stores {
                 poddisruptionbudgets: poddisruptionbudgets.changes,
                 containerrecreaterequests: containerrecreaterequests.changes,
                 sidecarsets: sidecarsets.changes,
+                podprobemarkers: podprobemarkers.changes,
+                nodepodprobes: nodepodprobes.changes,
             },
             pods: pods.store,
             nodes: nodes.store,
@@ -229,6 +248,8 @@ impl StoreSet for Stores {
             poddisruptionbudgets: poddisruptionbudgets.store,
             containerrecreaterequests: containerrecreaterequests.store,
             sidecarsets: sidecarsets.store,
+            podprobemarkers: podprobemarkers.store,
+            nodepodprobes: nodepodprobes.store,
             sync: registry.finish(),
         }
     }

@@ -23,6 +23,7 @@ pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod launchpriority;
 pub mod pod_set;
+pub mod podprobemarker;
 pub mod predownload;
 pub mod runtime;
 pub mod sidecarset;

@@ -18,6 +18,7 @@ pub const COMPONENTS: &[&str] = &[
     "containerrecreaterequest",
     "sidecarset",
     "containerlaunchpriority",
+    "podprobemarker",
     "imagelist-distributor",
     "csr-signer",
     "podunavailablebudget-webhook",

@@ -187,6 +187,7 @@ async fn rbac_grants_the_reconcilers_needs_and_no_more() -> Result<()> {
             attrs("update", "stevedore.dev", "agents/pods", None, node),
             attrs("update", "stevedore.dev", "agents/images", None, node),
             attrs("get", "stevedore.dev", "agents/node", None, node),
+            attrs("update", "stevedore.dev", "agents/probes", None, node),
             // A CloneSet controller's writes.
             attrs("create", "", "pods", ns, None),
             attrs("update", "", "pods", ns, Some("p")),

@@ -25,7 +25,7 @@ const GET: &str = "get";
 const UPDATE: &str = "update";
 
 /// Every agent method with the permission it needs.
-const METHODS: [(&str, &str, &str); 10] = [
+const METHODS: [(&str, &str, &str); 12] = [
     (
         "/stevedore.agent.v1.ImageService/PullImage",
         "images",
@@ -68,6 +68,16 @@ const METHODS: [(&str, &str, &str); 10] = [
         UPDATE,
     ),
     ("/stevedore.agent.v1.NodeService/GetNodeInfo", "node", GET),
+    (
+        "/stevedore.agent.v1.ProbeService/ApplyPodProbes",
+        "probes",
+        UPDATE,
+    ),
+    (
+        "/stevedore.agent.v1.ProbeService/WatchPodProbes",
+        "probes",
+        GET,
+    ),
 ];
 
 /// Services anyone may call.

@@ -1,6 +1,7 @@
 //! In-place container restarts: stop a pod's running container (SIGTERM, grace,
 //! SIGKILL) so kubelet recreates it, and track each restart as an operation.
 
+mod exec;
 mod executor;
 mod operation;
 mod plan;
@@ -17,6 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
+pub use exec::{ContainerExec, ExecError, ExecExit};
 pub use executor::ready_container_ids;
 pub use operation::{Action, ContainerObservation, Observation, Operation, Plan};
 pub use plan::{PlanError, plan_restart};

@@ -80,12 +80,18 @@ impl Containerd {
         Ok(Self { channel, namespace })
     }
 
-    fn request<T>(&self, message: T) -> Request<T> {
+    /// A request carrying the node's containerd namespace.
+    pub(crate) fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
         request
             .metadata_mut()
             .insert("containerd-namespace", self.namespace.clone());
         request
+    }
+
+    /// The channel to containerd, for the calls other modules make (probes' exec).
+    pub(crate) fn channel(&self) -> Channel {
+        self.channel.clone()
     }
 
     /// containerd's version, e.g. `1.6.20`.

@@ -110,6 +110,8 @@ mod tests {
             ("PodScheduled", false),
             ("apps.kruise.io/KruisePodReady", false),
             ("inplaceupdateready", false),
+            // A PodProbeMarker's condition is written by the control plane, never here.
+            ("game.kruise.io/healthy", false),
             ("", false),
         ] {
             let api = OnePod::default();

@@ -22,7 +22,11 @@ pub mod imagelist;
 pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod node_agent;
+pub mod nodepodprobe;
 pub mod pod_schema;
+pub mod podprobemarker;
+#[cfg(test)]
+mod podprobemarker_tests;
 pub mod podunavailablebudget;
 pub mod podunavailablebudget_v1beta1;
 mod schema;
@@ -58,6 +62,8 @@ pub use daemonset::{DaemonSet, DaemonSetSpec, DaemonSetStatus};
 pub use imagelist::{ImageList, ImageListSpec, ImageListStatus};
 pub use imagelistpulljob::{ImageListPullJob, ImageListPullJobSpec, ImageListPullJobStatus};
 pub use imagepulljob::{ImagePullJob, ImagePullJobSpec, ImagePullJobStatus};
+pub use nodepodprobe::{NodePodProbe, NodePodProbeSpec, NodePodProbeStatus};
+pub use podprobemarker::{PodProbeMarker, PodProbeMarkerSpec, PodProbeMarkerStatus};
 pub use podunavailablebudget::{
     PodUnavailableBudget, PodUnavailableBudgetSpec, PodUnavailableBudgetStatus,
 };
@@ -80,6 +86,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         ContainerRecreateRequest::crd(),
         versions::also_served(ImageListPullJob::crd(), &["v1beta1"]),
         SidecarSet::crd(),
+        PodProbeMarker::crd(),
+        NodePodProbe::crd(),
     ];
     crds.into_iter().map(bounds::bound).collect()
 }

@@ -157,6 +157,8 @@ fn decode(kind: &str, version: &str, object: Value) -> Result<(), String> {
         ("ContainerRecreateRequest", _) => read::<ContainerRecreateRequest>(object),
         ("ImageListPullJob", _) => read::<ImageListPullJob>(object),
         ("SidecarSet", _) => read::<SidecarSet>(object),
+        ("PodProbeMarker", _) => read::<PodProbeMarker>(object),
+        ("NodePodProbe", _) => read::<NodePodProbe>(object),
         ("PodUnavailableBudget", "v1alpha1") => read::<PodUnavailableBudget>(object),
         ("PodUnavailableBudget", _) => {
             let stored = crate::conversion::podunavailablebudget::to_v1alpha1(

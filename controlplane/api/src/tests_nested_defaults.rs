@@ -1,5 +1,5 @@
 //! Every CRD schema, every served version: an object whose fields have defaults has a
-//! default itself (`{}` at least), so the apiserver fills those fields when a manifest
+//! default itself (`{}` at least) or is required, so the apiserver fills those fields when a manifest
 //! leaves the whole object out, as OpenKruise's defaulting webhook does (issue 31, item 8:
 //! `updateStrategy: {type: RollingUpdate}` read back without `rollingUpdate`).
 
@@ -20,6 +20,9 @@ fn undefaulted_parents(schema: &Value, path: &str, defaulted: bool, found: &mut 
     if child_defaults && !defaulted {
         found.push(path.to_owned());
     }
+    let required: Vec<&str> = (schema.get("required").and_then(Value::as_array))
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     for (name, property) in properties {
         if is_template(name) {
             // Pod and claim templates carry the Pod's own defaults, which fill an object
@@ -27,7 +30,9 @@ fn undefaulted_parents(schema: &Value, path: &str, defaulted: bool, found: &mut 
             continue;
         }
         let child = format!("{path}.{name}");
-        undefaulted_parents(property, &child, property.get("default").is_some(), found);
+        // A required object is always written, so the apiserver fills its fields.
+        let present = property.get("default").is_some() || required.contains(&name.as_str());
+        undefaulted_parents(property, &child, present, found);
     }
 }
 

@@ -60,7 +60,7 @@ mod tests {
 
     #[test]
     fn each_kind_is_served_in_openkruise_1_9_versions_with_one_storage_version() {
-        let expected: [(&str, &[(&str, bool)]); 11] = [
+        let expected: [(&str, &[(&str, bool)]); 13] = [
             ("clonesets.apps.kruise.io", &[("v1alpha1", true)]),
             (
                 "imagepulljobs.apps.kruise.io",
@@ -96,6 +96,8 @@ mod tests {
                 &[("v1alpha1", true), ("v1beta1", false)],
             ),
             ("sidecarsets.apps.kruise.io", &[("v1alpha1", true)]),
+            ("podprobemarkers.apps.kruise.io", &[("v1alpha1", true)]),
+            ("nodepodprobes.apps.kruise.io", &[("v1alpha1", true)]),
         ];
         let crds = crds();
         assert_eq!(crds.len(), expected.len());

@@ -13,6 +13,7 @@ use stevedore_proto::stevedore::agent::v1::{
     ConditionStatus, PodRef, SetPodConditionRequest,
     container_service_client::ContainerServiceClient, image_service_client::ImageServiceClient,
     node_service_client::NodeServiceClient, pod_service_client::PodServiceClient,
+    probe_service_client::ProbeServiceClient,
 };
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -238,6 +239,14 @@ impl AgentPool {
     /// An authenticated NodeService client for `node`'s agent; see [`Self::images`].
     pub async fn node(&self, node: &Node) -> Result<NodeServiceClient<AgentChannel>, AgentError> {
         Ok(NodeServiceClient::new(self.channel_for(node).await?))
+    }
+
+    /// An authenticated ProbeService client for `node`'s agent; see [`Self::images`].
+    pub async fn probes(
+        &self,
+        node: &Node,
+    ) -> Result<ProbeServiceClient<AgentChannel>, AgentError> {
+        Ok(ProbeServiceClient::new(self.channel_for(node).await?))
     }
 
     /// Drops the channel to a node, e.g. once the Node is deleted, so the pool does not

@@ -476,7 +476,7 @@ impl Distributor {
 /// Runs `lead` for each leadership term, with a token that is cancelled — together with
 /// every child token handed out from it — the instant leadership turns `false` or
 /// `shutdown` begins; `lead` itself is dropped at that point, wherever it was waiting.
-async fn while_leading<F, Fut>(
+pub(crate) async fn while_leading<F, Fut>(
     mut leadership: watch::Receiver<bool>,
     shutdown: CancellationToken,
     mut lead: F,
