@@ -90,9 +90,8 @@ helm=$(deploy/local/cluster.sh env | sed -n 's/^export STEVEDORE_HELM=//p')
 "$helm" lint --strict deploy/helm/stevedore
 
 step "tests"
-# The kubectl_plugin suite runs the plugin binary as kubectl finds it on PATH; a test
-# build of the workspace does not refresh a binary of another package, so build it first,
-# as the deploy built it (one invocation for all binaries: a no-op after the deploy).
+# The deploy's dev build was the tests' build (deploy/local/lib/binaries.sh), so this
+# compiles nothing; it lists the test executables for the runner.
 (source deploy/local/lib/binaries.sh && cargo_build_binaries dev)
 test_artifacts=$(mktemp)
 cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >"$test_artifacts"

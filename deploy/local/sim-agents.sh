@@ -76,15 +76,9 @@ up() {
   # STEVEDORE_SIM_REUSE_AGENT=1 starts killed agents again from the binary they ran,
   # without a build that may wait minutes on another build's target-dir lock.
   if [[ ${STEVEDORE_SIM_REUSE_AGENT:-} != 1 || ! -x $dir/stevedore-agent ]]; then
-    # Release (the benchmarks): the deploy's one invocation, so its build is reused and the
-    # agent is the images'. Dev (the tests): the agent alone, as the suites start these
-    # after `cargo test --workspace` rebuilt every binary with the tests' features, and
-    # relinking all four there took 48 s where the agent alone is its own link.
-    if [[ $STEVEDORE_PROFILE == dev ]]; then
-      (cd "$HERE/../.." && cargo build -q --locked -p stevedore-agent --bin stevedore-agent)
-    else
-      (cd "$HERE/../.." && cargo_build_binaries "$STEVEDORE_PROFILE" -q)
-    fi
+    # The deploy's one invocation, so its build is reused and the agent is the images'
+    # (for dev, the tests' build: a no-op once tests/run.sh or a deploy built them).
+    (cd "$HERE/../.." && cargo_build_binaries "$STEVEDORE_PROFILE" -q)
     # Replace, not overwrite: the running agents keep their (now unlinked) binary.
     local built=$CARGO_TARGET_DIR/debug/stevedore-agent
     [[ $STEVEDORE_PROFILE == dev ]] || built=$CARGO_TARGET_DIR/$STEVEDORE_PROFILE/stevedore-agent

@@ -14,9 +14,20 @@ STEVEDORE_BINARIES=(stevedore-csi-hostpath stevedore-agent stevedore-controlplan
 
 # cargo_build_binaries PROFILE [CARGO_ARGS...]: builds every binary of STEVEDORE_BINARIES
 # with cargo profile PROFILE (dev or release) into $CARGO_TARGET_DIR/<debug|release>/.
+#
+# Dev builds are the tests' (tests/run.sh deploys them; the suites start simulated agents
+# from them), so a dev build is the whole workspace with every test, resolved as `cargo
+# test --workspace` resolves features: the binaries the cluster runs are the ones the test
+# build makes, and the test build after the deploy compiles nothing. Built as four binaries
+# alone, their features resolved apart from the tests', the workspace's crates compiled
+# twice in every CI run, and the test build relinked every binary over the deployed ones.
 cargo_build_binaries() {
   local profile=$1 name selection=()
   shift
+  if [[ $profile == dev ]]; then
+    cargo build --locked --workspace --all-targets "$@"
+    return
+  fi
   for name in "${STEVEDORE_BINARIES[@]}"; do selection+=(-p "$name" --bin "$name"); done
   cargo build --locked --profile "$profile" "${selection[@]}" "$@"
 }

@@ -74,7 +74,9 @@ compile_binaries() {
   ensure_cargo
   mkdir -p "$STEVEDORE_CACHE"
   : >"$log"
-  log "compiling the CSI driver, the agent, the control plane and the kubectl plugin ($STEVEDORE_PROFILE profile, one cargo invocation; a first release build compiles ~310 crates, about 10 min alone on 2 cores) beside the cluster's start (log: $log)"
+  local what="the CSI driver, the agent, the control plane and the kubectl plugin"
+  [[ $STEVEDORE_PROFILE != dev ]] || what+=" with every test (a dev build is the tests' build)"
+  log "compiling $what ($STEVEDORE_PROFILE profile, one cargo invocation; a first release build compiles ~310 crates, about 10 min alone on 2 cores) beside the cluster's start (log: $log)"
   must "compiling Stevedore's binaries (cargo build of ${STEVEDORE_BINARIES[*]})" "$log" cargo_build 3>&2
   log "Stevedore's binaries are compiled"
 }
