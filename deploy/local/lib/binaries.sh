@@ -21,13 +21,22 @@ STEVEDORE_BINARIES=(stevedore-csi-hostpath stevedore-agent stevedore-controlplan
 # build makes, and the test build after the deploy compiles nothing. Built as four binaries
 # alone, their features resolved apart from the tests', the workspace's crates compiled
 # twice in every CI run, and the test build relinked every binary over the deployed ones.
-cargo_build_binaries() {
-  local profile=$1 name selection=()
+#
+# A suite that starts simulated agents calls this from inside a test process, whose
+# environment carries what cargo sets for a test (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...).
+# ring's fingerprint tracks CARGO_MANIFEST_DIR, so such a build recompiled ring and all
+# that depends on it (3 min), and the next build outside a test compiled it back: the
+# build runs without those variables.
+cargo_build_binaries() (
+  local profile=$1 name selection=() var
   shift
+  for var in $(compgen -e); do
+    [[ ! $var =~ ^CARGO_(MANIFEST_|PKG_|CRATE_|BIN_|PRIMARY_) ]] || unset "$var"
+  done
   if [[ $profile == dev ]]; then
     cargo build --locked --workspace --all-targets "$@"
     return
   fi
   for name in "${STEVEDORE_BINARIES[@]}"; do selection+=(-p "$name" --bin "$name"); done
   cargo build --locked --profile "$profile" "${selection[@]}" "$@"
-}
+)
