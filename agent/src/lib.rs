@@ -7,6 +7,7 @@ pub mod auth;
 pub mod config;
 pub mod containerd_channel;
 pub mod containers;
+mod error_text;
 pub mod images;
 pub mod metrics;
 pub mod node;

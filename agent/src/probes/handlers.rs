@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use super::state::ProbeResult;
+use crate::error_text::error_chain;
 
 /// The longest message a probe reports (NodePodProbe status holds it for every probe).
 pub const MAX_MESSAGE_BYTES: usize = 1024;
@@ -114,17 +115,6 @@ pub async fn http(client: &reqwest::Client, get: &HttpGet, timeout: Duration) ->
         )),
         Err(err) => Outcome::failure(format!("Get {url}: {}", error_chain(&err))),
     }
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use super::{
     hosts::{self, Endpoint, Tls},
     token_cache::{CacheKey, TokenCache, token_lifetime},
 };
+use crate::error_text::error_chain;
 use crate::reference::Reference;
 /// Kept at the registry's path for the code that reads challenges beside the client.
 pub use stevedore_parsers::auth_challenge::challenge_param;
@@ -604,19 +605,6 @@ fn token_from_response(body: &[u8], realm: &str) -> Result<(String, Option<u64>)
         });
     }
     Ok((token, answer.expires_in))
-}
-
-/// An error and its sources on one line (reqwest's top-level message alone hides the
-/// cause, e.g. "connection refused").
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
