@@ -88,9 +88,16 @@ install_busybox() {
   echo 'root:x:0:' >"$rootfs/etc/group"
 }
 
-# build_images: pause, two tags of one web image with different content, and a large
-# multi-layer image. Runs once per recipe version; later calls reuse the cached layouts.
+# build_images: pause, two tags of one web image with different content, a large
+# multi-layer image, and the two tags of the handoff sidecar. Runs once per recipe version
+# (the handoff sidecar once per version of its source); later calls reuse the cached
+# layouts.
 build_images() {
+  build_recipe_images
+  build_handoff_images
+}
+
+build_recipe_images() {
   [[ -f $IMAGES_CACHE/done ]] && return 0
   local work
   work=$(mktemp -d)
@@ -143,13 +150,71 @@ build_images() {
   touch "$IMAGES_CACHE/done"
 }
 
+# handoff_source_digest: names a version of the handoff sidecar's source.
+handoff_source_digest() {
+  cat "$REPO_ROOT"/tests/images/handoff/{go.mod,main.go} | sha256sum | cut -c1-16
+}
+
+# build_handoff_images: the sidecar of tests/tests/sidecarset_hot_upgrade.rs, which hands
+# its listening socket to its successor (tests/images/handoff, Go's standard library
+# only): the static binary as entrypoint on busybox (its readiness probe is a shell
+# test), v1 and v2 differing in the version it serves. Its source changes with the
+# repository, so its marker names the source's digest: an edit rebuilds these two alone,
+# in seconds.
+build_handoff_images() {
+  local layout=$IMAGES_CACHE/handoff marker work version
+  marker=$IMAGES_CACHE/handoff-$(handoff_source_digest).done
+  [[ -f $marker ]] && return 0
+  ensure_go
+  work=$(mktemp -d)
+  (
+    set -e
+    cd "$work"
+    GOTOOLCHAIN=local GOFLAGS= CGO_ENABLED=0 go -C "$REPO_ROOT/tests/images/handoff" build \
+      -trimpath -ldflags "-s -w" -o "$work/handoff" .
+    rm -rf "$layout" "$IMAGES_CACHE"/handoff-*.done
+    for version in v1 v2; do
+      new_bundle "$layout" base "b-$version"
+      install_busybox "b-$version/rootfs"
+      mkdir -p "b-$version/rootfs/run/handoff"
+      cp handoff "b-$version/rootfs/handoff"
+      umoci repack --image "$layout:$version" "b-$version"
+      umoci config --image "$layout:$version" --config.entrypoint /handoff \
+        --config.env "HANDOFF_VERSION=$version" --config.exposedports 8081/tcp
+    done
+    umoci gc --layout "$layout"
+  ) >"$STEVEDORE_CACHE/build-handoff.log" 2>&1 ||
+    die "building the handoff sidecar images failed (go build, umoci; log: $STEVEDORE_CACHE/build-handoff.log)"
+  rm -rf "$work"
+  touch "$marker"
+}
+
+# pushed REPO TAG: whether the registry holds REPO:TAG as the cached layout has it (the
+# same manifest digest: skopeo copies an OCI manifest unchanged).
+pushed() {
+  local repo=$1 tag=$2 cached held
+  cached=$(jq -r --arg tag "$tag" \
+    '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $tag) | .digest' \
+    "$IMAGES_CACHE/$repo/index.json")
+  held=$(curl -sf -o /dev/null -D - -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    "http://$REGISTRY/v2/stevedore/$repo/manifests/$tag" |
+    tr -d '\r' | sed -n 's/^docker-content-digest: *//Ip')
+  [[ -n $held && $held == "$cached" ]]
+}
+
 # push_images: copies every cached image into the registry unless it is already there.
+# The recipe images are pushed once per registry; the handoff sidecar's whenever its
+# build changed, since its source changes with the repository.
 push_images() {
   local ref
-  for ref in "pause:$PAUSE_TAG" web:v1 web:v2 large:v1; do
+  for ref in "pause:$PAUSE_TAG" web:v1 web:v2 large:v1 handoff:v1 handoff:v2; do
     local repo=${ref%%:*} tag=${ref#*:}
-    curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-      "http://$REGISTRY/v2/stevedore/$repo/manifests/$tag" && continue
+    if [[ $repo == handoff ]]; then
+      pushed "$repo" "$tag" && continue
+    else
+      curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+        "http://$REGISTRY/v2/stevedore/$repo/manifests/$tag" && continue
+    fi
     log "pushing $REGISTRY/stevedore/$ref"
     skopeo copy --quiet --dest-tls-verify=false "oci:$IMAGES_CACHE/$repo:$tag" \
       "docker://$REGISTRY/stevedore/$ref" >>"$LOG_DIR/images.log" 2>&1 ||

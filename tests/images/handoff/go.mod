@@ -1,0 +1,3 @@
+module stevedore.local/handoff
+
+go 1.24
