@@ -46,8 +46,21 @@ cargo_progress() {
     cat
     return
   fi
-  tee >(awk '/^ *Compiling / { n++; if (n % 25 == 0) { printf "    cargo: %d crates compiled (now %s %s)\n", n, $2, $3; fflush() } }
-             /^ *Finished / { sub(/^ */, "    cargo: "); print; fflush() }' >&3)
+  # Read line by line in bash: Debian's awk (mawk) reads a pipe in blocks, so its count
+  # lagged the build by a hundred crates.
+  local line compiled=0 words
+  while IFS= read -r line; do
+    printf '%s\n' "$line"
+    read -ra words <<<"$line"
+    case ${words[0]-} in
+      Compiling)
+        compiled=$((compiled + 1))
+        ((compiled % 25 != 0)) || printf '    cargo: %d crates compiled (now %s %s)\n' \
+          "$compiled" "${words[1]-}" "${words[2]-}" >&3
+        ;;
+      Finished) printf '    cargo: %s\n' "${line#"${line%%[![:space:]]*}"}" >&3 ;;
+    esac
+  done
 }
 
 # cargo_build: builds every binary Stevedore deploys (binaries.sh: the CSI driver, the

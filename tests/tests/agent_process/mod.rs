@@ -17,8 +17,13 @@ use stevedore_tests::scratch::free_loopback_addr;
 use stevedore_tests::{ClusterInfo, poll_until};
 use tonic::transport::Channel;
 
-/// Builds the agent binary (cargo's lock serialises concurrent builds) into the target
-/// directory this test binary was built in, and returns its path.
+/// Builds the agent binary into the target directory this test binary was built in, and
+/// returns its path. It builds through `deploy/local/lib/binaries.sh` as the deploy and the
+/// test build do (the whole workspace, without the variables cargo sets for this test
+/// process), so the build is a no-op: a `cargo build -p stevedore-agent` of its own from
+/// here resolved features apart and saw `CARGO_MANIFEST_DIR` set, which recompiled ring and
+/// all that depends on it, and the next workspace build compiled it all back (minutes of
+/// every CI run). Cargo's lock serialises concurrent builds.
 fn agent_binary() -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     // <target>/<profile>/deps/<test binary>
@@ -27,14 +32,19 @@ fn agent_binary() -> Result<PathBuf> {
         .and_then(Path::parent)
         .context("the test binary's profile directory")?;
     let target = profile_dir.parent().context("the target directory")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let built = Command::new(cargo)
-        .args(["build", "-q", "-p", "stevedore-agent"])
+    let built = Command::new("bash")
+        .args([
+            "-c",
+            "source deploy/local/lib/binaries.sh && cargo_build_binaries dev -q",
+        ])
         .env("CARGO_TARGET_DIR", target)
         .current_dir(stevedore_tests::cluster::repo_root())
         .status()
-        .context("running cargo build")?;
-    ensure!(built.success(), "cargo build -p stevedore-agent failed");
+        .context("running bash to build the agent")?;
+    ensure!(
+        built.success(),
+        "building the workspace's binaries (cargo_build_binaries dev) failed"
+    );
     Ok(profile_dir.join("stevedore-agent"))
 }
 
