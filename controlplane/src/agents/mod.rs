@@ -16,6 +16,7 @@
 mod ca_bundle;
 mod config;
 mod error;
+pub(crate) mod node_sessions;
 mod node_tokens;
 mod pool;
 mod restarts;

@@ -10,7 +10,7 @@
 //! cancellation token the sessions are children of, cancelled the moment leadership turns
 //! `false` — even when the supervisor is in the middle of an apiserver call.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +33,9 @@ use super::pull_events::{self, PullEventLimiter};
 use super::pull_secrets;
 use super::status::{image_status, merged, status_patch, unreachable};
 use crate::agents::AgentPool;
+use crate::agents::node_sessions::{
+    NodeSessions, Reconnect, node_object, on_existing_nodes, sleep_until_or_never, while_leading,
+};
 use crate::api::imagelist::ImageStatus;
 use crate::api::{ImageList, ImageListSpec, ImageListStatus};
 use crate::caches::Stores;
@@ -49,7 +52,6 @@ const GATHER: Duration = Duration::from_millis(50);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the supervisor looks at the nodes and lists even without an event.
 const SUPERVISE_EVERY: Duration = Duration::from_secs(10);
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// What the distributor needs.
 #[derive(Clone)]
@@ -59,11 +61,6 @@ pub struct Distributor {
     pub agents: AgentPool,
     /// Where the agent's pull failures are recorded, on its Node.
     pub events: EventSink,
-}
-
-struct Session {
-    list: watch::Sender<Arc<ImageList>>,
-    stop: CancellationToken,
 }
 
 /// When to write a status update that arrives at `now`: after [`GATHER`], and never within
@@ -102,7 +99,7 @@ impl Distributor {
             () = term.cancelled() => return,
             () = self.stores.sync.wait_synced(Self::READS) => {}
         }
-        let mut sessions: HashMap<String, Session> = HashMap::new();
+        let mut sessions = NodeSessions::default();
         loop {
             self.supervise(&mut sessions, &term).await;
             tokio::select! {
@@ -115,7 +112,7 @@ impl Distributor {
     }
 
     /// Creates missing ImageLists, starts and stops sessions, hands sessions new specs.
-    async fn supervise(&self, sessions: &mut HashMap<String, Session>, term: &CancellationToken) {
+    async fn supervise(&self, sessions: &mut NodeSessions<ImageList>, term: &CancellationToken) {
         let lists: Api<ImageList> = Api::all(self.client.clone());
         for node in self.stores.nodes.state() {
             let name = node.name_any();
@@ -145,49 +142,19 @@ impl Distributor {
                 }
             }
         }
-        let wanted: HashMap<String, Arc<ImageList>> = self
-            .stores
-            .imagelists
-            .state()
-            .into_iter()
-            .filter(|list| {
-                self.stores
-                    .nodes
-                    .get(&ObjectRef::new(&list.name_any()))
-                    .is_some()
-            })
-            .map(|list| (list.name_any(), list))
-            .collect();
-        sessions.retain(|node, session| {
-            let keep = wanted.contains_key(node) && !session.stop.is_cancelled();
-            if !keep {
-                session.stop.cancel();
-            }
-            keep
-        });
-        for (node, list) in wanted {
-            match sessions.get(&node) {
-                Some(session) => {
-                    session.list.send_if_modified(|current| {
-                        let changed = current.metadata.generation != list.metadata.generation
-                            || current.spec != list.spec;
-                        *current = list.clone();
-                        changed
-                    });
-                }
-                None => {
-                    let (tx, rx) = watch::channel(list);
-                    let stop = term.child_token();
-                    let span = tracing::info_span!("imagelist_session", node);
-                    tokio::spawn(
-                        self.clone()
-                            .session(node.clone(), rx, stop.clone())
-                            .instrument(span),
-                    );
-                    sessions.insert(node, Session { list: tx, stop });
-                }
-            }
-        }
+        let wanted = on_existing_nodes(self.stores.imagelists.state(), &self.stores.nodes);
+        sessions.keep(
+            wanted,
+            term,
+            |current, latest| {
+                current.metadata.generation != latest.metadata.generation
+                    || current.spec != latest.spec
+            },
+            |node, list, stop| {
+                let span = tracing::info_span!("imagelist_session", node);
+                tokio::spawn(self.clone().session(node, list, stop).instrument(span));
+            },
+        );
     }
 
     /// Keeps one node's agent in step with its ImageList until `stop`.
@@ -197,7 +164,7 @@ impl Distributor {
         mut list: watch::Receiver<Arc<ImageList>>,
         stop: CancellationToken,
     ) {
-        let mut backoff = Duration::from_secs(1);
+        let mut reconnect = Reconnect::default();
         let mut last_ok = Instant::now();
         // What this session's last status write returned: newer than the cache for a
         // moment after each write (see `freshest`).
@@ -218,14 +185,12 @@ impl Distributor {
                         // Look again after another timeout, not on every retry.
                         last_ok = Instant::now();
                     }
-                    tracing::debug!(node, error = %err, retry_in = ?backoff, "image list session failed");
+                    tracing::debug!(node, error = %err, retry_in = ?reconnect.upcoming(), "image list session failed");
                 }
             }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
+            if !reconnect.wait(&stop).await {
+                return;
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -240,11 +205,7 @@ impl Distributor {
         written: &mut Option<ImageList>,
         failures: &mut PullEventLimiter,
     ) -> Result<(), String> {
-        let node_object = self
-            .stores
-            .nodes
-            .get(&ObjectRef::new(node))
-            .ok_or_else(|| format!("node {node} is gone"))?;
+        let node_object = node_object(&self.stores.nodes, node)?;
         let first = list.borrow_and_update().clone();
         let (request, refused) = self.prepare(&node_object, &first).await;
         // Written before the push, so a refused secret shows even while the agent is
@@ -263,12 +224,6 @@ impl Distributor {
         // FLUSH_EVERY), not only an acknowledgement.
         let mut streamed = false;
         loop {
-            let flush = async {
-                match flush_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
                 changed = list.changed() => {
@@ -298,7 +253,7 @@ impl Distributor {
                     Ok(None) => return Err("the agent closed the status stream".to_owned()),
                     Err(status) => return Err(format!("status stream: {}", status.message())),
                 },
-                () = flush => {
+                () = sleep_until_or_never(flush_at) => {
                     flush_at = None;
                     let pending = std::mem::take(&mut pending);
                     self.write_status(node, &pending, Some(pushed), true, written).await;
@@ -473,40 +428,6 @@ impl Distributor {
     }
 }
 
-/// Runs `lead` for each leadership term, with a token that is cancelled — together with
-/// every child token handed out from it — the instant leadership turns `false` or
-/// `shutdown` begins; `lead` itself is dropped at that point, wherever it was waiting.
-pub(crate) async fn while_leading<F, Fut>(
-    mut leadership: watch::Receiver<bool>,
-    shutdown: CancellationToken,
-    mut lead: F,
-) where
-    F: FnMut(CancellationToken) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            leading = leadership.wait_for(|leading| *leading) => if leading.is_err() { return },
-        }
-        let term = shutdown.child_token();
-        let lost = async {
-            // An elector that is gone leads no more either.
-            let _ = leadership.wait_for(|leading| !*leading).await;
-        };
-        tokio::select! {
-            () = lead(term.clone()) => {}
-            () = lost => {}
-            () = shutdown.cancelled() => {}
-        }
-        term.cancel();
-        tracing::debug!("leadership term over; image list sessions stopped");
-        if shutdown.is_cancelled() {
-            return;
-        }
-    }
-}
-
 /// After a spec change was pushed: the images now pushed. Entries taken out of spec leave
 /// status now, not at the next update; entries (re)added start from Waiting, not from a
 /// stale old status; a `refused` image is Failed, not Waiting.
@@ -527,55 +448,7 @@ fn restart_added_entries(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn sessions_stop_the_moment_leadership_is_lost_even_mid_supervision() {
-        let sessions: Arc<Mutex<Vec<CancellationToken>>> = Arc::default();
-        let (leading, leadership) = watch::channel(false);
-        let shutdown = CancellationToken::new();
-        let started = sessions.clone();
-        let runner = tokio::spawn(while_leading(leadership, shutdown.clone(), move |term| {
-            let started = started.clone();
-            async move {
-                started.lock().expect("lock").push(term.child_token());
-                // A supervision round waiting on an apiserver that does not answer.
-                std::future::pending::<()>().await;
-            }
-        }));
-        tokio::task::yield_now().await;
-        assert!(
-            sessions.lock().expect("lock").is_empty(),
-            "a standby started sessions"
-        );
-
-        leading.send_replace(true);
-        while sessions.lock().expect("lock").is_empty() {
-            tokio::task::yield_now().await;
-        }
-        let first = sessions.lock().expect("lock")[0].clone();
-        assert!(!first.is_cancelled());
-
-        leading.send_replace(false);
-        // No time passes: only the tasks already woken get to run.
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
-        assert!(first.is_cancelled(), "the session outlived the lost lease");
-
-        // A new term gets new sessions, and shutdown ends them too.
-        leading.send_replace(true);
-        while sessions.lock().expect("lock").len() < 2 {
-            tokio::task::yield_now().await;
-        }
-        let second = sessions.lock().expect("lock")[1].clone();
-        assert!(!second.is_cancelled());
-        shutdown.cancel();
-        runner.await.expect("the distributor loop ends on shutdown");
-        assert!(second.is_cancelled());
-    }
 
     #[test]
     fn status_writes_are_prompt_when_isolated_and_at_most_one_a_second() {

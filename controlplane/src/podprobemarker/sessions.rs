@@ -6,13 +6,10 @@
 //! moment so a burst makes one write. The session is the status' only writer while this
 //! replica leads, so its writes replace the list whole.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::ObjectRef;
 use stevedore_proto::stevedore::agent::v1::{PodProbeStateUpdate, WatchPodProbesRequest};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -21,15 +18,16 @@ use tracing::Instrument as _;
 
 use super::wire::{States, apply_request, fold, status};
 use crate::agents::AgentPool;
+use crate::agents::node_sessions::{
+    NodeSessions, Reconnect, node_object, on_existing_nodes, sleep_until_or_never, while_leading,
+};
 use crate::api::nodepodprobe::NodePodProbe;
 use crate::caches::Stores;
-use crate::imagelist::distributor::while_leading;
 
 /// How long a first update waits for the ones right behind it, so they make one write.
 const GATHER: Duration = Duration::from_millis(100);
 /// How often the supervisor looks even without an event.
 const SUPERVISE_EVERY: Duration = Duration::from_secs(10);
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// What the probe sessions need.
 #[derive(Clone)]
@@ -37,11 +35,6 @@ pub struct ProbeSessions {
     pub client: kube::Client,
     pub stores: Stores,
     pub agents: AgentPool,
-}
-
-struct Session {
-    probes: watch::Sender<Arc<NodePodProbe>>,
-    stop: CancellationToken,
 }
 
 impl ProbeSessions {
@@ -59,7 +52,7 @@ impl ProbeSessions {
             () = term.cancelled() => return,
             () = self.stores.sync.wait_synced(Self::READS) => {}
         }
-        let mut sessions: HashMap<String, Session> = HashMap::new();
+        let mut sessions = NodeSessions::default();
         loop {
             self.supervise(&mut sessions, &term);
             tokio::select! {
@@ -71,45 +64,21 @@ impl ProbeSessions {
     }
 
     /// Starts a session per NodePodProbe of an existing node, stops the others, and hands
-    /// each its object's latest version.
-    fn supervise(&self, sessions: &mut HashMap<String, Session>, term: &CancellationToken) {
-        let wanted: HashMap<String, Arc<NodePodProbe>> =
-            (self.stores.nodepodprobes.state().into_iter())
-                .filter(|p| {
-                    self.stores
-                        .nodes
-                        .get(&ObjectRef::new(&p.name_any()))
-                        .is_some()
-                })
-                .map(|p| (p.name_any(), p))
-                .collect();
-        sessions.retain(|node, session| {
-            let keep = wanted.contains_key(node) && !session.stop.is_cancelled();
-            if !keep {
-                session.stop.cancel();
-            }
-            keep
-        });
-        for (node, probes) in wanted {
-            if let Some(session) = sessions.get(&node) {
-                session.probes.send_if_modified(|current| {
-                    let changed = current.metadata.generation != probes.metadata.generation
-                        || current.metadata.uid != probes.metadata.uid;
-                    *current = probes.clone();
-                    changed
-                });
-                continue;
-            }
-            let (tx, rx) = watch::channel(probes);
-            let stop = term.child_token();
-            let span = tracing::info_span!("podprobe_session", node);
-            tokio::spawn(
-                self.clone()
-                    .session(node.clone(), rx, stop.clone())
-                    .instrument(span),
-            );
-            sessions.insert(node, Session { probes: tx, stop });
-        }
+    /// each its object's latest version (waking it when the spec moved).
+    fn supervise(&self, sessions: &mut NodeSessions<NodePodProbe>, term: &CancellationToken) {
+        let wanted = on_existing_nodes(self.stores.nodepodprobes.state(), &self.stores.nodes);
+        sessions.keep(
+            wanted,
+            term,
+            |current, latest| {
+                current.metadata.generation != latest.metadata.generation
+                    || current.metadata.uid != latest.metadata.uid
+            },
+            |node, probes, stop| {
+                let span = tracing::info_span!("podprobe_session", node);
+                tokio::spawn(self.clone().session(node, probes, stop).instrument(span));
+            },
+        );
     }
 
     /// Keeps one node's agent in step with its NodePodProbe until `stop`.
@@ -119,7 +88,7 @@ impl ProbeSessions {
         mut probes: watch::Receiver<Arc<NodePodProbe>>,
         stop: CancellationToken,
     ) {
-        let mut backoff = Duration::from_secs(1);
+        let mut reconnect = Reconnect::default();
         loop {
             let result = tokio::select! {
                 () = stop.cancelled() => return,
@@ -128,14 +97,12 @@ impl ProbeSessions {
             match result {
                 Ok(()) => return,
                 Err(err) => {
-                    tracing::info!(node, error = %err, retry_in = ?backoff, "probe session failed");
+                    tracing::info!(node, error = %err, retry_in = ?reconnect.upcoming(), "probe session failed");
                 }
             }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
+            if !reconnect.wait(&stop).await {
+                return;
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -153,12 +120,6 @@ impl ProbeSessions {
         let mut states = States::new();
         let mut flush_at: Option<Instant> = None;
         loop {
-            let flush = async {
-                match flush_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
                 changed = probes.changed() => {
@@ -177,7 +138,7 @@ impl ProbeSessions {
                     Ok(None) => return Err("the agent closed the probe stream".to_owned()),
                     Err(status) => return Err(format!("probe stream: {}", status.message())),
                 },
-                () = flush => {
+                () = sleep_until_or_never(flush_at) => {
                     flush_at = None;
                     let latest = probes.borrow().clone();
                     self.write_status(node, &latest, &states).await;
@@ -187,11 +148,7 @@ impl ProbeSessions {
     }
 
     async fn push(&self, node: &str, probes: &NodePodProbe) -> Result<(), String> {
-        let node_object = self
-            .stores
-            .nodes
-            .get(&ObjectRef::new(node))
-            .ok_or_else(|| format!("node {node} is gone"))?;
+        let node_object = node_object(&self.stores.nodes, node)?;
         let request = apply_request(node, probes);
         self.agents
             .call(&node_object, "ApplyPodProbes", move |channel| {
@@ -208,11 +165,7 @@ impl ProbeSessions {
     }
 
     async fn stream(&self, node: &str) -> Result<tonic::Streaming<PodProbeStateUpdate>, String> {
-        let node_object = self
-            .stores
-            .nodes
-            .get(&ObjectRef::new(node))
-            .ok_or_else(|| format!("node {node} is gone"))?;
+        let node_object = node_object(&self.stores.nodes, node)?;
         let mut client = self
             .agents
             .probes(&node_object)
