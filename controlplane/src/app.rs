@@ -38,7 +38,9 @@ use crate::imagelist::Distributor;
 use crate::imagelistpulljob::ImageListPullJobController;
 use crate::imagepulljob::ImagePullJobController;
 use crate::launchpriority::LaunchPriorityController;
-use crate::podprobemarker::{PodProbeMarkerController, ProbeSessions};
+use crate::podprobemarker::{
+    PodProbeMarkerController, PodProbeMarkerStatusController, ProbeSessions,
+};
 use crate::runtime::decode::Undecodable;
 use crate::runtime::leader::Timings;
 use crate::runtime::stores::{StoreSet, UnknownStore};
@@ -493,8 +495,8 @@ fn start_launch_priority(
     Ok(())
 }
 
-/// The PodProbeMarker controller (NodePodProbe specs, pod marks) and the sessions that
-/// carry each NodePodProbe to its node's agent, as `--controllers` says.
+/// The PodProbeMarker controller (NodePodProbe specs, pod marks), the markers' status and
+/// the sessions that carry each NodePodProbe to its node's agent, as `--controllers` says.
 fn start_pod_probes(
     running: &mut Runtime<Stores>,
     c: &Controllers,
@@ -521,6 +523,13 @@ fn start_pod_probes(
     };
     let queue = start_reconciler(running, Arc::new(controller), c.workers, shutdown)?;
     let triggers = crate::podprobemarker::controller::watches(&c.stores.changes, &c.stores, queue);
+    running.spawn(triggers.run(shutdown.clone()));
+    let status = PodProbeMarkerStatusController {
+        client: c.client.clone(),
+        stores: c.stores.clone(),
+    };
+    let queue = start_reconciler(running, Arc::new(status), c.workers, shutdown)?;
+    let triggers = crate::podprobemarker::status::watches(&c.stores.changes, &c.stores, queue);
     running.spawn(triggers.run(shutdown.clone()));
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! PodProbeMarker on the real kubelet node: the node's agent runs an exec probe (through
 //! containerd, in the container) and a tcpSocket probe (from the node to the pod's IP);
 //! the control plane writes what they find to the pod (its condition and markerPolicy
-//! labels) and to the node's NodePodProbe status. Bad input is refused by the CRD,
+//! labels) and to the node's NodePodProbe status, and the marker's status counts its
+//! matched pods. Bad input is refused by the CRD,
 //! naming the field.
 //!
 //! The probed container serves HTTP on 8080 at once, creates `/tmp/healthy` after
@@ -223,8 +224,33 @@ async fn probes_flip_the_condition_and_labels_after_the_probed_file_changes() ->
             Ok((label(&pod) == Some("false")).then_some(()))
         })
         .await?;
-        wait_node_states(&ctx, &uid, "Failed").await
+        wait_node_states(&ctx, &uid, "Failed").await?;
+
+        // The marker's status counts the pod, then, once it is gone, no pod.
+        wait_matched(&ctx, 1).await?;
+        ctx.api::<Pod>()
+            .delete("probed", &Default::default())
+            .await
+            .context("deleting the pod")?;
+        wait_matched(&ctx, 0).await
     })
+    .await
+}
+
+/// Waits until the marker's status has observed its generation and counts `pods`
+/// matched pods.
+async fn wait_matched(ctx: &TestContext, pods: i64) -> Result<()> {
+    poll_until(
+        &format!("PodProbeMarker status matchedPods={pods}"),
+        WAIT,
+        || async {
+            let marker = ctx.api::<PodProbeMarker>().get("health").await?;
+            let status = marker.status.unwrap_or_default();
+            Ok((status.matched_pods == pods
+                && Some(status.observed_generation) == marker.metadata.generation)
+                .then_some(()))
+        },
+    )
     .await
 }
 

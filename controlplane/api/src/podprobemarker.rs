@@ -337,7 +337,7 @@ pub struct PodProbeMarkerStatus {
     /// The generation of the spec this status was computed for.
     #[serde(default)]
     pub observed_generation: i64,
-    /// The number of pods the selector picks that are probed.
+    /// The number of active pods (not finished, not being deleted) the selector picks.
     #[serde(default)]
     pub matched_pods: i64,
 }

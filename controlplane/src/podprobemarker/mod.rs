@@ -3,12 +3,14 @@
 //! states → the pod's condition, labels and annotations, and their patches), wire (pure:
 //! NodePodProbe ↔ the agent's ProbeService), controller (keyed by node: writes the
 //! NodePodProbe spec and marks the pods), sessions (per node, while leading: pushes the
-//! spec to the agent and writes the states it streams into the NodePodProbe status).
+//! spec to the agent and writes the states it streams into the NodePodProbe status),
+//! status (keyed by marker: `observedGeneration` and `matchedPods`).
 
 pub mod controller;
 pub mod marks;
 pub mod plan;
 pub mod sessions;
+pub mod status;
 pub mod wire;
 
 #[cfg(test)]
@@ -18,3 +20,4 @@ mod plan_tests;
 
 pub use controller::PodProbeMarkerController;
 pub use sessions::ProbeSessions;
+pub use status::PodProbeMarkerStatusController;

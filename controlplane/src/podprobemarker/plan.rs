@@ -17,8 +17,10 @@ use crate::api::nodepodprobe::{
     probe_key,
 };
 use crate::api::podprobemarker::{
-    ContainerProbeSpec, PodContainerProbe, PodProbeMarker, PortNumber, ProbePort,
+    ContainerProbeSpec, PodContainerProbe, PodProbeMarker, PodProbeMarkerStatus, PortNumber,
+    ProbePort,
 };
+use crate::workload::pod_view::is_active;
 use crate::workload::selector::selector_matches;
 
 /// A pod as the planner probes it: where it runs and the address probes connect to.
@@ -146,11 +148,35 @@ pub fn node_spec(node: &str, markers: &[&PodProbeMarker], pods: &[&Pod]) -> Node
     NodePodProbeSpec { pod_probes }
 }
 
-/// How many probeable pods `marker` selects (its status' `matchedPods`).
+/// How many pods `marker` selects as OpenKruise counts its `matchedPods`: active (not
+/// finished, not being deleted: Kubernetes' `IsPodActive`), bound to a node, and
+/// Initialized.
 pub fn matched_pods(marker: &PodProbeMarker, pods: &[&Pod]) -> i64 {
     let count = pods
         .iter()
-        .filter(|pod| probeable(pod).is_some() && selects(marker, pod))
+        .filter(|pod| is_active(pod) && is_bound(pod) && is_initialized(pod))
+        .filter(|pod| selects(marker, pod))
         .count();
     i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+fn is_bound(pod: &Pod) -> bool {
+    non_empty(pod.spec.as_ref().and_then(|s| s.node_name.as_ref())).is_some()
+}
+
+fn is_initialized(pod: &Pod) -> bool {
+    (pod.status.as_ref().and_then(|s| s.conditions.as_ref())).is_some_and(|conditions| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Initialized" && c.status == "True")
+    })
+}
+
+/// The status of `marker` given the pods of its namespace: the generation observed and
+/// [`matched_pods`].
+pub fn marker_status(marker: &PodProbeMarker, pods: &[&Pod]) -> PodProbeMarkerStatus {
+    PodProbeMarkerStatus {
+        observed_generation: marker.metadata.generation.unwrap_or_default(),
+        matched_pods: matched_pods(marker, pods),
+    }
 }

@@ -165,16 +165,64 @@ fn named_ports_are_resolved_and_unknown_names_leave_the_probe_out() {
 }
 
 #[test]
-fn matched_pods_counts_probeable_selected_pods() {
+fn matched_pods_counts_active_bound_initialized_selected_pods_as_openkruise() {
     let marker = marker("m", json!([exec_probe("Healthy", "main")]));
-    let pods = [
-        pod("a", unchanged),
-        pod("b", |p| p["spec"]["nodeName"] = json!("n2")),
-        pod("c", |p| p["status"]["phase"] = json!("Pending")),
-        pod("d", |p| p["metadata"]["labels"]["app"] = json!("db")),
+    // An Initialized pod `name`, with `change` made to it.
+    let initialized = |name: &str, change: fn(&mut Value)| {
+        pod(name, |p| {
+            p["status"]["conditions"] = json!([{ "type": "Initialized", "status": "True" }]);
+            change(p);
+        })
+    };
+    // (pod, counted)
+    let cases: [(Pod, bool); 9] = [
+        (initialized("running", unchanged), true),
+        (
+            initialized("elsewhere", |p| p["spec"]["nodeName"] = json!("n2")),
+            true,
+        ),
+        (
+            initialized("pending", |p| p["status"]["phase"] = json!("Pending")),
+            true,
+        ),
+        (
+            initialized("other-app", |p| {
+                p["metadata"]["labels"]["app"] = json!("db");
+            }),
+            false,
+        ),
+        (
+            initialized("other-namespace", |p| {
+                p["metadata"]["namespace"] = json!("ns2");
+            }),
+            false,
+        ),
+        (
+            initialized("finished", |p| p["status"]["phase"] = json!("Succeeded")),
+            false,
+        ),
+        (
+            initialized("unbound", |p| p["spec"]["nodeName"] = Value::Null),
+            false,
+        ),
+        (pod("not-initialized", unchanged), false),
+        (
+            initialized("deleting", |p| {
+                p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }),
+            false,
+        ),
     ];
-    let all: Vec<&Pod> = pods.iter().collect();
-    assert_eq!(matched_pods(&marker, &all), 2);
+    for (pod, counted) in &cases {
+        assert_eq!(
+            matched_pods(&marker, &[pod]),
+            i64::from(*counted),
+            "{:?}",
+            pod.metadata.name
+        );
+    }
+    let all: Vec<&Pod> = cases.iter().map(|(pod, _)| pod).collect();
+    assert_eq!(matched_pods(&marker, &all), 3);
 }
 
 #[test]
