@@ -36,9 +36,11 @@ go_builds_pid=$!
 # shellcheck source=deploy/local/lib/processes.sh
 source deploy/local/lib/processes.sh
 crd_tmp=$(mktemp -d)
+fuzz_pid=""
 cleanup() {
   kill_tree "$go_builds_pid"
-  rm -rf "$crd_tmp" "$go_builds_log"
+  [[ -z $fuzz_pid ]] || kill_tree "$fuzz_pid"
+  rm -rf "$crd_tmp" "$go_builds_log" "${fuzz_log:-}"
 }
 trap cleanup EXIT
 
@@ -61,14 +63,18 @@ if ! diff -ru deploy/crds "$crd_tmp"; then
   exit 1
 fi
 
-step "fuzz: every cargo-fuzz target for ${FUZZ_SECONDS:-30} s, ${FUZZ_JOBS:-2} at a time"
+step "fuzz: every cargo-fuzz target for ${FUZZ_SECONDS:-30} s, ${FUZZ_JOBS:-2} at a time, in the background beside the cluster's start"
 # Nightly sanitizer builds have a target dir of their own; each corpus grows in the cache,
-# seeded from fuzz/seeds; a crash's input is kept there and fails the run.
+# seeded from fuzz/seeds; a crash's input is kept there and fails the run. It runs beside
+# the cluster step, which mostly waits on processes starting (about 75 s when the build
+# is warm), and is waited for before the tests.
 fuzz_cache=${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/fuzz
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 # shellcheck source=tests/lib/fuzz.sh
 source tests/lib/fuzz.sh
-fuzz_all "$fuzz_cache" "${FUZZ_SECONDS:-30}" "${FUZZ_JOBS:-2}"
+fuzz_log=$(mktemp)
+fuzz_all "$fuzz_cache" "${FUZZ_SECONDS:-30}" "${FUZZ_JOBS:-2}" >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
 
 step "waiting for the Go builds started at the beginning"
 if ! wait "$go_builds_pid"; then
@@ -84,6 +90,15 @@ if ! deploy/local/cluster.sh status >/dev/null 2>&1; then
   deploy/local/cluster.sh down
 fi
 time deploy/local/run.sh --fake-nodes 2 --real-nodes 3
+
+step "waiting for the fuzz run started before the cluster"
+if ! wait "$fuzz_pid"; then
+  cat "$fuzz_log" >&2
+  echo "a fuzz target failed (its output is above)" >&2
+  exit 1
+fi
+fuzz_pid=""
+cat "$fuzz_log"
 
 step "helm chart lints (deploy/helm/stevedore; its crds/ is deploy/crds, checked above)"
 helm=$(deploy/local/cluster.sh env | sed -n 's/^export STEVEDORE_HELM=//p')
