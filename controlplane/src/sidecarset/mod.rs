@@ -8,6 +8,7 @@
 //!   annotations, the sidecar variable);
 //! - [`hash`]: the versions a pod records (pure);
 //! - [`hot`]: HotUpgrade's two containers per sidecar, their names and annotations (pure);
+//! - [`upgradable`]: the `SidecarSetUpgradable` pod condition (pure);
 //! - [`webhook`]: the route, reading SidecarSets from the caches.
 
 pub mod controller;
@@ -21,6 +22,7 @@ pub mod metadata;
 pub mod plan;
 pub mod pod_state;
 pub mod triggers;
+pub mod upgradable;
 pub mod upgrade;
 pub mod webhook;
 

@@ -11,6 +11,9 @@
 //! as its SidecarSet sorts): Kubernetes' pod order (not-ready pods first), then
 //! `priorityStrategy`, then `scatterStrategy`.
 //! A pod its own workload is updating in place waits: both would use its readiness gate.
+//! A pod the upgrade would select but whose sidecars changed in more than their images is
+//! *not upgradable* (`SidecarSetUpgradable` False, `upgradable`), whatever partition and
+//! maxUnavailable allow; not looked at while paused or `NotUpdate`, as OpenKruise's.
 //! A pod whose hot sidecars run their new containers, ready, has the old ones emptied
 //! (`reset`), then its upgrade closes like a cold one (`finish`).
 
@@ -35,6 +38,9 @@ pub struct SidecarSetPlan {
     pub reset: Vec<usize>,
     /// Pods whose upgrade is done: mark them ready again and close their state.
     pub finish: Vec<usize>,
+    /// Pods due an upgrade that cannot take it in place (a change beyond images): marked
+    /// not upgradable, left as they are.
+    pub not_upgradable: Vec<usize>,
     pub status: SidecarSetStatus,
 }
 
@@ -73,18 +79,37 @@ pub fn plan(
     let reset = (matched.iter().copied())
         .filter(|&i| pods[i].upgrading && pods[i].reset_due)
         .collect();
-    let upgrade =
-        if strategy.paused || strategy.strategy_type() == SidecarSetUpdateStrategyType::NotUpdate {
-            Vec::new()
-        } else {
-            pods_to_upgrade(strategy, versions, pods, &matched, status.updated_pods)?
-        };
+    let held =
+        strategy.paused || strategy.strategy_type() == SidecarSetUpdateStrategyType::NotUpdate;
+    let (upgrade, not_upgradable) = if held {
+        (Vec::new(), Vec::new())
+    } else {
+        (
+            pods_to_upgrade(strategy, versions, pods, &matched, status.updated_pods)?,
+            not_upgradable(versions, pods, &matched),
+        )
+    };
     Ok(SidecarSetPlan {
         upgrade,
         reset,
         finish,
+        not_upgradable,
         status,
     })
+}
+
+/// The pods not at the current version, selected for the upgrade and not upgrading, whose
+/// sidecars changed in more than their images: Kubernetes would refuse the patch.
+fn not_upgradable(versions: Versions<'_>, pods: &[SidecarPod], matched: &[usize]) -> Vec<usize> {
+    (matched.iter().copied())
+        .filter(|&i| {
+            let pod = &pods[i];
+            pod.hash != versions.hash
+                && pod.hash_without_image != versions.hash_without_image
+                && pod.selected_for_update
+                && !pod.upgrading
+        })
+        .collect()
 }
 
 /// The pods to start upgrading, within partition and maxUnavailable.

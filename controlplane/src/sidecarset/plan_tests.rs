@@ -228,3 +228,52 @@ fn a_hot_sidecar_ready_in_its_new_container_has_the_old_one_emptied_even_when_pa
         );
     }
 }
+
+#[test]
+fn pods_due_a_change_beyond_images_are_not_upgradable_whatever_the_budgets() {
+    let mut pods = old_pods(6);
+    for pod in &mut pods[..5] {
+        pod.hash_without_image = "other shape".into();
+    }
+    pods[1].selected_for_update = false;
+    pods[2].upgrading = true;
+    pods[3].injected = false;
+    pods[4].workload_updating = true;
+    let mut current = pod("current", "new");
+    current.hash_without_image = "other shape".into();
+    pods.push(current);
+    // Partition keeping every pod and one unavailable pod using maxUnavailable: neither
+    // holds the verdict back.
+    pods[5].view.ready = false;
+    let held = strategy(Some(IntOrString::Int(7)), Some(IntOrString::Int(1)));
+    let plan = plan(&held, NEW, &pods).expect("a plan");
+    assert_eq!(names(&pods, &plan.not_upgradable), ["p0", "p4"]);
+    assert!(plan.upgrade.is_empty(), "{:?}", plan.upgrade);
+}
+
+#[test]
+fn paused_and_not_update_mark_no_pod_not_upgradable() {
+    let mut pods = old_pods(2);
+    pods[0].hash_without_image = "other shape".into();
+    let wide = strategy(None, Some(IntOrString::Int(10)));
+    let plan_of = |strategy: &SidecarSetUpdateStrategy| plan(strategy, NEW, &pods).expect("a plan");
+    let running = plan_of(&wide);
+    assert_eq!(
+        (
+            names(&pods, &running.not_upgradable),
+            names(&pods, &running.upgrade)
+        ),
+        (vec!["p0".to_owned()], vec!["p1".to_owned()])
+    );
+    let paused = SidecarSetUpdateStrategy {
+        paused: true,
+        ..wide.clone()
+    };
+    let not_update = SidecarSetUpdateStrategy {
+        type_: Some(SidecarSetUpdateStrategyType::NotUpdate),
+        ..wide
+    };
+    for strategy in [paused, not_update] {
+        assert!(plan_of(&strategy).not_upgradable.is_empty(), "{strategy:?}");
+    }
+}
