@@ -6,15 +6,18 @@
 //! Services' endpoints) when a cold sidecar restarts, then one patch of the sidecars'
 //! images (`upgrade`); a hot sidecar's swap keeps the pod ready (its old container serves
 //! until the new one is ready), so it sets no gate, and its old container is emptied by a
-//! second patch (`reset`) once the new one is ready; the status is written when it
-//! changed. SidecarSets are cluster-scoped: the key's namespace is
-//! empty.
+//! second patch (`reset`) once the new one is ready; a pod that cannot be upgraded in
+//! place (its sidecars changed beyond their images) gets `SidecarSetUpgradable` False
+//! (`upgradable`) and the SidecarSet a Normal event, an upgraded one records True; the
+//! status is written when it changed. SidecarSets are cluster-scoped: the key's namespace
+//! is empty.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
@@ -27,6 +30,7 @@ use super::plan::{SidecarSetPlan, Versions, plan};
 use super::pod_state::SidecarPod;
 use super::predownload::{PreDownloader, waiting_images};
 use super::revisions::{history_step, of_set};
+use super::upgradable::{current, next_condition, status_patch};
 use super::upgrade::{Target, changed_images, finish_patch, reset_patch, start_patch};
 use crate::api::SidecarSet;
 use crate::caches::Stores;
@@ -130,8 +134,22 @@ impl Reconciler for SidecarSetController {
                 .as_deref()
                 .unwrap_or(FIRST_VERSION),
         };
+        for &i in &plan.not_upgradable {
+            self.mark_upgradable(&pods[i], &key.name, false).await?;
+        }
+        if !plan.not_upgradable.is_empty() {
+            let note = format!(
+                "{} pod(s) cannot have their sidecars upgraded in place in this sync (changed beyond their images); they are skipped.",
+                plan.not_upgradable.len()
+            );
+            (self.events)
+                .normal(&set.object_ref(&()), "NotUpgradablePods", "Upgrade", note)
+                .await;
+        }
         for &i in &plan.upgrade {
-            self.start(&set, &pods[i], target).await?;
+            if self.start(&set, &pods[i], target).await? {
+                self.mark_upgradable(&pods[i], &key.name, true).await?;
+            }
         }
         let under_way = views.iter().any(|v| v.injected && v.upgrading) || !plan.upgrade.is_empty();
         plan.status.observed_generation = set.metadata.generation;
@@ -164,13 +182,13 @@ impl Reconciler for SidecarSetController {
 impl SidecarSetController {
     /// Starts the upgrade of `pod`'s sidecars: budgets first (a hot swap too: should its
     /// new container never become ready, the pod is not ready), then the gate when a cold
-    /// sidecar restarts, then the patch.
+    /// sidecar restarts, then the patch; `true` once the pod was patched.
     async fn start(
         &self,
         set: &SidecarSet,
         pod: &Pod,
         target: Target<'_>,
-    ) -> Result<(), SyncError> {
+    ) -> Result<bool, SyncError> {
         let images = changed_images(pod, set);
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
@@ -186,7 +204,7 @@ impl SidecarSetController {
                     self.events
                         .warning(&set.object_ref(&()), "DisruptionHeld", "Upgrade", note)
                         .await;
-                    return Ok(());
+                    return Ok(false);
                 }
             }
         }
@@ -194,7 +212,7 @@ impl SidecarSetController {
         let cold_restarts = images.len() > swaps.len();
         let gated = cold_restarts && has_readiness_gate(pod);
         if gated && !self.set_gate(pod, false).await {
-            return Ok(());
+            return Ok(false);
         }
         // Images equal already (the pod was made at that image): only the versions move.
         let body = start_patch(pod, &images, &swaps, target);
@@ -205,7 +223,50 @@ impl SidecarSetController {
             // No upgrade recorded, so nothing would close it: the pod serves again.
             self.set_gate(pod, true).await;
         }
-        patched
+        patched.map(|()| true)
+    }
+
+    /// Records in `pod`'s `SidecarSetUpgradable` condition whether SidecarSet `set_name`
+    /// can upgrade it in place; writes only a change (the cache's condition is the base:
+    /// the expectation below keeps the next sync from reading an older one).
+    async fn mark_upgradable(
+        &self,
+        pod: &Pod,
+        set_name: &str,
+        upgradable: bool,
+    ) -> Result<(), SyncError> {
+        let conditions = (pod.status.as_ref())
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        let now = Time(Timestamp::now());
+        let Some(condition) = next_condition(current(conditions), set_name, upgradable, &now)
+        else {
+            return Ok(());
+        };
+        let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        let body = status_patch(&pod.uid().unwrap_or_default(), &condition);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(body))
+            .await
+        {
+            Ok(written) => {
+                self.expect_pod_write(set_name, &namespace, &name, &written);
+                tracing::info!(
+                    namespace,
+                    pod = name,
+                    upgradable,
+                    "recorded whether the pod's sidecars can be upgraded in place"
+                );
+                Ok(())
+            }
+            // Gone, or recreated under its name (the UID precondition): nothing to mark.
+            Err(err) if matches!(status_code(&err), Some(404 | 409)) => Ok(()),
+            Err(err) => Err(api_error(format!(
+                "writing the SidecarSetUpgradable condition of pod {namespace}/{name}"
+            ))(err)
+            .into()),
+        }
     }
 
     /// Sets the old containers of `pod`'s hot sidecars, whose new ones are ready, to the
@@ -293,13 +354,7 @@ impl SidecarSetController {
             .await
         {
             Ok(written) => {
-                let write = Expectation::Update {
-                    kind: "Pod",
-                    name: format!("{namespace}/{name}"),
-                    resource_version: resource_version(&written.metadata),
-                };
-                self.expectations
-                    .expect(&ObjectKey::new("", set_name), write);
+                self.expect_pod_write(set_name, namespace, name, &written);
                 Ok(())
             }
             // The pod is gone: nothing to upgrade.
@@ -308,6 +363,17 @@ impl SidecarSetController {
                 api_error(format!("patching the sidecars of pod {namespace}/{name}"))(err).into(),
             ),
         }
+    }
+
+    /// Makes the next sync of `set_name` wait until the cache shows this write of the pod.
+    fn expect_pod_write(&self, set_name: &str, namespace: &str, name: &str, written: &Pod) {
+        let write = Expectation::Update {
+            kind: "Pod",
+            name: format!("{namespace}/{name}"),
+            resource_version: resource_version(&written.metadata),
+        };
+        self.expectations
+            .expect(&ObjectKey::new("", set_name), write);
     }
 
     /// What the cache shows of a pod (`namespace/name`) a sync wrote.
