@@ -2,7 +2,8 @@
 //! into the pods of a CloneSet and of a plain Deployment (with OpenKruise's annotations); a
 //! change of the sidecar's image upgrades it in place (same pod UID, the main container
 //! never restarted, only the sidecar, InPlaceUpdateReady True again at the end); a
-//! partition keeps that many pods on the old sidecar; a pod two SidecarSets would give the
+//! change beyond the image leaves the pods as they are, marked `SidecarSetUpgradable`
+//! False naming the SidecarSet, with a `NotUpgradablePods` event; a partition keeps that many pods on the old sidecar; a pod two SidecarSets would give the
 //! same container name is refused naming both; a SidecarSet selecting every pod of the
 //! cluster is refused; each version is a ControllerRevision and
 //! `injectionStrategy.revision` injects the one it names.
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -33,6 +34,7 @@ const SIDECAR: &str = "log-agent";
 const UPGRADE: Duration = Duration::from_secs(240);
 const INJECTED_LIST: &str = "kruise.io/sidecarset-injected-list";
 const HASH: &str = "kruise.io/sidecarset-hash";
+const UPGRADABLE: &str = "SidecarSetUpgradable";
 
 fn sidecarsets(ctx: &TestContext) -> Api<SidecarSet> {
     Api::all(ctx.client.clone())
@@ -185,6 +187,45 @@ async fn set_sidecar_image(ctx: &TestContext, name: &str, image: &str) -> Result
     Ok(())
 }
 
+/// Replaces the sidecar's command: a change Kubernetes does not let a pod take in place.
+async fn set_sidecar_command(ctx: &TestContext, name: &str, command: &[&str]) -> Result<()> {
+    let patch =
+        json!([{ "op": "replace", "path": "/spec/containers/0/command", "value": command }]);
+    sidecarsets(ctx)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(patch)?),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The pod's `SidecarSetUpgradable` condition as (status, reason, message as JSON).
+fn upgradable_condition(pod: &Pod) -> Option<(String, String, Value)> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let found = conditions.iter().find(|c| c.type_ == UPGRADABLE)?;
+    let message = serde_json::from_str(found.message.as_deref().unwrap_or_default()).ok()?;
+    Some((
+        found.status.clone(),
+        found.reason.clone().unwrap_or_default(),
+        message,
+    ))
+}
+
+/// The message of the first `reason` event on the cluster-scoped SidecarSet `name` (its
+/// events are recorded in `default`), if there is one yet.
+async fn sidecarset_event(ctx: &TestContext, name: &str, reason: &str) -> Result<Option<String>> {
+    let events: Api<Event> = Api::namespaced(ctx.client.clone(), "default");
+    let selector = format!("involvedObject.name={name}");
+    let listed = events
+        .list(&ListParams::default().fields(&selector))
+        .await?;
+    Ok((listed.items.into_iter())
+        .find(|e| e.reason.as_deref() == Some(reason))
+        .map(|e| e.message.unwrap_or_default()))
+}
+
 /// A Deployment of one `web:v1` pod on the kubelet node, labelled `app: <name>`.
 fn deployment(ctx: &TestContext, name: &str) -> Result<Deployment> {
     Ok(serde_json::from_value(json!({
@@ -306,6 +347,89 @@ async fn an_image_change_upgrades_only_the_sidecar_in_place() -> Result<()> {
                     "{}: InPlaceUpdateReady is not True again",
                     pod.name_any()
                 );
+            }
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_change_beyond_the_image_marks_the_pods_not_upgradable_and_leaves_them() -> Result<()> {
+    run_in_namespace("sidecarset-immutable", |ctx| async move {
+        // maxUnavailable 2: both pods would be upgraded at once if they could be.
+        let object = sidecarset(
+            &ctx,
+            "log",
+            &["web"],
+            "web:v1",
+            json!({ "maxUnavailable": 2 }),
+        );
+        with_sidecarsets(&ctx, &[object], async |names| {
+            let set = &names[0];
+            rolled_out_web_cloneset(&ctx, "web", 2).await?;
+            wait_status(&ctx, set, 2, 2).await?;
+            let before = pods_of(&ctx, "web").await?;
+            set_sidecar_command(&ctx, set, &["/bin/sleep", "36001"]).await?;
+            let marked = poll_until(
+                &format!("both pods marked {UPGRADABLE} False by {set}"),
+                UPGRADE,
+                || async {
+                    let pods = pods_of(&ctx, "web").await?;
+                    let all = pods.len() == 2
+                        && pods.iter().all(|p| {
+                            upgradable_condition(p).is_some_and(|(status, reason, message)| {
+                                status == "False"
+                                    && reason == "UpdateImmutableField"
+                                    && message == json!({ set.as_str(): false })
+                            })
+                        });
+                    Ok(all.then_some(pods))
+                },
+            )
+            .await?;
+            // Counted for the new spec: none of the two pods updated.
+            wait_status(&ctx, set, 2, 0).await?;
+            let event = poll_until(
+                &format!("a NotUpgradablePods event on {set}"),
+                UPGRADE,
+                || sidecarset_event(&ctx, set, "NotUpgradablePods"),
+            )
+            .await?;
+            ensure!(
+                event.contains("2 pod(s)"),
+                "the event does not count 2 pods: {event}"
+            );
+            let after = pods_of(&ctx, "web").await?;
+            for old in &before {
+                let name = old.name_any();
+                ensure!(
+                    marked.iter().any(|p| p.uid() == old.uid()),
+                    "{name}: the marked pods are not the ones from before"
+                );
+                let pod = (after.iter())
+                    .find(|p| p.uid() == old.uid())
+                    .with_context(|| format!("pod {name} was replaced"))?;
+                let command = (pod.spec.as_ref())
+                    .and_then(|s| s.containers.iter().find(|c| c.name == SIDECAR))
+                    .and_then(|c| c.command.clone())
+                    .unwrap_or_default();
+                ensure!(
+                    command == ["/bin/sleep", "36000"],
+                    "{name}: the sidecar's command changed to {command:?}"
+                );
+                ensure!(
+                    pod.annotations().get(HASH) == old.annotations().get(HASH),
+                    "{name}: the recorded SidecarSet version changed"
+                );
+                for container in ["web", SIDECAR] {
+                    let restarts = status_of(pod, container)?.restart_count;
+                    ensure!(
+                        restarts == 0,
+                        "{name}: {container} restarted {restarts} times"
+                    );
+                }
             }
             Ok(())
         })
