@@ -62,13 +62,15 @@ impl Reconciler for PodProbeMarkerStatusController {
 fn marker_keys(stores: &Stores, namespace: Option<&str>) -> Vec<ObjectKey> {
     (stores.podprobemarkers.state().iter())
         .filter(|marker| namespace.is_none() || marker.metadata.namespace.as_deref() == namespace)
-        .map(|marker| {
-            ObjectKey::new(
-                marker.metadata.namespace.clone().unwrap_or_default(),
-                marker.metadata.name.clone().unwrap_or_default(),
-            )
-        })
+        .map(|marker| marker_key(marker))
         .collect()
+}
+
+fn marker_key(marker: &PodProbeMarker) -> ObjectKey {
+    ObjectKey::new(
+        marker.metadata.namespace.clone().unwrap_or_default(),
+        marker.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 /// A pod's change queues the markers of its namespace (it may have joined or left any
@@ -86,10 +88,5 @@ pub fn watches(
     .watch(&changes.pods, move |pod| {
         marker_keys(&by_namespace, pod.metadata.namespace.as_deref())
     })
-    .watch(&changes.podprobemarkers, |marker| {
-        vec![ObjectKey::new(
-            marker.metadata.namespace.clone().unwrap_or_default(),
-            marker.metadata.name.clone().unwrap_or_default(),
-        )]
-    })
+    .watch(&changes.podprobemarkers, |marker| vec![marker_key(marker)])
 }
