@@ -139,4 +139,5 @@ deploy/local/cluster.sh containerd2 down
 rm -f "$test_artifacts"
 step "done: the tests exited with $status"
 print_timings "$suite_durations"
+print_failure_digest
 exit "$status"

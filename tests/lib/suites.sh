@@ -20,6 +20,9 @@
 # ignored tests is printed at the end.
 
 suite_durations=$(mktemp)
+# Each failed binary's failure report, printed again as the very last thing the run prints
+# (print_failure_digest), since CI keeps only the tail of a long log.
+suite_failures=$(mktemp)
 # Last run's durations, so the longest suites start first next time.
 suite_history=${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/test-durations.tsv
 
@@ -71,6 +74,27 @@ report_suite() {
   printf '\n---- %s: %s in %s s ----\n' "$name" "$result" "$secs"
   cat "$logs/$n.log"
   printf '%s\t%s\t%s\n' "$secs" "$name" "$result" >>"$suite_durations"
+  [[ $result == ok ]] || record_failure "$name" "$logs/$n.log" >>"$suite_failures"
+}
+
+# A failed binary's report for the digest: libtest's "failures:" section (each failed
+# test's output and panic message) when there is one, else the log's end (a crash).
+# At most 80 lines, so one noisy suite cannot push the others out of CI's tail.
+record_failure() {
+  local name=$1 log=$2
+  printf '\n---- %s ----\n' "$name"
+  if grep -q '^failures:$' "$log"; then
+    sed -n '/^failures:$/,/^test result:/p' "$log" | tail -n 80
+  else
+    tail -n 40 "$log"
+  fi
+}
+
+# Prints every failure recorded since the run began; nothing when none failed.
+print_failure_digest() {
+  [[ -s $suite_failures ]] || return 0
+  printf '\nwhat failed, once more (the failed binaries%s reports):\n' "'"
+  cat "$suite_failures"
 }
 
 # Runs the given "name<TAB>exe<TAB>dir" lines, at most $jobs at once; returns once all ended.

@@ -88,11 +88,31 @@ impl ClusterInfo {
 }
 
 /// The repository root (the workspace holding `deploy/`).
+///
+/// The `CARGO_MANIFEST_DIR` the test runs with comes first (cargo and `tests/run.sh` set
+/// it): cargo does not rebuild a test binary when the checkout moves, so the directory
+/// compiled in may be another clone's, or gone.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(".."))
+}
+
+/// The value `deploy/local/versions.env` pins for `key` (e.g. `HELM_VERSION`).
+pub fn pinned_version(key: &str) -> Result<String> {
+    let path = repo_root().join("deploy/local/versions.env");
+    let versions =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let prefix = format!("{key}=");
+    versions
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(str::to_owned)
+        .with_context(|| format!("deploy/local/versions.env pins no {key}"))
 }
 
 pub fn cluster_script() -> PathBuf {

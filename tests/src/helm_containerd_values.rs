@@ -9,7 +9,7 @@ use std::process::Command;
 use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::cluster::repo_root;
+use crate::cluster::pinned_version;
 use crate::helm::{chart_dir, container_env, find, objects};
 
 /// The helm `cluster.sh tools` builds: `STEVEDORE_HELM`, else the pinned version in the
@@ -18,11 +18,7 @@ fn cached_helm() -> Result<PathBuf> {
     if let Some(helm) = std::env::var_os("STEVEDORE_HELM") {
         return Ok(helm.into());
     }
-    let versions = std::fs::read_to_string(repo_root().join("deploy/local/versions.env"))?;
-    let version = versions
-        .lines()
-        .find_map(|l| l.strip_prefix("HELM_VERSION="))
-        .context("deploy/local/versions.env pins no HELM_VERSION")?;
+    let version = pinned_version("HELM_VERSION")?;
     let cache = std::env::var_os("STEVEDORE_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("stevedore")))

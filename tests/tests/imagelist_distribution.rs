@@ -10,6 +10,7 @@ use kube::api::Api;
 use serde_json::json;
 use stevedore_api::ImageList;
 use stevedore_api::imagelist::ImagePullPhase;
+use stevedore_tests::proxy::Proxy;
 use stevedore_tests::sim::SimAgents;
 use stevedore_tests::{poll_until, run_in_namespace};
 
@@ -21,7 +22,11 @@ use imagelist_support::{apply, image_status, in_containerd, list_exists, remove_
 async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
     run_in_namespace("imagelist-seed", |ctx| async move {
         let node = ctx.cluster.node_name.clone();
-        let image = ctx.cluster.image("large:v1");
+        // Through a proxy of the registry: a name no other suite uses, so removing the
+        // record and pulling it again races no pod or pull of theirs (the hot-upgrade
+        // suite runs `large:v1` on this node while this one runs).
+        let proxy = Proxy::start(&ctx.cluster.registry).await?;
+        let image = format!("{}/stevedore/large:v1", proxy.host());
         // One manager across runs, so a run that failed half-way is cleaned up by the next.
         let manager = "stevedore-tests-imagelist-seed";
         list_exists(&ctx.client, &node).await?;
@@ -98,10 +103,10 @@ async fn a_persons_entry_is_pulled_on_the_kubelet_node() -> Result<()> {
             },
         )
         .await?;
-        ensure!(
-            in_containerd(ctx.cluster, &image)?,
-            "withdrawing an entry must not remove the image"
-        );
+        let kept = in_containerd(ctx.cluster, &image)?;
+        // A record named after this run's proxy port is of no use to anyone later.
+        remove_from_containerd(ctx.cluster, std::slice::from_ref(&image))?;
+        ensure!(kept, "withdrawing an entry must not remove the image");
         Ok(())
     })
     .await

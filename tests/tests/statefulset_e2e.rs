@@ -22,10 +22,10 @@ use kube::api::{DeleteParams, LogParams};
 use serde_json::{Value, json};
 use stevedore_api::StatefulSet;
 use stevedore_tests::manifests::apply;
-use stevedore_tests::pods::is_running_and_ready;
+use stevedore_tests::pods::{condition, is_running_and_ready};
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
 
-use cloneset_support::{ROLLOUT, is_bound, pods_of, pvcs, uid};
+use cloneset_support::{INPLACE_UPDATE_READY, ROLLOUT, is_bound, pods_of, pvcs, uid};
 
 const WEB: &str = include_str!("../fixtures/kubernetes/web-statefulset.yaml");
 
@@ -114,6 +114,14 @@ fn pod_states(pods: &[Pod]) -> BTreeMap<String, (String, i32, String, String)> {
         .collect()
 }
 
+/// The image the pod's first container runs, as kubelet reports it.
+fn running_image(pod: &Pod) -> Option<&str> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let first = statuses.first()?;
+    first.state.as_ref()?.running.as_ref()?;
+    Some(first.image.as_str())
+}
+
 #[tokio::test]
 async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() -> Result<()> {
     run_in_namespace("sts-e2e-inplace", |ctx| async move {
@@ -148,15 +156,22 @@ async fn an_image_change_restarts_containers_in_place_highest_ordinal_first() ->
                     }
                 }
             }
-            // Done once the status speaks of the new template and every pod runs it.
+            // Done once the status speaks of the new template and every pod's container
+            // runs it. The status alone is not enough: as in OpenKruise, it counts a pod
+            // Ready from its Ready condition, which stays True for a moment after the
+            // update has begun (until kubelet sees InPlaceUpdateReady turn False).
             let set = ctx.api::<StatefulSet>().get("ip").await?;
             let done = set.status.as_ref().is_some_and(|s| {
                 s.observed_generation >= generation
                     && s.updated_ready_replicas == 2
                     && s.current_revision == s.update_revision
             });
-            let on_v2 = (pod_states(&pods).values()).all(|(_, _, image, _)| *image == v2);
-            Ok((done && on_v2 && pods.iter().all(is_running_and_ready)).then_some(()))
+            let settled = pods.iter().all(|pod| {
+                running_image(pod) == Some(v2.as_str())
+                    && condition(pod, INPLACE_UPDATE_READY).as_deref() == Some("True")
+                    && is_running_and_ready(pod)
+            });
+            Ok((done && pods.len() == 2 && settled).then_some(()))
         })
         .await?;
         let order = order.into_inner().map_err(|_| anyhow!("poisoned"))?;
