@@ -7,6 +7,8 @@
 //! The runtime starts them (see [`crate::runtime::stores`]) but names none of them; adding
 //! a kind a new controller reads is one field here and one line in [`Stores::start`].
 
+mod trim;
+
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -181,8 +183,8 @@ impl StoreSet for Stores {
     fn start(mut registry: StoreRegistry<'_>) -> Self {
         let (busy, quiet) = busy_and_quiet();
         // `/readyz` lists the kinds in this order.
-        let pods: Cache<Pod> = registry.watch(busy);
-        let nodes: Cache<Node> = registry.watch(busy);
+        let pods: Cache<Pod> = registry.watch_trimmed(busy, trim::trim_pod);
+        let nodes: Cache<Node> = registry.watch_trimmed(busy, trim::trim_node);
         let pvcs: Cache<PersistentVolumeClaim> = registry.watch(busy);
         let revisions: Cache<ControllerRevision> = registry.watch(busy);
         let clonesets: Cache<CloneSet> = registry.watch(reporting::<CloneSet>(quiet));

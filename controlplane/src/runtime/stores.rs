@@ -266,6 +266,16 @@ impl<'a> StoreRegistry<'a> {
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
         K::Scope: KnownScope,
     {
+        self.watch_trimmed(options, |_| {})
+    }
+
+    /// As [`Self::watch`], with `trim` applied to each object as it arrives, before the
+    /// store and the change broadcast see it: for the parts of a kind no reconciler reads.
+    pub fn watch_trimmed<K>(&mut self, options: WatchOptions, trim: fn(&mut K)) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: KnownScope,
+    {
         let kind = K::kind(&());
         let (store, writer) = reflector::store();
         let changes = broadcast::channel(options.changes_capacity).0;
@@ -278,7 +288,8 @@ impl<'a> StoreRegistry<'a> {
             self.sync.clone(),
             listed.clone(),
             self.undecodable.clone(),
-        );
+        )
+        .trimming(trim);
         let span = tracing::info_span!("store", kind = kind.as_ref());
         self.tasks
             .spawn(follower.run(self.shutdown.clone()).instrument(span));
@@ -337,6 +348,7 @@ where
     /// The kind, each object of a list or event decoded on its own.
     api: Api<Decoded<K>>,
     keep_managed_fields: bool,
+    trim: fn(&mut K),
     writer: Writer<K>,
     /// The store `writer` fills, for the last good copy of an object that stops decoding.
     store: Store<K>,
@@ -367,6 +379,7 @@ where
         Self {
             api: Api::all(client),
             keep_managed_fields: options.keep_managed_fields,
+            trim: |_| {},
             store: writer.as_reader(),
             writer,
             decoder: Decoder::new(),
@@ -381,6 +394,11 @@ where
         }
     }
 
+    /// Applies `trim` to each object as it arrives (see [`StoreRegistry::watch_trimmed`]).
+    fn trimming(self, trim: fn(&mut K)) -> Self {
+        Self { trim, ..self }
+    }
+
     /// Watches until `shutdown`, starting over with a fresh list at each new term. The
     /// store keeps serving its old contents until the new list is complete, and is then
     /// replaced in one step.
@@ -389,12 +407,15 @@ where
         let mut terms_open = true;
         loop {
             let term = *terms.borrow_and_update();
-            let keep_managed_fields = self.keep_managed_fields;
+            let (keep_managed_fields, trim) = (self.keep_managed_fields, self.trim);
             let events = watcher(self.api.clone(), watcher::Config::default())
                 .default_backoff()
                 .modify(move |object: &mut Decoded<K>| {
                     if !keep_managed_fields {
                         object.managed_fields_mut().clear();
+                    }
+                    if let Decoded::Object(object) = object {
+                        trim(object);
                     }
                 });
             let mut events = std::pin::pin!(events);

@@ -373,3 +373,49 @@ fn require_refuses_the_first_kind_no_store_was_started_for_by_name() {
         Err("none".to_owned())
     );
 }
+
+/// Every object the store holds went through the kind's trim first.
+#[tokio::test(start_paused = true)]
+async fn a_trimmed_watch_stores_only_trimmed_objects() {
+    let fake = Arc::new(Fake {
+        names: Mutex::new(vec!["a", "b"]),
+        lists_started: watch::Sender::new(0),
+        answers: Semaphore::new(1),
+    });
+    let client = {
+        let fake = fake.clone();
+        kube::Client::new(
+            tower::service_fn(move |request| serve(fake.clone(), request)),
+            "default",
+        )
+    };
+    let listed = Arc::new(AtomicU64::new(0));
+    let sync = SyncState::new(
+        vec![("ConfigMap".into(), listed.clone())],
+        watch::channel(0).1,
+    );
+    let (reader, writer) = reflector::store();
+    let follower = Follower::new(
+        client,
+        WatchOptions::default(),
+        writer,
+        broadcast::channel(16).0,
+        sync.clone(),
+        listed,
+        reporter().0,
+    )
+    .trimming(|cm: &mut ConfigMap| {
+        cm.data = Some([("trimmed".to_owned(), "yes".to_owned())].into());
+    });
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(follower.run(shutdown.clone()));
+    tokio::time::timeout(Duration::from_secs(60), sync.wait_synced(&["ConfigMap"]))
+        .await
+        .expect("the list lands");
+    let trimmed: Vec<bool> = (reader.state().iter())
+        .map(|cm| cm.data.as_ref().is_some_and(|d| d.contains_key("trimmed")))
+        .collect();
+    assert_eq!(trimmed, [true, true]);
+    shutdown.cancel();
+    task.await.expect("the store task ends");
+}
