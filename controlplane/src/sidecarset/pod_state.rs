@@ -115,8 +115,11 @@ fn sidecars_restarted(pod: &Pod, entry: Value) -> bool {
         let Some(status) = statuses.iter().find(|s| &s.name == name) else {
             return false;
         };
-        let moved = Some(status.image_id.as_str()) != was.get("imageID").and_then(Value::as_str)
-            || status.container_id.as_deref() != was.get("containerID").and_then(Value::as_str);
+        // Compared as `container_ids` records them: an ID not reported yet is "", so a
+        // container that had none then and has none now has not moved on.
+        let recorded = |key: &str| was.get(key).and_then(Value::as_str).unwrap_or_default();
+        let moved = status.image_id != recorded("imageID")
+            || status.container_id.as_deref().unwrap_or_default() != recorded("containerID");
         moved && status.ready
     })
 }
