@@ -18,8 +18,8 @@
 # header for what else it needs, such as --fake-nodes 1) and root, as the scripts do.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-ALL=(cloneset statefulset daemonset broadcastjob podunavailablebudget resize
-  containerrecreaterequest advancedcronjob imagelist agent agent_idle_rss)
+ALL=(cloneset statefulset daemonset broadcastjob podunavailablebudget resize sidecarset
+  containerrecreaterequest advancedcronjob imagelist agent agent_idle_rss podprobemarker)
 RESULTS=${RESULTS:-tests/bench/results.json}
 README=${README:-README.md}
 LOGS=${LOGS:-$(mktemp -d -t stevedore-bench.XXXXXX)}
