@@ -6,7 +6,9 @@
 //! False naming the SidecarSet, with a `NotUpgradablePods` event; a partition keeps that many pods on the old sidecar; a pod two SidecarSets would give the
 //! same container name is refused naming both; a SidecarSet selecting every pod of the
 //! cluster is refused; each version is a ControllerRevision and
-//! `injectionStrategy.revision` injects the one it names.
+//! `injectionStrategy.revision` injects the one it names; a paused update moves no pod
+//! until resumed; an injection that would make an invalid pod is refused with the
+//! apiserver's message. Pods of an Advanced StatefulSet get the sidecar too.
 //!
 //! Run against a control plane with the `sidecarset` controller and `sidecarset-webhook`,
 //! and its SidecarSet webhook installed (`deploy/controlplane/webhook.yaml`). SidecarSets
@@ -21,9 +23,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stevedore_api::SidecarSet;
+use stevedore_api::{SidecarSet, StatefulSet};
 use stevedore_tests::pods::condition;
-use stevedore_tests::{TestContext, poll_until, run_in_namespace};
+use stevedore_tests::{TestContext, manifests, poll_until, run_in_namespace};
 
 mod cloneset_support;
 use cloneset_support::{
@@ -245,6 +247,29 @@ fn deployment(ctx: &TestContext, name: &str) -> Result<Deployment> {
     }))?)
 }
 
+/// An Advanced StatefulSet (`apps.kruise.io/v1beta1`) of one `web` pod labelled `app: <name>`
+/// on the kubelet node.
+fn advanced_statefulset(ctx: &TestContext, name: &str) -> Value {
+    json!({
+        "apiVersion": "apps.kruise.io/v1beta1",
+        "kind": "StatefulSet",
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "nodeName": ctx.cluster.node_name,
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1"), "imagePullPolicy": "IfNotPresent" }],
+                },
+            },
+        },
+    })
+}
+
 /// Waits until every pod labelled `app: <app>` is running with all containers ready.
 async fn running_pods(ctx: &TestContext, app: &str, count: usize) -> Result<Vec<Pod>> {
     poll_until(
@@ -268,9 +293,11 @@ async fn running_pods(ctx: &TestContext, app: &str, count: usize) -> Result<Vec<
 }
 
 #[tokio::test]
-async fn injects_into_the_pods_of_a_cloneset_and_of_a_deployment() -> Result<()> {
+async fn injects_into_the_pods_of_a_cloneset_an_advanced_statefulset_and_a_deployment() -> Result<()>
+{
     run_in_namespace("sidecarset-inject", |ctx| async move {
-        let object = sidecarset(&ctx, "log", &["web-cs", "web-deploy"], "web:v1", json!({}));
+        let apps = ["web-cs", "web-deploy", "web-sts"];
+        let object = sidecarset(&ctx, "log", &apps, "web:v1", json!({}));
         with_sidecarsets(&ctx, &[object], async |names| {
             let set = &names[0];
             apply(
@@ -281,10 +308,12 @@ async fn injects_into_the_pods_of_a_cloneset_and_of_a_deployment() -> Result<()>
             ctx.api::<Deployment>()
                 .create(&PostParams::default(), &deployment(&ctx, "web-deploy")?)
                 .await?;
+            manifests::apply::<StatefulSet>(&ctx, &advanced_statefulset(&ctx, "web-sts")).await?;
             wait_rolled_out(&ctx, "web-cs", ROLLOUT).await?;
             let mut pods = pods_of(&ctx, "web-cs").await?;
             pods.extend(running_pods(&ctx, "web-deploy", 1).await?);
-            ensure!(pods.len() == 3, "expected 3 pods, found {}", pods.len());
+            pods.extend(running_pods(&ctx, "web-sts", 1).await?);
+            ensure!(pods.len() == 4, "expected 4 pods, found {}", pods.len());
             for pod in &pods {
                 ensure_injected(pod, set)?;
                 ensure!(
@@ -293,7 +322,7 @@ async fn injects_into_the_pods_of_a_cloneset_and_of_a_deployment() -> Result<()>
                     pod.name_any()
                 );
             }
-            wait_status(&ctx, set, 3, 3).await?;
+            wait_status(&ctx, set, 4, 4).await?;
             Ok(())
         })
         .await
@@ -576,6 +605,101 @@ async fn a_sidecarset_selecting_every_pod_of_the_cluster_is_refused() -> Result<
         let admitted = create_sidecarset(&ctx, &object).await?;
         delete_sidecarsets(&ctx, &[admitted.name_any()]).await;
         Ok(())
+    })
+    .await
+}
+
+/// The image the sidecar of each pod of `app` names in its spec (what an upgrade patches).
+async fn sidecar_spec_images(ctx: &TestContext, app: &str) -> Result<Vec<String>> {
+    let pods = pods_of(ctx, app).await?;
+    (pods.iter())
+        .map(|pod| {
+            let spec = pod.spec.as_ref().context("a pod spec")?;
+            let sidecar = (spec.containers.iter()).find(|c| c.name == SIDECAR);
+            sidecar
+                .and_then(|c| c.image.clone())
+                .with_context(|| format!("{}: no sidecar", pod.name_any()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_paused_update_holds_every_pod_until_it_is_resumed() -> Result<()> {
+    run_in_namespace("sidecarset-paused", |ctx| async move {
+        let update = json!({ "paused": true, "maxUnavailable": 2 });
+        let object = sidecarset(&ctx, "log", &["web"], "web:v1", update);
+        with_sidecarsets(&ctx, &[object], async |names| {
+            let set = &names[0];
+            rolled_out_web_cloneset(&ctx, "web", 2).await?;
+            set_sidecar_image(&ctx, set, "web:v2").await?;
+            let generation = (sidecarsets(&ctx).get(set).await?.metadata.generation).unwrap_or(0);
+            // The sync that observes the new image writes the status after its pod patches:
+            // once the status speaks of it, a pod it upgraded would name the new image.
+            let status = poll_until("the new image observed", UPGRADE, || async {
+                let status = sidecarsets(&ctx).get(set).await?.status.unwrap_or_default();
+                Ok((status.observed_generation >= Some(generation)).then_some(status))
+            })
+            .await?;
+            ensure!(
+                status.updated_pods == 0,
+                "updatedPods {} while paused",
+                status.updated_pods
+            );
+            let images = sidecar_spec_images(&ctx, "web").await?;
+            let old = ctx.cluster.image("web:v1");
+            ensure!(
+                images.iter().all(|i| *i == old),
+                "pods moved while paused: {images:?}"
+            );
+
+            let resume = json!({ "spec": { "updateStrategy": { "paused": false } } });
+            sidecarsets(&ctx)
+                .patch(set, &PatchParams::default(), &Patch::Merge(&resume))
+                .await?;
+            wait_status(&ctx, set, 2, 2).await?;
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_injection_that_would_make_an_invalid_pod_is_refused_with_the_apiservers_message()
+-> Result<()> {
+    run_in_namespace("sidecarset-invalid", |ctx| async move {
+        let mut object = sidecarset(&ctx, "log", &["web"], "web:v1", json!({}));
+        // A mount of a volume neither the SidecarSet nor the pod has.
+        object["spec"]["containers"][0]["volumeMounts"] =
+            json!([{ "name": "nowhere", "mountPath": "/var/log/app" }]);
+        with_sidecarsets(&ctx, &[object], async |_| {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": { "name": "web", "labels": { "app": "web" } },
+                "spec": { "nodeName": ctx.cluster.node_name, "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }] },
+            }))?;
+            // The webhook reads the SidecarSets from its cache: wait until it has this one.
+            let refused = poll_until("the pod refused", Duration::from_secs(60), || async {
+                match ctx.api::<Pod>().create(&PostParams::default(), &pod).await {
+                    Err(kube::Error::Api(status)) => Ok(Some(status.message)),
+                    Err(err) => Err(err.into()),
+                    Ok(_) => {
+                        ctx.api::<Pod>().delete("web", &DeleteParams::default().grace_period(0)).await?;
+                        Ok(None)
+                    }
+                }
+            })
+            .await?;
+            ensure!(
+                refused.contains("volumeMounts") && refused.contains("nowhere"),
+                "the refusal names neither the field nor the volume: {refused}"
+            );
+            ensure!(
+                ctx.api::<Pod>().get_opt("web").await?.is_none(),
+                "a refused pod exists"
+            );
+            Ok(())
+        })
+        .await
     })
     .await
 }

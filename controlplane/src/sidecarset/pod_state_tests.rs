@@ -93,7 +93,8 @@ fn an_emptied_container_is_waited_for_until_it_runs_the_empty_image() {
 /// A plain (not hot) upgrade of sidecar `envoy` recorded with `recorded` IDs, the
 /// container now reporting `image_id` and `container_id` (absent when `None`), ready.
 fn plain_upgrade(recorded: serde_json::Value, image_id: &str, container_id: Option<&str>) -> Pod {
-    let state = json!({ "mesh": { "revision": "new", "lastContainerStatuses": { "envoy": recorded } } });
+    let state =
+        json!({ "mesh": { "revision": "new", "lastContainerStatuses": { "envoy": recorded } } });
     let mut status = json!({ "name": "envoy", "image": "envoy:2", "imageID": image_id, "ready": true, "restartCount": 1 });
     if let Some(id) = container_id {
         status["containerID"] = json!(id);
@@ -119,12 +120,36 @@ fn a_sidecar_counts_as_restarted_only_once_an_id_moved_on() {
     let unknown = json!({ "imageID": "", "containerID": "" });
     let known = json!({ "imageID": "img-1", "containerID": "c-1" });
     let cases = [
-        ("no IDs then, none reported now", plain_upgrade(unknown.clone(), "", None), false),
-        ("no IDs then, an empty one now", plain_upgrade(unknown.clone(), "", Some("")), false),
-        ("no IDs then, a container ID now", plain_upgrade(unknown, "", Some("c-2")), true),
-        ("the same IDs", plain_upgrade(known.clone(), "img-1", Some("c-1")), false),
-        ("a new container ID", plain_upgrade(known.clone(), "img-1", Some("c-2")), true),
-        ("a new image ID", plain_upgrade(known, "img-2", Some("c-1")), true),
+        (
+            "no IDs then, none reported now",
+            plain_upgrade(unknown.clone(), "", None),
+            false,
+        ),
+        (
+            "no IDs then, an empty one now",
+            plain_upgrade(unknown.clone(), "", Some("")),
+            false,
+        ),
+        (
+            "no IDs then, a container ID now",
+            plain_upgrade(unknown, "", Some("c-2")),
+            true,
+        ),
+        (
+            "the same IDs",
+            plain_upgrade(known.clone(), "img-1", Some("c-1")),
+            false,
+        ),
+        (
+            "a new container ID",
+            plain_upgrade(known.clone(), "img-1", Some("c-2")),
+            true,
+        ),
+        (
+            "a new image ID",
+            plain_upgrade(known, "img-2", Some("c-1")),
+            true,
+        ),
     ];
     for (case, pod, restarted) in cases {
         let state = SidecarPod::of(&pod, &plain_set(), Timestamp::now());
