@@ -542,6 +542,25 @@ async fn a_partition_keeps_that_many_pods_on_the_old_sidecar() -> Result<()> {
     .await
 }
 
+/// Creates `pod` until its creation is refused; returns the apiserver's message. The
+/// webhook reads the SidecarSets from its cache, which may not have the test's yet: a pod
+/// admitted meanwhile is deleted and created again.
+async fn refused_pod(ctx: &TestContext, pod: &Pod) -> Result<String> {
+    let name = pod.name_any();
+    poll_until("the pod refused", Duration::from_secs(60), || async {
+        match ctx.api::<Pod>().create(&PostParams::default(), pod).await {
+            Err(kube::Error::Api(status)) => Ok(Some(status.message)),
+            Err(err) => Err(err.into()),
+            Ok(_) => {
+                let now = DeleteParams::default().grace_period(0);
+                ctx.api::<Pod>().delete(&name, &now).await?;
+                Ok(None)
+            }
+        }
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_pod_two_sidecarsets_give_one_container_name_is_refused_naming_both() -> Result<()> {
     run_in_namespace("sidecarset-conflict", |ctx| async move {
@@ -557,18 +576,7 @@ async fn a_pod_two_sidecarsets_give_one_container_name_is_refused_naming_both() 
                 "metadata": { "name": "web", "labels": { "app": "web" } },
                 "spec": { "nodeName": ctx.cluster.node_name, "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }] },
             }))?;
-            // The webhook reads the SidecarSets from its cache: wait until it has both.
-            let refused = poll_until("the pod refused for its two SidecarSets", Duration::from_secs(60), || async {
-                match ctx.api::<Pod>().create(&PostParams::default(), &pod).await {
-                    Err(kube::Error::Api(status)) => Ok(Some(status.message)),
-                    Err(err) => Err(err.into()),
-                    Ok(_) => {
-                        ctx.api::<Pod>().delete("web", &DeleteParams::default().grace_period(0)).await?;
-                        Ok(None)
-                    }
-                }
-            })
-            .await?;
+            let refused = refused_pod(&ctx, &pod).await?;
             ensure!(refused.contains(first.as_str()) && refused.contains(second.as_str()), "the refusal names not both SidecarSets: {refused}");
             ensure!(refused.contains(SIDECAR), "the refusal names not the container: {refused}");
             Ok(())
@@ -677,18 +685,7 @@ async fn an_injection_that_would_make_an_invalid_pod_is_refused_with_the_apiserv
                 "metadata": { "name": "web", "labels": { "app": "web" } },
                 "spec": { "nodeName": ctx.cluster.node_name, "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1") }] },
             }))?;
-            // The webhook reads the SidecarSets from its cache: wait until it has this one.
-            let refused = poll_until("the pod refused", Duration::from_secs(60), || async {
-                match ctx.api::<Pod>().create(&PostParams::default(), &pod).await {
-                    Err(kube::Error::Api(status)) => Ok(Some(status.message)),
-                    Err(err) => Err(err.into()),
-                    Ok(_) => {
-                        ctx.api::<Pod>().delete("web", &DeleteParams::default().grace_period(0)).await?;
-                        Ok(None)
-                    }
-                }
-            })
-            .await?;
+            let refused = refused_pod(&ctx, &pod).await?;
             ensure!(
                 refused.contains("volumeMounts") && refused.contains("nowhere"),
                 "the refusal names neither the field nor the volume: {refused}"

@@ -49,6 +49,15 @@ async fn serve(
     Ok(response)
 }
 
+/// A client of the fake apiserver.
+fn fake_client(fake: &Arc<Fake>) -> kube::Client {
+    let fake = fake.clone();
+    kube::Client::new(
+        tower::service_fn(move |request| serve(fake.clone(), request)),
+        "default",
+    )
+}
+
 /// A reporter and the receiving end of its reports.
 fn reporter() -> (Reporter, mpsc::Receiver<Undecodable>) {
     let (reports, received) = mpsc::channel(Reporter::BACKLOG);
@@ -73,13 +82,7 @@ async fn a_new_term_is_not_synced_until_a_list_made_in_it_lands() {
         lists_started: watch::Sender::new(0),
         answers: Semaphore::new(1),
     });
-    let client = {
-        let fake = fake.clone();
-        kube::Client::new(
-            tower::service_fn(move |request| serve(fake.clone(), request)),
-            "default",
-        )
-    };
+    let client = fake_client(&fake);
     let (terms, term) = watch::channel(0);
     let listed = Arc::new(AtomicU64::new(0));
     let sync = SyncState::new(vec![("ConfigMap".into(), listed.clone())], term);
@@ -382,13 +385,7 @@ async fn a_trimmed_watch_stores_only_trimmed_objects() {
         lists_started: watch::Sender::new(0),
         answers: Semaphore::new(1),
     });
-    let client = {
-        let fake = fake.clone();
-        kube::Client::new(
-            tower::service_fn(move |request| serve(fake.clone(), request)),
-            "default",
-        )
-    };
+    let client = fake_client(&fake);
     let listed = Arc::new(AtomicU64::new(0));
     let sync = SyncState::new(
         vec![("ConfigMap".into(), listed.clone())],
