@@ -19,7 +19,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ALL=(cloneset statefulset daemonset broadcastjob podunavailablebudget resize sidecarset
-  containerrecreaterequest advancedcronjob imagelist agent agent_idle_rss podprobemarker)
+  containerrecreaterequest advancedcronjob imagelist agent agent_idle_rss podprobemarker
+  cache_memory)
 RESULTS=${RESULTS:-tests/bench/results.json}
 README=${README:-README.md}
 LOGS=${LOGS:-$(mktemp -d -t stevedore-bench.XXXXXX)}
