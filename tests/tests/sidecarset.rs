@@ -228,6 +228,18 @@ async fn sidecarset_event(ctx: &TestContext, name: &str, reason: &str) -> Result
         .map(|e| e.message.unwrap_or_default()))
 }
 
+/// The template of the workloads' one `web:v1` pod on the kubelet node, labelled `app: <name>`.
+fn web_pod_template(ctx: &TestContext, name: &str) -> Value {
+    json!({
+        "metadata": { "labels": { "app": name } },
+        "spec": {
+            "nodeName": ctx.cluster.node_name,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1"), "imagePullPolicy": "IfNotPresent" }],
+        },
+    })
+}
+
 /// A Deployment of one `web:v1` pod on the kubelet node, labelled `app: <name>`.
 fn deployment(ctx: &TestContext, name: &str) -> Result<Deployment> {
     Ok(serde_json::from_value(json!({
@@ -235,14 +247,7 @@ fn deployment(ctx: &TestContext, name: &str) -> Result<Deployment> {
         "spec": {
             "replicas": 1,
             "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": {
-                    "nodeName": ctx.cluster.node_name,
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1"), "imagePullPolicy": "IfNotPresent" }],
-                },
-            },
+            "template": web_pod_template(ctx, name),
         },
     }))?)
 }
@@ -258,14 +263,7 @@ fn advanced_statefulset(ctx: &TestContext, name: &str) -> Value {
             "replicas": 1,
             "serviceName": name,
             "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": {
-                    "nodeName": ctx.cluster.node_name,
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{ "name": "web", "image": ctx.cluster.image("web:v1"), "imagePullPolicy": "IfNotPresent" }],
-                },
-            },
+            "template": web_pod_template(ctx, name),
         },
     })
 }

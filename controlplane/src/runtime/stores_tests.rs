@@ -58,6 +58,27 @@ fn fake_client(fake: &Arc<Fake>) -> kube::Client {
     )
 }
 
+/// A ConfigMap store's follower on the fake apiserver with default options, its store,
+/// and the sync state it reports to, whose terms come from `term`.
+fn configmap_follower(
+    fake: &Arc<Fake>,
+    term: watch::Receiver<u64>,
+) -> (Follower<ConfigMap>, Store<ConfigMap>, SyncState) {
+    let listed = Arc::new(AtomicU64::new(0));
+    let sync = SyncState::new(vec![("ConfigMap".into(), listed.clone())], term);
+    let (reader, writer) = reflector::store();
+    let follower = Follower::new(
+        fake_client(fake),
+        WatchOptions::default(),
+        writer,
+        broadcast::channel(16).0,
+        sync.clone(),
+        listed,
+        reporter().0,
+    );
+    (follower, reader, sync)
+}
+
 /// A reporter and the receiving end of its reports.
 fn reporter() -> (Reporter, mpsc::Receiver<Undecodable>) {
     let (reports, received) = mpsc::channel(Reporter::BACKLOG);
@@ -82,20 +103,8 @@ async fn a_new_term_is_not_synced_until_a_list_made_in_it_lands() {
         lists_started: watch::Sender::new(0),
         answers: Semaphore::new(1),
     });
-    let client = fake_client(&fake);
     let (terms, term) = watch::channel(0);
-    let listed = Arc::new(AtomicU64::new(0));
-    let sync = SyncState::new(vec![("ConfigMap".into(), listed.clone())], term);
-    let (reader, writer) = reflector::store();
-    let follower = Follower::new(
-        client,
-        WatchOptions::default(),
-        writer,
-        broadcast::channel(16).0,
-        sync.clone(),
-        listed,
-        reporter().0,
-    );
+    let (follower, reader, sync) = configmap_follower(&fake, term);
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(follower.run(shutdown.clone()));
     let guard = Duration::from_secs(60);
@@ -385,23 +394,8 @@ async fn a_trimmed_watch_stores_only_trimmed_objects() {
         lists_started: watch::Sender::new(0),
         answers: Semaphore::new(1),
     });
-    let client = fake_client(&fake);
-    let listed = Arc::new(AtomicU64::new(0));
-    let sync = SyncState::new(
-        vec![("ConfigMap".into(), listed.clone())],
-        watch::channel(0).1,
-    );
-    let (reader, writer) = reflector::store();
-    let follower = Follower::new(
-        client,
-        WatchOptions::default(),
-        writer,
-        broadcast::channel(16).0,
-        sync.clone(),
-        listed,
-        reporter().0,
-    )
-    .trimming(|cm: &mut ConfigMap| {
+    let (follower, reader, sync) = configmap_follower(&fake, watch::channel(0).1);
+    let follower = follower.trimming(|cm: &mut ConfigMap| {
         cm.data = Some([("trimmed".to_owned(), "yes".to_owned())].into());
     });
     let shutdown = CancellationToken::new();
