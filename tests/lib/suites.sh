@@ -59,7 +59,9 @@ start_suite() {
   (
     start=$(date +%s)
     set +e
-    (cd "$dir" && CARGO_MANIFEST_DIR=$dir "$exe") >"$logs/$n.log" 2>&1
+    # RUST_LIB_BACKTRACE=0: a test's returned error prints its message without anyhow's
+    # stack trace even when CI sets RUST_BACKTRACE (panics still print theirs).
+    (cd "$dir" && CARGO_MANIFEST_DIR=$dir RUST_LIB_BACKTRACE=0 "$exe") >"$logs/$n.log" 2>&1
     status=$?
     echo "$(($(date +%s) - start)) $status" >"$logs/$n.done"
   ) &
@@ -84,10 +86,16 @@ record_failure() {
   local name=$1 log=$2
   printf '\n---- %s ----\n' "$name"
   if grep -q '^failures:$' "$log"; then
-    sed -n '/^failures:$/,/^test result:/p' "$log" | tail -n 80
+    sed -n '/^failures:$/,/^test result:/p' "$log" | without_backtrace_frames | tail -n 80
   else
-    tail -n 40 "$log"
+    without_backtrace_frames <"$log" | tail -n 40
   fi
+}
+
+# Drops a backtrace's frames ("  12: fn" and "at file:line" lines), which would otherwise
+# fill the digest's lines and push the error message itself out of it.
+without_backtrace_frames() {
+  grep -Ev '^ +[0-9]+: |^ +at [^ ]+:[0-9]+(:[0-9]+)?$'
 }
 
 # Prints every failure recorded since the run began; nothing when none failed.

@@ -42,7 +42,8 @@ use crate::controller::pod_conditions::{ConditionRequest, PodConditions, PodTarg
 use crate::controller::runner::{Outcome, Reconciler};
 use crate::workload::budget::{Admission, BudgetSource, DisruptionKind};
 use crate::workload::inplace::{
-    INPLACE_UPDATE_READY, REASON_DONE, REASON_START, has_readiness_gate,
+    INPLACE_UPDATE_READY, REASON_DONE, REASON_SIDECAR_START, has_readiness_gate,
+    sidecar_gate_message,
 };
 use crate::workload::rollout::IntOrPercentError;
 
@@ -121,6 +122,9 @@ impl Reconciler for SidecarSetController {
         for &i in &plan.finish {
             self.finish(&pods[i], &key.name, views[i].workload_updating)
                 .await?;
+        }
+        for &i in &plan.reopen {
+            self.set_gate(&pods[i], &key.name, true).await;
         }
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let target = Target {
@@ -211,7 +215,7 @@ impl SidecarSetController {
         let swaps = swaps(pod, &set.spec.containers);
         let cold_restarts = images.len() > swaps.len();
         let gated = cold_restarts && has_readiness_gate(pod);
-        if gated && !self.set_gate(pod, false).await {
+        if gated && !self.set_gate(pod, target.set_name, false).await {
             return Ok(false);
         }
         // Images equal already (the pod was made at that image): only the versions move.
@@ -221,7 +225,7 @@ impl SidecarSetController {
             .await;
         if patched.is_err() && gated {
             // No upgrade recorded, so nothing would close it: the pod serves again.
-            self.set_gate(pod, true).await;
+            self.set_gate(pod, target.set_name, true).await;
         }
         patched.map(|()| true)
     }
@@ -289,7 +293,10 @@ impl SidecarSetController {
         set_name: &str,
         workload_updating: bool,
     ) -> Result<(), SyncError> {
-        if has_readiness_gate(pod) && !workload_updating && !self.set_gate(pod, true).await {
+        if has_readiness_gate(pod)
+            && !workload_updating
+            && !self.set_gate(pod, set_name, true).await
+        {
             return Ok(());
         }
         let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
@@ -299,7 +306,7 @@ impl SidecarSetController {
 
     /// Sets `InPlaceUpdateReady` through the pod's agent; `false` when that could not be
     /// done now (the next sync tries again).
-    async fn set_gate(&self, pod: &Pod, ready: bool) -> bool {
+    async fn set_gate(&self, pod: &Pod, set_name: &str, ready: bool) -> bool {
         let node_name = pod
             .spec
             .as_ref()
@@ -316,19 +323,18 @@ impl SidecarSetController {
         let (reason, message) = if ready {
             (
                 REASON_DONE,
-                "The SidecarSet upgrade of this pod's sidecars is done.",
+                format!("The upgrade of this pod's sidecars by SidecarSet {set_name} is done."),
             )
         } else {
-            (
-                REASON_START,
-                "The pod's sidecars are being upgraded in place by their SidecarSet.",
-            )
+            // Its own reason and a message naming the set: the workload leaves this gate
+            // alone, and only this set reopens it should its upgrade never be recorded.
+            (REASON_SIDECAR_START, sidecar_gate_message(set_name))
         };
         let request = ConditionRequest {
             condition_type: INPLACE_UPDATE_READY,
             status: ready,
             reason,
-            message,
+            message: &message,
         };
         match self.agents.set_condition(&node, target, request).await {
             Ok(()) => true,

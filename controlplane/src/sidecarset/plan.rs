@@ -38,6 +38,9 @@ pub struct SidecarSetPlan {
     pub reset: Vec<usize>,
     /// Pods whose upgrade is done: mark them ready again and close their state.
     pub finish: Vec<usize>,
+    /// Pods whose gate this SidecarSet closed for an upgrade it never recorded: mark them
+    /// ready again.
+    pub reopen: Vec<usize>,
     /// Pods due an upgrade that cannot take it in place (a change beyond images): marked
     /// not upgradable, left as they are.
     pub not_upgradable: Vec<usize>,
@@ -74,6 +77,9 @@ pub fn plan(
     let finish = (matched.iter().copied())
         .filter(|&i| pods[i].upgrading && pods[i].upgrade_done)
         .collect();
+    let reopen = (matched.iter().copied())
+        .filter(|&i| pods[i].gate_left_closed)
+        .collect();
     // Not held by paused or NotUpdate: a hot upgrade under way is completed, so no pod
     // keeps running two copies of a sidecar.
     let reset = (matched.iter().copied())
@@ -93,6 +99,7 @@ pub fn plan(
         upgrade,
         reset,
         finish,
+        reopen,
         not_upgradable,
         status,
     })

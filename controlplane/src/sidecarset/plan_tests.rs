@@ -277,3 +277,21 @@ fn paused_and_not_update_mark_no_pod_not_upgradable() {
         assert!(plan_of(&strategy).not_upgradable.is_empty(), "{strategy:?}");
     }
 }
+
+#[test]
+fn a_gate_left_closed_is_reopened_even_when_paused_but_only_on_matched_pods() {
+    let mut pods = vec![pod("closed", "old"), pod("open", "old"), pod("gone", "old")];
+    pods[0].gate_left_closed = true;
+    pods[2].gate_left_closed = true;
+    pods[2].active = false;
+    for strategy in [
+        strategy(None, None),
+        SidecarSetUpdateStrategy {
+            paused: true,
+            ..SidecarSetUpdateStrategy::default()
+        },
+    ] {
+        let plan = plan(&strategy, NEW, &pods).expect("a plan");
+        assert_eq!(names(&pods, &plan.reopen), ["closed"]);
+    }
+}

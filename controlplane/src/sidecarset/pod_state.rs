@@ -16,14 +16,17 @@ use super::marks::{
     HASH_ANNOTATION, HASH_WITHOUT_IMAGE_ANNOTATION, INJECTED_LIST_ANNOTATION, recorded,
 };
 use crate::api::SidecarSet;
-use crate::workload::inplace::{STATE_ANNOTATION as WORKLOAD_STATE_ANNOTATION, update_in_progress};
+use crate::workload::inplace::{
+    STATE_ANNOTATION as WORKLOAD_STATE_ANNOTATION, sidecar_gate_left_closed, update_in_progress,
+};
 use crate::workload::pod_view::{PodView, ViewContext, is_active, pod_labels};
 use crate::workload::selector::selector_matches;
 
 /// The annotation recording each SidecarSet's upgrade under way (JSON: SidecarSet name →
 /// the version it moves to, when, and the image ID each upgraded sidecar ran before), as
-/// OpenKruise names it.
-pub const STATE_ANNOTATION: &str = "kruise.io/sidecarset-inplace-update-state";
+/// OpenKruise names it; shared with the workloads, which leave a gate alone while a
+/// SidecarSet records an upgrade.
+pub use crate::workload::inplace::SIDECAR_UPGRADE_STATE_ANNOTATION as STATE_ANNOTATION;
 
 /// A pod as the upgrade of one SidecarSet reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,6 +50,9 @@ pub struct SidecarPod {
     pub workload_updating: bool,
     /// `updateStrategy.selector` selects the pod (no selector: every pod).
     pub selected_for_update: bool,
+    /// This SidecarSet closed the pod's `InPlaceUpdateReady` gate but records no upgrade
+    /// on it (its patch never landed): the gate is opened again.
+    pub gate_left_closed: bool,
 }
 
 impl SidecarPod {
@@ -80,6 +86,7 @@ impl SidecarPod {
                 .get(WORKLOAD_STATE_ANNOTATION)
                 .is_some_and(|s| update_in_progress(s)),
             selected_for_update,
+            gate_left_closed: sidecar_gate_left_closed(pod, &name),
         }
     }
 }

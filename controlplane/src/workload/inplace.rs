@@ -541,6 +541,14 @@ mod completion;
 
 pub use completion::{Completion, PodObservation, RefreshStep, check_completion, plan_refresh};
 
+#[path = "inplace_gate.rs"]
+mod gate;
+
+pub use gate::{
+    REASON_SIDECAR_START, SIDECAR_UPGRADE_STATE_ANNOTATION, sidecar_gate_left_closed,
+    sidecar_gate_message, workload_gate_left_closed,
+};
+
 #[cfg(test)]
 #[path = "inplace_tests.rs"]
 mod tests;

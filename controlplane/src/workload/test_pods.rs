@@ -159,6 +159,18 @@ impl PodBuilder {
         self
     }
 
+    /// The condition `type_` at `status` since `at(0)`, with `reason` and `message`.
+    pub fn condition_because(self, type_: &str, status: &str, reason: &str, message: &str) -> Self {
+        let mut built = self.condition(type_, status);
+        let conditions =
+            (built.0.status.iter_mut()).flat_map(|s| s.conditions.iter_mut().flatten());
+        for c in conditions.filter(|c| c.type_ == type_) {
+            c.reason = Some(reason.to_owned());
+            c.message = Some(message.to_owned());
+        }
+        built
+    }
+
     pub fn not_ready(self) -> Self {
         self.condition("Ready", "False")
     }

@@ -177,6 +177,15 @@ fn in_place_step(
                 && pod_condition(pod, INPLACE_UPDATE_READY).is_none()
             {
                 change.conditions.push(created_true(INPLACE_UPDATE_READY));
+            } else if inplace::workload_gate_left_closed(pod) {
+                // Closed by an update whose patch never landed (the control plane died
+                // between the two writes): nothing else would ever open it again.
+                change.conditions.push(ConditionChange {
+                    condition_type: INPLACE_UPDATE_READY,
+                    status: true,
+                    reason: REASON_DONE,
+                    message: "No in-place update is under way.".to_owned(),
+                });
             }
             return Ok(InPlaceProgress::Settled);
         }

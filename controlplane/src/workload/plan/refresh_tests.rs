@@ -22,7 +22,8 @@ use super::toy_case::{
 use super::toy_tests::{Toy, ts};
 use crate::api::common::{Lifecycle, PodUpdatePolicy};
 use crate::workload::inplace::{
-    GRACE_ANNOTATION, GraceSpec, INPLACE_UPDATE_READY, InPlaceUpdateState, STATE_ANNOTATION,
+    GRACE_ANNOTATION, GraceSpec, INPLACE_UPDATE_READY, InPlaceUpdateState, REASON_SIDECAR_START,
+    STATE_ANNOTATION, sidecar_gate_message,
 };
 use crate::workload::lifecycle::{KRUISE_POD_READY, LifecycleState};
 
@@ -41,8 +42,26 @@ fn new_pods_get_their_readiness_conditions_set_true() {
             vec![],
         ),
         (
-            "a False condition is left to the update protocol",
+            // The control plane died between closing the gate and the update's patch.
+            "a False condition with no update under way is set True again",
             gated(INPLACE_UPDATE_READY).condition(INPLACE_UPDATE_READY, "False"),
+            vec![(INPLACE_UPDATE_READY, true, "InPlaceUpdateDone")],
+        ),
+        (
+            "a False condition of an update under way is left to the update protocol",
+            gated(INPLACE_UPDATE_READY)
+                .condition(INPLACE_UPDATE_READY, "False")
+                .annotation(STATE_ANNOTATION, &under_way_to(NEW)),
+            vec![],
+        ),
+        (
+            "a False condition a SidecarSet set is left to the SidecarSet",
+            gated(INPLACE_UPDATE_READY).condition_because(
+                INPLACE_UPDATE_READY,
+                "False",
+                REASON_SIDECAR_START,
+                &sidecar_gate_message("mesh"),
+            ),
             vec![],
         ),
         ("no gate", pod("toy-a", NEW), vec![]),
@@ -84,6 +103,17 @@ fn new_pods_get_their_readiness_conditions_set_true() {
             .collect();
         assert_eq!(got, want, "{name}: {plan:#?}");
     }
+}
+
+/// The state of an in-place update to `revision`, begun at `at(60)`, after the toy pod's
+/// container started: it has not restarted yet.
+fn under_way_to(revision: &str) -> String {
+    json!({
+        "revision": revision,
+        "updateTimestamp": ts(60).to_string(),
+        "lastContainerStatuses": { "app": { "imageID": format!("sha-{NEW_IMAGE}") } },
+    })
+    .to_string()
 }
 
 /// `name`, labelled at `label_revision`, mid in-place update to NEW since `started` with
