@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use stevedore_api::CloneSet;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace};
@@ -20,8 +20,8 @@ use stevedore_tests::{TestContext, poll_until, run_in_namespace};
 mod cloneset_support;
 use cloneset_support::{
     INPLACE_UPDATE_READY, Nodes, ROLLOUT, Recorder, STATE_ANNOTATION, apply, condition_transitions,
-    instance_id, is_bound, json_patch, pods_of, pvcs, set_image, uid, wait_event, wait_rolled_out,
-    web_cloneset,
+    condition_with_reason, instance_id, is_bound, json_patch, pods_of, pvcs, set_image, uid,
+    wait_event, wait_rolled_out, web_cloneset,
 };
 
 /// What a test compares of a pod before and after an update.
@@ -310,6 +310,48 @@ async fn recreate_policy_replaces_pods_and_their_claims() -> Result<()> {
         .await?;
         ensure!(pvcs(&ctx).await?.len() == 2, "one claim per pod");
         wait_event(&ctx, name, "SuccessfulDelete", &["recreate update"]).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// A control plane that dies between closing a pod's gate and patching the pod for its
+/// in-place update leaves `InPlaceUpdateReady=False` with no update under way (found by
+/// the chaos harness: the pod stayed out of endpoints for good). The controller sets it
+/// True again, as OpenKruise's `refreshCondition` does, and the pod counts ready again.
+#[tokio::test]
+async fn a_gate_left_closed_with_no_update_under_way_is_opened_again() -> Result<()> {
+    run_in_namespace("cloneset-inplace-gate", |ctx| async move {
+        let name = "web";
+        let before = create_ready(&ctx, name, 1, "InPlaceIfPossible", Nodes::Kubelet).await?;
+        let pod = before.keys().next().context("a pod")?.clone();
+        let closed = json!({ "status": { "conditions": [{
+            "type": INPLACE_UPDATE_READY, "status": "False", "reason": "StartInPlaceUpdate",
+            "message": "updating in place to web-abandoned",
+            "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+        }]}});
+        ctx.api::<Pod>()
+            .patch_status(&pod, &PatchParams::default(), &Patch::Strategic(&closed))
+            .await?;
+        poll_until(
+            &format!("{pod}'s InPlaceUpdateReady True again, and the set's pod ready"),
+            ROLLOUT,
+            || async {
+                let gate =
+                    condition_with_reason(&ctx.api::<Pod>().get(&pod).await?, INPLACE_UPDATE_READY);
+                let ready = (ctx.api::<CloneSet>().get(name).await?.status)
+                    .is_some_and(|s| s.ready_replicas == 1);
+                Ok((ready && gate.is_some_and(|(status, _)| status == "True")).then_some(()))
+            },
+        )
+        .await?;
+        let after = views(&ctx, name).await?;
+        ensure!(
+            after[&pod].uid == before[&pod].uid && after[&pod].restarts == before[&pod].restarts,
+            "the pod was left as it was: {:?} → {:?}",
+            before[&pod],
+            after[&pod]
+        );
         Ok(())
     })
     .await
