@@ -35,6 +35,7 @@ use crate::controller::runner::{self, Reconciler, RunnerConfig};
 use crate::controller::undecodable_condition::{self, UNDECODABLE};
 use crate::daemonset::DaemonSetController;
 use crate::imagelist::Distributor;
+use crate::imagelist::pull_events::PullEventLimits;
 use crate::imagelistpulljob::ImageListPullJobController;
 use crate::imagepulljob::ImagePullJobController;
 use crate::launchpriority::LaunchPriorityController;
@@ -364,6 +365,7 @@ fn start_distributor(
             stores: running.stores.clone(),
             agents: agents.clone(),
             events: EventSink::new(client.clone(), identity),
+            failures: PullEventLimits::default(),
         }
         .run(running.leadership.clone(), shutdown.clone()),
     );

@@ -29,7 +29,7 @@ use tracing::Instrument as _;
 
 use super::desired::apply_request;
 use super::freshest::freshest;
-use super::pull_events::{self, PullEventLimiter};
+use super::pull_events::{self, PullEventLimits};
 use super::pull_secrets;
 use super::status::{image_status, merged, status_patch, unreachable};
 use crate::agents::AgentPool;
@@ -61,6 +61,8 @@ pub struct Distributor {
     pub agents: AgentPool,
     /// Where the agent's pull failures are recorded, on its Node.
     pub events: EventSink,
+    /// Which pull failures were recorded lately, per node, across sessions and terms.
+    pub failures: PullEventLimits,
 }
 
 /// When to write a status update that arrives at `now`: after [`GATHER`], and never within
@@ -169,12 +171,10 @@ impl Distributor {
         // What this session's last status write returned: newer than the cache for a
         // moment after each write (see `freshest`).
         let mut written: Option<ImageList> = None;
-        // Kept across reconnects: a stream re-sent by a restarted agent adds no Event.
-        let mut failures = PullEventLimiter::default();
         loop {
             let result = tokio::select! {
                 () = stop.cancelled() => return,
-                result = self.serve(&node, &mut list, &stop, &mut last_ok, &mut written, &mut failures) => result,
+                result = self.serve(&node, &mut list, &stop, &mut last_ok, &mut written) => result,
             };
             match result {
                 Ok(()) => return,
@@ -203,7 +203,6 @@ impl Distributor {
         stop: &CancellationToken,
         last_ok: &mut Instant,
         written: &mut Option<ImageList>,
-        failures: &mut PullEventLimiter,
     ) -> Result<(), String> {
         let node_object = node_object(&self.stores.nodes, node)?;
         let first = list.borrow_and_update().clone();
@@ -245,7 +244,7 @@ impl Distributor {
                         *last_ok = Instant::now();
                         let status = image_status(&update);
                         let on_record = self.recorded_status(node, &update.image, written.as_ref());
-                        self.record_failure(&node_object, &update.image, &status, on_record.as_ref(), failures);
+                        self.record_failure(&node_object, &update.image, &status, on_record.as_ref());
                         pending.insert(update.image.clone(), status);
                         streamed = true;
                         flush_at.get_or_insert_with(|| next_flush(Instant::now(), last_write));
@@ -280,8 +279,8 @@ impl Distributor {
         Ok(stream.into_inner())
     }
 
-    /// Records a pull failure as an Event on the node, unless `failures` says one was
-    /// recorded lately. The Event is sent by a task of its own, so a slow apiserver does
+    /// Records a pull failure as an Event on the node, unless `self.failures` says one
+    /// was recorded lately. The Event is sent by a task of its own, so a slow apiserver does
     /// not hold up the status stream.
     fn record_failure(
         &self,
@@ -289,12 +288,13 @@ impl Distributor {
         image: &str,
         status: &ImageStatus,
         on_record: Option<&ImageStatus>,
-        failures: &mut PullEventLimiter,
     ) {
-        let Some(note) = failures.admit(image, status, on_record, Instant::now()) else {
+        let node_name = node.name_any();
+        let now = Instant::now();
+        let Some(note) = (self.failures).admit(&node_name, image, status, on_record, now) else {
             return;
         };
-        tracing::info!(node = node.name_any(), image, message = %status.message, "recording a pull failure");
+        tracing::info!(node = node_name, image, message = %status.message, "recording a pull failure");
         let events = self.events.clone();
         let regarding = node.object_ref(&());
         tokio::spawn(async move {

@@ -7,12 +7,15 @@
 //! A failing image is retried with backoff for as long as it stays in spec, so the
 //! Events are rate-limited: one per image and reason (the failure's message) per
 //! [`WINDOW`]. A status stream re-sent after a reconnect, or a retry failing the same
-//! way, adds nothing within the window; a new reason is recorded at once. The limiter
-//! lives in one node's session, so a failure the node's ImageList status already shows
-//! (written by an earlier session, leader term or control-plane process, whose limiter
-//! is gone) counts as recorded: a new leader replaying the agent's stream adds nothing.
+//! way, adds nothing within the window; a new reason is recorded at once. The limiters
+//! live as long as the control-plane process ([`PullEventLimits`], one per node), since a
+//! node's session starts again on each leadership term, and the last session's status
+//! writes may not have landed yet. A failure the node's ImageList status already shows
+//! (written by another control-plane process, whose limiter is gone) counts as recorded:
+//! a new leader replaying the agent's stream adds nothing.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -77,6 +80,26 @@ impl PullEventLimiter {
         let reported_before =
             on_record.is_some_and(|old| is_failure(old) && old.message == status.message);
         (!reported_before).then(|| note(image, status))
+    }
+}
+
+/// Every node's [`PullEventLimiter`], shared by all of that node's sessions for the life of
+/// the process.
+#[derive(Clone, Debug, Default)]
+pub struct PullEventLimits(Arc<Mutex<HashMap<String, PullEventLimiter>>>);
+
+impl PullEventLimits {
+    /// [`PullEventLimiter::admit`] on `node`'s limiter.
+    pub fn admit(
+        &self,
+        node: &str,
+        image: &str,
+        status: &ImageStatus,
+        on_record: Option<&ImageStatus>,
+        now: Instant,
+    ) -> Option<String> {
+        let mut nodes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        (nodes.entry(node.to_owned()).or_default()).admit(image, status, on_record, now)
     }
 }
 
@@ -184,5 +207,19 @@ mod tests {
             // Either way the retries of this session add nothing.
             assert!(limiter.admit("a", &unknown, None, now).is_none(), "{case}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_session_of_a_node_does_not_record_what_the_last_one_did() {
+        let limits = PullEventLimits::default();
+        let now = Instant::now();
+        let unknown = status(ImagePullPhase::Waiting, 1, "manifest unknown");
+        // The first session records it; its status write never landed (on_record None).
+        assert!(limits.admit("n1", "a", &unknown, None, now).is_some());
+        // A session of the next leadership term, sharing the limits, sees it again.
+        let next_term = limits.clone();
+        assert!(next_term.admit("n1", "a", &unknown, None, now).is_none());
+        // Another node's failure is its own.
+        assert!(next_term.admit("n2", "a", &unknown, None, now).is_some());
     }
 }
