@@ -17,6 +17,8 @@ pub struct PlannedEvent {
 #[derive(Clone)]
 pub struct EventSink {
     recorder: Recorder,
+    client: kube::Client,
+    reporter: Reporter,
 }
 
 impl EventSink {
@@ -27,7 +29,35 @@ impl EventSink {
             instance: Some(instance.to_owned()),
         };
         Self {
-            recorder: Recorder::new(client, reporter),
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            client,
+            reporter,
+        }
+    }
+
+    /// A Warning event of its own, never folded into a series. The recorder folds an
+    /// event into the last one with the same object, reason and action, whatever its note
+    /// (events.k8s.io/v1 series, as client-go does): the later note is lost, only a count
+    /// goes up. For a caller that rate-limits by note itself (a node's pull failures, one
+    /// per image and message), each note it lets through is an Event a user can read.
+    pub async fn warning_unfolded(
+        &self,
+        object: &ObjectReference,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.to_owned(),
+            note: Some(truncate(note, NOTE_MAX_BYTES)),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        // A recorder of its own has no earlier event to fold this one into.
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(err) = recorder.publish(&event, object).await {
+            tracing::warn!(error = %err, reason, "could not publish an event");
         }
     }
 

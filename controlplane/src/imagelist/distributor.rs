@@ -298,8 +298,10 @@ impl Distributor {
         let events = self.events.clone();
         let regarding = node.object_ref(&());
         tokio::spawn(async move {
+            // Unfolded: another image's failure on this node, or this image's new reason,
+            // is an Event with its own note, not a count on the first one.
             events
-                .warning(&regarding, pull_events::REASON, pull_events::ACTION, note)
+                .warning_unfolded(&regarding, pull_events::REASON, pull_events::ACTION, note)
                 .await;
         });
     }

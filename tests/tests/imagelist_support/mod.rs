@@ -137,6 +137,24 @@ pub async fn failure_events(client: &kube::Client, node: &str, image: &str) -> R
         .collect())
 }
 
+/// The failure messages recorded more than once, each as "<times>× <message>" (an Event's
+/// series counts as repeats): a retry or a replay failing the same way must add none. A
+/// later attempt failing another way (the registry answering otherwise under load) is an
+/// Event of its own, and no repeat.
+pub fn repeated_failures(events: &[Event]) -> Vec<String> {
+    let mut recorded: std::collections::BTreeMap<&str, i32> = Default::default();
+    for event in events {
+        let note = event.message.as_deref().unwrap_or_default();
+        // "Failed to pull image "<image>" (<n> attempts): <message>"
+        let message = note.split_once("): ").map_or(note, |(_, message)| message);
+        *recorded.entry(message).or_default() += times_recorded(event);
+    }
+    (recorded.into_iter())
+        .filter(|(_, times)| *times > 1)
+        .map(|(message, times)| format!("{times}× {message}"))
+        .collect()
+}
+
 /// How many times an Event was recorded: its series count, or its legacy count.
 pub fn times_recorded(event: &Event) -> i32 {
     let series = event.series.as_ref().and_then(|s| s.count).unwrap_or(1);
