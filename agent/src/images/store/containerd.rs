@@ -190,17 +190,11 @@ impl ImageStore for ContainerdStore {
     }
 
     async fn has_blob(&self, lease: &LeaseId, digest: &str) -> Result<bool, StoreError> {
-        let info = self.conn.request(
-            InfoRequest {
-                digest: digest.to_owned(),
-            },
-            None,
-        )?;
-        match self.conn.content().info(info).await {
-            Ok(_) => {}
-            Err(status) if status.code() == Code::NotFound => return Ok(false),
-            Err(status) => return Err(StoreError::new(format!("info {digest}"), &status)),
-        }
+        // The lease first, then the question: a blob nothing else references (the lease
+        // of a killed pull, just released) may be collected at any moment, and one found
+        // before the lease held it could be gone by the time the pull reads it (CI saw
+        // "content digest ...: not found" reading a config that was just "present"). A
+        // lease may name content that does not exist; the write that follows fills it.
         let add = self.conn.request(
             AddResourceRequest {
                 id: lease.0.clone(),
@@ -215,7 +209,17 @@ impl ImageStore for ContainerdStore {
             .add_resource(add)
             .await
             .map_err(err(format!("lease {digest}")))?;
-        Ok(true)
+        let info = self.conn.request(
+            InfoRequest {
+                digest: digest.to_owned(),
+            },
+            None,
+        )?;
+        match self.conn.content().info(info).await {
+            Ok(_) => Ok(true),
+            Err(status) if status.code() == Code::NotFound => Ok(false),
+            Err(status) => Err(StoreError::new(format!("info {digest}"), &status)),
+        }
     }
 
     async fn open_writer(
