@@ -8,7 +8,8 @@
 //! - [`NodeSessions`]: one task per node object whose Node exists, each holding the
 //!   object's latest version; a node's session stops when its object or Node goes.
 //! - [`Reconnect`]: a session whose connection failed waits 1 s, 2 s, 4 s, ... (at most
-//!   a minute) before it connects again, and stops waiting the moment it is stopped.
+//!   a minute) before it connects again, back to 1 s after a connection that served for
+//!   30 s, and stops waiting the moment it is stopped.
 //!
 //! What a session does over its connection stays with its kind.
 
@@ -151,40 +152,56 @@ impl<T> NodeSessions<T> {
 }
 
 /// The wait between a session's failed connection and its next attempt: 1 s, doubling
-/// up to [`Reconnect::MAX`].
+/// up to [`Reconnect::MAX`], and 1 s again after an attempt that lasted
+/// [`Reconnect::STABLE`] (a connection that served for a while, then broke). Without that
+/// reset a node whose agent had restarted a few times over hours waited a minute after
+/// every later restart, its ImageList status stale all that time (CI: an entry withdrawn
+/// from the kubelet node's list still in its status 30 s later).
 pub(crate) struct Reconnect {
     next: Duration,
+    /// When the current attempt began: the session's start, or the end of the last wait.
+    attempt_since: Instant,
 }
 
 impl Default for Reconnect {
     fn default() -> Self {
-        Self { next: Self::FIRST }
+        Self {
+            next: Self::FIRST,
+            attempt_since: Instant::now(),
+        }
     }
 }
 
 impl Reconnect {
     const FIRST: Duration = Duration::from_secs(1);
     const MAX: Duration = Duration::from_secs(60);
+    const STABLE: Duration = Duration::from_secs(30);
 
     /// The wait before the next attempt, and the one after it doubled.
     fn take(&mut self) -> Duration {
-        let wait = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
+        let wait = self.upcoming();
+        self.next = (wait * 2).min(Self::MAX);
         wait
     }
 
     /// Waits before the next attempt; `false` when `stop` came first (the session ends).
     pub(crate) async fn wait(&mut self, stop: &CancellationToken) -> bool {
         let wait = self.take();
-        tokio::select! {
+        let waited = tokio::select! {
             () = stop.cancelled() => false,
             () = tokio::time::sleep(wait) => true,
-        }
+        };
+        self.attempt_since = Instant::now();
+        waited
     }
 
     /// The wait the next failure will take, for the log line that reports the failure.
     pub(crate) fn upcoming(&self) -> Duration {
-        self.next
+        if self.attempt_since.elapsed() >= Self::STABLE {
+            Self::FIRST
+        } else {
+            self.next
+        }
     }
 }
 

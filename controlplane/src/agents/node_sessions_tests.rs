@@ -153,3 +153,26 @@ async fn reconnects_wait_one_second_doubling_to_a_minute_and_end_when_stopped() 
     stop.cancel();
     assert!(!reconnect.wait(&stop).await, "a stopped session waited");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_served_for_a_while_starts_the_backoff_again() {
+    let mut reconnect = Reconnect::default();
+    let stop = CancellationToken::new();
+    for _ in 0..4 {
+        assert!(reconnect.wait(&stop).await);
+    }
+    assert_eq!(
+        reconnect.upcoming(),
+        Duration::from_secs(16),
+        "quick failures double"
+    );
+    // The next attempt connects and serves for half a minute before it breaks.
+    tokio::time::advance(Duration::from_secs(30)).await;
+    assert_eq!(reconnect.upcoming(), Duration::from_secs(1));
+    assert!(reconnect.wait(&stop).await);
+    assert_eq!(
+        reconnect.upcoming(),
+        Duration::from_secs(2),
+        "and doubles from there"
+    );
+}

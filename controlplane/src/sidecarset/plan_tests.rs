@@ -205,6 +205,15 @@ fn pods_of_one_name_in_two_namespaces_are_told_apart() {
     assert_eq!(plan.upgrade, [0, 1]);
 }
 
+/// The default rolling strategy, and a paused one: what must happen under both.
+fn rolling_and_paused() -> [SidecarSetUpdateStrategy; 2] {
+    let paused = SidecarSetUpdateStrategy {
+        paused: true,
+        ..SidecarSetUpdateStrategy::default()
+    };
+    [strategy(None, None), paused]
+}
+
 #[test]
 fn a_hot_sidecar_ready_in_its_new_container_has_the_old_one_emptied_even_when_paused() {
     let mut pods = vec![pod("swapped", "new"), pod("done", "new")];
@@ -212,13 +221,7 @@ fn a_hot_sidecar_ready_in_its_new_container_has_the_old_one_emptied_even_when_pa
     pods[0].reset_due = true;
     pods[1].upgrading = true;
     pods[1].upgrade_done = true;
-    for strategy in [
-        strategy(None, None),
-        SidecarSetUpdateStrategy {
-            paused: true,
-            ..SidecarSetUpdateStrategy::default()
-        },
-    ] {
+    for strategy in rolling_and_paused() {
         let plan = plan(&strategy, NEW, &pods).expect("a plan");
         assert_eq!(names(&pods, &plan.reset), ["swapped"]);
         assert_eq!(names(&pods, &plan.finish), ["done"]);
@@ -284,13 +287,7 @@ fn a_gate_left_closed_is_reopened_even_when_paused_but_only_on_matched_pods() {
     pods[0].gate_left_closed = true;
     pods[2].gate_left_closed = true;
     pods[2].active = false;
-    for strategy in [
-        strategy(None, None),
-        SidecarSetUpdateStrategy {
-            paused: true,
-            ..SidecarSetUpdateStrategy::default()
-        },
-    ] {
+    for strategy in rolling_and_paused() {
         let plan = plan(&strategy, NEW, &pods).expect("a plan");
         assert_eq!(names(&pods, &plan.reopen), ["closed"]);
     }
