@@ -447,11 +447,13 @@ async fn seed_002_retention_hands_claims_to_the_garbage_collector() -> Result<()
         })
         .await?;
         let set_uid = uid(&ctx.api::<StatefulSet>().get("sample").await?);
-        for claim in ctx
+        // The live claims; the scaled-away one may still be listed while it terminates
+        // (owned by its pod, as whenScaled Delete makes it, until the collector is done).
+        let claims = ctx
             .api::<PersistentVolumeClaim>()
             .list(&Default::default())
-            .await?
-        {
+            .await?;
+        for claim in (claims.into_iter()).filter(|c| c.metadata.deletion_timestamp.is_none()) {
             let owners: Vec<String> = (claim.owner_references().iter())
                 .map(|r| r.uid.clone())
                 .collect();
