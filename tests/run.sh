@@ -117,7 +117,7 @@ prune_stale_test_executables "$CARGO_TARGET_DIR" "$test_artifacts"
 step "doc tests"
 cargo test --workspace --locked --doc
 
-step "tests built; running them, ${STEVEDORE_TEST_JOBS:-4} binaries at a time"
+step "tests built; running them, ${STEVEDORE_TEST_JOBS:-4} suites at a time"
 # Four: the overlapping suites mostly wait on the cluster; on the 2-core machine they took
 # 361 s four at a time against 415 s three at a time, all passing (2026-11-28).
 # shellcheck source=tests/lib/suites.sh

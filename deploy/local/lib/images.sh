@@ -155,7 +155,7 @@ handoff_source_digest() {
   cat "$REPO_ROOT"/tests/images/handoff/{go.mod,main.go} | sha256sum | cut -c1-16
 }
 
-# build_handoff_images: the sidecar of tests/tests/sidecarset_hot_upgrade.rs, which hands
+# build_handoff_images: the sidecar of tests/tests/e2e/sidecarset_hot_upgrade.rs, which hands
 # its listening socket to its successor (tests/images/handoff, Go's standard library
 # only): the static binary as entrypoint on busybox (its readiness probe is a shell
 # test), v1 and v2 differing in the version it serves. Its source changes with the

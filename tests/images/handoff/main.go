@@ -1,4 +1,4 @@
-// Command handoff is the test sidecar of tests/tests/sidecarset_hot_upgrade.rs: an HTTP
+// Command handoff is the test sidecar of tests/tests/e2e/sidecarset_hot_upgrade.rs: an HTTP
 // server (GET /version answers its version) that hands its listening TCP socket to its
 // successor, as Envoy's hot restart does, so a SidecarSet hot upgrade refuses no
 // connection.
