@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ALL=(cloneset statefulset daemonset broadcastjob podunavailablebudget resize sidecarset
   containerrecreaterequest advancedcronjob imagelist agent agent_idle_rss podprobemarker
-  cache_memory)
+  cache_memory scale)
 RESULTS=${RESULTS:-tests/bench/results.json}
 README=${README:-README.md}
 LOGS=${LOGS:-$(mktemp -d -t stevedore-bench.XXXXXX)}

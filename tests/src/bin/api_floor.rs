@@ -20,6 +20,11 @@
 //!       replaces those pods N at a time (delete, create with IMAGE, wait Ready) — the
 //!       writes of a DaemonSet's recreate rollout with maxUnavailable N.
 //!
+//!   api-floor roll --namespace NS --image IMAGE --batch N
+//!       replaces the pods of `create` (delete, create again under a new name with IMAGE for
+//!       the scheduler to place), N replacements not yet Ready at any moment — the writes of
+//!       a recreate rollout with maxUnavailable N and no surge, in its best order.
+//!
 //!   api-floor imagelist-entries --node-label K=V --image IMAGE
 //!       server-side applies an entry for IMAGE to the ImageList of every node with that
 //!       label (a field manager of its own, the UID as a precondition, as an ImagePullJob
@@ -88,6 +93,15 @@ enum Command {
         #[arg(long)]
         image: String,
     },
+    Roll {
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        image: String,
+        /// Pods replaced at once.
+        #[arg(long)]
+        batch: usize,
+    },
     ImagelistEntries {
         /// The simulated nodes' label, `key=value`.
         #[arg(long)]
@@ -149,6 +163,11 @@ async fn main() -> Result<()> {
             image,
             batch,
         } => roll_daemon_pods(client, &namespace, &image, batch, concurrency).await,
+        Command::Roll {
+            namespace,
+            image,
+            batch,
+        } => roll_pods(client, &namespace, &image, batch, concurrency).await,
         Command::ImagelistEntries { node_label, image } => {
             apply_and_release_imagelist_entries(client, &node_label, &image, concurrency).await
         }
@@ -196,10 +215,9 @@ async fn create_pods(
         .collect()
         .await;
     results.into_iter().collect::<Result<Vec<()>>>()?;
-    wait(&api, |pods| {
-        pods.len() == replicas && pods.iter().all(|p| condition(p, "Ready"))
-    })
-    .await
+    // Through a watch, not a list per poll: listing 20,000 pods five times a second
+    // would load the apiserver the floor is measuring.
+    ReadyPods::watch((*api).clone()).until_count(replicas).await
 }
 
 /// `inplace`: the writes of one in-place update of every pod, all at once.
@@ -358,6 +376,126 @@ async fn replace_daemon_pods(
         ready_new == new.len() && pods.len() == want
     })
     .await
+}
+
+/// `roll`: replaces every pod of `create` with one of `image`, at most `batch` replacements
+/// not yet Ready at any moment, the next pod started as soon as one of those is Ready (a
+/// sliding window, the best order a rollout with maxUnavailable `batch` and no surge can
+/// take; a barrier per batch would wait on each batch's slowest pod and be no floor).
+async fn roll_pods(
+    client: kube::Client,
+    namespace: &str,
+    image: &str,
+    batch: usize,
+    concurrency: usize,
+) -> Result<()> {
+    let api = Api::<Pod>::namespaced(client, namespace);
+    let mut pods = api
+        .list(&ListParams::default().labels(&format!("{LABEL}=true")))
+        .await?
+        .items;
+    pods.sort_by_key(|p| p.name_any());
+    let ready = ReadyPods::watch(api.clone());
+    // Requests in flight stay at `concurrency`, as for every other command.
+    let requests = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let results: Vec<Result<()>> = stream::iter(pods)
+        .map(|pod| {
+            let (api, ready, requests) = (api.clone(), ready.clone(), requests.clone());
+            let replacement = replacement(&pod, image);
+            async move {
+                let params = kube::api::DeleteParams::default().grace_period(0);
+                let permit = requests.acquire().await?;
+                api.delete(&pod.name_any(), &params).await?;
+                api.create(&PostParams::default(), &replacement).await?;
+                drop(permit);
+                ready.until_ready(&replacement.name_any()).await
+            }
+        })
+        .buffer_unordered(batch.max(1))
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    Ok(())
+}
+
+/// The names of the Ready pods of the benchmark's label, kept by a watch (one stream,
+/// not a list per waiter), and a signal at each change.
+#[derive(Clone)]
+struct ReadyPods {
+    names: tokio::sync::watch::Receiver<std::collections::BTreeSet<String>>,
+}
+
+impl ReadyPods {
+    fn watch(api: Api<Pod>) -> Self {
+        use kube::runtime::watcher::{self, Event};
+        let (tx, names) = tokio::sync::watch::channel(std::collections::BTreeSet::new());
+        let config = watcher::Config::default().labels(&format!("{LABEL}=true"));
+        tokio::spawn(async move {
+            let events = watcher::watcher(api, config);
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                let Ok(event) = event else { continue };
+                tx.send_modify(|ready| match event {
+                    Event::Apply(pod) | Event::InitApply(pod) => {
+                        if condition(&pod, "Ready") {
+                            ready.insert(pod.name_any());
+                        } else {
+                            ready.remove(&pod.name_any());
+                        }
+                    }
+                    Event::Delete(pod) => {
+                        ready.remove(&pod.name_any());
+                    }
+                    Event::Init | Event::InitDone => {}
+                });
+            }
+        });
+        Self { names }
+    }
+
+    async fn until_count(mut self, want: usize) -> Result<()> {
+        let waited = tokio::time::timeout(
+            Duration::from_secs(1800),
+            self.names.wait_for(|ready| ready.len() >= want),
+        );
+        waited
+            .await
+            .with_context(|| format!("{want} pods not Ready in 30 minutes"))?
+            .context("the pod watch ended")?;
+        Ok(())
+    }
+
+    async fn until_ready(mut self, name: &str) -> Result<()> {
+        let waited = tokio::time::timeout(
+            Duration::from_secs(1800),
+            self.names.wait_for(|ready| ready.contains(name)),
+        );
+        waited
+            .await
+            .with_context(|| format!("{name} not Ready in 30 minutes"))?
+            .context("the pod watch ended")?;
+        Ok(())
+    }
+}
+
+/// `pod` as a recreate rollout makes it again: a new name, the new image, no node yet.
+fn replacement(pod: &Pod, image: &str) -> Pod {
+    let mut spec = pod.spec.clone().unwrap_or_default();
+    spec.node_name = None;
+    for container in &mut spec.containers {
+        container.image = Some(image.to_owned());
+    }
+    let mut metadata = kube::api::ObjectMeta {
+        name: Some(format!("{}-2", pod.name_any())),
+        labels: pod.metadata.labels.clone(),
+        ..Default::default()
+    };
+    metadata.annotations = pod.metadata.annotations.clone();
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    }
 }
 
 /// `imagelist-entries`: applies an entry for `image` to every labelled node's ImageList,

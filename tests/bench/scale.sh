@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Stevedore as the cluster grows (run `deploy/local/run.sh` first; needs root): NODES kwok
+# nodes (default 2,000, no agents), then for each pod count of SIZES (default 1000 5000
+# 20000) a CloneSet (70 % of the pods), an Advanced StatefulSet (Parallel, 20 %) and an
+# Advanced DaemonSet (10 %: one pod on each of that many nodes), all recreate rollouts
+# with maxUnavailable 20 %:
+#   1. create → every pod of the three ready, against the apiserver floor of the same
+#      number of pod creates (api-floor create);
+#   2. an image change of all three at once → every pod replaced and ready, against the
+#      floor of the same deletes and creates 20 % at a time (api-floor roll);
+#   3. the leader's RssAnon with those pods cached, and its growth per pod from the size
+#      before (the slope: flat memory per pod means a constant slope);
+#   4. caches synced: the standby replica deleted, the time until its successor is Ready
+#      (readiness waits for every cache's first list);
+#   5. failover: the leader killed (SIGKILL and forced deletion, so it cannot release its
+#      Lease) and at once the CloneSet scaled up by one: the time until that pod exists,
+#      made by the new leader;
+#   6. the leader's reconciles per second over phases 1-2 and its work-queue wait p99.
+# In-place rolls, ImagePullJobs and BroadcastJobs at this size need an agent per node,
+# which 2,000 agent processes on one machine cannot give; those phases are not run here.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# shellcheck source=figures-lib.sh
+source tests/bench/figures-lib.sh
+# shellcheck source=controlplane-metrics.sh
+source tests/bench/controlplane-metrics.sh
+NODES=${NODES:-2000}
+SIZES=${SIZES:-1000 5000 20000}
+SETTLE=${SETTLE:-20}
+PREFIX=scale
+NS=stevedore-bench-scale
+FLOOR_NS=stevedore-bench-scale-floor
+# shellcheck source=/dev/null
+source <(deploy/local/cluster.sh env)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
+V1=$STEVEDORE_REGISTRY/stevedore/web:v1
+V2=$STEVEDORE_REGISTRY/stevedore/web:v2
+
+cleanup() {
+  kubectl delete namespace "$NS" "$FLOOR_NS" --wait=true --timeout=900s >/dev/null 2>&1 || true
+  kubectl delete nodes -l "stevedore.dev/bench=$PREFIX" --wait=false >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }'; }
+leader() { kubectl -n kube-system get lease stevedore-controlplane -o jsonpath='{.spec.holderIdentity}'; }
+# replica_pid POD: the host PID of control-plane replica POD (its environment names it).
+replica_pid() {
+  local pid
+  for pid in $(pgrep -f '(^|/)stevedore-controlplane( |$)'); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "POD_NAME=$1" && { echo "$pid"; return 0; }
+  done
+  return 1
+}
+anon_kib() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
+replicas() { kubectl -n kube-system get pods -l app.kubernetes.io/name=stevedore-controlplane -o name | sed 's|^pod/||'; }
+wait_two_ready_replicas() {
+  kubectl -n kube-system rollout status deployment stevedore-controlplane --timeout=600s >/dev/null
+  until (($(replicas | grep -c .) == 2)); do sleep 0.5; done
+}
+# counter NAME: the sum of the leader's metric samples named NAME (0 when absent).
+counter() { controlplane_metrics "$(leader)" | awk -v n="$1" 'index($0, n) == 1 { s += $NF } END { printf "%d", s }'; }
+# wait_p99: the p99 of the leader's work-queue wait, the upper bound of the first bucket
+# of its histogram that holds 99 % of the waits.
+wait_p99() {
+  controlplane_metrics "$(leader)" |
+    awk '/^stevedore_controlplane_workqueue_wait_seconds_bucket/ {
+      match($0, /le="[^"]*"/); c[substr($0, RSTART + 4, RLENGTH - 5)] += $NF }
+      END { for (le in c) print le, c[le] }' | sort -g |
+    awk '{ le[NR] = $1; c[NR] = $2 }
+      END { if (NR == 0 || c[NR] == 0) { print "?"; exit }
+        for (i = 1; i <= NR; i++) if (c[i] >= 0.99 * c[NR]) { print le[i]; exit } }'
+}
+
+make_nodes() {
+  local i
+  for ((i = 0; i < NODES; i++)); do
+    cat <<YAML
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: $(printf '%s-%04d' "$PREFIX" "$i")
+  annotations: { kwok.x-k8s.io/node: fake }
+  labels: { stevedore.dev/bench: $PREFIX, type: kwok, kubernetes.io/os: linux }
+spec:
+  taints: [{ key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule }]
+YAML
+  done | kubectl apply -f - >/dev/null
+  kubectl wait --for=condition=Ready nodes -l "stevedore.dev/bench=$PREFIX" --timeout=900s >/dev/null
+}
+
+# workloads CS STS DS IMAGE: the three workloads at those sizes with IMAGE.
+workloads() {
+  local template="{ metadata: { labels: { app: APP } }, spec: { nodeSelector: { stevedore.dev/bench: $PREFIX }, tolerations: [{ operator: Exists }], terminationGracePeriodSeconds: 0, containers: [{ name: web, image: \"$4\" }] } }"
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata: { name: scale-cs, namespace: $NS }
+spec:
+  replicas: $1
+  selector: { matchLabels: { app: scale-cs } }
+  updateStrategy: { type: ReCreate, maxUnavailable: 20% }
+  template: ${template//APP/scale-cs}
+---
+apiVersion: apps.kruise.io/v1beta1
+kind: StatefulSet
+metadata: { name: scale-sts, namespace: $NS }
+spec:
+  replicas: $2
+  serviceName: scale-sts
+  podManagementPolicy: Parallel
+  selector: { matchLabels: { app: scale-sts } }
+  updateStrategy: { type: RollingUpdate, rollingUpdate: { maxUnavailable: 20% } }
+  template: ${template//APP/scale-sts}
+---
+apiVersion: apps.kruise.io/v1alpha1
+kind: DaemonSet
+metadata: { name: scale-ds, namespace: $NS }
+spec:
+  selector: { matchLabels: { app: scale-ds } }
+  updateStrategy: { type: RollingUpdate, rollingUpdate: { maxUnavailable: 20% } }
+  template:
+    metadata: { labels: { app: scale-ds } }
+    spec:
+      nodeSelector: { stevedore.dev/scale-ds: "in" }
+      tolerations: [{ operator: Exists }]
+      terminationGracePeriodSeconds: 0
+      containers: [{ name: web, image: "$4" }]
+YAML
+}
+
+# caught_up KIND NAME FIELDS WANT: the status of KIND/NAME has seen its generation and its
+# two FIELDS (jsonpath, "a}/{b") are both WANT.
+caught_up() {
+  local generation observed a b
+  IFS=/ read -r generation observed a b < <(kubectl -n "$NS" get "$1" "$2" \
+    -o jsonpath="{.metadata.generation}/{.status.observedGeneration}/{$3}")
+  [[ $generation == "$observed" && $a == "$4" && $b == "$4" ]]
+}
+
+# settled CS STS DS IMAGE: each workload's status has seen its generation and says every
+# pod updated and ready, and every pod runs IMAGE.
+settled() {
+  caught_up cloneset scale-cs '.status.updatedReadyReplicas}/{.status.readyReplicas' "$1" &&
+    caught_up statefulsets.apps.kruise.io scale-sts '.status.updatedReplicas}/{.status.readyReplicas' "$2" &&
+    caught_up daemonsets.apps.kruise.io scale-ds '.status.updatedNumberScheduled}/{.status.numberReady' "$3" &&
+    (($(kubectl -n "$NS" get pods -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}' | grep -cx "$4") == $1 + $2 + $3))
+}
+
+cargo build -q --release --locked -p stevedore-tests --bin api_floor
+FLOOR=$CARGO_TARGET_DIR/release/api_floor
+echo "== $NODES kwok nodes" >&2
+start=$(now)
+make_nodes
+nodes_s=$(since "$start")
+kubectl create namespace "$NS" >/dev/null
+kubectl create namespace "$FLOOR_NS" >/dev/null
+bench_params scale NODES SIZES SETTLE
+echo "nodes:  $NODES kwok nodes ready in ${nodes_s}s"
+prev_size=0 prev_anon=""
+for size in $SIZES; do
+  cs=$((size * 7 / 10)) sts=$((size * 2 / 10))
+  ds=$((size - cs - sts))
+  ((ds <= NODES)) || { echo "size $size needs $ds nodes for the DaemonSet, have $NODES" >&2; exit 2; }
+  kubectl label nodes -l "stevedore.dev/bench=$PREFIX" stevedore.dev/scale-ds- >/dev/null
+  kubectl get nodes -l "stevedore.dev/bench=$PREFIX" -o name | sort | head -n "$ds" |
+    xargs sh -c 'kubectl label --overwrite "$@" stevedore.dev/scale-ds=in' label >/dev/null
+  echo "== $size pods: CloneSet $cs, Advanced StatefulSet $sts, Advanced DaemonSet $ds" >&2
+  r0=$(counter stevedore_controlplane_reconciles_total)
+  start=$(now)
+  workloads "$cs" "$sts" "$ds" "$V1"
+  until settled "$cs" "$sts" "$ds" "$V1"; do sleep 1; done
+  create_s=$(since "$start")
+  start=$(now)
+  kubectl -n "$NS" patch cloneset scale-cs --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
+  kubectl -n "$NS" patch statefulsets.apps.kruise.io scale-sts --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
+  kubectl -n "$NS" patch daemonsets.apps.kruise.io scale-ds --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
+  until settled "$cs" "$sts" "$ds" "$V2"; do sleep 1; done
+  roll_s=$(since "$start")
+  busy_s=$(awk -v a="$create_s" -v b="$roll_s" 'BEGIN { print a + b }')
+  r1=$(counter stevedore_controlplane_reconciles_total)
+  reconciles_per_s=$(awk -v r=$((r1 - r0)) -v t="$busy_s" 'BEGIN { printf "%.1f", r / t }')
+  p99=$(wait_p99 || echo "?")
+
+  sleep "$SETTLE"
+  leader_pod=$(leader)
+  anon=$(anon_kib "$(replica_pid "$leader_pod")")
+  slope="?"
+  [[ -z $prev_anon ]] || slope=$(awk -v a="$prev_anon" -v b="$anon" -v n=$((size - prev_size)) 'BEGIN { printf "%.2f", (b - a) / n }')
+
+  echo "== caches synced: the standby replaced" >&2
+  standby=$(replicas | grep -vx "$leader_pod" | head -n1)
+  start=$(now)
+  kubectl -n kube-system delete pod "$standby" --wait=false >/dev/null
+  until [[ $(replicas | grep -vx "$leader_pod" | grep -vx "$standby" | head -n1) != "" ]]; do sleep 0.2; done
+  successor=$(replicas | grep -vx "$leader_pod" | grep -vx "$standby" | head -n1)
+  kubectl -n kube-system wait --for=condition=Ready "pod/$successor" --timeout=600s >/dev/null
+  synced_s=$(since "$start")
+  wait_two_ready_replicas
+
+  echo "== failover: the leader killed, the CloneSet scaled by one" >&2
+  pid=$(replica_pid "$leader_pod" || true)
+  start=$(now)
+  [[ -z $pid ]] || kill -KILL "$pid"
+  kubectl -n kube-system delete pod "$leader_pod" --grace-period=0 --force >/dev/null 2>&1
+  kubectl -n "$NS" scale cloneset scale-cs --replicas=$((cs + 1)) >/dev/null
+  until (($(kubectl -n "$NS" get pods -l app=scale-cs -o name | wc -l) > cs)); do sleep 0.2; done
+  failover_s=$(since "$start")
+  wait_two_ready_replicas
+
+  kubectl -n "$NS" delete cloneset scale-cs --wait=false >/dev/null
+  kubectl -n "$NS" delete statefulsets.apps.kruise.io scale-sts --wait=false >/dev/null
+  kubectl -n "$NS" delete daemonsets.apps.kruise.io scale-ds --wait=false >/dev/null
+  until [[ -z $(kubectl -n "$NS" get pods -o name) ]]; do sleep 2; done
+
+  echo "== floor: $size pod creates, then replaced 20 % at a time" >&2
+  floor_create_s=$("$FLOOR" create --namespace "$FLOOR_NS" --node-label "stevedore.dev/bench=$PREFIX" --replicas "$size" --image "$V1")
+  floor_roll_s=$("$FLOOR" roll --namespace "$FLOOR_NS" --image "$V2" --batch $((size / 5)))
+  kubectl -n "$FLOOR_NS" delete pods --all --grace-period=0 --wait=false >/dev/null
+  until [[ -z $(kubectl -n "$FLOOR_NS" get pods -o name) ]]; do sleep 2; done
+
+  cat <<EOF2
+$size pods ($cs + $sts + $ds):
+  create → all ready:      ${create_s}s (floor ${floor_create_s}s, $(ratio "$create_s" "$floor_create_s")×)
+  recreate roll of all:    ${roll_s}s (floor ${floor_roll_s}s, $(ratio "$roll_s" "$floor_roll_s")×)
+  leader RssAnon:          ${anon} KiB; per pod since the size before: ${slope} KiB
+  standby caches synced:   ${synced_s}s
+  failover to acting:      ${failover_s}s
+  reconciles/s:            ${reconciles_per_s}; work-queue wait p99 ${p99}s
+EOF2
+  bench_figure scale "create-$size" stevedore "$create_s" s
+  bench_figure scale "create-$size" floor "$floor_create_s" s
+  bench_figure scale "roll-$size" stevedore "$roll_s" s
+  bench_figure scale "roll-$size" floor "$floor_roll_s" s
+  bench_figure scale "leader-anon-$size" stevedore "$((anon / 1024))" MiB
+  bench_figure scale "anon-per-pod-$size" stevedore "$slope" KiB
+  bench_figure scale "caches-synced-$size" stevedore "$synced_s" s
+  bench_figure scale "failover-$size" stevedore "$failover_s" s
+  bench_figure scale "reconciles-per-s-$size" stevedore "$reconciles_per_s" 1/s
+  prev_size=$size prev_anon=$anon
+done
