@@ -17,6 +17,8 @@
 #                    the registry repository of the burst's images (tags v1..vBURST),
 #                    built once and pushed on first use, removed from containerd after
 #                    each burst; give one of your own when others run this beside you.
+#   BURST_SHARED=1   the burst pulls BURST tags of one image (BURST_REPO:v1) instead, as
+#                    tests/bench/agent.sh does: one download, the other pulls wait for it.
 #   Anything else in the environment reaches the agent, e.g. MALLOC_ARENA_MAX=2 (set in
 #   deploy/agent/daemonset.yaml) or STEVEDORE_WORKER_THREADS=1.
 # RestartContainers is not part of the burst: it needs pods that kubelet runs (agent.sh
@@ -49,7 +51,14 @@ if [[ -z ${AGENT_BIN:-} ]]; then
 fi
 echo "agent: $AGENT_BIN ($(stat -c %s "$AGENT_BIN") bytes); $RUNS runs, ${IDLE}s idle each, bursts of $BURST pulls"
 
-burst_image() { echo "$STEVEDORE_REGISTRY/$BURST_REPO:v$1"; }
+BURST_SHARED=${BURST_SHARED:-}
+burst_image() {
+  if [[ -n $BURST_SHARED ]]; then
+    echo "$STEVEDORE_REGISTRY/$BURST_REPO:v1-tag$1"
+  else
+    echo "$STEVEDORE_REGISTRY/$BURST_REPO:v$1"
+  fi
+}
 
 # push_burst_image N: image N of the burst, shaped as the cluster's large:v1 (busybox, then
 # four incompressible 16 MiB layers) but with content of its own: a file naming it in the
@@ -70,7 +79,7 @@ push_burst_image() {
         -iv 00000000000000000000000000000000 >"$bundle/rootfs/data/blob-$i"
     umoci repack --refresh-bundle --image "$layout:v$n" "$bundle"
   done
-  skopeo copy --quiet --dest-tls-verify=false "oci:$layout:v$n" "docker://$(burst_image "$n")"
+  skopeo copy --quiet --dest-tls-verify=false "oci:$layout:v$n" "docker://$STEVEDORE_REGISTRY/$BURST_REPO:v$n"
   rm -rf "$layout" "$bundle"
 }
 
@@ -88,8 +97,16 @@ remove_image() {
 
 if ((BURST > 0)); then
   for n in $(seq 1 "$BURST"); do
-    skopeo inspect --tls-verify=false --raw "docker://$(burst_image "$n")" >/dev/null 2>&1 ||
-      push_burst_image "$n"
+    if [[ -n $BURST_SHARED ]]; then
+      skopeo inspect --tls-verify=false --raw "docker://$STEVEDORE_REGISTRY/$BURST_REPO:v1" >/dev/null 2>&1 ||
+        push_burst_image 1
+      # The registry stores the content once.
+      skopeo copy --quiet --src-tls-verify=false --dest-tls-verify=false \
+        "docker://$STEVEDORE_REGISTRY/$BURST_REPO:v1" "docker://$(burst_image "$n")"
+    else
+      skopeo inspect --tls-verify=false --raw "docker://$(burst_image "$n")" >/dev/null 2>&1 ||
+        push_burst_image "$n"
+    fi
     remove_image "$(burst_image "$n")"
   done
 fi
@@ -153,7 +170,7 @@ for run in $(seq 1 "$RUNS"); do
   AGENT_PID=
 done
 summary fresh VmRSS RssAnon RssFile
-bench_params agent_idle_rss RUNS IDLE BURST
+bench_params agent_idle_rss RUNS IDLE BURST BURST_SHARED
 bench_figure agent_idle_rss idle-vmrss-median stevedore "$(median "${seen[fresh.VmRSS]}")" KiB
 bench_figure agent_idle_rss idle-rssanon-median stevedore "$(median "${seen[fresh.RssAnon]}")" KiB
 if ((BURST > 0)); then
