@@ -88,7 +88,11 @@ spec:
   taints: [{ key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule }]
 YAML
   done | kubectl apply -f - >/dev/null
-  kubectl wait --for=condition=Ready nodes -l "stevedore.dev/bench=$PREFIX" --timeout=900s >/dev/null
+  # A count of Ready ones, not `kubectl wait`, which takes a watch per node in turn (8 min
+  # for 2,000 nodes that were all Ready).
+  until (($(kubectl get nodes -l "stevedore.dev/bench=$PREFIX" --no-headers | awk '$2 == "Ready"' | wc -l) == NODES)); do
+    sleep 2
+  done
 }
 
 # workloads CS STS DS IMAGE: the three workloads at those sizes with IMAGE.
@@ -165,7 +169,8 @@ for size in $SIZES; do
   ds=$((size - cs - sts))
   ((ds <= NODES)) || { echo "size $size needs $ds nodes for the DaemonSet, have $NODES" >&2; exit 2; }
   kubectl label nodes -l "stevedore.dev/bench=$PREFIX" stevedore.dev/scale-ds- >/dev/null
-  kubectl get nodes -l "stevedore.dev/bench=$PREFIX" -o name | sort | head -n "$ds" |
+  # awk, not head: head's early exit would fail the pipeline (SIGPIPE under pipefail).
+  kubectl get nodes -l "stevedore.dev/bench=$PREFIX" -o name | sort | awk -v n="$ds" 'NR <= n' |
     xargs sh -c 'kubectl label --overwrite "$@" stevedore.dev/scale-ds=in' label >/dev/null
   echo "== $size pods: CloneSet $cs, Advanced StatefulSet $sts, Advanced DaemonSet $ds" >&2
   r0=$(counter stevedore_controlplane_reconciles_total)
@@ -191,11 +196,11 @@ for size in $SIZES; do
   [[ -z $prev_anon ]] || slope=$(awk -v a="$prev_anon" -v b="$anon" -v n=$((size - prev_size)) 'BEGIN { printf "%.2f", (b - a) / n }')
 
   echo "== caches synced: the standby replaced" >&2
-  standby=$(replicas | grep -vx "$leader_pod" | head -n1)
+  standby=$(replicas | grep -vx "$leader_pod" | awk 'NR == 1')
   start=$(now)
   kubectl -n kube-system delete pod "$standby" --wait=false >/dev/null
-  until [[ $(replicas | grep -vx "$leader_pod" | grep -vx "$standby" | head -n1) != "" ]]; do sleep 0.2; done
-  successor=$(replicas | grep -vx "$leader_pod" | grep -vx "$standby" | head -n1)
+  until [[ $(replicas | grep -vx "$leader_pod" | grep -vx "$standby" | awk 'NR == 1') != "" ]]; do sleep 0.2; done
+  successor=$(replicas | grep -vx "$leader_pod" | grep -vx "$standby" | awk 'NR == 1')
   kubectl -n kube-system wait --for=condition=Ready "pod/$successor" --timeout=600s >/dev/null
   synced_s=$(since "$start")
   wait_two_ready_replicas
