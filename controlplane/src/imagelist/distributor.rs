@@ -217,7 +217,12 @@ impl Distributor {
         let mut stream = self.status_stream(&node_object).await?;
         *last_ok = Instant::now();
         let mut pending = BTreeMap::new();
-        let mut flush_at: Option<Instant> = None;
+        // The first push's acknowledgement is a flush too: a spec that changed while no
+        // session served it (an entry withdrawn while the last leader went, or while the
+        // agent was away) is settled in status even when the agent's replay brings no
+        // update, as it brings none for a list left empty. A status already right is not
+        // written (`status_patch` finds no change).
+        let mut flush_at: Option<Instant> = Some(ack_flush(Instant::now(), None));
         let mut last_write: Option<Instant> = None;
         // Whether `pending` holds updates from the stream (which count against
         // FLUSH_EVERY), not only an acknowledgement.
