@@ -374,7 +374,7 @@ impl ImageStore for FakeStore {
         Ok(())
     }
 
-    async fn has_snapshot(&self, chain_id: &str) -> Result<bool, StoreError> {
+    async fn has_snapshot(&self, _lease: &LeaseId, chain_id: &str) -> Result<bool, StoreError> {
         Ok(self.state().snapshots.contains(chain_id))
     }
 

@@ -247,7 +247,7 @@ async fn unpack_layer<S: ImageStore>(
     unpack: LayerUnpack<'_>,
     look_first: bool,
 ) -> Result<bool, PullError> {
-    if look_first && store.has_snapshot(&unpack.chain_id).await? {
+    if look_first && store.has_snapshot(lease, &unpack.chain_id).await? {
         return Ok(false);
     }
     let parent = unpack.parent.as_deref();

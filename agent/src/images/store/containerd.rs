@@ -306,7 +306,25 @@ impl ImageStore for ContainerdStore {
         Ok(())
     }
 
-    async fn has_snapshot(&self, chain_id: &str) -> Result<bool, StoreError> {
+    async fn has_snapshot(&self, lease: &LeaseId, chain_id: &str) -> Result<bool, StoreError> {
+        // The lease first, then the question, as for blobs (`has_blob`): a snapshot only
+        // a killed pull's lease held may be collected at any moment, and one found before
+        // this lease held it could be gone when the layer above is prepared on it (CI saw
+        // "parent snapshot ... does not exist" on the pull after an agent was killed).
+        let add = self.conn.request(
+            AddResourceRequest {
+                id: lease.0.clone(),
+                resource: Some(containerd_client::services::v1::Resource {
+                    id: chain_id.to_owned(),
+                    r#type: format!("snapshots/{SNAPSHOTTER}"),
+                }),
+            },
+            None,
+        )?;
+        LeasesClient::new(self.conn.channel())
+            .add_resource(add)
+            .await
+            .map_err(err(format!("lease snapshot {chain_id}")))?;
         let request = self.conn.request(
             StatSnapshotRequest {
                 snapshotter: SNAPSHOTTER.to_owned(),

@@ -125,9 +125,13 @@ pub trait ImageStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Whether the snapshot `chain_id` exists (the layer and those below it are
-    /// unpacked).
-    fn has_snapshot(&self, chain_id: &str)
-    -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// unpacked), held by `lease` from before the question on, so it cannot be collected
+    /// between the answer and the unpack of the layer above it.
+    fn has_snapshot(
+        &self,
+        lease: &LeaseId,
+        chain_id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
     /// Applies `layer` on top of snapshot `parent` and commits the result as
     /// `chain_id`, provided the uncompressed layer's digest is `diff_id` (otherwise
     /// nothing is committed and the error's code is `DataLoss`).
