@@ -54,6 +54,22 @@ pub fn apply_request(
     }
 }
 
+/// Whether `list` needs a session with its node's agent: something to pull, something
+/// in status to settle, or an acknowledged generation older than the spec's (the agent
+/// may still hold entries since withdrawn, which only a push of the new list stops).
+/// A list that is empty, shows no image and was never acknowledged (a new node's) has
+/// nothing to tell an agent — an agent without a list holds none — so no session
+/// dials a node that may have no agent at all: 2,000 agentless simulated nodes made
+/// 58,000 failed calls in a few minutes and starved the leader's Lease renewal.
+pub fn needs_session(list: &ImageList) -> bool {
+    let status = list.status.as_ref();
+    let observed = status.map_or(0, |s| s.observed_generation);
+    let acknowledged_an_older_spec = observed != 0 && Some(observed) != list.metadata.generation;
+    !list.spec.images.is_empty()
+        || status.is_some_and(|s| !s.images.is_empty())
+        || acknowledged_an_older_spec
+}
+
 fn desired_images(
     spec: &ImageListSpec,
     secrets: &BTreeMap<String, BTreeMap<String, Credentials>>,
@@ -86,6 +102,62 @@ fn desired_images(
 mod tests {
     use super::*;
     use crate::api::imagelist::{ImageListEntry, PullSecretReference};
+
+    #[test]
+    fn a_session_is_needed_only_when_the_agent_has_something_to_learn() {
+        use crate::api::ImageListStatus;
+        use crate::api::imagelist::ImageStatus;
+        let with = |images: &[&str], generation: i64, observed: Option<i64>, shown: &[&str]| {
+            let mut list = ImageList::new("node-a", ImageListSpec::default());
+            list.metadata.generation = Some(generation);
+            for image in images {
+                list.spec
+                    .images
+                    .insert((*image).to_owned(), ImageListEntry::default());
+            }
+            list.status = observed.map(|observed_generation| ImageListStatus {
+                observed_generation,
+                images: shown
+                    .iter()
+                    .map(|i| ((*i).to_owned(), ImageStatus::default()))
+                    .collect(),
+                ..ImageListStatus::default()
+            });
+            list
+        };
+        let cases = [
+            ("a new node's empty list", with(&[], 1, None, &[]), false),
+            (
+                "an empty list acknowledged",
+                with(&[], 3, Some(3), &[]),
+                false,
+            ),
+            (
+                "an empty list never acknowledged",
+                with(&[], 1, Some(0), &[]),
+                false,
+            ),
+            ("an entry to pull", with(&["web:v1"], 1, None, &[]), true),
+            (
+                "an entry pulled",
+                with(&["web:v1"], 2, Some(2), &["web:v1"]),
+                true,
+            ),
+            (
+                "a withdrawn entry still shown",
+                with(&[], 3, Some(2), &["web:v1"]),
+                true,
+            ),
+            (
+                "a withdrawal not acknowledged",
+                with(&[], 3, Some(2), &[]),
+                true,
+            ),
+        ];
+        for (case, list, needed) in cases {
+            assert_eq!(needs_session(&list), needed, "{case}");
+        }
+    }
 
     #[test]
     fn secret_credentials_become_the_agents_credentials() {

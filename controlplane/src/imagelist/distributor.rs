@@ -3,6 +3,10 @@
 //! (`ApplyImageList`), follows its status stream (`WatchImageList`) and writes ImageList
 //! status — one merge patch per burst of updates, at most one per `FLUSH_EVERY` per node.
 //!
+//! A list with nothing for the agent to learn (empty, showing no image, and not an
+//! acknowledged older spec: `needs_session`) has no session, so nodes without an agent
+//! cost nothing until something is asked of them.
+//!
 //! A session re-pushes whenever the spec's generation moves and whenever the stream is
 //! reopened (an agent that restarted has lost its list); when the agent does not answer
 //! for `RESPONSE_TIMEOUT`, the entries not yet done say so, and the session keeps retrying
@@ -27,7 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::desired::apply_request;
+use super::desired::{apply_request, needs_session};
 use super::freshest::freshest;
 use super::pull_events::{self, PullEventLimits};
 use super::pull_secrets;
@@ -144,7 +148,8 @@ impl Distributor {
                 }
             }
         }
-        let wanted = on_existing_nodes(self.stores.imagelists.state(), &self.stores.nodes);
+        let mut wanted = on_existing_nodes(self.stores.imagelists.state(), &self.stores.nodes);
+        wanted.retain(|_, list| needs_session(list));
         sessions.keep(
             wanted,
             term,
