@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # shellcheck source=figures-lib.sh
 source tests/bench/figures-lib.sh
+# shellcheck source=kwok-nodes.sh
+source tests/bench/kwok-nodes.sh
 NODES=${NODES:-500}
 PREFIX=bcj-bench
 NS=stevedore-bench-bcj
@@ -79,23 +81,6 @@ rss() {
   echo "$out"
 }
 
-make_nodes() {
-  local i
-  for ((i = 0; i < NODES; i++)); do
-    cat <<YAML
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: $(printf '%s-%03d' "$PREFIX" "$i")
-  annotations: { kwok.x-k8s.io/node: fake }
-  labels: { stevedore.dev/bench: $PREFIX, type: kwok, kubernetes.io/os: linux }
-spec:
-  taints: [{ key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule }]
-YAML
-  done | kubectl apply -f - >/dev/null
-  kubectl wait --for=condition=Ready nodes -l "stevedore.dev/bench=$PREFIX" --timeout=600s >/dev/null
-}
 
 # run_job NAME PARALLELISM_YAML: creates the job, waits for completed, prints
 # "seconds reconciles requests".
@@ -137,7 +122,7 @@ rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
 cargo build -q --release --locked -p stevedore-tests --bin api_floor
 FLOOR=$CARGO_TARGET_DIR/release/api_floor
 echo "== $NODES simulated nodes" >&2
-make_nodes
+make_kwok_nodes "$PREFIX" "$NODES"
 count_writes
 kubectl create namespace "$NS" >/dev/null
 

@@ -19,6 +19,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # shellcheck source=figures-lib.sh
 source tests/bench/figures-lib.sh
+# shellcheck source=kwok-nodes.sh
+source tests/bench/kwok-nodes.sh
 NODES=${NODES:-500}
 AGENT_NODES=${AGENT_NODES:-100}
 # Which parts to run: "kwok agents" (both, the default), or either alone.
@@ -75,23 +77,6 @@ rss() {
   echo "$out"
 }
 
-make_nodes() {
-  local i
-  for ((i = 0; i < NODES; i++)); do
-    cat <<YAML
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: $(printf '%s-%03d' "$PREFIX" "$i")
-  annotations: { kwok.x-k8s.io/node: fake }
-  labels: { stevedore.dev/bench: $PREFIX, type: kwok, kubernetes.io/os: linux }
-spec:
-  taints: [{ key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule }]
-YAML
-  done | kubectl apply -f - >/dev/null
-  kubectl wait --for=condition=Ready nodes -l "stevedore.dev/bench=$PREFIX" --timeout=600s >/dev/null
-}
 
 # daemonset API_VERSION NODE_LABEL ROLLING_YAML: the benchmark's DaemonSet on the nodes with
 # NODE_LABEL (key: value).
@@ -165,7 +150,7 @@ kubectl create namespace "$NS" >/dev/null
 if part kwok; then
   TENTH=$(((NODES + 9) / 10))
   echo "== $NODES simulated nodes" >&2
-  make_nodes
+  make_kwok_nodes "$PREFIX" "$NODES"
   KWOK_LABEL="stevedore.dev/bench: $PREFIX"
 
   echo "== Advanced DaemonSet, Standard rollout (maxUnavailable 10%)" >&2

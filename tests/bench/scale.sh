@@ -22,6 +22,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # shellcheck source=figures-lib.sh
 source tests/bench/figures-lib.sh
+# shellcheck source=kwok-nodes.sh
+source tests/bench/kwok-nodes.sh
 # shellcheck source=controlplane-metrics.sh
 source tests/bench/controlplane-metrics.sh
 NODES=${NODES:-2000}
@@ -73,27 +75,6 @@ wait_p99() {
         for (i = 1; i <= NR; i++) if (c[i] >= 0.99 * c[NR]) { print le[i]; exit } }'
 }
 
-make_nodes() {
-  local i
-  for ((i = 0; i < NODES; i++)); do
-    cat <<YAML
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: $(printf '%s-%04d' "$PREFIX" "$i")
-  annotations: { kwok.x-k8s.io/node: fake }
-  labels: { stevedore.dev/bench: $PREFIX, type: kwok, kubernetes.io/os: linux }
-spec:
-  taints: [{ key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule }]
-YAML
-  done | kubectl apply -f - >/dev/null
-  # A count of Ready ones, not `kubectl wait`, which takes a watch per node in turn (8 min
-  # for 2,000 nodes that were all Ready).
-  until (($(kubectl get nodes -l "stevedore.dev/bench=$PREFIX" --no-headers | awk '$2 == "Ready"' | wc -l) == NODES)); do
-    sleep 2
-  done
-}
 
 # workloads CS STS DS IMAGE: the three workloads at those sizes with IMAGE.
 workloads() {
@@ -157,7 +138,7 @@ cargo build -q --release --locked -p stevedore-tests --bin api_floor
 FLOOR=$CARGO_TARGET_DIR/release/api_floor
 echo "== $NODES kwok nodes" >&2
 start=$(now)
-make_nodes
+make_kwok_nodes "$PREFIX" "$NODES"
 nodes_s=$(since "$start")
 kubectl create namespace "$NS" >/dev/null
 kubectl create namespace "$FLOOR_NS" >/dev/null
