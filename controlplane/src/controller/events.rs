@@ -1,9 +1,20 @@
 //! Kubernetes Events on the objects the controllers change, so `kubectl describe` tells a
-//! user what happened and why. Publishing is best effort: a failed Event is logged and
-//! never fails the reconcile that caused it.
+//! user what happened and why. Publishing is best effort and never holds up the caller:
+//! an Event is queued, and one task per sink sends the queue in order, as client-go's
+//! event broadcaster does. A reconcile that creates 500 pods once waited for 500 Event
+//! writes one after another (about 12 s on a loaded apiserver) before its next step. A
+//! full queue drops the Event (client-go: 1,000 queued, `DropIfChannelFull`), and a
+//! failed write is logged; neither fails the reconcile that caused it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tokio::sync::mpsc;
+
+/// Events queued at most, across a sink's clones; more are dropped until it drains.
+pub const QUEUED_EVENTS: usize = 1000;
 
 /// An Event a plan decided on, for the reconcile that carries the plan out to publish.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,25 +24,59 @@ pub struct PlannedEvent {
     pub note: String,
 }
 
-/// Publishes Events as one reporting controller.
+/// Publishes Events as one reporting controller; clones share the queue and its task.
 #[derive(Clone)]
 pub struct EventSink {
-    recorder: Recorder,
-    client: kube::Client,
-    reporter: Reporter,
+    queue: mpsc::Sender<Queued>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// One Event waiting to be sent.
+struct Queued {
+    object: ObjectReference,
+    event: Event,
+    /// Sent by a recorder of its own, so never folded into an earlier series.
+    unfolded: bool,
 }
 
 impl EventSink {
     /// `instance` is the replica's identity (pod name), shown as the reporting instance.
+    /// Starts the task that sends the queue; it ends when the last clone is dropped.
     pub fn new(client: kube::Client, instance: &str) -> Self {
+        Self::with_capacity(client, instance, QUEUED_EVENTS)
+    }
+
+    fn with_capacity(client: kube::Client, instance: &str, capacity: usize) -> Self {
         let reporter = Reporter {
             controller: "stevedore-controlplane".to_owned(),
             instance: Some(instance.to_owned()),
         };
+        let (queue, queued) = mpsc::channel(capacity);
+        tokio::spawn(send_queued(queued, client, reporter));
         Self {
-            recorder: Recorder::new(client.clone(), reporter.clone()),
-            client,
-            reporter,
+            queue,
+            dropped: Arc::default(),
+        }
+    }
+
+    /// Events dropped so far because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn enqueue(&self, object: &ObjectReference, event: Event, unfolded: bool) {
+        let reason = event.reason.clone();
+        let queued = Queued {
+            object: object.clone(),
+            event,
+            unfolded,
+        };
+        if self.queue.try_send(queued).is_err() {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            // Once per thousand, not once per Event: a flood is when this happens.
+            if dropped % 1000 == 1 {
+                tracing::warn!(reason, dropped, "the event queue is full; dropping events");
+            }
         }
     }
 
@@ -54,11 +99,7 @@ impl EventSink {
             action: action.to_owned(),
             secondary: None,
         };
-        // A recorder of its own has no earlier event to fold this one into.
-        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-        if let Err(err) = recorder.publish(&event, object).await {
-            tracing::warn!(error = %err, reason, "could not publish an event");
-        }
+        self.enqueue(object, event, true);
     }
 
     /// A Normal event.
@@ -146,7 +187,28 @@ impl EventSink {
             action: action.to_owned(),
             secondary: related,
         };
-        if let Err(err) = self.recorder.publish(&event, object).await {
+        self.enqueue(object, event, false);
+    }
+}
+
+/// Sends the queued Events in order until every sink clone is gone.
+async fn send_queued(mut queued: mpsc::Receiver<Queued>, client: kube::Client, reporter: Reporter) {
+    let recorder = Recorder::new(client.clone(), reporter.clone());
+    while let Some(Queued {
+        object,
+        event,
+        unfolded,
+    }) = queued.recv().await
+    {
+        let sent = if unfolded {
+            // A recorder of its own has no earlier event to fold this one into.
+            let recorder = Recorder::new(client.clone(), reporter.clone());
+            recorder.publish(&event, &object).await
+        } else {
+            recorder.publish(&event, &object).await
+        };
+        if let Err(err) = sent {
+            let reason = event.reason;
             tracing::warn!(error = %err, reason, "could not publish an event");
         }
     }
@@ -170,6 +232,92 @@ pub(crate) fn truncate(mut note: String, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use serde_json::json;
+
+    use super::EventSink;
+    use crate::workload::scripted_api::ScriptedApi;
+
+    fn clone_set() -> ObjectReference {
+        ObjectReference {
+            api_version: Some("apps.kruise.io/v1alpha1".into()),
+            kind: Some("CloneSet".into()),
+            namespace: Some("ns".into()),
+            name: Some("web".into()),
+            ..ObjectReference::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn events_are_sent_in_the_order_published() {
+        let api = ScriptedApi::new(vec![(201, json!({})); 3]);
+        let sink = EventSink::new(api.client(), "test");
+        for pod in ["web-a", "web-b", "web-c"] {
+            let note = format!("succeed to create pod {pod}");
+            // About the pod, as the executor sends them: not folded into one series.
+            let related = ObjectReference {
+                kind: Some("Pod".into()),
+                name: Some(pod.into()),
+                ..ObjectReference::default()
+            };
+            (sink.publish_about(
+                &clone_set(),
+                Some(related),
+                false,
+                "SuccessfulCreate",
+                "Create",
+                note,
+            ))
+            .await;
+        }
+        for _ in 0..200 {
+            if api.sent().len() == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let notes: Vec<_> = api.sent().iter().map(|s| s.body["note"].clone()).collect();
+        assert_eq!(
+            notes,
+            [
+                "succeed to create pod web-a",
+                "succeed to create pod web-b",
+                "succeed to create pod web-c"
+            ]
+        );
+        assert_eq!(sink.dropped(), 0);
+    }
+
+    #[tokio::test]
+    async fn publishing_never_waits_for_the_apiserver_and_a_full_queue_drops() {
+        // An apiserver that never answers: the sending task holds the first Event.
+        let service = tower::service_fn(|_request| {
+            std::future::pending::<
+                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
+            >()
+        });
+        let sink = EventSink::with_capacity(kube::Client::new(service, "default"), "test", 2);
+        let publishing = async {
+            for n in 0..5 {
+                sink.normal(
+                    &clone_set(),
+                    "SuccessfulDelete",
+                    "Delete",
+                    format!("pod {n}"),
+                )
+                .await;
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), publishing)
+            .await
+            .expect("publishing waited for the apiserver");
+        // One in flight, two queued, two dropped.
+        assert_eq!(sink.dropped(), 2);
+    }
+
     #[test]
     fn notes_are_cut_on_char_boundaries() {
         assert_eq!(super::truncate("abc".into(), 5), "abc");
