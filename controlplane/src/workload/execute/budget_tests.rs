@@ -8,7 +8,7 @@ use super::recording::{RecordingWrites, Write};
 use super::tests::{Fixture, delete, in_place_start};
 use super::*;
 use crate::workload::actions::{ChangeReason, DeleteReason, Plan};
-use crate::workload::budget::Admission;
+use crate::workload::budget::{Admission, DisruptionKind};
 
 const HELD: &str = "the PodUnavailableBudget web allows no more unavailable pods";
 

@@ -1,5 +1,5 @@
 //! Carries out a pod-set plan for any workload kind: creates in slow-start batches (with
-//! the workload's create backoff), deletes with UID preconditions, pod changes as agent
+//! the workload's create backoff), deletes with UID preconditions (`deletes.rs`), pod changes as agent
 //! conditions then one patch, claim deletes, and the claims a live pod lost made again.
 //! Every write is recorded as an expectation before the next sync may plan again. Every
 //! disruption (a delete, the start of an in-place update) is first admitted by the
@@ -9,10 +9,10 @@
 
 mod changes;
 mod claim_resizes;
+mod deletes;
 mod disruption;
 
 pub use self::disruption::DISRUPTION_HELD;
-use self::disruption::Disrupted;
 #[cfg(test)]
 mod budget_tests;
 pub mod kube_writes;
@@ -39,8 +39,8 @@ pub use self::writes::{ConditionWriteError, NewPod, NewPods, PodWrites, Workload
 use crate::controller::api_error::{ApiError, api_error};
 use crate::controller::create_backoff::CreateBackoff;
 use crate::controller::expectations::{Expectation, Expectations};
-use crate::workload::actions::{Create, Delete, DeleteReason, Plan};
-use crate::workload::budget::{DisruptionBudgets, DisruptionKind};
+use crate::workload::actions::{Create, Plan};
+use crate::workload::budget::DisruptionBudgets;
 use crate::workload::selector::{SELECTOR_MISMATCH, selector_selects_created_pod};
 
 /// Why the creates of one sync stopped: the message for the Warning event and the
@@ -122,15 +122,9 @@ impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_
         if let Err(err) = self.create_missing_claims(&plan.missing_claims).await {
             first_error.get_or_insert(err);
         }
-        let mut held = false;
-        for delete in &plan.deletes {
-            match self.delete_pod(delete, problems).await {
-                Ok(Disrupted::Held) => held = true,
-                Ok(Disrupted::Done) => {}
-                Err(err) => {
-                    first_error.get_or_insert(err);
-                }
-            }
+        let (mut held, delete_error) = self.delete_pods(&plan.deletes, problems).await;
+        if let Some(err) = delete_error {
+            first_error.get_or_insert(err);
         }
         if let Err(err) = self.resize_claims(plan, problems).await {
             first_error.get_or_insert(err);
@@ -337,66 +331,6 @@ impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_
             }
         }
         first_error.map_or(Ok(()), Err)
-    }
-
-    /// Deletes the pod if it still has the planned UID and the budgets admit it (through
-    /// the Eviction API when a native budget selects it), then its claims.
-    async fn delete_pod(
-        &self,
-        delete: &Delete,
-        problems: &mut Problems,
-    ) -> Result<Disrupted, ExecuteError> {
-        // A failed pod is unavailable already: replacing it disrupts nothing.
-        let evict = if delete.reason == DeleteReason::Failed {
-            false
-        } else {
-            match self
-                .admit(&delete.pod, DisruptionKind::Delete, problems)
-                .await?
-            {
-                Some(evict) => evict,
-                None => return Ok(Disrupted::Held),
-            }
-        };
-        let deleted = if evict {
-            self.writes.evict_pod(&delete.pod, &delete.uid).await
-        } else {
-            self.writes.delete_pod(&delete.pod, &delete.uid).await
-        };
-        match deleted {
-            Ok(()) => {}
-            Err(err) if is_not_found(&err) => {}
-            // The UID precondition failed: a new pod took the name; nothing to do.
-            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Disrupted::Done),
-            Err(kube::Error::Api(s)) if s.code == 429 => {
-                let message = format!("pod {}: {}", delete.pod, s.message);
-                self.hold(message, problems).await;
-                return Ok(Disrupted::Held);
-            }
-            Err(err) => {
-                return Err(api_error(format!("deleting pod {}", delete.pod))(err).into());
-            }
-        }
-        self.expect(Expectation::Delete {
-            kind: "Pod",
-            name: delete.pod.clone(),
-            uid: delete.uid.clone(),
-        });
-        let why = delete.reason.describe();
-        let note = if delete.detail.is_empty() {
-            format!("deleted pod {} ({why})", delete.pod)
-        } else {
-            format!("deleted pod {} ({why}; {})", delete.pod, delete.detail)
-        };
-        // About the pod, as a create's event is: events that differ only in their note are
-        // folded into one series, which would name only the first pod deleted.
-        let event =
-            WorkloadEvent::normal("SuccessfulDelete", "Delete", note).about_pod(&delete.pod);
-        self.writes.publish(event).await;
-        for claim in &delete.pvcs {
-            self.delete_claim(claim, Some(why)).await?;
-        }
-        Ok(Disrupted::Done)
     }
 
     /// Deletes the claims named that no pod uses (a kind's own decision, such as CloneSet's
