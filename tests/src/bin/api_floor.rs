@@ -418,6 +418,9 @@ async fn roll_pods(
     Ok(())
 }
 
+/// How long a wait sees no pod become Ready before it reports a stall.
+const STALL: Duration = Duration::from_secs(120);
+
 /// The names of the Ready pods of the benchmark's label, kept by a watch (one stream,
 /// not a list per waiter), and a signal at each change.
 #[derive(Clone)]
@@ -453,16 +456,27 @@ impl ReadyPods {
         Self { names }
     }
 
+    /// Waits until `want` pods are Ready; fails as stalled when none became Ready for
+    /// [`STALL`], saying how many were (a pod the node lifecycle controller marked
+    /// NotReady, its kwok node late with a heartbeat, is never made Ready again).
     async fn until_count(mut self, want: usize) -> Result<()> {
-        let waited = tokio::time::timeout(
-            Duration::from_secs(1800),
-            self.names.wait_for(|ready| ready.len() >= want),
-        );
-        waited
-            .await
-            .with_context(|| format!("{want} pods not Ready in 30 minutes"))?
-            .context("the pod watch ended")?;
-        Ok(())
+        let (mut most, mut stall_at) = (0, tokio::time::Instant::now() + STALL);
+        loop {
+            let ready = self.names.borrow_and_update().len();
+            if ready >= want {
+                return Ok(());
+            }
+            if ready > most {
+                (most, stall_at) = (ready, tokio::time::Instant::now() + STALL);
+            }
+            match tokio::time::timeout_at(stall_at, self.names.changed()).await {
+                Ok(changed) => changed.context("the pod watch ended")?,
+                Err(_) => bail!(
+                    "stalled: {ready} of {want} pods Ready, none more for {} s",
+                    STALL.as_secs()
+                ),
+            }
+        }
     }
 
     async fn until_ready(mut self, name: &str) -> Result<()> {
