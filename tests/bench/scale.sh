@@ -78,7 +78,11 @@ wait_p99() {
 
 # workloads CS STS DS IMAGE: the three workloads at those sizes with IMAGE.
 workloads() {
-  local template="{ metadata: { labels: { app: APP } }, spec: { nodeSelector: { stevedore.dev/bench: $PREFIX }, tolerations: [{ operator: Exists }], terminationGracePeriodSeconds: 0, containers: [{ name: web, image: \"$4\" }] } }"
+  # kwok's pod-delete stage waits 1 s, then deletes by name, not UID: a StatefulSet pod
+  # made again under its name within that second was deleted too, again and again (kwok
+  # 0.7; a kubelet deletes with the pod's UID as precondition). With no delay, the old pod
+  # is gone before its successor can be made.
+  local template="{ metadata: { labels: { app: APP }, annotations: { pod-delete.stage.kwok.x-k8s.io/delay: \"0\" } }, spec: { nodeSelector: { stevedore.dev/bench: $PREFIX }, tolerations: [{ operator: Exists }], terminationGracePeriodSeconds: 0, containers: [{ name: web, image: \"$4\" }] } }"
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: apps.kruise.io/v1alpha1
 kind: CloneSet
