@@ -20,8 +20,8 @@
 //!       replaces those pods N at a time (delete, create with IMAGE, wait Ready) — the
 //!       writes of a DaemonSet's recreate rollout with maxUnavailable N.
 //!
-//!   api-floor roll --namespace NS --image IMAGE --batch N
-//!       replaces the pods of `create` (delete, create again under a new name with IMAGE for
+//!   api-floor roll --namespace NS --image IMAGE --batch N [--count C]
+//!       replaces the pods of `create` (the first C by name, or all; delete, create again under a new name with IMAGE for
 //!       the scheduler to place), N replacements not yet Ready at any moment — the writes of
 //!       a recreate rollout with maxUnavailable N and no surge, in its best order.
 //!
@@ -101,6 +101,9 @@ enum Command {
         /// Pods replaced at once.
         #[arg(long)]
         batch: usize,
+        /// Replace only this many pods (the first by name); all when not given.
+        #[arg(long)]
+        count: Option<usize>,
     },
     ImagelistEntries {
         /// The simulated nodes' label, `key=value`.
@@ -167,7 +170,8 @@ async fn main() -> Result<()> {
             namespace,
             image,
             batch,
-        } => roll_pods(client, &namespace, &image, batch, concurrency).await,
+            count,
+        } => roll_pods(client, &namespace, &image, batch, count, concurrency).await,
         Command::ImagelistEntries { node_label, image } => {
             apply_and_release_imagelist_entries(client, &node_label, &image, concurrency).await
         }
@@ -387,6 +391,7 @@ async fn roll_pods(
     namespace: &str,
     image: &str,
     batch: usize,
+    count: Option<usize>,
     concurrency: usize,
 ) -> Result<()> {
     let api = Api::<Pod>::namespaced(client, namespace);
@@ -395,6 +400,7 @@ async fn roll_pods(
         .await?
         .items;
     pods.sort_by_key(|p| p.name_any());
+    pods.truncate(count.unwrap_or(usize::MAX));
     let ready = ReadyPods::watch(api.clone());
     // Requests in flight stay at `concurrency`, as for every other command.
     let requests = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
