@@ -273,7 +273,12 @@ mod tests {
         let empty: NodePodProbe =
             serde_json::from_value(json!({ "metadata": { "name": "n1" }, "spec": {} }))
                 .expect("empty node probes");
-        type Case<'a> = (&'a str, &'a [Option<&'a str>], Option<&'a NodePodProbe>, bool);
+        type Case<'a> = (
+            &'a str,
+            &'a [Option<&'a str>],
+            Option<&'a NodePodProbe>,
+            bool,
+        );
         let cases: [Case<'_>; 5] = [
             ("no marker anywhere", &[], None, false),
             (
