@@ -33,6 +33,7 @@ source tests/bench/controlplane-metrics.sh
 NODES=${NODES:-2000}
 SIZES=${SIZES:-1000 5000 20000}
 SETTLE=${SETTLE:-20}
+STALL=${STALL:-180}
 PREFIX=scale
 NS=stevedore-bench-scale
 FLOOR_NS=stevedore-bench-scale-floor
@@ -129,15 +130,37 @@ caught_up() {
   [[ $generation == "$observed" && $a == "$4" && $b == "$4" ]]
 }
 
-# settled CS STS DS IMAGE: each workload's status has seen its generation and says every
-# pod updated and ready, and every pod runs IMAGE.
-# settled CS STS DS IMAGE COUNT: the three at those sizes ready and up to date, and COUNT
-# of their pods on IMAGE.
+# settled CS STS DS IMAGE COUNT: each workload's status has seen its generation and says
+# every pod updated and ready at those sizes, and COUNT of their pods run IMAGE.
 settled() {
   caught_up cloneset scale-cs '.status.updatedReadyReplicas}/{.status.readyReplicas' "$1" &&
     caught_up statefulsets.apps.kruise.io scale-sts '.status.updatedReplicas}/{.status.readyReplicas' "$2" &&
     caught_up daemonsets.apps.kruise.io scale-ds '.status.updatedNumberScheduled}/{.status.numberReady' "$3" &&
     (($(kubectl -n "$NS" get pods -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}' | grep -cx "$4") == $5))
+}
+
+# ready_counts: the three workloads' ready counts, which move while they make progress.
+ready_counts() {
+  kubectl -n "$NS" get clonesets.apps.kruise.io,statefulsets.apps.kruise.io,daemonsets.apps.kruise.io \
+    -o jsonpath='{range .items[*]}{.status.readyReplicas}{.status.numberReady}/{.status.updatedReplicas}{.status.updatedNumberScheduled} {end}'
+}
+
+# wait_settled ARGS...: until `settled ARGS...`; fails, saying so, when the ready counts
+# did not move for STALL seconds (at 5,000 pods some pods stayed NotReady for good after
+# kube-controller-manager set their Ready condition to False).
+wait_settled() {
+  local last="" moved
+  moved=$(now)
+  until settled "$@"; do
+    local counts
+    counts=$(ready_counts)
+    [[ $counts == "$last" ]] || { last=$counts; moved=$(now); }
+    if (($(awk -v a="$moved" -v b="$(now)" -v s="$STALL" 'BEGIN { print (b - a > s) }'))); then
+      echo "stalled: ready/updated counts ($counts) unchanged for ${STALL}s" >&2
+      return 1
+    fi
+    sleep 1
+  done
 }
 
 cargo build -q --release --locked -p stevedore-tests --bin api_floor
@@ -148,7 +171,7 @@ make_kwok_nodes "$PREFIX" "$NODES"
 nodes_s=$(since "$start")
 kubectl create namespace "$NS" >/dev/null
 kubectl create namespace "$FLOOR_NS" >/dev/null
-bench_params scale NODES SIZES SETTLE
+bench_params scale NODES SIZES SETTLE STALL
 echo "nodes:  $NODES kwok nodes ready in ${nodes_s}s"
 prev_size=0 prev_anon=""
 for size in $SIZES; do
@@ -163,12 +186,13 @@ for size in $SIZES; do
   r0=$(counter stevedore_controlplane_reconciles_total)
   start=$(now)
   workloads "$cs" "$sts" "$ds" "$V1"
-  until settled "$cs" "$sts" "$ds" "$V1" "$size"; do sleep 1; done
+  # A stalled size has no figures; a larger one would stall as well.
+  wait_settled "$cs" "$sts" "$ds" "$V1" "$size" || { echo "$size pods: the create stalled"; break; }
   create_s=$(since "$start")
   start=$(now)
   kubectl -n "$NS" patch cloneset scale-cs --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
   kubectl -n "$NS" patch daemonsets.apps.kruise.io scale-ds --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
-  until settled "$cs" "$sts" "$ds" "$V2" $((cs + ds)); do sleep 1; done
+  wait_settled "$cs" "$sts" "$ds" "$V2" $((cs + ds)) || { echo "$size pods: the roll stalled"; break; }
   roll_s=$(since "$start")
   busy_s=$(awk -v a="$create_s" -v b="$roll_s" 'BEGIN { print a + b }')
   r1=$(counter stevedore_controlplane_reconciles_total)
