@@ -195,20 +195,13 @@ impl ImageStore for ContainerdStore {
         // before the lease held it could be gone by the time the pull reads it (CI saw
         // "content digest ...: not found" reading a config that was just "present"). A
         // lease may name content that does not exist; the write that follows fills it.
-        let add = self.conn.request(
-            AddResourceRequest {
-                id: lease.0.clone(),
-                resource: Some(containerd_client::services::v1::Resource {
-                    id: digest.to_owned(),
-                    r#type: "content".to_owned(),
-                }),
-            },
-            None,
-        )?;
-        LeasesClient::new(self.conn.channel())
-            .add_resource(add)
-            .await
-            .map_err(err(format!("lease {digest}")))?;
+        self.lease_resource(
+            lease,
+            digest,
+            "content".to_owned(),
+            format!("lease {digest}"),
+        )
+        .await?;
         let info = self.conn.request(
             InfoRequest {
                 digest: digest.to_owned(),
@@ -311,20 +304,9 @@ impl ImageStore for ContainerdStore {
         // a killed pull's lease held may be collected at any moment, and one found before
         // this lease held it could be gone when the layer above is prepared on it (CI saw
         // "parent snapshot ... does not exist" on the pull after an agent was killed).
-        let add = self.conn.request(
-            AddResourceRequest {
-                id: lease.0.clone(),
-                resource: Some(containerd_client::services::v1::Resource {
-                    id: chain_id.to_owned(),
-                    r#type: format!("snapshots/{SNAPSHOTTER}"),
-                }),
-            },
-            None,
-        )?;
-        LeasesClient::new(self.conn.channel())
-            .add_resource(add)
-            .await
-            .map_err(err(format!("lease snapshot {chain_id}")))?;
+        let kind = format!("snapshots/{SNAPSHOTTER}");
+        self.lease_resource(lease, chain_id, kind, format!("lease snapshot {chain_id}"))
+            .await?;
         let request = self.conn.request(
             StatSnapshotRequest {
                 snapshotter: SNAPSHOTTER.to_owned(),
@@ -473,6 +455,33 @@ impl ImageStore for ContainerdStore {
 }
 
 impl ContainerdStore {
+    /// Puts the resource `id` of containerd type `kind` (content, a snapshotter's
+    /// snapshots) under `lease`, so the garbage collector keeps it while the pull runs;
+    /// `what` names the step in an error.
+    async fn lease_resource(
+        &self,
+        lease: &LeaseId,
+        id: &str,
+        kind: String,
+        what: String,
+    ) -> Result<(), StoreError> {
+        let add = self.conn.request(
+            AddResourceRequest {
+                id: lease.0.clone(),
+                resource: Some(containerd_client::services::v1::Resource {
+                    id: id.to_owned(),
+                    r#type: kind,
+                }),
+            },
+            None,
+        )?;
+        LeasesClient::new(self.conn.channel())
+            .add_resource(add)
+            .await
+            .map_err(err(what))?;
+        Ok(())
+    }
+
     async fn apply_and_commit(
         &self,
         lease: &LeaseId,
