@@ -66,6 +66,13 @@ wait_two_ready_replicas() {
   kubectl -n kube-system rollout status deployment stevedore-controlplane --timeout=600s >/dev/null
   until (($(replicas | grep -c .) == 2)); do sleep 0.5; done
 }
+# pods_marked_not_ready: how many times kube-controller-manager's node lifecycle controller
+# has marked a pod NotReady (its NodeNotReady events), which it does when a node's Lease
+# goes unrenewed past the grace period: kwok falling behind, not the workload under test.
+pods_marked_not_ready() {
+  kubectl get events -A --field-selector reason=NodeNotReady,involvedObject.kind=Pod -o json |
+    jq '[.items[].count // 1] | add // 0'
+}
 # counter NAME: the sum of the leader's metric samples named NAME (0 when absent).
 counter() { controlplane_metrics "$(leader)" | awk -v n="$1" 'index($0, n) == 1 { s += $NF } END { printf "%d", s }'; }
 # wait_p99: the p99 of the leader's work-queue wait, the upper bound of the first bucket
@@ -157,6 +164,7 @@ wait_settled() {
     [[ $counts == "$last" ]] || { last=$counts; moved=$(now); }
     if (($(awk -v a="$moved" -v b="$(now)" -v s="$STALL" 'BEGIN { print (b - a > s) }'))); then
       echo "stalled: ready/updated counts ($counts) unchanged for ${STALL}s" >&2
+      echo "pods marked NotReady by the node lifecycle controller (kwok behind on node Leases) since this size began: $(($(pods_marked_not_ready) - not_ready0))" >&2
       return 1
     fi
     sleep 1
@@ -184,6 +192,7 @@ for size in $SIZES; do
     xargs sh -c 'kubectl label --overwrite "$@" stevedore.dev/scale-ds=in' label >/dev/null
   echo "== $size pods: CloneSet $cs, Advanced StatefulSet $sts, Advanced DaemonSet $ds" >&2
   r0=$(counter stevedore_controlplane_reconciles_total)
+  not_ready0=$(pods_marked_not_ready)
   start=$(now)
   workloads "$cs" "$sts" "$ds" "$V1"
   # A stalled size has no figures; a larger one would stall as well.
@@ -250,6 +259,7 @@ $size pods ($cs + $sts + $ds):
   standby caches synced:   ${synced_s}s
   failover to acting:      ${failover_s}s
   reconciles/s:            ${reconciles_per_s}; work-queue wait p99 ${p99}s
+  pods marked NotReady by the node lifecycle controller: $(($(pods_marked_not_ready) - not_ready0))
 EOF2
   bench_figure scale "create-$size" stevedore "$create_s" s
   bench_figure scale "create-$size" floor "$floor_create_s" s

@@ -3,6 +3,12 @@
 
 KWOK_NODE_PREFIX=kwok-node-
 KWOK_NODE_IP=$SIM_NODE_IP
+# Node Leases renewed at once. Each kubelet renews its own Lease every 10 s (a quarter of the
+# 40 s duration), so a real cluster of N nodes has N renewals in flight; kwok's default of 4
+# renews 2,000 Leases too slowly when the apiserver is busy: in the scale benchmark they fell
+# 83 s behind, past kube-controller-manager's 50 s grace period, which then marked the nodes
+# Unknown and their pods NotReady (pods that stayed NotReady, so 5,000 pods never settled).
+KWOK_NODE_LEASE_PARALLELISM=64
 
 # with_container_resources: kwok's pod-ready stage, with each running container reporting the
 # resources of its spec as a kubelet does (`containerStatuses[].resources`). The apiserver
@@ -38,6 +44,7 @@ options:
   cidr: $KWOK_POD_CIDR
   nodeIP: $KWOK_NODE_IP
   nodeLeaseDurationSeconds: 40
+  nodeLeaseParallelism: $KWOK_NODE_LEASE_PARALLELISM
   serverAddress: 127.0.0.1:10247
 YAML
     local f
