@@ -43,7 +43,7 @@ use crate::podprobemarker::{
     PodProbeMarkerController, PodProbeMarkerStatusController, ProbeSessions,
 };
 use crate::runtime::decode::Undecodable;
-use crate::runtime::leader::Timings;
+use crate::runtime::leader::TimingsError;
 use crate::runtime::stores::{StoreSet, UnknownStore};
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeError, shutdown_on_signal};
 use crate::sidecarset::SidecarSetController;
@@ -57,6 +57,8 @@ use crate::workload::set_controller::PodSetParts;
 pub enum AppError {
     #[error("connecting to the Kubernetes API: {0}")]
     Client(#[source] kube::Error),
+    #[error(transparent)]
+    LeaderTimings(#[from] TimingsError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error("setting up the agent client pool: {0}")]
@@ -83,6 +85,7 @@ const CA_RELOAD_PERIOD: Duration = Duration::from_secs(30);
 
 /// Runs the control plane until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn run(args: Args) -> Result<(), AppError> {
+    let timings = args.leader_timings()?;
     let client = crate::controller::client::connect()
         .await
         .map_err(AppError::Client)?;
@@ -123,7 +126,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             lease_name: args.lease_name,
             identity: identity.clone(),
             admin_addr: args.health_addr,
-            timings: Timings::default(),
+            timings,
             owner,
         },
         shutdown.clone(),

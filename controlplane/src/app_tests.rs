@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::client::Body;
 
 use super::*;
+use crate::runtime::leader::Timings;
 use tokio::time::Instant;
 
 use crate::controller::ObjectKey;

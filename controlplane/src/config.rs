@@ -1,8 +1,10 @@
 //! Command-line and environment configuration of the control plane.
 
-use std::{net::SocketAddr, num::NonZeroUsize, path::PathBuf};
+use std::{net::SocketAddr, num::NonZeroUsize, path::PathBuf, time::Duration};
 
 use clap::{Parser, ValueEnum};
+
+use crate::runtime::leader::{Timings, TimingsError};
 
 /// Stevedore control plane: reconciles OpenKruise-compatible workloads and distributes
 /// each node's image list to its agent. Runs with one leader among its replicas.
@@ -25,6 +27,36 @@ pub struct Args {
     /// API); defaults to the host name.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+
+    /// How long the leader's Lease stays valid after its last renewal, as
+    /// kube-controller-manager's flag: a standby takes over a leader that died without
+    /// releasing its Lease about this long after its last renewal. Go duration (`15s`).
+    #[arg(
+        long,
+        env = "STEVEDORE_LEADER_ELECT_LEASE_DURATION",
+        default_value = "15s",
+        value_parser = stevedore_parsers::duration::parse_duration
+    )]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew its Lease before it stops acting; shorter
+    /// than the lease duration.
+    #[arg(
+        long,
+        env = "STEVEDORE_LEADER_ELECT_RENEW_DEADLINE",
+        default_value = "10s",
+        value_parser = stevedore_parsers::duration::parse_duration
+    )]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// Pause between attempts to acquire or renew the Lease.
+    #[arg(
+        long,
+        env = "STEVEDORE_LEADER_ELECT_RETRY_PERIOD",
+        default_value = "2s",
+        value_parser = stevedore_parsers::duration::parse_duration
+    )]
+    pub leader_elect_retry_period: Duration,
 
     /// Address of the health endpoint (`/healthz`, `/readyz`), which kubelet probes
     /// reach; it tells only whether the replica works.
@@ -226,6 +258,15 @@ impl Args {
             })
             .unwrap_or_else(|| format!("stevedore-controlplane-{}", std::process::id()))
     }
+
+    /// The leader-election timings of the `--leader-elect-*` flags, checked together.
+    pub fn leader_timings(&self) -> Result<Timings, TimingsError> {
+        Timings::new(
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_deadline,
+            self.leader_elect_retry_period,
+        )
+    }
 }
 
 /// How log lines are written.
@@ -332,6 +373,33 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.controllers, Default::default());
         assert!(!args.identity().is_empty());
+        assert_eq!(args.leader_timings(), Ok(Timings::default()));
+    }
+
+    #[test]
+    fn leader_election_timings_come_from_their_flags() {
+        let argv = [
+            "controlplane",
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=500ms",
+        ];
+        let args = with_env(&[], || Args::try_parse_from(argv)).unwrap();
+        let timings = args.leader_timings().unwrap();
+        assert_eq!(timings.lease_duration, Duration::from_secs(4));
+        assert_eq!(timings.renew_deadline, Duration::from_secs(3));
+        assert_eq!(timings.retry_period, Duration::from_millis(500));
+
+        // Each value parses, but a lease no longer than the renew deadline is refused,
+        // naming both flags.
+        let argv = ["controlplane", "--leader-elect-lease-duration=10s"];
+        let args = with_env(&[], || Args::try_parse_from(argv)).unwrap();
+        let message = args.leader_timings().unwrap_err().to_string();
+        assert!(
+            message.contains("--leader-elect-lease-duration (10s)")
+                && message.contains("--leader-elect-renew-deadline (10s)"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -383,6 +451,8 @@ mod tests {
             ["controlplane", "--health-addr", "nowhere"],
             ["controlplane", "--metrics-addr", "nowhere"],
             ["controlplane", "--agent-rpc-timeout", "0"],
+            ["controlplane", "--leader-elect-lease-duration", "15"],
+            ["controlplane", "--leader-elect-retry-period", "-2s"],
             // Names without the CA they are checked against would admit anyone.
             ["controlplane", "--webhook-client-names", "apiserver"],
         ] {

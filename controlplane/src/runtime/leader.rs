@@ -42,6 +42,64 @@ impl Default for Timings {
     }
 }
 
+/// Why `--leader-elect-*` timings cannot work together; the checks are client-go's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimingsError {
+    #[error("--leader-elect-{flag} must be longer than zero")]
+    Zero { flag: &'static str },
+    #[error(
+        "--leader-elect-lease-duration ({lease:?}) must be longer than --leader-elect-renew-deadline ({renew:?}): a leader must stop acting before a standby may take its lease over"
+    )]
+    LeaseNotAfterRenew { lease: Duration, renew: Duration },
+    #[error(
+        "--leader-elect-renew-deadline ({renew:?}) must be longer than 1.2 times --leader-elect-retry-period ({retry:?}): a leader needs more than one jittered retry to renew"
+    )]
+    RenewNotAfterRetry { renew: Duration, retry: Duration },
+}
+
+impl Timings {
+    /// Timings from the `--leader-elect-*` flags (kube-controller-manager's names), checked
+    /// as client-go's `NewLeaderElector` checks them. Shorter timings fail over sooner
+    /// after a leader dies without releasing its lease (about one lease duration plus a
+    /// retry), at the price of a leader that stops acting whenever renewing takes longer
+    /// than the renew deadline, as it may on a busy apiserver.
+    pub fn new(
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Result<Self, TimingsError> {
+        for (flag, value) in [
+            ("lease-duration", lease_duration),
+            ("renew-deadline", renew_deadline),
+            ("retry-period", retry_period),
+        ] {
+            if value.is_zero() {
+                return Err(TimingsError::Zero { flag });
+            }
+        }
+        if lease_duration <= renew_deadline {
+            return Err(TimingsError::LeaseNotAfterRenew {
+                lease: lease_duration,
+                renew: renew_deadline,
+            });
+        }
+        if renew_deadline <= retry_period.mul_f64(RETRY_JITTER_FACTOR) {
+            return Err(TimingsError::RenewNotAfterRetry {
+                renew: renew_deadline,
+                retry: retry_period,
+            });
+        }
+        Ok(Self {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        })
+    }
+}
+
+/// client-go's `JitterFactor`: a retry may come this many retry periods late.
+const RETRY_JITTER_FACTOR: f64 = 1.2;
+
 /// The parts of a Lease the decision reads; any difference between two reads counts as
 /// the holder being alive.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -292,3 +292,61 @@ fn release_clears_the_holder_and_keeps_the_history() {
         Decision::Acquire { transitions: 5 }
     );
 }
+
+#[test]
+fn timings_are_checked_as_client_go_checks_them() {
+    let s = Duration::from_secs;
+    let ms = Duration::from_millis;
+    let cases = [
+        ("client-go's defaults", s(15), s(10), s(2), Ok(())),
+        ("short, for a fast failover", s(4), s(3), s(1), Ok(())),
+        ("sub-second retry", s(3), s(2), ms(500), Ok(())),
+        (
+            "zero lease",
+            s(0),
+            s(10),
+            s(2),
+            Err(TimingsError::Zero {
+                flag: "lease-duration",
+            }),
+        ),
+        (
+            "zero retry",
+            s(15),
+            s(10),
+            s(0),
+            Err(TimingsError::Zero {
+                flag: "retry-period",
+            }),
+        ),
+        (
+            "lease equal to the renew deadline",
+            s(10),
+            s(10),
+            s(2),
+            Err(TimingsError::LeaseNotAfterRenew {
+                lease: s(10),
+                renew: s(10),
+            }),
+        ),
+        (
+            "renew deadline within one jittered retry",
+            s(15),
+            ms(2400),
+            s(2),
+            Err(TimingsError::RenewNotAfterRetry {
+                renew: ms(2400),
+                retry: s(2),
+            }),
+        ),
+    ];
+    for (case, lease, renew, retry, expected) in cases {
+        let got = Timings::new(lease, renew, retry).map(|_| ());
+        assert_eq!(got, expected, "{case}");
+    }
+    let made = Timings::new(s(4), s(3), s(1)).expect("valid timings");
+    assert_eq!(
+        (made.lease_duration, made.renew_deadline, made.retry_period),
+        (s(4), s(3), s(1))
+    );
+}
