@@ -235,13 +235,14 @@ struct Counts {
     preparing_delete_old: i64,
 }
 
-/// Counts the pods by revision and state; a pod's view says whether it is on the update
-/// revision, serving, in PreparingDelete, specified for deletion or terminating.
-fn count(pods: &[PodView]) -> Counts {
+/// Counts the pods by revision and state; `updated` says whether a pod counts as on the
+/// update revision, its view whether it is serving, in PreparingDelete, specified for
+/// deletion or terminating.
+fn count(pods: &[PodView], updated: impl Fn(&PodView) -> bool) -> Counts {
     let mut c = Counts::default();
     for pod in pods.iter().filter(|pod| !pod.terminating) {
         c.total += 1;
-        let (all, active, to_delete, preparing) = if pod.updated {
+        let (all, active, to_delete, preparing) = if updated(pod) {
             (
                 &mut c.new,
                 &mut c.new_active,
@@ -285,10 +286,21 @@ pub fn calculate_diffs(
     params: &RolloutParams,
     pods: &[PodView],
 ) -> Result<RolloutDiffs, IntOrPercentError> {
+    calculate_diffs_counting(params, pods, |pod| pod.updated)
+}
+
+/// [`calculate_diffs`] with `updated` deciding which pods count as on the update revision
+/// (the scale step also counts pods in PreparingUpdate, OpenKruise's `IsPodUpdate` under
+/// PreparingUpdateAsUpdate), so no caller copies the views to change that one fact.
+pub fn calculate_diffs_counting(
+    params: &RolloutParams,
+    pods: &[PodView],
+    updated: impl Fn(&PodView) -> bool,
+) -> Result<RolloutDiffs, IntOrPercentError> {
     let limits = Limits::of(params)?;
     let replicas = i64::from(params.replicas);
     let partition = limits.partition;
-    let c = count(pods);
+    let c = count(pods, updated);
     let mut update_old_diff = c.old_active - partition;
     let mut update_new_diff = c.new_active - (replicas - partition);
     let total_unavailable = c.preparing_delete_new + c.preparing_delete_old + c.unavailable;
@@ -360,7 +372,11 @@ pub fn update_max_unavailable(
     pods: &[PodView],
 ) -> Result<i32, IntOrPercentError> {
     let limits = Limits::of(params)?;
-    let limit = update_unavailable_limit(&limits, &count(pods), i64::from(params.replicas));
+    let limit = update_unavailable_limit(
+        &limits,
+        &count(pods, |pod| pod.updated),
+        i64::from(params.replicas),
+    );
     Ok(i32::try_from(limit.clamp(0, i64::from(i32::MAX))).unwrap_or(i32::MAX))
 }
 

@@ -170,15 +170,12 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
     /// (OpenKruise `revision.IsPodUpdate` under PreparingUpdateAsUpdate): its update has
     /// begun, so a replacement for a deleted current-revision pod stays current.
     fn scale_diffs(&self) -> Result<RolloutDiffs, PlanError> {
-        let views: Vec<PodView> = self
-            .views
-            .iter()
-            .map(|v| PodView {
-                updated: v.updated || v.preparing_update(),
-                ..v.clone()
-            })
-            .collect();
-        Ok(rollout::calculate_diffs(&self.params, &views)?)
+        let updated = |v: &PodView| v.updated || v.preparing_update();
+        Ok(rollout::calculate_diffs_counting(
+            &self.params,
+            &self.views,
+            updated,
+        )?)
     }
 
     /// The revision of each pod to create, in creation order: the first
