@@ -111,7 +111,7 @@ impl PodSetWorkload for DaemonSetWorkload<'_> {
         }
     }
 
-    fn holds_back(&self, pod: &PodView) -> bool {
+    fn holds_back(&self, pod: &PodView<'_>) -> bool {
         self.held_back.contains(&pod.name)
     }
 

@@ -43,7 +43,7 @@ struct NodeRevisions<'a> {
 }
 
 impl SurgeInput<'_, '_> {
-    fn view(&self, pod: &Pod) -> PodView {
+    fn view<'p>(&self, pod: &'p Pod) -> PodView<'p> {
         let named = Default::default();
         let ctx = ViewContext {
             update_revision: self.update_revision,

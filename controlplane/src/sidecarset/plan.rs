@@ -161,7 +161,7 @@ fn pods_to_upgrade(
         })
         .collect();
     // Ordered over every planned pod, as the shared order spreads scatter terms over the set.
-    let views: Vec<PodView> = pods.iter().map(|p| p.view.clone()).collect();
+    let views: Vec<PodView<'_>> = pods.iter().map(|p| p.view.clone()).collect();
     let order = update_order(
         &views,
         &waiting,

@@ -167,7 +167,8 @@ fn finished_upgrades_are_closed() {
 #[test]
 fn priority_and_scatter_order_the_upgrade_as_the_workloads() {
     let mut pods = old_pods(4);
-    pods[3].view.labels = [("tier".to_owned(), "canary".to_owned())].into();
+    pods[3].view.labels =
+        std::borrow::Cow::Owned([("tier".to_owned(), "canary".to_owned())].into());
     let priority: crate::api::common::UpdatePriorityStrategy = serde_json::from_value(serde_json::json!({
         "weightPriority": [{ "weight": 50, "matchSelector": { "matchLabels": { "tier": "canary" } } }]
     }))
@@ -180,7 +181,7 @@ fn priority_and_scatter_order_the_upgrade_as_the_workloads() {
     // Scatter: two pods of zone a among four spread over the batches, not both first.
     let mut pods = old_pods(4);
     for i in [0, 1] {
-        pods[i].view.labels = [("zone".to_owned(), "a".to_owned())].into();
+        pods[i].view.labels = std::borrow::Cow::Owned([("zone".to_owned(), "a".to_owned())].into());
     }
     let scattered = SidecarSetUpdateStrategy {
         scatter_strategy: vec![crate::api::common::UpdateScatterTerm {

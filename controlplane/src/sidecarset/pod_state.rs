@@ -32,7 +32,7 @@ pub use crate::workload::inplace::SIDECAR_UPGRADE_STATE_ANNOTATION as STATE_ANNO
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SidecarPod {
     /// The pod as the shared update order reads it (name, readiness, labels, ...).
-    pub view: PodView,
+    pub view: PodView<'static>,
     pub injected: bool,
     pub active: bool,
     /// The SidecarSet version the pod records (empty: none).
@@ -74,7 +74,7 @@ impl SidecarPod {
             named_for_deletion: &BTreeSet::new(),
         };
         Self {
-            view: PodView::of(pod, &context),
+            view: PodView::of(pod, &context).into_owned(),
             injected,
             active: is_active(pod),
             hash: recorded_hash(&annotations, HASH_ANNOTATION, &name),

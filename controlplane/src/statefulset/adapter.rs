@@ -143,7 +143,7 @@ impl PodSetWorkload for StatefulSet {
             .and_then(|u| u.priority_strategy.as_ref())
     }
 
-    fn holds_back(&self, pod: &PodView) -> bool {
+    fn holds_back(&self, pod: &PodView<'_>) -> bool {
         let partition = self.spec.rolling_update().partition_or_default();
         let wanted = wanted_ordinals(self);
         ordinal_of(&self.name_any(), &pod.name).is_none_or(|o| wanted.below_partition(o, partition))
@@ -151,7 +151,7 @@ impl PodSetWorkload for StatefulSet {
 
     /// Highest ordinal first (pods already in PreparingUpdate before the rest), unless
     /// `unorderedUpdate` asks for the priority order.
-    fn update_order(&self, pods: &[PodView], waiting: &[usize]) -> Option<Vec<usize>> {
+    fn update_order(&self, pods: &[PodView<'_>], waiting: &[usize]) -> Option<Vec<usize>> {
         if self.update_priority().is_some() {
             return None;
         }

@@ -140,7 +140,7 @@ pub fn plan(snap: &Snapshot<'_>) -> Result<StatefulSetPlan, StatefulSetPlanError
         snap.update_revision,
     );
     set.refresh(&mut out.plan)?;
-    let views: BTreeMap<&str, &PodView> = set
+    let views: BTreeMap<&str, &PodView<'_>> = set
         .active_views()
         .filter_map(|(pod, view)| Some((pod.metadata.name.as_deref()?, view)))
         .collect();
@@ -162,7 +162,7 @@ struct ScaleStep<'s, 'a> {
     snap: &'s Snapshot<'a>,
     wanted: &'s WantedOrdinals,
     /// Views of the active pods by name.
-    views: &'s BTreeMap<&'a str, &'s PodView>,
+    views: &'s BTreeMap<&'a str, &'s PodView<'a>>,
 }
 
 impl<'a> ScaleStep<'_, 'a> {

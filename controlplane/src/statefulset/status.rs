@@ -175,7 +175,7 @@ pub fn stuck_warning(halt: &Halt, pods: &[&Pod], now: Timestamp) -> Option<Strin
 }
 
 /// How long until a ready pod counts as available (plus a second), if it does not yet.
-fn until_available(view: &PodView, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {
+fn until_available(view: &PodView<'_>, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {
     if !view.ready || view.available {
         return None;
     }

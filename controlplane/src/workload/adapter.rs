@@ -99,7 +99,7 @@ pub trait PodSetWorkload {
 
     /// Pods the rollout leaves on their revision whatever the counts say (StatefulSet:
     /// the first `partition` pods from the start ordinal).
-    fn holds_back(&self, pod: &PodView) -> bool {
+    fn holds_back(&self, pod: &PodView<'_>) -> bool {
         let _ = pod;
         false
     }
@@ -107,7 +107,7 @@ pub trait PodSetWorkload {
     /// The order in which the `waiting` pods (indexes into `pods`) are updated, when the
     /// workload keeps one of its own (StatefulSet: highest ordinal first); `None` takes the
     /// shared order (`ordering::update_order` with `update_priority` and `update_scatter`).
-    fn update_order(&self, pods: &[PodView], waiting: &[usize]) -> Option<Vec<usize>> {
+    fn update_order(&self, pods: &[PodView<'_>], waiting: &[usize]) -> Option<Vec<usize>> {
         let _ = (pods, waiting);
         None
     }

@@ -21,7 +21,7 @@ pub use super::revision_adapter::CONTROLLER_REVISION_HASH_LABEL as REVISION_LABE
 
 /// Compares two pods for deletion: `Less` means `a` should be deleted before `b`.
 /// `rank_*` is the spread rank (higher = more crowded = delete first).
-pub fn deletion_order(a: &PodView, rank_a: u32, b: &PodView, rank_b: u32) -> Ordering {
+pub fn deletion_order(a: &PodView<'_>, rank_a: u32, b: &PodView<'_>, rank_b: u32) -> Ordering {
     let less = |first: bool| {
         if first {
             Ordering::Less
@@ -71,8 +71,8 @@ pub fn deletion_order(a: &PodView, rank_a: u32, b: &PodView, rank_b: u32) -> Ord
 /// OpenKruise's same-node ranker: on each node holding more than one of `pods`, every pod
 /// except the one most worth keeping gets a rank, the first to delete the highest, so
 /// scale-down evens pods out across nodes.
-pub fn same_node_ranks(pods: &[&PodView]) -> BTreeMap<String, u32> {
-    let mut by_node: BTreeMap<&str, Vec<&PodView>> = BTreeMap::new();
+pub fn same_node_ranks(pods: &[&PodView<'_>]) -> BTreeMap<String, u32> {
+    let mut by_node: BTreeMap<&str, Vec<&PodView<'_>>> = BTreeMap::new();
     for pod in pods.iter().filter(|p| !p.node_name.is_empty()) {
         by_node.entry(pod.node_name.as_str()).or_default().push(pod);
     }
@@ -92,9 +92,9 @@ pub fn same_node_ranks(pods: &[&PodView]) -> BTreeMap<String, u32> {
 
 /// Sorts `pods` into deletion order (first = delete first). Ties keep the input order so a
 /// plan is deterministic for a given cache listing.
-pub fn rank_for_deletion<'a>(pods: &[&'a PodView]) -> Vec<&'a PodView> {
+pub fn rank_for_deletion<'a, 'p>(pods: &[&'a PodView<'p>]) -> Vec<&'a PodView<'p>> {
     let ranks = same_node_ranks(pods);
-    let rank = |p: &PodView| ranks.get(&p.name).copied().unwrap_or(0);
+    let rank = |p: &PodView<'_>| ranks.get(&p.name).copied().unwrap_or(0);
     let mut sorted = pods.to_vec();
     sorted.sort_by(|a, b| deletion_order(a, rank(a), b, rank(b)));
     sorted
@@ -114,12 +114,12 @@ pub struct ScaleDown {
 /// already named or already in PreparingDelete, old-revision pods up to
 /// `old_revision_surplus` and then updated pods, each group in ranking order.
 pub fn pods_to_delete(
-    pods: &[PodView],
+    pods: &[PodView<'_>],
     pods_to_delete: &BTreeSet<String>,
     scale: ScaleDown,
 ) -> Vec<String> {
-    let named = |p: &PodView| p.specified_delete || pods_to_delete.contains(&p.name);
-    let specified: Vec<&PodView> = pods
+    let named = |p: &PodView<'_>| p.specified_delete || pods_to_delete.contains(&p.name);
+    let specified: Vec<&PodView<'_>> = pods
         .iter()
         .filter(|p| named(p) && !p.preparing_delete())
         .collect();
@@ -133,12 +133,12 @@ pub fn pods_to_delete(
         .collect();
 
     let remaining = scale.total.saturating_sub(planned);
-    let candidates = |updated: bool| -> Vec<&PodView> {
+    let candidates = |updated: bool| -> Vec<&PodView<'_>> {
         pods.iter()
             .filter(|p| !named(p) && !p.preparing_delete() && p.updated == updated)
             .collect()
     };
-    let choose = |group: Vec<&PodView>, count: usize| -> Vec<String> {
+    let choose = |group: Vec<&PodView<'_>>, count: usize| -> Vec<String> {
         rank_for_deletion(&group)
             .into_iter()
             .take(count)

@@ -11,7 +11,7 @@ fn ts(secs: i64) -> Timestamp {
 }
 
 /// A scheduled, running, ready, available pod created at t=0, ready since t=10.
-fn running(name: &str, node: &str) -> PodView {
+fn running(name: &str, node: &str) -> PodView<'static> {
     PodView {
         name: name.to_owned(),
         node_name: node.to_owned(),
@@ -24,20 +24,20 @@ fn running(name: &str, node: &str) -> PodView {
     }
 }
 
-fn names(pods: &[&PodView]) -> Vec<String> {
+fn names(pods: &[&PodView<'_>]) -> Vec<String> {
     pods.iter().map(|p| p.name.clone()).collect()
 }
 
 #[test]
 fn pairwise_order_follows_kruise_active_pods_with_ranks() {
     let base = running("b", "n2");
-    let with = |f: &dyn Fn(&mut PodView)| {
+    let with = |f: &dyn Fn(&mut PodView<'_>)| {
         let mut p = running("a", "n1");
         f(&mut p);
         p
     };
     // (case, first, first's rank, second, second's rank): `first` must go first.
-    let cases: Vec<(&str, PodView, u32, PodView, u32)> = vec![
+    let cases: Vec<(&str, PodView<'_>, u32, PodView<'_>, u32)> = vec![
         (
             "unassigned before assigned",
             with(&|p| p.node_name.clear()),
@@ -246,18 +246,18 @@ fn ranking_spreads_scale_down_across_nodes() {
         running("y", "n1"),
         running("z", "n1"),
     ];
-    let refs: Vec<&PodView> = pods.iter().collect();
+    let refs: Vec<&PodView<'_>> = pods.iter().collect();
     assert_eq!(names(&rank_for_deletion(&refs)), ["x", "y", "solo", "z"]);
 }
 
 #[test]
 fn ranking_is_stable_for_ties() {
     let pods = [running("c", "n3"), running("a", "n1"), running("b", "n2")];
-    let refs: Vec<&PodView> = pods.iter().collect();
+    let refs: Vec<&PodView<'_>> = pods.iter().collect();
     assert_eq!(names(&rank_for_deletion(&refs)), ["c", "a", "b"]);
 }
 
-fn rollout_pods() -> Vec<PodView> {
+fn rollout_pods() -> Vec<PodView<'static>> {
     let mut pods = Vec::new();
     for (name, updated, created) in [
         ("old-1", false, 1),
@@ -276,7 +276,7 @@ fn rollout_pods() -> Vec<PodView> {
 /// (case, pods, podsToDelete, scale-down, expected choice in order).
 type ScaleCase = (
     &'static str,
-    Vec<PodView>,
+    Vec<PodView<'static>>,
     BTreeSet<String>,
     ScaleDown,
     Vec<&'static str>,

@@ -21,7 +21,7 @@ mod tests;
 /// OpenKruise's `SortUpdateIndexes`: the indexes (into `pods`) of the pods waiting to be
 /// updated, in update order.
 pub fn update_order(
-    pods: &[PodView],
+    pods: &[PodView<'_>],
     waiting: &[usize],
     priority: Option<&UpdatePriorityStrategy>,
     scatter: &[UpdateScatterTerm],
@@ -44,7 +44,7 @@ pub fn update_order(
 /// Kubernetes' `ActivePods.Less`, the default order: unscheduled before scheduled,
 /// Pending before Unknown before Running, not ready before ready, ready for less time
 /// first, more restarts first, newer first — the pods least worth keeping go first.
-pub fn default_order(a: &PodView, b: &PodView) -> Ordering {
+pub fn default_order(a: &PodView<'_>, b: &PodView<'_>) -> Ordering {
     if less(a, b) {
         Ordering::Less
     } else if less(b, a) {
@@ -54,7 +54,7 @@ pub fn default_order(a: &PodView, b: &PodView) -> Ordering {
     }
 }
 
-fn less(a: &PodView, b: &PodView) -> bool {
+fn less(a: &PodView<'_>, b: &PodView<'_>) -> bool {
     let (a_node, b_node) = (a.node_name.as_str(), b.node_name.as_str());
     if a_node != b_node && (a_node.is_empty() || b_node.is_empty()) {
         return a_node.is_empty();
@@ -82,7 +82,7 @@ fn less(a: &PodView, b: &PodView) -> bool {
 /// keys first, then the integer at the end of its value, higher first). Like OpenKruise,
 /// ties go to the higher pod index, not the incoming order.
 pub fn priority_sort(
-    pods: &[PodView],
+    pods: &[PodView<'_>],
     mut order: Vec<usize>,
     strategy: &UpdatePriorityStrategy,
 ) -> Vec<usize> {
@@ -157,7 +157,7 @@ fn int_suffix(value: &str) -> i64 {
 /// carrying that label evenly among the others, in proportion to how they are spread over
 /// the whole set, so one update batch does not take all of them at once.
 pub fn scatter_sort(
-    pods: &[PodView],
+    pods: &[PodView<'_>],
     mut order: Vec<usize>,
     terms: &[UpdateScatterTerm],
 ) -> Vec<usize> {
@@ -173,7 +173,7 @@ pub fn scatter_sort(
 /// `getScatterTerms`: a single term as given; several terms keep only those matching some
 /// waiting pod, most matches first (a term listed twice counts twice, as upstream).
 fn scatter_terms(
-    pods: &[PodView],
+    pods: &[PodView<'_>],
     order: &[usize],
     terms: &[UpdateScatterTerm],
 ) -> Vec<UpdateScatterTerm> {
@@ -206,13 +206,17 @@ fn scatter_terms(
 }
 
 /// Upstream compares the label value with a missing label read as "".
-fn matches_term(pod: &PodView, term: &UpdateScatterTerm) -> bool {
+fn matches_term(pod: &PodView<'_>, term: &UpdateScatterTerm) -> bool {
     pod.labels.get(&term.key).map_or("", String::as_str) == term.value
 }
 
 /// `scatterPodsByRule`: interleave matched and unmatched waiting pods in groups sized by
 /// their density; the last matched pod goes to the very end.
-fn scatter_by_term(pods: &[PodView], order: Vec<usize>, term: &UpdateScatterTerm) -> Vec<usize> {
+fn scatter_by_term(
+    pods: &[PodView<'_>],
+    order: Vec<usize>,
+    term: &UpdateScatterTerm,
+) -> Vec<usize> {
     let (mut matched, mut unmatched): (Vec<usize>, Vec<usize>) =
         order.iter().partition(|&&i| matches_term(&pods[i], term));
     if matched.len() <= 1 || unmatched.len() <= 1 {

@@ -1,6 +1,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
+use std::borrow::Cow;
 
 use super::*;
 use crate::api::common::{UpdatePriorityOrderTerm, UpdatePriorityWeightTerm};
@@ -14,13 +15,13 @@ fn labels(spec: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn pods(specs: &[&str]) -> Vec<PodView> {
+fn pods(specs: &[&str]) -> Vec<PodView<'static>> {
     specs
         .iter()
         .enumerate()
         .map(|(i, spec)| PodView {
             name: format!("pod-{i}"),
-            labels: labels(spec),
+            labels: Cow::Owned(labels(spec)),
             ..PodView::default()
         })
         .collect()
@@ -38,7 +39,7 @@ fn at(secs: i64) -> Timestamp {
 }
 
 /// A scheduled, running, ready pod created at `created`, ready since `created + 10`.
-fn running(name: &str, created: i64) -> PodView {
+fn running(name: &str, created: i64) -> PodView<'static> {
     PodView {
         name: name.to_owned(),
         node_name: "node-1".to_owned(),
@@ -54,7 +55,7 @@ fn running(name: &str, created: i64) -> PodView {
 #[test]
 fn default_order_table() {
     let base = running("base", 100);
-    let cases: Vec<(&str, PodView, PodView)> = vec![
+    let cases: Vec<(&str, PodView<'_>, PodView<'_>)> = vec![
         ("unscheduled before scheduled", PodView { node_name: String::new(), ..base.clone() }, base.clone()),
         ("empty node name is unscheduled", PodView { node_name: String::new(), ..base.clone() }, base.clone()),
         ("Pending before Running", PodView { phase: "Pending".into(), ..base.clone() }, base.clone()),
@@ -409,12 +410,12 @@ fn group_sizes() {
 
 #[test]
 fn update_order_pipeline() {
-    let mut set: Vec<PodView> = (0..6)
+    let mut set: Vec<PodView<'static>> = (0..6)
         .map(|i| running(&format!("pod-{i}"), 100 + i))
         .collect();
     set[1].ready = false;
     set[4].lifecycle = Some(LifecycleState::PreparingUpdate);
-    set[5].labels = labels("key=foo");
+    set[5].labels = Cow::Owned(labels("key=foo"));
     // Default order: not ready first, then newer first; PreparingUpdate moves to the front.
     assert_eq!(
         update_order(&set, &[0, 1, 2, 3, 4, 5], None, &[]),
@@ -431,10 +432,10 @@ fn update_order_pipeline() {
     // Scatter: pods 3 and 2 are next to each other in the default order; with zone=a
     // scattered one goes first and the other last.
     for i in [2, 3] {
-        set[i].labels = labels("zone=a");
+        set[i].labels = Cow::Owned(labels("zone=a"));
     }
     set[4].lifecycle = None;
-    set[5].labels.clear();
+    set[5].labels.to_mut().clear();
     assert_eq!(
         update_order(&set, &[0, 1, 2, 3, 4, 5], None, &[]),
         [1, 5, 4, 3, 2, 0]

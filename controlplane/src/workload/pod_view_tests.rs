@@ -16,7 +16,12 @@ fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
-fn view(pod: &Pod, update_revision: &str, min_ready_seconds: i32, now: Timestamp) -> PodView {
+fn view<'p>(
+    pod: &'p Pod,
+    update_revision: &str,
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> PodView<'p> {
     PodView::of(
         pod,
         &ViewContext {
@@ -74,7 +79,8 @@ fn pod(name: &str) -> Pod {
 
 #[test]
 fn facts_from_pod() {
-    let facts = view(&pod("p"), "rev-2", 30, ts(200));
+    let p = pod("p");
+    let facts = view(&p, "rev-2", 30, ts(200));
     assert_eq!(
         facts,
         PodView {
@@ -93,7 +99,7 @@ fn facts_from_pod() {
             lifecycle: None,
             updating_in_place: false,
             terminating: false,
-            labels: pod("p").metadata.labels.unwrap(),
+            labels: std::borrow::Cow::Owned(pod("p").metadata.labels.unwrap()),
         }
     );
 }
@@ -112,7 +118,8 @@ fn facts_availability_and_labels() {
     let facts = view(&marked, "rev-2", 0, ts(200));
     assert!(facts.specified_delete && facts.preparing_delete());
 
-    let facts = view(&Pod::default(), "rev-2", 0, ts(0));
+    let empty = Pod::default();
+    let facts = view(&empty, "rev-2", 0, ts(0));
     assert_eq!(facts, PodView::default());
 }
 
@@ -244,7 +251,8 @@ fn update_ready_and_serving_follow_openkruise() {
         ),
     ];
     for (name, in_place, state, update_ready, serving) in cases {
-        let v = view(&held(in_place, state), "rev-2", 0, ts(200));
+        let pod = held(in_place, state);
+        let v = view(&pod, "rev-2", 0, ts(200));
         assert_eq!(v.update_ready(), update_ready, "{name}: update_ready");
         assert_eq!(v.serving(), serving, "{name}: serving");
     }

@@ -238,7 +238,7 @@ struct Counts {
 /// Counts the pods by revision and state; `updated` says whether a pod counts as on the
 /// update revision, its view whether it is serving, in PreparingDelete, specified for
 /// deletion or terminating.
-fn count(pods: &[PodView], updated: impl Fn(&PodView) -> bool) -> Counts {
+fn count(pods: &[PodView<'_>], updated: impl Fn(&PodView<'_>) -> bool) -> Counts {
     let mut c = Counts::default();
     for pod in pods.iter().filter(|pod| !pod.terminating) {
         c.total += 1;
@@ -284,7 +284,7 @@ fn count(pods: &[PodView], updated: impl Fn(&PodView) -> bool) -> Counts {
 /// * `scaleStrategy.maxUnavailable` caps creations while too many pods are unavailable.
 pub fn calculate_diffs(
     params: &RolloutParams,
-    pods: &[PodView],
+    pods: &[PodView<'_>],
 ) -> Result<RolloutDiffs, IntOrPercentError> {
     calculate_diffs_counting(params, pods, |pod| pod.updated)
 }
@@ -294,8 +294,8 @@ pub fn calculate_diffs(
 /// PreparingUpdateAsUpdate), so no caller copies the views to change that one fact.
 pub fn calculate_diffs_counting(
     params: &RolloutParams,
-    pods: &[PodView],
-    updated: impl Fn(&PodView) -> bool,
+    pods: &[PodView<'_>],
+    updated: impl Fn(&PodView<'_>) -> bool,
 ) -> Result<RolloutDiffs, IntOrPercentError> {
     let limits = Limits::of(params)?;
     let replicas = i64::from(params.replicas);
@@ -369,7 +369,7 @@ fn update_unavailable_limit(limits: &Limits, c: &Counts, replicas: i64) -> i64 {
 /// leaves at 0 then.
 pub fn update_max_unavailable(
     params: &RolloutParams,
-    pods: &[PodView],
+    pods: &[PodView<'_>],
 ) -> Result<i32, IntOrPercentError> {
     let limits = Limits::of(params)?;
     let limit = update_unavailable_limit(

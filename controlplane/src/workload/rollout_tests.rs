@@ -173,10 +173,10 @@ fn other_fields_keep_whole_percentages() {
 
 /// A pod as the diff calculation reads it: on the update revision or not, serving
 /// (available, no update under way, lifecycle Normal) or not, specified for deletion or not.
-const fn pod(updated: bool, available: bool, specified_delete: bool) -> PodView {
+const fn pod(updated: bool, available: bool, specified_delete: bool) -> PodView<'static> {
     PodView {
         name: String::new(),
-        labels: BTreeMap::new(),
+        labels: std::borrow::Cow::Owned(BTreeMap::new()),
         node_name: String::new(),
         phase: String::new(),
         ready: available,
@@ -194,25 +194,25 @@ const fn pod(updated: bool, available: bool, specified_delete: bool) -> PodView 
     }
 }
 /// Old revision, available.
-const O: PodView = pod(false, true, false);
+const O: PodView<'_> = pod(false, true, false);
 /// Old revision, specified for deletion.
-const OD: PodView = pod(false, true, true);
+const OD: PodView<'_> = pod(false, true, true);
 /// New revision, available.
-const N: PodView = pod(true, true, false);
+const N: PodView<'_> = pod(true, true, false);
 /// New revision, not available.
-const NU: PodView = pod(true, false, false);
+const NU: PodView<'_> = pod(true, false, false);
 /// New revision, specified for deletion.
-const ND: PodView = pod(true, true, true);
+const ND: PodView<'_> = pod(true, true, true);
 /// New revision, not available, specified for deletion.
-const NUD: PodView = pod(true, false, true);
+const NUD: PodView<'_> = pod(true, false, true);
 /// New revision in PreparingDelete.
-const NP: PodView = {
+const NP: PodView<'_> = {
     let mut pod = N;
     pod.lifecycle = Some(LifecycleState::PreparingDelete);
     pod
 };
 /// New revision, terminating.
-const NT: PodView = {
+const NT: PodView<'_> = {
     let mut pod = N;
     pod.terminating = true;
     pod
@@ -270,7 +270,7 @@ macro_rules! diffs {
 #[rustfmt::skip]
 #[test]
 fn diffs_follow_openkruise() {
-    let cases: Vec<(&str, RolloutParams, Vec<PodView>, RolloutDiffs)> = vec![
+    let cases: Vec<(&str, RolloutParams, Vec<PodView<'_>>, RolloutDiffs)> = vec![
         ("empty cloneset", set(0, int(0), int(1), int(0)), vec![], NONE),
         ("scale to 5, step 1", set(5, int(0), int(1), int(0)), vec![], diffs!(scale_up: 5, scale_up_limit: 5)),
         ("scale to 5, step 2", set(5, int(0), int(1), int(0)), vec![N; 5], NONE),
@@ -331,7 +331,7 @@ fn diffs_edge_cases() {
     };
     let defaults = |replicas: i32| RolloutParams { replicas, partition_rollback: true, ..RolloutParams::default() };
     let surge_10 = |paused: bool| RolloutParams { max_surge: Some(pct("10%")), paused, ..defaults(7) };
-    let cases: Vec<(&str, RolloutParams, Vec<PodView>, RolloutDiffs)> = vec![
+    let cases: Vec<(&str, RolloutParams, Vec<PodView<'_>>, RolloutDiffs)> = vec![
         ("PreparingDelete still counts towards replicas", unlimited_scale.clone(), vec![N, N, N, N, NP], NONE),
         ("excludePreparingDelete replaces it at once", RolloutParams { exclude_preparing_delete: true, ..unlimited_scale.clone() }, vec![N, N, N, N, NP], diffs!(scale_up: 1, scale_up_limit: 1)),
         ("terminating pods are not counted", unlimited_scale.clone(), vec![N, N, N, N, N, NT], NONE),

@@ -127,7 +127,7 @@ pub struct PodSet<'s, 'a, W: PodSetWorkload> {
     snap: &'s PodSetSnapshot<'a, W>,
     params: RolloutParams,
     active: Vec<&'a Pod>,
-    views: Vec<PodView>,
+    views: Vec<PodView<'a>>,
     /// How a pod moves from a revision (by name) to the update revision, worked out once
     /// per sync: it compares the two revisions' templates, the same for every pod of a
     /// revision (a rollout of N pods compared them N times, 125 KB each in a debug build).
@@ -170,7 +170,7 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
     /// (OpenKruise `revision.IsPodUpdate` under PreparingUpdateAsUpdate): its update has
     /// begun, so a replacement for a deleted current-revision pod stays current.
     fn scale_diffs(&self) -> Result<RolloutDiffs, PlanError> {
-        let updated = |v: &PodView| v.updated || v.preparing_update();
+        let updated = |v: &PodView<'_>| v.updated || v.preparing_update();
         Ok(rollout::calculate_diffs_counting(
             &self.params,
             &self.views,
@@ -227,7 +227,7 @@ impl<'s, 'a, W: PodSetWorkload> PodSet<'s, 'a, W> {
     }
 
     /// The active pods and their views, in the same order.
-    pub fn active_views(&self) -> impl Iterator<Item = (&'a Pod, &PodView)> {
+    pub fn active_views(&self) -> impl Iterator<Item = (&'a Pod, &PodView<'_>)> {
         self.active.iter().copied().zip(&self.views)
     }
 
