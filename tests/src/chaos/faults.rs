@@ -25,6 +25,11 @@ use crate::test_nodes;
 /// What a fault acts on.
 pub struct Targets<'a> {
     pub ctx: &'a TestContext,
+    /// The client a user's own writes go through: like kubectl's, it sends each once, so a
+    /// budget's refusal (429) is the fault's outcome. The harness's client retries a 429
+    /// with backoff, as kube does, and a delete a PodUnavailableBudget refused during a
+    /// rollout was retried until the fault's timeout (60 s of a 135 s run, seed 20261128).
+    pub as_user: kube::Client,
     pub workloads: &'a [Workload],
     pub nodes: &'a [String],
     pub pool: &'a Pool,
@@ -222,7 +227,7 @@ async fn pause_etcd(ctx: &TestContext, seconds: u64) -> Result<String> {
 }
 
 async fn delete_pod(targets: &Targets<'_>, workload: &Workload, which: u64) -> Result<String> {
-    let pods = targets.ctx.api::<Pod>();
+    let pods: Api<Pod> = Api::namespaced(targets.as_user.clone(), &targets.ctx.namespace);
     let selector = format!("app={}", workload.name());
     let mut live: Vec<Pod> = pods
         .list(&ListParams::default().labels(&selector))

@@ -303,6 +303,7 @@ async fn run_on(
     ));
     let targets = Targets {
         ctx,
+        as_user: ctx.cluster.client_without_retries().await?,
         workloads: &sets,
         nodes: &nodes,
         pool,
