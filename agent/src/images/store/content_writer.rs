@@ -137,11 +137,14 @@ impl ContainerdWriter {
         self.answered(WRITE_WINDOW - 1).await?;
         let data = std::mem::take(&mut self.buffer);
         let len = i64::try_from(data.len()).unwrap_or(i64::MAX);
+        // Only the bytes and where they go: containerd keeps the ref, total and expected
+        // digest of the stream's first message, and looks the expected digest up in its
+        // metadata store again on every message that carries one.
         let request = WriteContentRequest {
             action: WriteAction::Write.into(),
             offset: self.offset,
             data,
-            ..self.template.clone()
+            ..WriteContentRequest::default()
         };
         self.send(request).await?;
         self.offset += len;
