@@ -2,81 +2,44 @@
 //! endpoints before its containers restart), then a resize of its containers' resources
 //! if any, then one strategic-merge patch.
 
-use futures::StreamExt as _;
 use serde_json::json;
 
+use super::disruption::Disrupted;
 use super::writes::{ConditionWriteError, NewPods, PodWrites, WorkloadEvent};
-use super::{CONCURRENT_POD_WRITES, ExecuteError, Executor, Problems, WorkloadKey, is_not_found};
+use super::{ExecuteError, Executor, Problems, WorkloadKey, is_not_found};
 use crate::controller::api_error::api_error;
 use crate::controller::expectations::Expectation;
 use crate::controller::pod_conditions::{ConditionError, ConditionRequest};
 use crate::workload::actions::{ChangeReason, PodChange, deep_merge};
-use crate::workload::budget::{DisruptionBudgets, DisruptionKind};
+use crate::workload::budget::{Admission, DisruptionBudgets, DisruptionKind};
 
 impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_, K, W, N, B> {
-    /// Applies `changes`: the budgets are asked one change at a time, in plan order (each
-    /// admission records a disruption in its budget, so asking in parallel would race on
-    /// the budget's status); the admitted changes' writes, each to its own pod, then run
-    /// up to [`CONCURRENT_POD_WRITES`] at once, so a wave of in-place updates costs about
-    /// one pod's round trips, not one per pod in turn. Returns whether a budget held a
-    /// change, and the first hard error; `problems` ends as if the writes had run in
-    /// order.
+    /// Applies `changes`, only the start of an in-place update asking the budgets
+    /// ([`Self::admit_then_write`]): a wave of in-place updates costs about one pod's round
+    /// trips, not one per pod in turn. Returns whether a budget held a change, and the
+    /// first hard error.
     pub(super) async fn apply_changes(
         &self,
         changes: &[PodChange],
         problems: &mut Problems,
     ) -> (bool, Option<ExecuteError>) {
-        let mut held = false;
-        let mut first_error = None;
-        let mut admitted = Vec::with_capacity(changes.len());
-        for change in changes {
-            match self.admit_change(change, problems).await {
-                Ok(true) => admitted.push(change),
-                Ok(false) => held = true,
-                Err(err) => {
-                    first_error.get_or_insert(err);
-                }
-            }
-        }
-        // Futures built in a loop, not a closure: a closure's borrowed future is not
-        // provably `Send` for every lifetime (rust-lang/rust#102211).
-        let mut writes = Vec::with_capacity(admitted.len());
-        for change in admitted {
-            writes.push(async move {
-                let mut own = Problems::default();
-                let result = self.apply_admitted(change, &mut own).await;
-                (result, own)
-            });
-        }
-        let results: Vec<_> = futures::stream::iter(writes)
-            .buffered(CONCURRENT_POD_WRITES)
-            .collect()
-            .await;
-        for (result, own) in results {
-            if own.update.is_some() {
-                problems.update = own.update;
-            }
-            if let Err(err) = result {
-                first_error.get_or_insert(err);
-            }
-        }
-        (held, first_error)
+        let admit = |change| self.admit_change(change);
+        let write = |change, _evict| async move {
+            let mut own = Problems::default();
+            let applied = self.apply_admitted(change, &mut own).await;
+            (applied.map(|()| Disrupted::Done), own)
+        };
+        self.admit_then_write(changes, problems, admit, write).await
     }
 
-    /// Whether `change` may go ahead: only the start of an in-place update asks the
-    /// budgets; a held one is reported in `problems`.
-    async fn admit_change(
-        &self,
-        change: &PodChange,
-        problems: &mut Problems,
-    ) -> Result<bool, ExecuteError> {
+    async fn admit_change(&self, change: &PodChange) -> Result<Admission, ExecuteError> {
         if change.reason != ChangeReason::InPlaceStart {
-            return Ok(true);
+            return Ok(Admission::Allowed { evict: false });
         }
-        let admission = self
-            .admit(&change.pod, DisruptionKind::InPlaceUpdate, problems)
-            .await?;
-        Ok(admission.is_some())
+        Ok(self
+            .budgets
+            .admit(&change.pod, DisruptionKind::InPlaceUpdate)
+            .await?)
     }
 
     /// Conditions, then a resize, then the patch of one admitted change; an unreachable
@@ -266,7 +229,7 @@ async fn agent_write_done(
     match write.await {
         Ok(()) => true,
         Err(message) => {
-            problems.update = Some(message);
+            problems.update.get_or_insert(message);
             false
         }
     }
