@@ -22,8 +22,9 @@ use crate::images::{
     progress::{BlobProgress, Phase, Report},
     registry::{Auth, FetchedManifest, Registry, RegistryError},
     store::{
-        BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError, records,
-        source_label,
+        BlobWriter as _, CRI_IMAGE_LABEL, ImageRecord, ImageStore, LeaseId, StoreError,
+        inventory::{self, record_name},
+        records, source_label,
     },
 };
 use crate::reference::Reference;
@@ -54,6 +55,19 @@ pub fn record_names(image: &PulledImage) -> Vec<String> {
     names
 }
 
+/// The image the node has under `image`'s record, when its manifest is readable: what a
+/// pull of it would return.
+pub async fn cached<S: ImageStore>(store: &S, image: &Reference) -> Option<PulledImage> {
+    let record = store.get_image(&record_name(image)).await.ok()??;
+    let info = inventory::describe_record(store, &record).await.ok()?;
+    Some(PulledImage {
+        image_id: info.id,
+        repo_digest: image.repo_digest(&record.target.digest),
+        repo_tag: image.repo_tag(),
+        target: record.target,
+    })
+}
+
 /// Pulls `image` into `store`, reporting progress on `progress`.
 #[tracing::instrument(skip_all, fields(image = %image))]
 pub async fn pull<R: Registry, S: ImageStore>(
@@ -65,6 +79,17 @@ pub async fn pull<R: Registry, S: ImageStore>(
 ) -> Result<PulledImage, PullError> {
     progress.report(&mut |p| p.phase = Phase::Resolving);
     let resolved = resolve(registry, image, auth).await?;
+    // Kubelet's Always: the name is resolved at the registry every time, and the image
+    // pulled only when the node lacks that digest. Going through the blobs and snapshots
+    // of an image that is there wrote ~15 metadata transactions into containerd for
+    // nothing (an ImagePullJob re-pulling over 500 simulated nodes: 2.7x its floor).
+    if let Some(cached) = cached(store, image).await
+        && cached.target.digest == resolved.target.digest
+    {
+        tracing::debug!(target = %resolved.target.digest, "the node has this digest; not pulling");
+        progress.report(&mut |p| p.phase = Phase::Done);
+        return Ok(cached);
+    }
     let manifest = oci::parse_manifest(&resolved.manifest.body)?;
     tracing::debug!(target = %resolved.target.digest, layers = manifest.layers.len(), "resolved");
 

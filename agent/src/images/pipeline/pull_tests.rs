@@ -129,10 +129,50 @@ async fn blobs_already_stored_are_not_downloaded_again() {
         .unwrap();
     let fetched = registry.state().blob_requests;
     assert_eq!(fetched, 3);
+    // Without its records (removed by name), the image's content is still there.
+    store.state().images.clear();
     pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
         .await
         .unwrap();
     assert_eq!(registry.state().blob_requests, fetched);
+}
+
+/// Kubelet's Always: resolved every time, pulled only when the node lacks the digest.
+#[tokio::test]
+async fn a_pull_of_a_digest_the_node_has_writes_nothing_and_a_new_digest_is_pulled() {
+    let (registry, store, image, reference) = setup();
+    let (tx, rx) = watch::channel(Progress::default());
+    let first = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    let events = store.state().events.len();
+    let leases = store.state().leases_created;
+    let manifests = registry.state().manifest_requests;
+
+    let again = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    assert_eq!(
+        registry.state().manifest_requests,
+        manifests + 1,
+        "resolved again"
+    );
+    assert_eq!(store.state().events.len(), events, "nothing written");
+    assert_eq!(store.state().leases_created, leases, "no lease");
+    assert_eq!(rx.borrow().phase, Phase::Done);
+
+    let (changed, blobs) = test_image("b");
+    registry.serve("team/app", "v1", &changed, blobs);
+    let pulled = pull(&registry, &store, &reference, &Auth::Anonymous, &tx)
+        .await
+        .unwrap();
+    assert_eq!(pulled.image_id, changed.config_digest);
+    assert_ne!(pulled.image_id, image.config_digest);
+    assert_eq!(
+        store.state().images[REF].target.digest,
+        changed.manifest_digest
+    );
 }
 
 #[tokio::test]

@@ -235,15 +235,7 @@ impl<R: Registry, S: ImageStore> PullManager<R, S> {
 
     /// The image, if a record for the reference exists and its content is readable.
     async fn present(&self, image: &Reference) -> Option<PulledImage> {
-        let store = &self.inner.store;
-        let record = store.get_image(&record_name(image)).await.ok()??;
-        let info = inventory::describe_record(store, &record).await.ok()?;
-        Some(PulledImage {
-            image_id: info.id,
-            repo_digest: image.repo_digest(&record.target.digest),
-            repo_tag: image.repo_tag(),
-            target: record.target,
-        })
+        pull::cached(&self.inner.store, image).await
     }
 
     async fn run(
