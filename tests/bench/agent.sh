@@ -4,7 +4,9 @@
 #      agent, `ctr images pull`, and kubelet's own CRI pull (`crictl pull`); RUNS runs each,
 #      the image and its content removed before every pull;
 #   2. agent RSS idle, and its peak (sampled every 50 ms) during 10 concurrent pulls;
-#   3. RestartContainers latency, from the call to the new container running.
+#   3. RestartContainers latency, from the call to the new container running (RESTARTS
+#      runs, default 10);
+#   4. the agent's idle VmRSS after all that work (goal: <= 12 MiB), 5 s after the last.
 # AGENT=deployed (default) measures the DaemonSet's agent on the kubelet node, through its
 # root-only Unix socket; AGENT=release runs a release build of this checkout as a process
 # of its own (own socket and ports) beside it.
@@ -17,6 +19,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # shellcheck source=figures-lib.sh
 source tests/bench/figures-lib.sh
 RUNS=${RUNS:-5}
+RESTARTS=${RESTARTS:-10}
 AGENT=${AGENT:-deployed}
 # shellcheck source=/dev/null
 source <(deploy/local/cluster.sh env)
@@ -112,7 +115,7 @@ done
 am=$(mean "${agent_times# }") cm=$(mean "${ctr_times# }") km=$(mean "${cri_times# }")
 printf 'mean: agent %.2fs, ctr %.2fs, crictl %.2fs; agent/ctr %.2f, agent/crictl %.2f (goal <= 0.95; %d bytes compressed)\n' \
   "$am" "$cm" "$km" "$(echo "$am / $cm" | bc -l)" "$(echo "$am / $km" | bc -l)" "$SIZE"
-bench_params agent RUNS AGENT
+bench_params agent RUNS RESTARTS AGENT
 # crictl pull is kubelet's own path (CRI), the native one; ctr pulls through containerd's
 # client library.
 bench_figure agent pull-mean stevedore "$(printf '%.2f' "$am")" s
@@ -149,7 +152,7 @@ fi
 if [[ -n ${SKIP_RESTART:-} ]]; then exit 0; fi
 
 echo "== RestartContainers latency (a fresh pod per run: kubelet backs off repeated restarts)"
-for run in $(seq 1 "$RUNS"); do
+for run in $(seq 1 "$RESTARTS"); do
   pod=stevedore-bench-$run
   kubectl run "$pod" --image="$STEVEDORE_REGISTRY/stevedore/web:v1" --restart=Always \
     --overrides="{\"spec\":{\"nodeName\":\"$STEVEDORE_NODE_NAME\"}}" >/dev/null
@@ -167,3 +170,8 @@ for run in $(seq 1 "$RUNS"); do
   printf 'run %d: %.2fs from RestartContainers to the new container running\n' "$run" "$(echo "$t1 - $t0" | bc)"
   kubectl delete pod "$pod" --wait=false >/dev/null
 done
+
+sleep 5
+after_kib=$(rss_kib)
+echo "idle RSS after $RUNS timed pulls, 10 concurrent ones and $RESTARTS restarts: $after_kib KiB"
+bench_figure agent idle-vmrss-after-work stevedore "$(awk -v k="$after_kib" 'BEGIN { printf "%.1f", k / 1024 }')" MiB

@@ -19,7 +19,11 @@
 #   5. failover: the leader killed (SIGKILL and forced deletion, so it cannot release its
 #      Lease) and at once the CloneSet scaled up by one: the time until that pod exists,
 #      made by the new leader;
-#   6. the leader's reconciles per second over phases 1-2 and its work-queue wait p99.
+#   6. the leader's reconciles per second over phases 1-2 and its work-queue wait p99;
+#   7. phases 1-2 again with kube-controller-manager's own controllers on the same nodes
+#      (NATIVE=1, the default): a Deployment (RollingUpdate, maxSurge 0, maxUnavailable
+#      20 %: a recreate roll), a StatefulSet (Parallel) and a DaemonSet (maxUnavailable
+#      20 %) of the same sizes, in a namespace of their own, deleted with it after.
 # In-place rolls, ImagePullJobs and BroadcastJobs at this size need an agent per node,
 # which 2,000 agent processes on one machine cannot give; those phases are not run here.
 set -euo pipefail
@@ -34,9 +38,11 @@ NODES=${NODES:-2000}
 SIZES=${SIZES:-1000 5000 20000}
 SETTLE=${SETTLE:-20}
 STALL=${STALL:-180}
+NATIVE=${NATIVE:-1}
 PREFIX=scale
 NS=stevedore-bench-scale
 FLOOR_NS=stevedore-bench-scale-floor
+NATIVE_NS=stevedore-bench-scale-native
 # shellcheck source=/dev/null
 source <(deploy/local/cluster.sh env)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/stevedore/cargo-target}
@@ -44,7 +50,7 @@ V1=$STEVEDORE_REGISTRY/stevedore/web:v1
 V2=$STEVEDORE_REGISTRY/stevedore/web:v2
 
 cleanup() {
-  kubectl delete namespace "$NS" "$FLOOR_NS" --wait=true --timeout=900s >/dev/null 2>&1 || true
+  kubectl delete namespace "$NS" "$FLOOR_NS" "$NATIVE_NS" --wait=true --timeout=900s >/dev/null 2>&1 || true
   kubectl delete nodes -l "stevedore.dev/bench=$PREFIX" --wait=false >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -88,8 +94,26 @@ wait_p99() {
 }
 
 
-# workloads CS STS DS IMAGE: the three workloads at those sizes with IMAGE.
+# The workloads under test: Stevedore's (FLAVOUR=stevedore, in NS) or kube-controller-
+# manager's (FLAVOUR=native, in NATIVE_NS); `use_flavour` sets WNS and the three kinds.
+use_flavour() {
+  FLAVOUR=$1
+  case $FLAVOUR in
+    stevedore)
+      WNS=$NS CS_KIND=clonesets.apps.kruise.io STS_KIND=statefulsets.apps.kruise.io
+      DS_KIND=daemonsets.apps.kruise.io CS_UPDATED=updatedReadyReplicas
+      ;;
+    native)
+      WNS=$NATIVE_NS CS_KIND=deployments.apps STS_KIND=statefulsets.apps
+      DS_KIND=daemonsets.apps CS_UPDATED=updatedReplicas
+      ;;
+  esac
+}
+use_flavour stevedore
+
+# workloads CS STS DS IMAGE: the three workloads of FLAVOUR at those sizes with IMAGE.
 workloads() {
+  [[ $FLAVOUR == stevedore ]] || { native_workloads "$@"; return; }
   local template="{ metadata: { labels: { app: APP } }, spec: { nodeSelector: { stevedore.dev/bench: $PREFIX }, tolerations: [{ operator: Exists }], terminationGracePeriodSeconds: 0, containers: [{ name: web, image: \"$4\" }] } }"
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: apps.kruise.io/v1alpha1
@@ -128,11 +152,57 @@ spec:
 YAML
 }
 
+# native_workloads CS STS DS IMAGE: kube-controller-manager's counterparts of `workloads`.
+native_workloads() {
+  local template="{ metadata: { labels: { app: APP } }, spec: { nodeSelector: { stevedore.dev/bench: $PREFIX }, tolerations: [{ operator: Exists }], terminationGracePeriodSeconds: 0, containers: [{ name: web, image: \"$4\" }] } }"
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: { name: scale-cs, namespace: $NATIVE_NS }
+spec:
+  replicas: $1
+  selector: { matchLabels: { app: scale-cs } }
+  strategy: { type: RollingUpdate, rollingUpdate: { maxSurge: 0, maxUnavailable: 20% } }
+  template: ${template//APP/scale-cs}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: { name: scale-sts, namespace: $NATIVE_NS }
+spec:
+  replicas: $2
+  serviceName: scale-sts
+  podManagementPolicy: Parallel
+  selector: { matchLabels: { app: scale-sts } }
+  template: ${template//APP/scale-sts}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: { name: scale-ds, namespace: $NATIVE_NS }
+spec:
+  selector: { matchLabels: { app: scale-ds } }
+  updateStrategy: { type: RollingUpdate, rollingUpdate: { maxUnavailable: 20% } }
+  template:
+    metadata: { labels: { app: scale-ds } }
+    spec:
+      nodeSelector: { stevedore.dev/scale-ds: "in" }
+      tolerations: [{ operator: Exists }]
+      terminationGracePeriodSeconds: 0
+      containers: [{ name: web, image: "$4" }]
+YAML
+}
+
+# roll IMAGE: the image change of the set (CloneSet or Deployment) and the DaemonSet.
+roll() {
+  local patch="[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$1\"}]"
+  kubectl -n "$WNS" patch "$CS_KIND" scale-cs --type json -p "$patch" >/dev/null
+  kubectl -n "$WNS" patch "$DS_KIND" scale-ds --type json -p "$patch" >/dev/null
+}
+
 # caught_up KIND NAME FIELDS WANT: the status of KIND/NAME has seen its generation and its
 # two FIELDS (jsonpath, "a}/{b") are both WANT.
 caught_up() {
   local generation observed a b
-  IFS=/ read -r generation observed a b < <(kubectl -n "$NS" get "$1" "$2" \
+  IFS=/ read -r generation observed a b < <(kubectl -n "$WNS" get "$1" "$2" \
     -o jsonpath="{.metadata.generation}/{.status.observedGeneration}/{$3}")
   [[ $generation == "$observed" && $a == "$4" && $b == "$4" ]]
 }
@@ -140,15 +210,15 @@ caught_up() {
 # settled CS STS DS IMAGE COUNT: each workload's status has seen its generation and says
 # every pod updated and ready at those sizes, and COUNT of their pods run IMAGE.
 settled() {
-  caught_up cloneset scale-cs '.status.updatedReadyReplicas}/{.status.readyReplicas' "$1" &&
-    caught_up statefulsets.apps.kruise.io scale-sts '.status.updatedReplicas}/{.status.readyReplicas' "$2" &&
-    caught_up daemonsets.apps.kruise.io scale-ds '.status.updatedNumberScheduled}/{.status.numberReady' "$3" &&
-    (($(kubectl -n "$NS" get pods -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}' | grep -cx "$4") == $5))
+  caught_up "$CS_KIND" scale-cs ".status.$CS_UPDATED}/{.status.readyReplicas" "$1" &&
+    caught_up "$STS_KIND" scale-sts '.status.updatedReplicas}/{.status.readyReplicas' "$2" &&
+    caught_up "$DS_KIND" scale-ds '.status.updatedNumberScheduled}/{.status.numberReady' "$3" &&
+    (($(kubectl -n "$WNS" get pods -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}' | grep -cx "$4") == $5))
 }
 
 # ready_counts: the three workloads' ready counts, which move while they make progress.
 ready_counts() {
-  kubectl -n "$NS" get clonesets.apps.kruise.io,statefulsets.apps.kruise.io,daemonsets.apps.kruise.io \
+  kubectl -n "$WNS" get "$CS_KIND,$STS_KIND,$DS_KIND" \
     -o jsonpath='{range .items[*]}{.status.readyReplicas}{.status.numberReady}/{.status.updatedReplicas}{.status.updatedNumberScheduled} {end}'
 }
 
@@ -179,7 +249,7 @@ make_kwok_nodes "$PREFIX" "$NODES"
 nodes_s=$(since "$start")
 kubectl create namespace "$NS" >/dev/null
 kubectl create namespace "$FLOOR_NS" >/dev/null
-bench_params scale NODES SIZES SETTLE STALL
+bench_params scale NODES SIZES SETTLE STALL NATIVE
 echo "nodes:  $NODES kwok nodes ready in ${nodes_s}s"
 prev_size=0 prev_anon=""
 for size in $SIZES; do
@@ -199,8 +269,7 @@ for size in $SIZES; do
   wait_settled "$cs" "$sts" "$ds" "$V1" "$size" || { echo "$size pods: the create stalled"; break; }
   create_s=$(since "$start")
   start=$(now)
-  kubectl -n "$NS" patch cloneset scale-cs --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
-  kubectl -n "$NS" patch daemonsets.apps.kruise.io scale-ds --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$V2\"}]" >/dev/null
+  roll "$V2"
   wait_settled "$cs" "$sts" "$ds" "$V2" $((cs + ds)) || { echo "$size pods: the roll stalled"; break; }
   roll_s=$(since "$start")
   busy_s=$(awk -v a="$create_s" -v b="$roll_s" 'BEGIN { print a + b }')
@@ -239,6 +308,31 @@ for size in $SIZES; do
   kubectl -n "$NS" delete daemonsets.apps.kruise.io scale-ds --wait=false >/dev/null
   until [[ -z $(kubectl -n "$NS" get pods -o name) ]]; do sleep 2; done
 
+  native_create_s="not run" native_roll_s="not run"
+  if [[ $NATIVE == 1 ]]; then
+    echo "== kube-controller-manager: Deployment $cs, StatefulSet $sts, DaemonSet $ds" >&2
+    use_flavour native
+    kubectl create namespace "$NATIVE_NS" >/dev/null
+    start=$(now)
+    workloads "$cs" "$sts" "$ds" "$V1"
+    if wait_settled "$cs" "$sts" "$ds" "$V1" "$size"; then
+      native_create_s=$(since "$start")
+      start=$(now)
+      roll "$V2"
+      if wait_settled "$cs" "$sts" "$ds" "$V2" $((cs + ds)); then
+        native_roll_s=$(since "$start")
+      else
+        native_roll_s=stalled
+      fi
+    else
+      native_create_s=stalled
+    fi
+    # The namespace with it: the apiserver refuses creates in a terminating namespace, so
+    # the controllers make nothing new while its pods are deleted in one collection.
+    kubectl delete namespace "$NATIVE_NS" --wait=true --timeout=900s >/dev/null
+    use_flavour stevedore
+  fi
+
   echo "== floor: $size pod creates, then $((cs + ds)) of them replaced 20 % at a time" >&2
   # A floor that stalls (api-floor says how far it got) is reported as stalled, not
   # finished by hand; the run goes on to the next size.
@@ -253,8 +347,8 @@ for size in $SIZES; do
 
   cat <<EOF2
 $size pods ($cs + $sts + $ds):
-  create → all ready:      ${create_s}s (floor ${floor_create_s}s, $(ratio "$create_s" "$floor_create_s")×)
-  recreate roll of $((cs + ds)):  ${roll_s}s (floor ${floor_roll_s}s, $(ratio "$roll_s" "$floor_roll_s")×)
+  create → all ready:      ${create_s}s (floor ${floor_create_s}s, $(ratio "$create_s" "$floor_create_s")×; kube-controller-manager ${native_create_s}s, $(ratio "$create_s" "$native_create_s")×)
+  recreate roll of $((cs + ds)):  ${roll_s}s (floor ${floor_roll_s}s, $(ratio "$roll_s" "$floor_roll_s")×; kube-controller-manager ${native_roll_s}s, $(ratio "$roll_s" "$native_roll_s")×)
   leader RssAnon:          ${anon} KiB; per pod since the size before: ${slope} KiB
   standby caches synced:   ${synced_s}s
   failover to acting:      ${failover_s}s
@@ -265,6 +359,8 @@ EOF2
   bench_figure scale "create-$size" floor "$floor_create_s" s
   bench_figure scale "roll-$size" stevedore "$roll_s" s
   bench_figure scale "roll-$size" floor "$floor_roll_s" s
+  bench_figure scale "create-$size" native "$native_create_s" s
+  bench_figure scale "roll-$size" native "$native_roll_s" s
   bench_figure scale "leader-anon-$size" stevedore "$((anon / 1024))" MiB
   bench_figure scale "anon-per-pod-$size" stevedore "$slope" KiB
   bench_figure scale "caches-synced-$size" stevedore "$synced_s" s
