@@ -45,6 +45,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -436,7 +437,6 @@ struct ReadyPods {
 
 impl ReadyPods {
     fn watch(api: Api<Pod>) -> Self {
-        use kube::runtime::watcher::{self, Event};
         let (tx, names) = tokio::sync::watch::channel(std::collections::BTreeSet::new());
         let config = watcher::Config::default().labels(&format!("{LABEL}=true"));
         tokio::spawn(async move {
@@ -644,19 +644,44 @@ where
     results.into_iter().collect()
 }
 
-async fn wait(api: &Api<Pod>, done: impl Fn(&[Pod]) -> bool) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(1800);
+/// Waits until `done` holds for the labelled pods, following them with a watch. A list
+/// every 200 ms, as before, had the apiserver serialise every pod five times a second,
+/// work the controllers measured against the floor do not cause: the BroadcastJob floor
+/// over 500 nodes took 23.3 s against the controller's 21.0 s.
+async fn wait(api: &Api<Pod>, done: impl Fn(&[&Pod]) -> bool) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1800);
+    let config = watcher::Config::default().labels(&format!("{LABEL}=true"));
+    let mut events = std::pin::pin!(watcher::watcher(api.clone(), config));
+    // `listing` gathers a (re)list; `pods` is the last complete one, kept up to date.
+    let (mut pods, mut listing) = (None::<BTreeMap<String, Pod>>, None);
     loop {
-        let pods = api
-            .list(&ListParams::default().labels(&format!("{LABEL}=true")))
-            .await?
-            .items;
-        if done(&pods) {
+        let event = match tokio::time::timeout_at(deadline, events.next()).await {
+            Err(_) => bail!("timed out"),
+            Ok(None) => bail!("the pod watch ended"),
+            // The watcher lists and watches again by itself.
+            Ok(Some(Err(_))) => continue,
+            Ok(Some(Ok(event))) => event,
+        };
+        match event {
+            Event::Init => listing = Some(BTreeMap::new()),
+            Event::InitApply(pod) => {
+                listing.get_or_insert_with(BTreeMap::new).insert(pod.name_any(), pod);
+            }
+            Event::InitDone => pods = Some(listing.take().unwrap_or_default()),
+            Event::Apply(pod) => {
+                pods.get_or_insert_with(BTreeMap::new)
+                    .insert(pod.name_any(), pod);
+            }
+            Event::Delete(pod) => {
+                pods.get_or_insert_with(BTreeMap::new)
+                    .remove(&pod.name_any());
+            }
+        }
+        if listing.is_none()
+            && let Some(pods) = &pods
+            && done(&pods.values().collect::<Vec<_>>())
+        {
             return Ok(());
         }
-        if Instant::now() > deadline {
-            bail!("timed out");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
