@@ -5,14 +5,17 @@
 //! concurrent disruptions never exceed a budget. Native PodDisruptionBudgets selecting
 //! the pod turn its delete into an eviction, which the apiserver checks.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::ObjectRef;
 
 use super::arithmetic::BudgetPod;
-use super::decision::{Decision, decide};
+use super::decision::decide_all;
 use super::target::{protected, selects};
 use crate::api::PodUnavailableBudget;
 use crate::caches::Stores;
@@ -53,6 +56,22 @@ impl BudgetSource for KubeBudgetSource {
             budgets.admit(pod, kind).await
         })
     }
+
+    fn admit_all<'a>(
+        &'a self,
+        namespace: &'a str,
+        pods: &'a [&'a str],
+        kind: DisruptionKind,
+    ) -> BoxFuture<'a, Result<Vec<Admission>, ApiError>> {
+        Box::pin(async move {
+            let budgets = KubeBudgets {
+                client: &self.client,
+                stores: &self.stores,
+                namespace,
+            };
+            budgets.admit_all(pods, kind).await
+        })
+    }
 }
 
 impl DisruptionBudgets for KubeBudgets<'_> {
@@ -66,6 +85,50 @@ impl DisruptionBudgets for KubeBudgets<'_> {
         };
         self.admit_pod(&pod, kind, Recording::Record).await
     }
+
+    /// The same answers as asking about each pod in turn, with one read and one write per
+    /// budget instead of per pod: each budget decides on its pods in order, skipping those
+    /// an earlier budget refused, as asking in turn does.
+    async fn admit_all(
+        &self,
+        names: &[&str],
+        kind: DisruptionKind,
+    ) -> Result<Vec<Admission>, ApiError> {
+        let pods: Vec<Option<Arc<Pod>>> = (names.iter())
+            .map(|name| {
+                self.stores
+                    .pods
+                    .get(&ObjectRef::new(name).within(self.namespace))
+            })
+            .collect();
+        let mut refusals: Vec<Option<String>> = vec![None; names.len()];
+        let api = Api::namespaced(self.client.clone(), self.namespace);
+        for (budget, selector) in self.protectors().await {
+            let asked: Vec<(usize, BudgetPod)> = (pods.iter().enumerate())
+                .filter(|(i, _)| refusals[*i].is_none())
+                .filter_map(|(i, pod)| Some((i, pod.as_deref()?)))
+                .filter(|(_, pod)| selects(&selector, pod))
+                .map(|(i, pod)| (i, BudgetPod::of(pod)))
+                .collect();
+            if asked.is_empty() {
+                continue;
+            }
+            let budget_pods: Vec<BudgetPod> = asked.iter().map(|(_, pod)| pod.clone()).collect();
+            let answers = take_all(&api, &budget, &budget_pods, kind, Recording::Record).await?;
+            for ((i, _), refusal) in asked.iter().zip(answers) {
+                refusals[*i] = refusal;
+            }
+        }
+        Ok((pods.iter().zip(refusals))
+            .map(|(pod, refusal)| match (refusal, pod) {
+                (Some(message), _) => Admission::Held(message),
+                (None, Some(pod)) => Admission::Allowed {
+                    evict: kind == DisruptionKind::Delete && self.native_budget_selects(pod),
+                },
+                (None, None) => Admission::Allowed { evict: false },
+            })
+            .collect())
+    }
 }
 
 impl KubeBudgets<'_> {
@@ -77,39 +140,48 @@ impl KubeBudgets<'_> {
         kind: DisruptionKind,
         recording: Recording,
     ) -> Result<Admission, ApiError> {
-        for budget in self.protecting(pod).await {
-            let api = Api::namespaced(self.client.clone(), self.namespace);
+        let api = Api::namespaced(self.client.clone(), self.namespace);
+        for (budget, selector) in self.protectors().await {
+            if !selects(&selector, pod) {
+                continue;
+            }
             let taken = take(&api, &budget, &BudgetPod::of(pod), kind, recording).await?;
             if let Some(message) = taken {
                 return Ok(Admission::Held(message));
             }
         }
-        let evict = kind == DisruptionKind::Delete
-            && (self.stores.poddisruptionbudgets.state().iter())
-                .filter(|pdb| pdb.metadata.namespace.as_deref() == Some(self.namespace))
-                .filter_map(|pdb| pdb.spec.as_ref()?.selector.as_ref())
-                .any(|selector| selects(selector, pod));
+        let evict = kind == DisruptionKind::Delete && self.native_budget_selects(pod);
         Ok(Admission::Allowed { evict })
     }
 
-    /// The names of the PodUnavailableBudgets protecting `pod`.
-    async fn protecting(&self, pod: &Pod) -> Vec<String> {
-        let mut names = Vec::new();
+    /// Whether a native PodDisruptionBudget selects `pod` (its delete is then an eviction).
+    fn native_budget_selects(&self, pod: &Pod) -> bool {
+        (self.stores.poddisruptionbudgets.state().iter())
+            .filter(|pdb| pdb.metadata.namespace.as_deref() == Some(self.namespace))
+            .filter_map(|pdb| pdb.spec.as_ref()?.selector.as_ref())
+            .any(|selector| selects(selector, pod))
+    }
+
+    /// The PodUnavailableBudgets of the namespace with the selector of the pods each
+    /// protects, in the cache's order.
+    async fn protectors(&self) -> Vec<(String, LabelSelector)> {
+        let mut found = Vec::new();
         let budgets = self.stores.podunavailablebudgets.state();
         let here = budgets
             .iter()
             .filter(|b| b.metadata.namespace.as_deref() == Some(self.namespace));
         for budget in here {
             match protected(budget, self.stores, self.client).await {
-                Ok(Some(protected)) if selects(&protected.selector, pod) => {
-                    names.push(budget.metadata.name.clone().unwrap_or_default());
+                Ok(Some(protected)) => {
+                    let name = budget.metadata.name.clone().unwrap_or_default();
+                    found.push((name, protected.selector));
                 }
-                Ok(_) => {}
+                Ok(None) => {}
                 // Its status controller reports it; a budget without pods holds nothing.
                 Err(err) => tracing::debug!(%err, "a budget's target cannot be read"),
             }
         }
-        names
+        found
     }
 }
 
@@ -122,8 +194,7 @@ pub enum Recording {
 }
 
 /// Takes one disruption of `pod` from the budget `name`: `None` when admitted (and
-/// recorded, unless a dry run) or free, the refusal otherwise. Each attempt reads the budget fresh and
-/// writes conditional on what it read; a conflict decides again on the newer budget.
+/// recorded, unless a dry run) or free, the refusal otherwise ([`take_all`]).
 pub async fn take(
     api: &Api<PodUnavailableBudget>,
     name: &str,
@@ -131,29 +202,43 @@ pub async fn take(
     kind: DisruptionKind,
     recording: Recording,
 ) -> Result<Option<String>, ApiError> {
+    let answers = take_all(api, name, std::slice::from_ref(pod), kind, recording).await?;
+    Ok(answers.into_iter().next().flatten())
+}
+
+/// Takes a disruption of each of `pods` from the budget `name`, as if asked one at a time
+/// in order (`decision::decide_all`), recording every admitted one in a single write: per
+/// pod, `None` when admitted or free, the refusal otherwise. Each attempt reads the budget
+/// fresh and writes conditional on what it read; a conflict decides again on the newer
+/// budget. One write for a wave, not a read and a write per pod: an in-place roll of 1,000
+/// pods under a budget took 2.2 times as long as without one.
+pub async fn take_all(
+    api: &Api<PodUnavailableBudget>,
+    name: &str,
+    pods: &[BudgetPod],
+    kind: DisruptionKind,
+    recording: Recording,
+) -> Result<Vec<Option<String>>, ApiError> {
     for _ in 0..ATTEMPTS {
         let budget = match api.get(name).await {
             Ok(budget) => budget,
-            Err(err) if status_code(&err) == Some(404) => return Ok(None),
+            Err(err) if status_code(&err) == Some(404) => return Ok(vec![None; pods.len()]),
             Err(err) => {
                 return Err(api_error(format!("reading PodUnavailableBudget {name}"))(
                     err,
                 ));
             }
         };
-        let decision = decide(
+        let decided = decide_all(
             name,
             budget.metadata.generation,
             budget.status.as_ref(),
-            pod,
+            pods,
             kind,
             Timestamp::now(),
         );
-        let status = match decision {
-            Decision::Free => return Ok(None),
-            Decision::Refuse(message) => return Ok(Some(message)),
-            Decision::Take(_) if recording == Recording::DryRun => return Ok(None),
-            Decision::Take(status) => status,
+        let Some(status) = decided.status.filter(|_| recording == Recording::Record) else {
+            return Ok(decided.refusals);
         };
         let mut taken = budget;
         taken.metadata.managed_fields = None;
@@ -162,7 +247,7 @@ pub async fn take(
             .replace_status(name, &PostParams::default(), &taken)
             .await
         {
-            Ok(_) => return Ok(None),
+            Ok(_) => return Ok(decided.refusals),
             Err(err) if status_code(&err) == Some(409) => continue,
             Err(err) => {
                 let action = format!("recording a disruption in PodUnavailableBudget {name}");
@@ -170,9 +255,10 @@ pub async fn take(
             }
         }
     }
-    Ok(Some(format!(
+    let message = format!(
         "the PodUnavailableBudget {name} kept changing while the disruption was being recorded; trying again"
-    )))
+    );
+    Ok(vec![Some(message); pods.len()])
 }
 
 #[cfg(test)]

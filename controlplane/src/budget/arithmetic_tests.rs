@@ -11,7 +11,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use super::arithmetic::{
     Amount, BudgetPod, Observed, compute, desired_available, marked_unavailable,
 };
-use super::decision::{Decision, DisruptionKind, decide};
+use super::decision::{Decision, DisruptionKind, decide, decide_all};
 use crate::api::podunavailablebudget::PodUnavailableBudgetStatus;
 
 fn at(seconds: i64) -> Timestamp {
@@ -420,4 +420,98 @@ fn a_pod_marked_unavailable_drops_current_available_at_once() {
         ),
         (2, 2, 0)
     );
+}
+
+/// Asking about pods one at a time, a write each: the answers and the status after them.
+fn one_at_a_time(
+    status: Option<PodUnavailableBudgetStatus>,
+    generation: i64,
+    pods: &[BudgetPod],
+    kind: DisruptionKind,
+) -> (Vec<bool>, Option<PodUnavailableBudgetStatus>) {
+    let (mut current, mut admitted) = (status, Vec::new());
+    for pod in pods {
+        match decide("web", Some(generation), current.as_ref(), pod, kind, at(0)) {
+            Decision::Free => admitted.push(true),
+            Decision::Take(next) => {
+                current = Some(next);
+                admitted.push(true);
+            }
+            Decision::Refuse(_) => admitted.push(false),
+        }
+    }
+    (admitted, current)
+}
+
+#[test]
+fn a_wave_decided_at_once_admits_what_asking_pod_by_pod_admits_in_one_status() {
+    let mut asked_before = status(1, 1);
+    asked_before
+        .unavailable_pods
+        .insert("p0".into(), Time(at(-5)));
+    let mixed = vec![
+        pod("p0", true),
+        pod("u", false),
+        pod("p1", true),
+        pod("p2", true),
+    ];
+    // (status, generation, pods, admitted in order, whether a status is written)
+    let cases = [
+        (
+            Some(status(2, 1)),
+            1,
+            ready_pods(3),
+            vec![true, true, false],
+            true,
+        ),
+        (
+            Some(status(5, 1)),
+            1,
+            ready_pods(3),
+            vec![true, true, true],
+            true,
+        ),
+        (
+            Some(status(0, 1)),
+            1,
+            ready_pods(2),
+            vec![false, false],
+            false,
+        ),
+        (
+            Some(status(3, 1)),
+            2,
+            ready_pods(2),
+            vec![false, false],
+            false,
+        ), // not observed
+        (
+            Some(status(0, 1)),
+            1,
+            vec![pod("u", false)],
+            vec![true],
+            false,
+        ), // free only
+        (
+            Some(asked_before),
+            1,
+            mixed,
+            vec![true, true, true, false],
+            true,
+        ),
+        (None, 1, vec![], vec![], false),
+    ];
+    for (status, generation, pods, want, writes) in cases {
+        for kind in [DisruptionKind::Delete, DisruptionKind::InPlaceUpdate] {
+            let decided = decide_all("web", Some(generation), status.as_ref(), &pods, kind, at(0));
+            let admitted: Vec<bool> = decided.refusals.iter().map(Option::is_none).collect();
+            assert_eq!(admitted, want, "{kind:?} {pods:?}");
+            assert_eq!(decided.status.is_some(), writes, "{kind:?} {pods:?}");
+            let (one_by_one, last) = one_at_a_time(status.clone(), generation, &pods, kind);
+            assert_eq!(admitted, one_by_one, "{kind:?} {pods:?}");
+            if writes {
+                assert_eq!(decided.status, last, "{kind:?} {pods:?}");
+            }
+        }
+    }
 }

@@ -62,3 +62,44 @@ pub fn decide(
     entries.insert(pod.name.clone(), Time(now));
     Decision::Take(taken)
 }
+
+/// What the budget answers for several pods asked in turn, and the status recording every
+/// disruption it admitted (`None`: nothing taken, nothing to write).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decisions {
+    /// Per pod, in order: the refusal, or `None` when admitted or free.
+    pub refusals: Vec<Option<String>>,
+    pub status: Option<PodUnavailableBudgetStatus>,
+}
+
+/// [`decide`] for each of `pods` in order, each deciding on the status the ones before
+/// it left, so one write records them all and admits exactly what asking one pod at a
+/// time, a write each, would have.
+pub fn decide_all(
+    name: &str,
+    generation: Option<i64>,
+    status: Option<&PodUnavailableBudgetStatus>,
+    pods: &[BudgetPod],
+    kind: DisruptionKind,
+    now: Timestamp,
+) -> Decisions {
+    let mut current = status.cloned();
+    let mut taken = false;
+    let refusals = pods
+        .iter()
+        .map(
+            |pod| match decide(name, generation, current.as_ref(), pod, kind, now) {
+                Decision::Free => None,
+                Decision::Take(next) => {
+                    (current, taken) = (Some(next), true);
+                    None
+                }
+                Decision::Refuse(message) => Some(message),
+            },
+        )
+        .collect();
+    Decisions {
+        refusals,
+        status: current.filter(|_| taken),
+    }
+}

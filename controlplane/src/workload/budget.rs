@@ -41,6 +41,22 @@ pub trait DisruptionBudgets: Send + Sync {
         pod: &str,
         kind: DisruptionKind,
     ) -> impl Future<Output = Result<Admission, ApiError>> + Send;
+
+    /// [`Self::admit`] for each of `pods` in turn, in their order, with the same answers;
+    /// an implementation may record them in fewer writes (one per budget).
+    fn admit_all(
+        &self,
+        pods: &[&str],
+        kind: DisruptionKind,
+    ) -> impl Future<Output = Result<Vec<Admission>, ApiError>> + Send {
+        async move {
+            let mut answers = Vec::with_capacity(pods.len());
+            for pod in pods {
+                answers.push(self.admit(pod, kind).await?);
+            }
+            Ok(answers)
+        }
+    }
 }
 
 /// Where the budgets of every namespace come from: handed in by the wiring, so the shared
@@ -53,6 +69,22 @@ pub trait BudgetSource: Send + Sync {
         pod: &'a str,
         kind: DisruptionKind,
     ) -> BoxFuture<'a, Result<Admission, ApiError>>;
+
+    /// [`DisruptionBudgets::admit_all`] for `pods` of `namespace`.
+    fn admit_all<'a>(
+        &'a self,
+        namespace: &'a str,
+        pods: &'a [&'a str],
+        kind: DisruptionKind,
+    ) -> BoxFuture<'a, Result<Vec<Admission>, ApiError>> {
+        Box::pin(async move {
+            let mut answers = Vec::with_capacity(pods.len());
+            for pod in pods {
+                answers.push(self.admit(namespace, pod, kind).await?);
+            }
+            Ok(answers)
+        })
+    }
 }
 
 /// The budgets of one namespace, from a [`BudgetSource`].
@@ -64,6 +96,14 @@ pub struct NamespaceBudgets<'a> {
 impl DisruptionBudgets for NamespaceBudgets<'_> {
     async fn admit(&self, pod: &str, kind: DisruptionKind) -> Result<Admission, ApiError> {
         self.source.admit(self.namespace, pod, kind).await
+    }
+
+    async fn admit_all(
+        &self,
+        pods: &[&str],
+        kind: DisruptionKind,
+    ) -> Result<Vec<Admission>, ApiError> {
+        self.source.admit_all(self.namespace, pods, kind).await
     }
 }
 

@@ -665,7 +665,9 @@ async fn wait(api: &Api<Pod>, done: impl Fn(&[&Pod]) -> bool) -> Result<()> {
         match event {
             Event::Init => listing = Some(BTreeMap::new()),
             Event::InitApply(pod) => {
-                listing.get_or_insert_with(BTreeMap::new).insert(pod.name_any(), pod);
+                listing
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(pod.name_any(), pod);
             }
             Event::InitDone => pods = Some(listing.take().unwrap_or_default()),
             Event::Apply(pod) => {

@@ -11,7 +11,7 @@ use crate::controller::api_error::api_error;
 use crate::controller::expectations::Expectation;
 use crate::controller::pod_conditions::{ConditionError, ConditionRequest};
 use crate::workload::actions::{ChangeReason, PodChange, deep_merge};
-use crate::workload::budget::{Admission, DisruptionBudgets, DisruptionKind};
+use crate::workload::budget::{DisruptionBudgets, DisruptionKind};
 
 impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_, K, W, N, B> {
     /// Applies `changes`, only the start of an in-place update asking the budgets
@@ -23,23 +23,21 @@ impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_
         changes: &[PodChange],
         problems: &mut Problems,
     ) -> (bool, Option<ExecuteError>) {
-        let admit = |change| self.admit_change(change);
         let write = |change, _evict| async move {
             let mut own = Problems::default();
             let applied = self.apply_admitted(change, &mut own).await;
             (applied.map(|()| Disrupted::Done), own)
         };
-        self.admit_then_write(changes, problems, admit, write).await
-    }
-
-    async fn admit_change(&self, change: &PodChange) -> Result<Admission, ExecuteError> {
-        if change.reason != ChangeReason::InPlaceStart {
-            return Ok(Admission::Allowed { evict: false });
-        }
-        Ok(self
-            .budgets
-            .admit(&change.pod, DisruptionKind::InPlaceUpdate)
-            .await?)
+        // Only the start of an in-place update makes the pod unavailable.
+        let asks = |change: &PodChange| change.reason == ChangeReason::InPlaceStart;
+        self.admit_then_write(
+            changes,
+            DisruptionKind::InPlaceUpdate,
+            asks,
+            problems,
+            write,
+        )
+        .await
     }
 
     /// Conditions, then a resize, then the patch of one admitted change; an unreachable

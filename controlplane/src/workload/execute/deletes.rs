@@ -8,7 +8,7 @@ use super::{ExecuteError, Executor, Problems, WorkloadKey, is_not_found};
 use crate::controller::api_error::api_error;
 use crate::controller::expectations::Expectation;
 use crate::workload::actions::{Delete, DeleteReason};
-use crate::workload::budget::{Admission, DisruptionBudgets, DisruptionKind};
+use crate::workload::budget::{DisruptionBudgets, DisruptionKind};
 
 impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_, K, W, N, B> {
     /// Deletes the pods of `deletes` the budgets admit ([`Self::admit_then_write`]).
@@ -18,25 +18,15 @@ impl<K: WorkloadKey, W: PodWrites, N: NewPods, B: DisruptionBudgets> Executor<'_
         deletes: &[Delete],
         problems: &mut Problems,
     ) -> (bool, Option<ExecuteError>) {
-        let admit = |delete| self.admit_delete(delete);
         let write = |delete, evict| async move {
             let mut own = Problems::default();
             (self.delete_admitted(delete, evict, &mut own).await, own)
         };
-        self.admit_then_write(deletes, problems, admit, write).await
-    }
-
-    /// Whether the budgets let `delete` go ahead, and whether through the Eviction API. A
-    /// failed pod is unavailable already: replacing it disrupts nothing, so it is not
-    /// asked about.
-    async fn admit_delete(&self, delete: &Delete) -> Result<Admission, ExecuteError> {
-        if delete.reason == DeleteReason::Failed {
-            return Ok(Admission::Allowed { evict: false });
-        }
-        Ok(self
-            .budgets
-            .admit(&delete.pod, DisruptionKind::Delete)
-            .await?)
+        // A failed pod is unavailable already: replacing it disrupts nothing, so the
+        // budgets are not asked about it.
+        let asks = |delete: &Delete| delete.reason != DeleteReason::Failed;
+        self.admit_then_write(deletes, DisruptionKind::Delete, asks, problems, write)
+            .await
     }
 
     /// Deletes the pod if it still has the planned UID, then its claims.
