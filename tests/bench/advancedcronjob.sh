@@ -19,7 +19,13 @@ source <(deploy/local/cluster.sh env)
 work=$(mktemp -d)
 
 cleanup() {
-  kill "${watchers[@]}" 2>/dev/null || true
+  # Each watcher's kubectl too: left running, it held the output pipe open, and
+  # report.sh (which tees it) waited for good.
+  local pid
+  for pid in "${watchers[@]}"; do
+    pkill -P "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+  done
   kubectl delete namespace "$OURS" "$NATIVE" --wait=false >/dev/null 2>&1 || true
   rm -rf "$work"
 }
