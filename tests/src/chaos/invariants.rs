@@ -2,9 +2,9 @@
 //! says alone. Pure: the caller passes the time of each observation.
 //!
 //! - **maxUnavailable**: a controller never deletes (or takes down for an in-place
-//!   update: `InPlaceUpdateReady` False) a ready pod of a CloneSet or Advanced
-//!   StatefulSet while `maxUnavailable` pods of it are already unavailable (not ready, or
-//!   missing below `replicas`). What the harness deleted itself is not the controller's
+//!   update: `InPlaceUpdateReady` False, from the moment that gate closes) a ready pod of
+//!   a CloneSet or Advanced StatefulSet while `maxUnavailable` pods of it are already
+//!   unavailable (not ready, held by an in-place update, or missing below `replicas`). What the harness deleted itself is not the controller's
 //!   deletion, but the hole it leaves counts, as OpenKruise counts it. A pod counts as
 //!   unavailable only after `grace` (the controller acts on a watch that may be a moment
 //!   behind ours), so a race of a few hundred milliseconds is not reported.
@@ -17,8 +17,11 @@
 //!   at once.
 //! - **ownership**: no live pod that carries a set's labels lacks a controller owner.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
+
+/// How many of a set's last pod transitions a violation of its availability carries.
+const HISTORY_KEPT: usize = 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetKind {
@@ -73,12 +76,35 @@ pub struct PodView {
     pub finished: bool,
 }
 
+impl PodView {
+    /// Ready and not held by an in-place update (`InPlaceUpdateReady` False): available as
+    /// the controllers count it (OpenKruise's `IsPodUpdateReady`).
+    pub fn serving(&self) -> bool {
+        self.ready && !self.in_place_pending
+    }
+
+    /// What the history line says of the pod.
+    fn state(&self) -> String {
+        let mut state = String::from(if self.ready { "ready" } else { "not ready" });
+        if self.in_place_pending {
+            state.push_str(", InPlaceUpdateReady False");
+        }
+        if self.terminating {
+            state.push_str(", terminating");
+        }
+        state
+    }
+}
+
 /// A broken promise, at the time (since the run began) it was seen.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Violation {
     pub at: Duration,
     pub rule: &'static str,
     pub detail: String,
+    /// For an availability promise: the set's last pod transitions as the run's watch saw
+    /// them, oldest first, so a report from CI can be read without a replay.
+    pub history: Vec<String>,
 }
 
 /// What of a set is down besides the pod going.
@@ -109,6 +135,8 @@ pub struct Checker {
     grace: Duration,
     reported: BTreeSet<(&'static str, String)>,
     pods_seen: usize,
+    /// Per set, its pods' last transitions (`HISTORY_KEPT` of them).
+    history: BTreeMap<String, VecDeque<String>>,
 }
 
 impl Checker {
@@ -122,6 +150,7 @@ impl Checker {
             grace,
             reported: BTreeSet::new(),
             pods_seen: 0,
+            history: BTreeMap::new(),
         }
     }
 
@@ -147,27 +176,33 @@ impl Checker {
 
     /// A pod was added or changed. Returns the promises this event breaks, each once.
     pub fn observe(&mut self, at: Duration, view: PodView) -> Vec<Violation> {
-        let (was_live, was_ready, unready_before) = match self.pods.get(&view.uid) {
-            Some(p) => (!p.view.terminating, p.view.ready, p.unready_since),
-            None => {
-                self.pods_seen += 1;
-                (false, false, None)
-            }
-        };
+        let before = self
+            .pods
+            .get(&view.uid)
+            .map(|p| (p.view.clone(), p.unready_since));
+        if before.is_none() {
+            self.pods_seen += 1;
+        }
+        self.note_transition(at, before.as_ref().map(|(v, _)| v), &view);
+        let was_live = before.as_ref().is_some_and(|(v, _)| !v.terminating);
+        let was_serving = before.as_ref().is_some_and(|(v, _)| v.serving());
         let mut found = Vec::new();
         if view.terminating && was_live {
             found.extend(self.check_disruption(at, &view.uid));
             self.note_live_drop(at, &view);
         }
-        // An in-place update takes a live pod down as a deletion would.
-        let taken_in_place = was_live && was_ready && !view.ready && view.in_place_pending;
+        // An in-place update takes a live pod down as a deletion would, the moment its
+        // controller closes the `InPlaceUpdateReady` gate: that write is the controller's
+        // decision, and the Ready=False that the kubelet derives from it may come seconds
+        // later on a busy node.
+        let taken_in_place = was_live && was_serving && view.in_place_pending;
         if taken_in_place && !view.terminating {
             found.extend(self.check_disruption(at, &view.uid));
         }
-        let unready_since = if view.terminating || view.ready {
+        let unready_since = if view.terminating || view.serving() {
             None
         } else {
-            unready_before.or(Some(at))
+            before.and_then(|(_, since)| since).or(Some(at))
         };
         let name = view.app.clone();
         self.pods.insert(
@@ -183,16 +218,40 @@ impl Checker {
         self.first_reports(found)
     }
 
+    /// Records `view`'s state in its set's history when it differs from `before`.
+    fn note_transition(&mut self, at: Duration, before: Option<&PodView>, view: &PodView) {
+        let Some(app) = &view.app else { return };
+        if self.rule_of(app).is_none() {
+            return;
+        }
+        let state = view.state();
+        if before.is_some_and(|b| b.state() == state) {
+            return;
+        }
+        self.remember(app.clone(), format!("{at:.1?} {} {state}", view.name));
+    }
+
+    fn remember(&mut self, app: String, line: String) {
+        let lines = self.history.entry(app).or_default();
+        if lines.len() == HISTORY_KEPT {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
     /// A pod is gone from the apiserver.
     pub fn forget(&mut self, at: Duration, uid: &str) -> Vec<Violation> {
         let Some(tracked) = self.pods.get(uid) else {
             return Vec::new();
         };
         let mut found = Vec::new();
-        if !tracked.view.terminating {
-            let view = tracked.view.clone();
+        let view = tracked.view.clone();
+        if !view.terminating {
             found.extend(self.check_disruption(at, uid));
             self.note_live_drop(at, &view);
+        }
+        if let Some(app) = view.app.filter(|app| self.rule_of(app).is_some()) {
+            self.remember(app, format!("{at:.1?} {} gone", view.name));
         }
         self.pods.remove(uid);
         self.first_reports(found)
@@ -214,9 +273,10 @@ impl Checker {
     /// the order of events. So the snapshot is applied in the order that judges every
     /// take-down against the snapshot's own state, never against a state the cluster left
     /// while the watch was down:
-    /// 1. tracked pods that are ready in the list are ready again (an in-place update that
-    ///    finished during the gap; seed 23 reported a take-down 3 s after an apiserver
-    ///    restart against two pods that were ready again later in the same list);
+    /// 1. tracked pods that serve in the list (ready, no in-place update holding them) are
+    ///    back (an in-place update that finished during the gap; seed 23 reported a
+    ///    take-down 3 s after an apiserver restart against two pods that were ready again
+    ///    later in the same list);
     /// 2. every tracked pod the list lacks goes (it went unseen while the watch was down);
     ///    before the new pods, since a StatefulSet pod replaced during the gap comes back
     ///    with its old name and a new UID, and observed beside its unforgotten predecessor
@@ -226,14 +286,15 @@ impl Checker {
         let listed: BTreeSet<String> = views.iter().map(|v| v.uid.clone()).collect();
         let (back_up, rest): (Vec<PodView>, Vec<PodView>) = views
             .into_iter()
-            .partition(|v| v.ready && !v.terminating && self.pods.contains_key(&v.uid));
+            .partition(|v| v.serving() && !v.terminating && self.pods.contains_key(&v.uid));
         let mut found = Vec::new();
         for view in back_up {
             found.extend(self.observe(at, view));
         }
         found.extend(self.forget_all_but(at, &listed));
-        let (up, down): (Vec<PodView>, Vec<PodView>) =
-            rest.into_iter().partition(|v| v.ready && !v.terminating);
+        let (up, down): (Vec<PodView>, Vec<PodView>) = rest
+            .into_iter()
+            .partition(|v| v.serving() && !v.terminating);
         for view in up.into_iter().chain(down) {
             found.extend(self.observe(at, view));
         }
@@ -269,7 +330,7 @@ impl Checker {
             return Vec::new();
         };
         let counted = matches!(rule.kind, SetKind::CloneSet | SetKind::StatefulSet);
-        let voluntary = going.ready && going.owner_kind.is_some();
+        let voluntary = going.serving() && going.owner_kind.is_some();
         if !counted || !voluntary || self.harness_deleted.contains(uid) {
             return Vec::new();
         }
@@ -304,6 +365,13 @@ impl Checker {
                     down.unready,
                     down.missing,
                 ),
+                history: self
+                    .history
+                    .get(app)
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .collect(),
             })
             .collect()
     }
@@ -347,6 +415,7 @@ impl Checker {
                     at,
                     rule: "ownership",
                     detail: format!("pod {} carries app={app} but has no controller", view.name),
+                    ..Violation::default()
                 });
             }
             if let Some(id) = &view.instance_id {
@@ -371,6 +440,7 @@ impl Checker {
                     "cron {app} (concurrencyPolicy Forbid) has {} runs active at once: {runs:?}",
                     runs.len()
                 ),
+                ..Violation::default()
             });
         }
         let shared = |what: &str, map: BTreeMap<&str, Vec<&str>>| {
@@ -380,6 +450,7 @@ impl Checker {
                     at,
                     rule: "identity",
                     detail: format!("{app}: live pods {pods:?} share {what} {id}"),
+                    ..Violation::default()
                 })
                 .collect::<Vec<_>>()
         };

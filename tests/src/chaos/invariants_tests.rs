@@ -375,3 +375,57 @@ fn a_relist_judges_a_take_down_against_the_listed_state_not_the_one_before_the_g
     );
     assert_eq!(rules(&found), ["maxUnavailable"]);
 }
+
+/// The gate closed by a controller, the pod's Ready condition not yet derived from it.
+fn gate_closed(uid: &str, ready: bool) -> PodView {
+    PodView {
+        in_place_pending: true,
+        ..pod(uid, ready)
+    }
+}
+
+#[test]
+fn an_in_place_take_down_is_judged_when_the_gate_closes_not_when_ready_follows() {
+    // a goes unready at 10 (a probe); b's gate closes at 11, within the grace of a's
+    // going, and a busy kubelet derives b's Ready=False only at 14.
+    let mut c = three_ready(SetKind::CloneSet);
+    assert!(c.observe(secs(10), pod("a", false)).is_empty());
+    assert!(c.observe(secs(11), gate_closed("b", true)).is_empty());
+    assert!(
+        c.observe(secs(14), gate_closed("b", false)).is_empty(),
+        "b was taken down at 11, not again at 14"
+    );
+}
+
+#[test]
+fn a_pod_whose_gate_is_closed_is_unavailable_while_its_ready_condition_lags() {
+    let mut c = three_ready(SetKind::CloneSet);
+    assert!(c.observe(secs(10), gate_closed("a", true)).is_empty());
+    let found = c.observe(secs(20), gate_closed("b", true));
+    assert_eq!(rules(&found), ["maxUnavailable"]);
+    assert!(found[0].detail.contains("web-a"), "{}", found[0].detail);
+}
+
+#[test]
+fn an_availability_violation_carries_the_sets_last_transitions() {
+    let mut c = three_ready(SetKind::CloneSet);
+    c.observe(secs(10), pod("a", false));
+    let found = c.observe(secs(20), gate_closed("b", true));
+    assert_eq!(rules(&found), ["maxUnavailable"]);
+    assert_eq!(
+        found[0].history,
+        [
+            "0.0ns web-a ready",
+            "0.0ns web-b ready",
+            "0.0ns web-c ready",
+            "10.0s web-a not ready",
+            "20.0s web-b ready, InPlaceUpdateReady False",
+        ]
+    );
+    // Only transitions are kept: the same state seen again adds no line.
+    let mut c = three_ready(SetKind::CloneSet);
+    c.observe(secs(5), pod("a", true));
+    c.observe(secs(10), terminating("a"));
+    let found = c.observe(secs(13), terminating("b"));
+    assert_eq!(found[0].history.len(), 5, "{:?}", found[0].history);
+}

@@ -42,6 +42,7 @@ pub fn over_bound(peak: &Peak, bound_kib: u64) -> Option<Violation> {
             peak.kib / 1024,
             bound_kib / 1024
         ),
+        ..Violation::default()
     })
 }
 

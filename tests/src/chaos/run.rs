@@ -110,6 +110,15 @@ impl fmt::Display for Report {
         }
         for v in &self.violations {
             writeln!(f, "VIOLATION at {:.1?} [{}] {}", v.at, v.rule, v.detail)?;
+            if !v.history.is_empty() {
+                writeln!(
+                    f,
+                    "  the set's last pod transitions, as the run's watch saw them:"
+                )?;
+            }
+            for line in &v.history {
+                writeln!(f, "    {line}")?;
+            }
         }
         for s in &self.stuck {
             writeln!(f, "STUCK {s}")?;
