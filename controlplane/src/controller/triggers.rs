@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use futures::stream::{self, BoxStream};
@@ -23,20 +24,25 @@ use super::queue::WorkQueue;
 /// One receive, mapped to keys.
 #[derive(Debug, PartialEq, Eq)]
 enum Received<K> {
-    Keys(Vec<K>),
+    /// Keys to queue once `after` has passed (zero: now).
+    Keys { keys: Vec<K>, after: Duration },
     /// The receiver fell behind and missed events.
     Lagged,
     /// The watch is gone.
     Closed,
 }
 
-/// Maps a received object with `map`.
+/// Maps a received object with `map`; its keys are due `after` from now.
 fn received<T, K>(
     received: Result<Arc<T>, RecvError>,
+    after: Duration,
     map: impl FnOnce(&Arc<T>) -> Vec<K>,
 ) -> Received<K> {
     match received {
-        Ok(object) => Received::Keys(map(&object)),
+        Ok(object) => Received::Keys {
+            keys: map(&object),
+            after,
+        },
         Err(RecvError::Lagged(_)) => Received::Lagged,
         Err(RecvError::Closed) => Received::Closed,
     }
@@ -46,15 +52,16 @@ impl<K: Clone + Eq + std::hash::Hash + Send + 'static> Received<K> {
     /// Queues the keys, or every key of `kind` (`all`) after a lag; `false` once the
     /// watch is closed and the loop should end.
     fn queue(self, queue: &WorkQueue<K>, kind: &str, all: impl FnOnce() -> Vec<K>) -> bool {
-        let keys = match self {
-            Self::Keys(keys) => keys,
+        let (keys, after) = match self {
+            Self::Keys { keys, after } => (keys, after),
             Self::Lagged => {
                 tracing::warn!(kind, "fell behind the watch events; queueing every object");
-                all()
+                (all(), Duration::ZERO)
             }
             Self::Closed => return false,
         };
-        keys.into_iter().for_each(|key| queue.add(key));
+        // A key already due within `after` absorbs this change (`WorkQueue::add_after`).
+        keys.into_iter().for_each(|key| queue.add_after(key, after));
         true
     }
 }
@@ -93,14 +100,28 @@ impl<K: Clone + Eq + std::hash::Hash + Send + 'static> Triggers<K> {
     /// (what it saw of a node, say), since each watch's changes reach it in order.
     #[must_use]
     pub fn watch<T: Send + Sync + 'static>(
+        self,
+        changes: &broadcast::Sender<Arc<T>>,
+        map: impl FnMut(&Arc<T>) -> Vec<K> + Send + 'static,
+    ) -> Self {
+        self.watch_coalesced(changes, Duration::ZERO, map)
+    }
+
+    /// As [`Self::watch`], but a change's keys are queued `window` later, and every change
+    /// mapped to the same key meanwhile rides along: one sync per window, whatever the
+    /// rate. For a watch whose objects change far more often than a sync needs to look,
+    /// such as the status of every node's ImageList while a job pulls on all of them.
+    #[must_use]
+    pub fn watch_coalesced<T: Send + Sync + 'static>(
         mut self,
         changes: &broadcast::Sender<Arc<T>>,
+        window: Duration,
         map: impl FnMut(&Arc<T>) -> Vec<K> + Send + 'static,
     ) -> Self {
         let receives = stream::unfold(
             (changes.subscribe(), map),
-            |(mut receiver, mut map)| async move {
-                let got = received(receiver.recv().await, &mut map);
+            move |(mut receiver, mut map)| async move {
+                let got = received(receiver.recv().await, window, &mut map);
                 Some((got, (receiver, map)))
             },
         );

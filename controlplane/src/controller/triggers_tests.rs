@@ -162,11 +162,48 @@ async fn the_own_watch_maps_an_object_to_its_key_and_a_lag_to_every_stored_key()
 #[test]
 fn a_receive_maps_to_keys_a_lag_or_a_close() {
     let cases = [
-        (Ok(word("a")), Received::Keys(vec!["a".to_owned()])),
+        (
+            Ok(word("a")),
+            Received::Keys {
+                keys: vec!["a".to_owned()],
+                after: Duration::from_secs(1),
+            },
+        ),
         (Err(RecvError::Lagged(3)), Received::Lagged),
         (Err(RecvError::Closed), Received::Closed),
     ];
     for (got, want) in cases {
-        assert_eq!(received(got, named), want);
+        assert_eq!(received(got, Duration::from_secs(1), named), want);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn changes_within_a_coalescing_window_bring_one_sync_after_it() {
+    let (lists, _) = broadcast::channel::<Arc<String>>(64);
+    let (own, _) = broadcast::channel::<Arc<String>>(8);
+    let queue = queue();
+    let window = Duration::from_millis(250);
+    let triggers = Triggers::new("Toy", queue.clone(), || unreachable!("no lag"))
+        .watch_coalesced(&lists, window, |_| vec!["job".to_owned()])
+        .watch(&own, named);
+    let running = tokio::spawn(triggers.run(CancellationToken::new()));
+
+    // Ten changes, 10 ms apart: nothing is due before the window ends.
+    for _ in 0..10 {
+        lists.send(word("node")).expect("send");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(queue.is_empty(), "nothing before the window ends");
+    tokio::time::sleep(window).await;
+    assert_eq!(next_keys(&queue, 1).await, ["job"]);
+    tokio::time::sleep(window * 2).await;
+    assert!(queue.is_empty(), "the ten changes brought one sync");
+
+    // A change after that sync opens a new window; an uncoalesced watch is not delayed.
+    lists.send(word("node")).expect("send");
+    own.send(word("other")).expect("send");
+    assert_eq!(next_keys(&queue, 1).await, ["other"]);
+    tokio::time::sleep(window).await;
+    assert_eq!(next_keys(&queue, 1).await, ["job"]);
+    running.abort();
 }
