@@ -29,7 +29,9 @@
 //!       server-side applies an entry for IMAGE to the ImageList of every node with that
 //!       label (a field manager of its own, the UID as a precondition, as an ImagePullJob
 //!       writes its entries), then releases them the same way: the writes of one
-//!       ImagePullJob at parallelism 100%, without waiting for any pull.
+//!       ImagePullJob at parallelism 100%. With `--always-pull` the entries pull even an
+//!       image the node has (a job's `imagePullPolicy: Always`); with `--wait-succeeded`
+//!       the release waits until every list reports the image pulled, as the job's does.
 //!
 //! Prints the elapsed seconds on stdout.
 
@@ -112,6 +114,13 @@ enum Command {
         node_label: String,
         #[arg(long)]
         image: String,
+        /// Entries that pull even an image the node has (`alwaysPull`), as a job with
+        /// `imagePullPolicy: Always` writes them.
+        #[arg(long)]
+        always_pull: bool,
+        /// Release only once every list reports the image Succeeded, as a job does.
+        #[arg(long)]
+        wait_succeeded: bool,
     },
     DaemonRoll {
         #[arg(long)]
@@ -173,8 +182,18 @@ async fn main() -> Result<()> {
             batch,
             count,
         } => roll_pods(client, &namespace, &image, batch, count, concurrency).await,
-        Command::ImagelistEntries { node_label, image } => {
-            apply_and_release_imagelist_entries(client, &node_label, &image, concurrency).await
+        Command::ImagelistEntries {
+            node_label,
+            image,
+            always_pull,
+            wait_succeeded,
+        } => {
+            let entries = Entries {
+                image: &image,
+                always_pull,
+                wait_succeeded,
+            };
+            apply_and_release_imagelist_entries(client, &node_label, &entries, concurrency).await
         }
     };
     outcome?;
@@ -518,12 +537,20 @@ fn replacement(pod: &Pod, image: &str) -> Pod {
     }
 }
 
-/// `imagelist-entries`: applies an entry for `image` to every labelled node's ImageList,
-/// then releases it, the way an ImagePullJob writes its entries.
+/// What `imagelist-entries` writes, and whether it waits for the pulls.
+struct Entries<'a> {
+    image: &'a str,
+    always_pull: bool,
+    wait_succeeded: bool,
+}
+
+/// `imagelist-entries`: applies an entry for the image to every labelled node's ImageList,
+/// (with `wait_succeeded`) waits until every list reports it pulled, then releases it, the
+/// way an ImagePullJob writes its entries.
 async fn apply_and_release_imagelist_entries(
     client: kube::Client,
     node_label: &str,
-    image: &str,
+    entries: &Entries<'_>,
     concurrency: usize,
 ) -> Result<()> {
     let nodes = labelled_nodes(client.clone(), node_label).await?;
@@ -540,23 +567,46 @@ async fn apply_and_release_imagelist_entries(
         let uids = &uids;
         for_each(&api, &names, concurrency, |api, name| async move {
             // The shape of an ImagePullJob's apply body (imagepulljob/entries.rs):
-            // the UID refuses a recreated list; no spec releases the entry. The
-            // entry names an image the nodes have, so no pull follows.
+            // the UID refuses a recreated list; no spec releases the entry.
             let mut body = json!({
                 "apiVersion": "stevedore.dev/v1alpha1",
                 "kind": "ImageList",
                 "metadata": { "name": name, "uid": uids[&name] },
             });
             if apply {
-                body["spec"] = json!({ "images": { image: {} } });
+                let entry = if entries.always_pull {
+                    json!({ "alwaysPull": true })
+                } else {
+                    json!({})
+                };
+                body["spec"] = json!({ "images": { entries.image: entry } });
             }
             let params = PatchParams::apply("api-floor").force();
             api.patch(&name, &params, &Patch::Apply(body)).await?;
             Ok(())
         })
         .await?;
+        if apply && entries.wait_succeeded {
+            let (api, image) = (api.as_ref(), entries.image);
+            wait_for(api, watcher::Config::default(), |lists| {
+                let pulled = lists
+                    .iter()
+                    .filter(|l| uids.contains_key(&l.name_any()) && pulled(l, image))
+                    .count();
+                pulled == uids.len()
+            })
+            .await?;
+        }
     }
     Ok(())
+}
+
+/// The list reports `image` Succeeded for its current spec.
+fn pulled(list: &DynamicObject, image: &str) -> bool {
+    let status = &list.data["status"];
+    let generation = list.metadata.generation.unwrap_or(0);
+    status["observedGeneration"].as_i64().unwrap_or(0) >= generation
+        && status["images"][image]["phase"] == "Succeeded"
 }
 
 async fn labelled_nodes(client: kube::Client, label: &str) -> Result<Vec<String>> {
@@ -649,15 +699,27 @@ where
 /// work the controllers measured against the floor do not cause: the BroadcastJob floor
 /// over 500 nodes took 23.3 s against the controller's 21.0 s.
 async fn wait(api: &Api<Pod>, done: impl Fn(&[&Pod]) -> bool) -> Result<()> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(1800);
     let config = watcher::Config::default().labels(&format!("{LABEL}=true"));
+    wait_for(api, config, done).await
+}
+
+/// Waits until `done` holds for the objects `config` selects, following them with a watch.
+async fn wait_for<K>(
+    api: &Api<K>,
+    config: watcher::Config,
+    done: impl Fn(&[&K]) -> bool,
+) -> Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1800);
     let mut events = std::pin::pin!(watcher::watcher(api.clone(), config));
     // `listing` gathers a (re)list; `pods` is the last complete one, kept up to date.
-    let (mut pods, mut listing) = (None::<BTreeMap<String, Pod>>, None);
+    let (mut pods, mut listing) = (None::<BTreeMap<String, K>>, None);
     loop {
         let event = match tokio::time::timeout_at(deadline, events.next()).await {
             Err(_) => bail!("timed out"),
-            Ok(None) => bail!("the pod watch ended"),
+            Ok(None) => bail!("the watch ended"),
             // The watcher lists and watches again by itself.
             Ok(Some(Err(_))) => continue,
             Ok(Some(Ok(event))) => event,
