@@ -143,15 +143,35 @@ mod scripted {
     pub struct ScriptedBudgets {
         pub answers: BTreeMap<String, Admission>,
         pub asked: Mutex<Vec<(String, DisruptionKind)>>,
+        /// The pods of each `admit_all` call, in order: one per wave asked about.
+        pub waves: Mutex<Vec<Vec<String>>>,
     }
 
     impl ScriptedBudgets {
         pub fn asked(&self) -> Vec<(String, DisruptionKind)> {
             self.asked.lock().expect("lock").clone()
         }
+
+        pub fn waves(&self) -> Vec<Vec<String>> {
+            self.waves.lock().expect("lock").clone()
+        }
     }
 
     impl DisruptionBudgets for ScriptedBudgets {
+        async fn admit_all(
+            &self,
+            pods: &[&str],
+            kind: DisruptionKind,
+        ) -> Result<Vec<Admission>, ApiError> {
+            let wave = pods.iter().map(|p| (*p).to_owned()).collect();
+            self.waves.lock().expect("lock").push(wave);
+            let mut answers = Vec::with_capacity(pods.len());
+            for pod in pods {
+                answers.push(self.admit(pod, kind).await?);
+            }
+            Ok(answers)
+        }
+
         async fn admit(&self, pod: &str, kind: DisruptionKind) -> Result<Admission, ApiError> {
             self.asked
                 .lock()

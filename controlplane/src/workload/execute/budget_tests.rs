@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::recording::{RecordingWrites, Write};
 use super::tests::{Fixture, delete, in_place_start};
 use super::*;
-use crate::workload::actions::{ChangeReason, DeleteReason, Plan};
+use crate::workload::actions::{ChangeReason, DeleteReason, Plan, PodChange};
 use crate::workload::budget::{Admission, DisruptionKind};
 
 const HELD: &str = "the PodUnavailableBudget web allows no more unavailable pods";
@@ -192,4 +192,43 @@ async fn a_held_delete_keeps_the_problem_the_sync_found_before() {
     assert_eq!(result.expect("no error"), Some(BUDGET_RETRY));
     assert_eq!(problems.update, Some(refused));
     assert_eq!(held_events(&fx).len(), 1, "the hold is still reported");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sync_that_disrupts_no_pod_asks_no_budget_and_a_wave_asks_once() {
+    let fx = fixture(&[], &[]);
+    // Upkeep and a failed pod's delete disrupt nothing the budgets guard.
+    let refresh = PodChange {
+        reason: ChangeReason::Refresh,
+        ..in_place_start("n1", false)
+    };
+    let plan = Plan {
+        pod_changes: vec![refresh],
+        deletes: vec![delete("toy-f", "uid-f", &[], DeleteReason::Failed, "")],
+        ..Plan::default()
+    };
+    let (result, _) = fx.run(&plan).await;
+    result.expect("no error");
+    assert!(fx.budgets.waves().is_empty(), "{:?}", fx.budgets.waves());
+
+    // Two in-place starts and two deletes: one question per wave, naming all its pods.
+    let fx = fixture(&[], &[]);
+    let start = |pod: &str| PodChange {
+        pod: pod.into(),
+        uid: format!("uid-{pod}"),
+        ..in_place_start("n1", false)
+    };
+    let plan = Plan {
+        pod_changes: vec![start("toy-a"), start("toy-b")],
+        deletes: vec![
+            delete("toy-c", "uid-c", &[], DeleteReason::ScaleDown, ""),
+            delete("toy-d", "uid-d", &[], DeleteReason::RecreateUpdate, ""),
+        ],
+        ..Plan::default()
+    };
+    let (result, _) = fx.run(&plan).await;
+    result.expect("no error");
+    let mut waves = fx.budgets.waves();
+    waves.sort();
+    assert_eq!(waves, [["toy-a", "toy-b"], ["toy-c", "toy-d"]]);
 }
