@@ -49,14 +49,22 @@ pub trait DisruptionBudgets: Send + Sync {
         pods: &[&str],
         kind: DisruptionKind,
     ) -> impl Future<Output = Result<Vec<Admission>, ApiError>> + Send {
-        async move {
-            let mut answers = Vec::with_capacity(pods.len());
-            for pod in pods {
-                answers.push(self.admit(pod, kind).await?);
-            }
-            Ok(answers)
-        }
+        admit_each(self, pods, kind)
     }
+}
+
+/// [`DisruptionBudgets::admit`] for each of `pods` in turn: the default `admit_all`, for
+/// implementations that record each disruption in a write of its own.
+pub async fn admit_each<B: DisruptionBudgets + ?Sized>(
+    budgets: &B,
+    pods: &[&str],
+    kind: DisruptionKind,
+) -> Result<Vec<Admission>, ApiError> {
+    let mut answers = Vec::with_capacity(pods.len());
+    for pod in pods {
+        answers.push(budgets.admit(pod, kind).await?);
+    }
+    Ok(answers)
 }
 
 /// Where the budgets of every namespace come from: handed in by the wiring, so the shared
@@ -165,11 +173,7 @@ mod scripted {
         ) -> Result<Vec<Admission>, ApiError> {
             let wave = pods.iter().map(|p| (*p).to_owned()).collect();
             self.waves.lock().expect("lock").push(wave);
-            let mut answers = Vec::with_capacity(pods.len());
-            for pod in pods {
-                answers.push(self.admit(pod, kind).await?);
-            }
-            Ok(answers)
+            admit_each(self, pods, kind).await
         }
 
         async fn admit(&self, pod: &str, kind: DisruptionKind) -> Result<Admission, ApiError> {

@@ -4,8 +4,9 @@
 //! - **maxUnavailable**: a controller never deletes (or takes down for an in-place
 //!   update: `InPlaceUpdateReady` False, from the moment that gate closes) a ready pod of
 //!   a CloneSet or Advanced StatefulSet while `maxUnavailable` pods of it are already
-//!   unavailable (not ready, held by an in-place update, or missing below `replicas`). What the harness deleted itself is not the controller's
-//!   deletion, but the hole it leaves counts, as OpenKruise counts it. A pod counts as
+//!   unavailable (not ready, held by an in-place update, or missing below `replicas`).
+//!   What the harness deleted itself is not the controller's deletion, but the hole it
+//!   leaves counts, as OpenKruise counts it. A pod counts as
 //!   unavailable only after `grace` (the controller acts on a watch that may be a moment
 //!   behind ours), so a race of a few hundred milliseconds is not reported.
 //! - **identity**: no two live pods of one CloneSet share an instance id, nor of one
