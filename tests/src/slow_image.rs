@@ -2,6 +2,11 @@
 //! of deterministic noise that no other image shares, so removing it from containerd
 //! leaves no blob of it behind for a pull to find, whatever other tests do with theirs.
 //! Pushed to the local registry (distribution API, plain HTTP) on first use.
+//!
+//! Each suite asks for its own (`ensure(registry, owner)`): the noise is seeded by the
+//! owner, so two suites that run at once never share a blob in the node's containerd. One
+//! image for all let a suite's unthrottled pull put the layer in containerd while another
+//! suite's throttled pull of it ran, which then ended at once with no progress to see.
 
 use std::time::Duration;
 
@@ -11,8 +16,8 @@ use tokio::net::TcpStream;
 
 use crate::oci_image::{MANIFEST_MEDIA_TYPE, OciImage};
 
-/// Repository and tag of the image in the local registry.
-pub const REPOSITORY: &str = "stevedore/faults-slow";
+/// The images' repositories in the local registry are this followed by `-<owner>`.
+pub const REPOSITORY_PREFIX: &str = "stevedore/faults-slow";
 pub const TAG: &str = "v1";
 /// Size of its one layer's file.
 pub const LAYER_BYTES: usize = 24 << 20;
@@ -20,28 +25,39 @@ pub const LAYER_BYTES: usize = 24 << 20;
 /// The image as pushed.
 #[derive(Clone, Debug)]
 pub struct SlowImage {
-    /// `REPOSITORY:TAG`, to put behind a registry's `host:port/`.
+    /// `stevedore/faults-slow-<owner>`, the repository in the registry.
+    pub repository: String,
+    /// `repository:TAG`, to put behind a registry's `host:port/`.
     pub name: String,
     /// The image ID (its config's digest), also the name of one of its containerd records.
     pub image_id: String,
 }
 
-/// Makes sure `registry` (`host:port`) holds the image.
-pub async fn ensure(registry: &str) -> Result<SlowImage> {
-    let layer = tar_of_one_file("faults-slow.bin", &noise(LAYER_BYTES));
+/// Makes sure `registry` (`host:port`) holds `owner`'s image (`owner`: a suite's name,
+/// lower-case letters, digits and dashes).
+pub async fn ensure(registry: &str, owner: &str) -> Result<SlowImage> {
+    ensure!(
+        !owner.is_empty()
+            && (owner.bytes()).all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+        "slow image owner {owner:?}: use lower-case letters, digits and dashes"
+    );
+    let repository = format!("{REPOSITORY_PREFIX}-{owner}");
+    let layer = tar_of_one_file("faults-slow.bin", &noise(seed_of(owner), LAYER_BYTES));
     let oci = OciImage::of_layers(vec![layer])?;
     let image = SlowImage {
-        name: format!("{REPOSITORY}:{TAG}"),
+        name: format!("{repository}:{TAG}"),
         image_id: oci.image_id().to_owned(),
+        repository,
     };
-    let manifest_path = format!("/v2/{REPOSITORY}/manifests/{TAG}");
+    let repository = &image.repository;
+    let manifest_path = format!("/v2/{repository}/manifests/{TAG}");
     let accept = format!("Accept: {MANIFEST_MEDIA_TYPE}");
     let (status, _) = request(registry, "HEAD", &manifest_path, &[&accept], &[]).await?;
     if status == 200 {
         return Ok(image);
     }
     for blob in oci.layers.iter().chain([&oci.config]) {
-        push_blob(registry, &blob.digest, &blob.body).await?;
+        push_blob(registry, repository, &blob.digest, &blob.body).await?;
     }
     let content_type = format!("Content-Type: {MANIFEST_MEDIA_TYPE}");
     let (status, head) = request(
@@ -57,11 +73,11 @@ pub async fn ensure(registry: &str) -> Result<SlowImage> {
 }
 
 /// A monolithic upload: POST for a session, PUT the bytes with their digest.
-async fn push_blob(registry: &str, digest: &str, body: &[u8]) -> Result<()> {
+async fn push_blob(registry: &str, repository: &str, digest: &str, body: &[u8]) -> Result<()> {
     let (status, head) = request(
         registry,
         "POST",
-        &format!("/v2/{REPOSITORY}/blobs/uploads/"),
+        &format!("/v2/{repository}/blobs/uploads/"),
         &[],
         &[],
     )
@@ -129,9 +145,17 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// `len` bytes of xorshift noise from a fixed seed: the same image on every run.
-fn noise(len: usize) -> Vec<u8> {
-    let mut state: u64 = 0x5eed_fa17_5eed_fa17;
+/// A nonzero xorshift seed of the owner's name (FNV-1a), the same on every run.
+fn seed_of(owner: &str) -> u64 {
+    let hash = (owner.bytes()).fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash ^ 0x5eed_fa17_5eed_fa17).max(1)
+}
+
+/// `len` bytes of xorshift noise from `seed`: the same image on every run.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed;
     let mut out = Vec::with_capacity(len + 8);
     while out.len() < len {
         state ^= state << 13;
@@ -194,10 +218,29 @@ mod tests {
 
     #[test]
     fn the_noise_is_the_same_every_time_and_not_constant() {
-        let a = noise(4096);
-        assert_eq!(a, noise(4096));
+        let a = noise(seed_of("a"), 4096);
+        assert_eq!(a, noise(seed_of("a"), 4096));
         assert_eq!(a.len(), 4096);
         assert!(a.windows(2).any(|w| w[0] != w[1]));
+    }
+
+    #[test]
+    fn each_owner_has_noise_of_its_own() {
+        let owners = [
+            "imagelistpulljob",
+            "kubectl-plugin",
+            "imagelist-faults",
+            "a",
+            "b",
+        ];
+        let layers: Vec<Vec<u8>> = (owners.iter())
+            .map(|owner| noise(seed_of(owner), 4096))
+            .collect();
+        for (i, a) in layers.iter().enumerate() {
+            for b in &layers[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
     }
 
     #[test]

@@ -656,7 +656,7 @@ async fn credentials_are_required_checked_and_used() -> Result<()> {
 async fn an_interrupted_layer_download_resumes_from_the_bytes_in_containerd() -> Result<()> {
     use stevedore_tests::{proxy::Proxy, slow_image};
     let cluster = stevedore_tests::cluster().await?;
-    let slow = slow_image::ensure(&cluster.registry).await?;
+    let slow = slow_image::ensure(&cluster.registry, "agent-images").await?;
     // Through a throttled proxy, so the agent can be stopped in the middle of the layer.
     let proxy = Proxy::start(&cluster.registry).await?;
     proxy.throttle(Some(2 << 20));
@@ -703,7 +703,7 @@ async fn an_interrupted_layer_download_resumes_from_the_bytes_in_containerd() ->
         .map(|l| l.bytes_done)
         .find(|done| *done > 0)
         .unwrap_or_default();
-    let blobs = format!("/v2/{}/blobs/", slow_image::REPOSITORY);
+    let blobs = format!("/v2/{}/blobs/", slow.repository);
     let fetched = registry_log::agent_blob_bytes(cluster, &blobs, before)?;
     agent.remove(&image).await?;
     ensure!(
@@ -724,7 +724,7 @@ async fn a_mirror_in_hosts_toml_serves_pulls_while_the_registry_is_down() -> Res
     let scratch = ScratchDir::new("mirror")?;
     let mirror =
         RegistryProcess::start(&scratch.path().join("registry"), &RegistryAuth::None).await?;
-    let slow = slow_image::ensure(&mirror.addr).await?;
+    let slow = slow_image::ensure(&mirror.addr, "agent-images").await?;
     // The registry the image is named by: nothing listens there.
     let upstream = free_loopback_addr()?;
     let config_dir = scratch.path().join("certs.d");

@@ -148,12 +148,12 @@ async fn an_agent_killed_mid_pull_pulls_the_entry_to_succeeded_once_restarted() 
     run_in_namespace("imagelist-faults-kill", |ctx| async move {
         let sim = sim_node(&ctx, "kill")?;
         let node = sim.node(0);
-        let slow = slow_image::ensure(&ctx.cluster.registry).await?;
+        let slow = slow_image::ensure(&ctx.cluster.registry, "imagelist-faults").await?;
         let proxy = Proxy::start(&ctx.cluster.registry).await?;
         let image = format!("{}/{}", proxy.host(), slow.name);
         // No record of the image under any name, so none of its blobs either: the pull
         // has all of them to fetch.
-        let repository = format!("/{}", slow_image::REPOSITORY);
+        let repository = format!("/{}:", slow.repository);
         let names: Vec<String> = containerd_images(ctx.cluster)?
             .into_iter()
             .filter(|name| *name == slow.image_id || name.contains(&repository))

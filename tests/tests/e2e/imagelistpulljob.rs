@@ -16,6 +16,7 @@ use serde_json::json;
 use stevedore_api::{ImageList, ImageListPullJob, ImagePullJob};
 use stevedore_tests::proxy::Proxy;
 use stevedore_tests::sim::SimAgents;
+use stevedore_tests::slow_image::SlowImage;
 use stevedore_tests::{TestContext, poll_until, run_in_namespace, slow_image};
 
 use crate::imagelist_support;
@@ -28,8 +29,8 @@ const NODES: usize = 3;
 const JOB: &str = "warm";
 
 /// Removes from containerd every record of the test's images, so the pulls move bytes.
-fn forget_images(ctx: &TestContext, proxy: &Proxy, image_id: &str) -> Result<()> {
-    let repository = format!("/{}", slow_image::REPOSITORY);
+fn forget_images(ctx: &TestContext, proxy: &Proxy, slow: &SlowImage) -> Result<()> {
+    let (repository, image_id) = (format!("/{}:", slow.repository), &slow.image_id);
     let names: Vec<String> = containerd_images(ctx.cluster)?
         .into_iter()
         .filter(|n| n.starts_with(&proxy.host()) || n == image_id || n.contains(&repository))
@@ -67,13 +68,13 @@ async fn two_images_on_three_nodes_progress_monotonically_to_completion() -> Res
             .unwrap_or_default()
             .to_owned();
         let sim = SimAgents::up(ctx.cluster, &format!("ilpj-{run}"), NODES)?;
-        let slow = slow_image::ensure(&ctx.cluster.registry).await?;
+        let slow = slow_image::ensure(&ctx.cluster.registry, "imagelistpulljob").await?;
         let proxy = Proxy::start(&ctx.cluster.registry).await?;
         let images = [
             format!("{}/{}", proxy.host(), slow.name),
             format!("{}/stevedore/web:v1", proxy.host()),
         ];
-        forget_images(&ctx, &proxy, &slow.image_id)?;
+        forget_images(&ctx, &proxy, &slow)?;
         for i in 0..NODES {
             list_exists(&ctx.client, &sim.node(i)).await?;
         }
@@ -90,7 +91,7 @@ async fn two_images_on_three_nodes_progress_monotonically_to_completion() -> Res
             },
         )
         .await;
-        forget_images(&ctx, &proxy, &slow.image_id)?;
+        forget_images(&ctx, &proxy, &slow)?;
         result
     })
     .await

@@ -488,11 +488,11 @@ const SLOW_RATE: u64 = 3 << 20;
 async fn pulls_watch_shows_the_byte_progress_of_a_real_pull_on_the_kubelet_node() -> Result<()> {
     run_in_namespace("kubectl-plugin-pulls", |ctx| async move {
         let node = ctx.cluster.node_name.clone();
-        let slow = slow_image::ensure(&ctx.cluster.registry).await?;
+        let slow = slow_image::ensure(&ctx.cluster.registry, "kubectl-plugin").await?;
         let proxy = Proxy::start(&ctx.cluster.registry).await?;
         let image = format!("{}/{}", proxy.host(), slow.name);
         // No record of the image under any name, so the pull has every byte to fetch.
-        let repository = format!("/{}", slow_image::REPOSITORY);
+        let repository = format!("/{}:", slow.repository);
         let stale: Vec<String> = containerd_images(ctx.cluster)?
             .into_iter()
             .filter(|name| *name == slow.image_id || name.contains(&repository))
