@@ -18,7 +18,7 @@ use super::invariants::{Checker, Violation};
 use super::memory::{self, Peak};
 use super::plan::{FaultKind, Shape, plan};
 use super::pool::Pool;
-use super::runners::{self, Counters};
+use super::runners::{self, Counters, InFlight};
 use super::settle::{self, Leftovers};
 use super::throttle::Throttled;
 use super::throttle::proxy::Throttle;
@@ -52,7 +52,10 @@ pub struct Options {
 pub struct Report {
     pub options: Options,
     pub faults: usize,
+    /// Rollouts started during the faults that finished, during them or in the settle.
     pub rollouts: usize,
+    /// Of those, the ones that finished in the settle.
+    pub rollouts_after_faults: usize,
     pub broadcast_jobs: usize,
     pub pull_jobs: usize,
     pub cron_runs: usize,
@@ -86,12 +89,13 @@ impl fmt::Display for Report {
         });
         writeln!(
             f,
-            "chaos seed {}: {} faults; completed {} rollouts, {} BroadcastJobs, {} \
-             ImagePullJobs, {} cron runs, {} of {} ContainerRecreateRequests; {} pods \
+            "chaos seed {}: {} faults; completed {} rollouts ({} of them after the last \
+             fault), {} BroadcastJobs, {} ImagePullJobs, {} cron runs, {} of {} ContainerRecreateRequests; {} pods \
              watched; control plane memory {memory}; {} violations, {} stuck, in {:.0?}",
             o.seed,
             self.faults,
             self.rollouts,
+            self.rollouts_after_faults,
             self.broadcast_jobs,
             self.pull_jobs,
             self.cron_runs,
@@ -191,6 +195,7 @@ struct Running {
     counters: Arc<Counters>,
     broadcast: JoinHandle<Option<String>>,
     pulls: JoinHandle<Option<String>>,
+    roller: JoinHandle<Vec<InFlight>>,
     others: Vec<JoinHandle<()>>,
 }
 
@@ -239,13 +244,14 @@ fn start_runners(
         counters,
         broadcast,
         pulls,
-        others: vec![tokio::spawn(roller), tokio::spawn(recreates)],
+        roller: tokio::spawn(roller),
+        others: vec![tokio::spawn(recreates)],
     }
 }
 
 impl Running {
-    /// Stops the runners; what they left unfinished.
-    async fn stop(self, faults_ended: Timestamp) -> (Leftovers, Arc<Counters>) {
+    /// Stops the runners; what they left unfinished, and the rollouts in flight.
+    async fn stop(self, faults_ended: Timestamp) -> (Leftovers, Vec<InFlight>, Arc<Counters>) {
         self.stop.cancel();
         for runner in self.others {
             let _ = runner.await;
@@ -255,7 +261,8 @@ impl Running {
             pull_job: self.pulls.await.ok().flatten(),
             faults_ended,
         };
-        (leftovers, self.counters)
+        let in_flight = self.roller.await.unwrap_or_default();
+        (leftovers, in_flight, self.counters)
     }
 }
 
@@ -322,8 +329,9 @@ async fn run_on(
     };
     let history = inject_all(&targets, options, started).await;
     let deadline = Instant::now() + options.settle;
-    let (leftovers, counters) = running.stop(Timestamp::now()).await;
+    let (leftovers, in_flight, counters) = running.stop(Timestamp::now()).await;
     let stuck = settle::settle(ctx, &sets, &nodes, &leftovers, deadline).await;
+    let rollouts_after_faults = runners::finished_in_flight(ctx, &sets, &in_flight).await;
     tokio::time::sleep(GRACE).await; // the watch's last events
     watching.watch.abort();
     background_stop.cancel();
@@ -340,7 +348,8 @@ async fn run_on(
     Ok(Report {
         options: options.clone(),
         faults: history.len(),
-        rollouts: Counters::get(&counters.rollouts),
+        rollouts: Counters::get(&counters.rollouts) + rollouts_after_faults,
+        rollouts_after_faults,
         broadcast_jobs: Counters::get(&counters.broadcast_jobs),
         pull_jobs: Counters::get(&counters.pull_jobs),
         cron_runs,

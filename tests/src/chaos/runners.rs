@@ -48,16 +48,27 @@ async fn stopped_within(stop: &CancellationToken, pause: Duration) -> bool {
     }
 }
 
+/// A rollout the roller started and had not seen finish when it stopped: the workload's
+/// index and the generation it had rolled out before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    pub set: usize,
+    pub rolled_out: i64,
+}
+
 /// Starts a new rollout of each workload whenever its last one finished, counting the
-/// finished ones (the first state seen, the initial creation, is not a rollout).
+/// finished ones (the first state seen, the initial creation, is not a rollout). Returns
+/// the rollouts still in flight when told to stop: they went through the faults as much as
+/// the finished ones, and count once they finish in the settle (`finished_in_flight`).
 pub async fn roll(
     ctx: TestContext,
     sets: Vec<Workload>,
     images: [String; 2],
     stop: CancellationToken,
     counters: Arc<Counters>,
-) {
+) -> Vec<InFlight> {
     let mut last: Vec<Option<i64>> = vec![None; sets.len()];
+    let mut started = vec![false; sets.len()];
     while !stop.is_cancelled() {
         for (i, workload) in sets.iter().enumerate() {
             let Ok(Some(generation)) = workloads::rolled_out_generation(&ctx, workload).await
@@ -71,13 +82,41 @@ pub async fn roll(
                 bump(&counters.rollouts);
             }
             last[i] = Some(generation);
+            started[i] = false;
             if let Ok(now) = workloads::current_image(&ctx, workload).await {
                 let next = faults::other_image([&images[0], &images[1]], &now);
-                let _ = workloads::set_image(&ctx, workload, next).await;
+                started[i] = workloads::set_image(&ctx, workload, next).await.is_ok();
             }
         }
         stopped_within(&stop, Duration::from_millis(500)).await;
     }
+    in_flight(&last, &started)
+}
+
+/// The rollouts started after the generation last seen rolled out. Pure.
+fn in_flight(last: &[Option<i64>], started: &[bool]) -> Vec<InFlight> {
+    (last.iter().zip(started).enumerate())
+        .filter_map(|(set, (last, started))| {
+            let rolled_out = (*last).filter(|_| *started)?;
+            Some(InFlight { set, rolled_out })
+        })
+        .collect()
+}
+
+/// How many of the rollouts left in flight have finished since: their workload has rolled
+/// out a later generation.
+pub async fn finished_in_flight(ctx: &TestContext, sets: &[Workload], left: &[InFlight]) -> usize {
+    let mut finished = 0;
+    for rollout in left {
+        let Some(workload) = sets.get(rollout.set) else {
+            continue;
+        };
+        let now = workloads::rolled_out_generation(ctx, workload).await;
+        if matches!(now, Ok(Some(generation)) if generation > rollout.rolled_out) {
+            finished += 1;
+        }
+    }
+    finished
 }
 
 /// Runs BroadcastJobs one after another until `stop`; returns the last one's name if it
@@ -192,5 +231,30 @@ pub async fn sample_memory(
         if stopped_within(&stop, Duration::from_secs(2)).await {
             return peak;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rollout_is_in_flight_when_it_was_started_after_a_rolled_out_generation() {
+        // (generation last seen rolled out, a new rollout started since; in flight)
+        let cases = [
+            (None, false, None),
+            (None, true, None),
+            (Some(3), false, None),
+            (Some(3), true, Some(3)),
+        ];
+        for (last, started, want) in cases {
+            let got = in_flight(&[last], &[started]);
+            let want: Vec<InFlight> = (want.into_iter())
+                .map(|rolled_out| InFlight { set: 0, rolled_out })
+                .collect();
+            assert_eq!(got, want, "{last:?} {started}");
+        }
+        let got = in_flight(&[Some(1), None, Some(5)], &[true, true, true]);
+        assert_eq!(got.iter().map(|r| r.set).collect::<Vec<_>>(), [0, 2]);
     }
 }
