@@ -56,38 +56,29 @@ tests/lib/long-functions.sh
 step "the benchmark results table is generated as its fixture says"
 tests/bench/table_test.sh
 
-step "fuzz: every cargo-fuzz target for ${FUZZ_SECONDS:-30} s, ${FUZZ_JOBS:-2} at a time, in the background"
-# Nightly sanitizer builds have a target dir of their own; each corpus grows in the cache,
-# seeded from fuzz/seeds; a crash's input is kept there and fails the run. It runs beside
-# the workspace's build and the cluster's start (cargo-fuzz is installed in the background
-# too on a new machine) and is waited for before the tests.
-fuzz_cache=${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/fuzz
-fuzz_log=$(mktemp)
-# At the lowest CPU priority: the build of every binary and test is CPU bound and was 65 s
-# slower with the fuzzers beside it at equal priority (5 min 02 s against 3 min 57 s alone,
-# 2026-11-28). Each target still runs its full time, on the cores the build leaves idle
-# (its link steps run on one).
-nice -n 19 bash -c 'command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-  source tests/lib/fuzz.sh && fuzz_all "$@"' fuzz \
-  "$fuzz_cache" "${FUZZ_SECONDS:-30}" "${FUZZ_JOBS:-2}" >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
-
-step "the workspace's debug build with every test (the binaries the cluster runs), beside the Go builds"
-# The cluster step and the tests step build nothing after this. On a new machine the Go
-# builds take longer than every cargo step before them; building here fills the cores
-# their single-threaded phases (downloads, links, one tool after another) leave idle,
-# where the cluster step used to build only after waiting for all of them.
-(source deploy/local/lib/binaries.sh && cargo_build_binaries dev)
-
 step "generated CRDs match deploy/crds"
-# The generator the workspace's build just made: `cargo run -p stevedore-api` alone would
-# resolve its dependencies' features apart from the workspace's and compile them again
-# (3 min on a new machine).
-"$CARGO_TARGET_DIR/debug/crdgen" "$crd_tmp"
+cargo run --quiet --locked -p stevedore-api --bin crdgen -- "$crd_tmp"
 if ! diff -ru deploy/crds "$crd_tmp"; then
   echo "deploy/crds is stale: run 'cargo run -p stevedore-api --bin crdgen' and commit the result" >&2
   exit 1
 fi
+
+step "fuzz: every cargo-fuzz target for ${FUZZ_SECONDS:-30} s, ${FUZZ_JOBS:-2} at a time, in the background beside the cluster's start"
+# Nightly sanitizer builds have a target dir of their own; each corpus grows in the cache,
+# seeded from fuzz/seeds; a crash's input is kept there and fails the run. It runs beside
+# the wait for the Go builds and the cluster step, which mostly waits on processes starting
+# (about 75 s when the build is warm), and is waited for before the tests. On a new machine
+# cargo-fuzz is installed in the same background job (96 s in the foreground before).
+fuzz_cache=${XDG_CACHE_HOME:-$HOME/.cache}/stevedore/fuzz
+fuzz_log=$(mktemp)
+# At the lowest CPU priority: the cluster step's build of every binary and test is CPU
+# bound and was 65 s slower with the fuzzers beside it at equal priority (5 min 02 s against
+# 3 min 57 s alone, 2026-11-28). Each target still runs its full time, on the cores the
+# build leaves idle (its link steps run on one).
+nice -n 19 bash -c 'command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+  source tests/lib/fuzz.sh && fuzz_all "$@"' fuzz \
+  "$fuzz_cache" "${FUZZ_SECONDS:-30}" "${FUZZ_JOBS:-2}" >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
 
 step "waiting for the Go builds started at the beginning"
 if ! wait "$go_builds_pid"; then
