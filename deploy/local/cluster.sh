@@ -30,8 +30,10 @@
 #                                    containerd 2.x beside the cluster's, on its own root,
 #                                    state and socket, for the agent's suites; `env` prints
 #                                    the exports that point those suites at it
-#   cluster.sh prebuild [--tools]    build the Go binaries `up` needs (and with --tools the
-#                                    tests' tools) without starting anything
+#   cluster.sh prebuild [--tools|--tools-but-containerd2|--containerd2]
+#                                    build the Go binaries `up` needs (and with --tools the
+#                                    tests' tools; the other two split them for tests/run.sh)
+#                                    without starting anything
 #   cluster.sh compile               compile Stevedore's CSI driver, agent, control plane and kubectl plugin
 #   cluster.sh plugin                puts the `kubectl stevedore` plugin (built with the control plane) on the env's PATH
 set -euo pipefail
@@ -156,11 +158,16 @@ cmd_node() {
 
 # The tools the tests use beside the cluster: kwok, grpcurl, crictl, helm and containerd 2.x.
 cmd_tools() {
+  build_tools_but_containerd2
+  build_containerd2
+}
+
+# The tools the suites use while the cluster runs; containerd 2.x is for the last step only.
+build_tools_but_containerd2() {
   build_kwok
   build_grpcurl
   build_crictl
   build_helm
-  build_containerd2
 }
 
 # containerd 2.x beside the cluster's containerd (see lib/containerd.sh).
@@ -184,7 +191,9 @@ cmd_prebuild() {
   case ${1:-} in
     "") build_k8s && build_csi_sidecars ;;
     --tools) build_k8s && build_csi_sidecars && cmd_tools ;;
-    *) die "unknown argument to prebuild: $1 (expected --tools or nothing)" ;;
+    --tools-but-containerd2) build_k8s && build_csi_sidecars && build_tools_but_containerd2 ;;
+    --containerd2) build_containerd2 ;;
+    *) die "unknown argument to prebuild: $1 (expected --tools, --tools-but-containerd2, --containerd2 or nothing)" ;;
   esac
 }
 
