@@ -12,7 +12,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use stevedore_api::{BroadcastJob, DaemonSet};
-use stevedore_tests::pods::is_ready;
+use stevedore_tests::pods::is_serving;
 use stevedore_tests::real_node_jobs::{broadcast_job, create_job, runs, wait_for_runs_on};
 use stevedore_tests::real_nodes::{RealNode, real_node_affinity, real_nodes, worker_toleration};
 use stevedore_tests::{TestContext, invariant, poll_until, run_in_namespace};
@@ -109,7 +109,9 @@ fn seen(pod: &Pod) -> Seen {
         uid: pod.uid().unwrap_or_default(),
         image: image.unwrap_or_default(),
         restarts: main.restart_count,
-        ready: is_ready(pod) && main.ready,
+        // Serving, not only Ready: an in-place update closes the gate before the kubelet
+        // turns Ready False, and the spec already names the new image then.
+        ready: is_serving(pod) && main.ready,
     }
 }
 
