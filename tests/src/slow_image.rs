@@ -33,6 +33,14 @@ pub struct SlowImage {
     pub image_id: String,
 }
 
+impl SlowImage {
+    /// Whether containerd image record `name` is of this image, under any registry's name
+    /// or its ID: a suite removes them all so its pull has every blob to fetch.
+    pub fn is_record(&self, name: &str) -> bool {
+        name == self.image_id || name.contains(&format!("/{}:", self.repository))
+    }
+}
+
 /// Makes sure `registry` (`host:port`) holds `owner`'s image (`owner`: a suite's name,
 /// lower-case letters, digits and dashes).
 pub async fn ensure(registry: &str, owner: &str) -> Result<SlowImage> {

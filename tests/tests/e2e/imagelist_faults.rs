@@ -153,10 +153,9 @@ async fn an_agent_killed_mid_pull_pulls_the_entry_to_succeeded_once_restarted() 
         let image = format!("{}/{}", proxy.host(), slow.name);
         // No record of the image under any name, so none of its blobs either: the pull
         // has all of them to fetch.
-        let repository = format!("/{}:", slow.repository);
         let names: Vec<String> = containerd_images(ctx.cluster)?
             .into_iter()
-            .filter(|name| *name == slow.image_id || name.contains(&repository))
+            .filter(|name| slow.is_record(name))
             .collect();
         remove_from_containerd(ctx.cluster, &names)?;
         list_exists(&ctx.client, &node).await?;

@@ -30,10 +30,9 @@ const JOB: &str = "warm";
 
 /// Removes from containerd every record of the test's images, so the pulls move bytes.
 fn forget_images(ctx: &TestContext, proxy: &Proxy, slow: &SlowImage) -> Result<()> {
-    let (repository, image_id) = (format!("/{}:", slow.repository), &slow.image_id);
     let names: Vec<String> = containerd_images(ctx.cluster)?
         .into_iter()
-        .filter(|n| n.starts_with(&proxy.host()) || n == image_id || n.contains(&repository))
+        .filter(|n| n.starts_with(&proxy.host()) || slow.is_record(n))
         .collect();
     remove_from_containerd(ctx.cluster, &names)
 }

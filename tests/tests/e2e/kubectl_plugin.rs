@@ -492,10 +492,9 @@ async fn pulls_watch_shows_the_byte_progress_of_a_real_pull_on_the_kubelet_node(
         let proxy = Proxy::start(&ctx.cluster.registry).await?;
         let image = format!("{}/{}", proxy.host(), slow.name);
         // No record of the image under any name, so the pull has every byte to fetch.
-        let repository = format!("/{}:", slow.repository);
         let stale: Vec<String> = containerd_images(ctx.cluster)?
             .into_iter()
-            .filter(|name| *name == slow.image_id || name.contains(&repository))
+            .filter(|name| slow.is_record(name))
             .collect();
         remove_from_containerd(ctx.cluster, &stale)?;
         proxy.throttle(Some(SLOW_RATE));
